@@ -1,0 +1,202 @@
+//! Shared support for the benchmark suites: criterion configuration and summary rows.
+//!
+//! Every suite in `benches/benches/` builds its [`Criterion`] with [`criterion`], runs its
+//! groups, then reports one [`Row`] per figure with [`emit`] (or [`emit_time_ratio`] for a
+//! criterion measurement against a baseline measured in the same run). `cargo xtask bench`
+//! collects the rows into `target/bench-summary.json`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::Criterion;
+use serde_json::{Value, json};
+
+/// True when `cargo xtask bench --quick` asked for a short run (about 3 minutes in all).
+pub fn quick() -> bool {
+    std::env::var_os("TRACEGRAPH_BENCH_QUICK").is_some_and(|v| v != "0")
+}
+
+/// A criterion configured for this project: short in quick mode, thorough otherwise.
+pub fn criterion() -> Criterion {
+    let c = Criterion::default();
+    let c = if quick() {
+        c.warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_millis(900))
+            .sample_size(10)
+    } else {
+        c.warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(3))
+            .sample_size(30)
+    };
+    c.configure_from_args()
+}
+
+/// One line of `target/bench-summary.json`.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// What was measured, e.g. `fingerprint/10k`.
+    pub bench: String,
+    /// The figure, e.g. `ns_per_op`.
+    pub metric: String,
+    /// Our value.
+    pub value: f64,
+    /// The unit of `value` and `baseline_value`, e.g. `ns`, `B`, `events/s`.
+    pub unit: String,
+    /// The baseline's name, when there is one.
+    pub baseline: Option<String>,
+    /// The baseline's value in the same run, when there is one.
+    pub baseline_value: Option<f64>,
+}
+
+impl Row {
+    /// A row without a baseline.
+    pub fn new(bench: &str, metric: &str, value: f64, unit: &str) -> Self {
+        Row {
+            bench: bench.to_string(),
+            metric: metric.to_string(),
+            value,
+            unit: unit.to_string(),
+            baseline: None,
+            baseline_value: None,
+        }
+    }
+
+    /// The same row compared with a baseline measured in the same run.
+    pub fn vs(mut self, baseline: &str, baseline_value: f64) -> Self {
+        self.baseline = Some(baseline.to_string());
+        self.baseline_value = Some(baseline_value);
+        self
+    }
+
+    /// `value / baseline_value` (lower is better for times), when both are known and the
+    /// baseline is non-zero.
+    pub fn ratio(&self) -> Option<f64> {
+        self.baseline_value
+            .filter(|b| *b != 0.0 && b.is_finite())
+            .map(|b| self.value / b)
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "bench": self.bench,
+            "metric": self.metric,
+            "value": self.value,
+            "unit": self.unit,
+            "baseline": self.baseline,
+            "baseline_value": self.baseline_value,
+            "ratio": self.ratio(),
+        })
+    }
+}
+
+/// Where rows go: `$TRACEGRAPH_BENCH_ROWS`, else `target/bench-rows.jsonl` in the workspace.
+fn rows_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("TRACEGRAPH_BENCH_ROWS") {
+        return PathBuf::from(p);
+    }
+    target_dir().join("bench-rows.jsonl")
+}
+
+/// The workspace target directory (`$CARGO_TARGET_DIR` or `<workspace>/target`).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// Appends a row to the summary and prints it. A row that cannot be written is reported on
+/// stderr; the benchmark itself still counts.
+pub fn emit(row: Row) {
+    let line = row.to_json().to_string();
+    eprintln!(
+        "bench-row: {} {} = {:.3} {}{}",
+        row.bench,
+        row.metric,
+        row.value,
+        row.unit,
+        match (&row.baseline, row.baseline_value, row.ratio()) {
+            (Some(b), Some(v), Some(r)) => format!(" (baseline {b} = {v:.3}, ratio {r:.3})"),
+            _ => String::new(),
+        }
+    );
+    let path = rows_path();
+    let result = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| writeln!(f, "{line}"));
+    if let Err(e) = result {
+        eprintln!("bench-row: cannot write {}: {e}", path.display());
+    }
+}
+
+/// The mean time in nanoseconds of one iteration of criterion benchmark `id`
+/// (`"group/function"` or `"group/function/parameter"`), read from criterion's
+/// `new/estimates.json`. `None` when the benchmark did not run (filtered out).
+pub fn criterion_mean_ns(id: &str) -> Option<f64> {
+    let home = std::env::var_os("CRITERION_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("criterion"));
+    let mut path = home;
+    for part in id.split('/') {
+        path.push(sanitize(part));
+    }
+    path.push("new/estimates.json");
+    let text = std::fs::read_to_string(&path).ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    v.get("mean")?.get("point_estimate")?.as_f64()
+}
+
+/// Criterion's directory-name sanitisation of benchmark id components.
+fn sanitize(part: &str) -> String {
+    part.chars()
+        .map(|c| match c {
+            '?' | '"' | '/' | '\\' | '*' | '<' | '>' | ':' | '|' | '^' => '_',
+            c => c,
+        })
+        .collect()
+}
+
+/// Emits `ours / per` against `baseline / per` (e.g. ns per op for a graph of `per` ops),
+/// both read from criterion's estimates of this run. Skipped (with a note) when either did
+/// not run.
+pub fn emit_time_ratio(
+    bench: &str,
+    metric: &str,
+    ours_id: &str,
+    baseline: &str,
+    baseline_id: &str,
+    per: f64,
+) {
+    match (criterion_mean_ns(ours_id), criterion_mean_ns(baseline_id)) {
+        (Some(o), Some(b)) => emit(Row::new(bench, metric, o / per, "ns").vs(baseline, b / per)),
+        _ => eprintln!(
+            "bench-row: {bench} {metric} skipped ({ours_id} or {baseline_id} did not run)"
+        ),
+    }
+}
+
+/// Emits `ours / per` from a criterion estimate, without a baseline.
+pub fn emit_time(bench: &str, metric: &str, ours_id: &str, per: f64) {
+    match criterion_mean_ns(ours_id) {
+        Some(o) => emit(Row::new(bench, metric, o / per, "ns")),
+        None => eprintln!("bench-row: {bench} {metric} skipped ({ours_id} did not run)"),
+    }
+}
+
+/// Peak resident set size of this process so far, in bytes (Linux `VmHWM`), if known.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map(|kb| kb * 1024)
+}

@@ -1,0 +1,1 @@
+//! ad-cache: a bounded, collision-safe cache of derived graph transforms.

@@ -1,0 +1,1 @@
+//! graph-core: a computation graph of values and operations with stable, canonical fingerprints.

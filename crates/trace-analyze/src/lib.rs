@@ -1,0 +1,1 @@
+//! trace-analyze: analyses and exports over a read trace.

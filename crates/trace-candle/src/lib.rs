@@ -1,0 +1,1 @@
+//! trace-candle: capture Candle tensors, ops, modules and training steps into a trace.

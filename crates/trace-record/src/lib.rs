@@ -1,0 +1,1 @@
+//! trace-record: trace sessions, the JSONL trace schema and the validating reader.
