@@ -1,1 +1,3 @@
 //! trace-analyze: analyses and exports over a read trace.
+
+pub mod export;

@@ -1,0 +1,3 @@
+//! Benchmark suite `analyze` (being written).
+
+fn main() {}

@@ -1,0 +1,3 @@
+//! Benchmark suite `cache` (being written).
+
+fn main() {}

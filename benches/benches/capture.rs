@@ -1,0 +1,3 @@
+//! Benchmark suite `capture` (being written).
+
+fn main() {}

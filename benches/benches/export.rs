@@ -1,0 +1,3 @@
+//! Benchmark suite `export` (being written).
+
+fn main() {}

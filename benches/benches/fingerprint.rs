@@ -1,0 +1,3 @@
+//! Benchmark suite `fingerprint` (being written).
+
+fn main() {}

@@ -1,0 +1,3 @@
+//! Benchmark suite `record` (being written).
+
+fn main() {}
