@@ -6,6 +6,8 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+mod browser_check;
+
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
@@ -13,6 +15,9 @@ commands:
   ci                       fmt check, clippy -D warnings, the tests, the doc tests
   bench [--quick] [FILTER] run the criterion suites in benches/ (those whose file name
                            contains FILTER) and write target/bench-summary.json
+  browser-check            build the demo's trace and HTML reports, load them in headless
+                           Chromium from disk, fail on any console message or missing
+                           section, and save target/browser-check/report.png
 ";
 
 fn main() -> Result<()> {
@@ -20,6 +25,7 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("bench") => bench(&args[1..]),
+        Some("browser-check") => browser_check::run(&root(), &args[1..]),
         Some("-h" | "--help") | None => {
             print!("{USAGE}");
             Ok(())

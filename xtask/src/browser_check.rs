@@ -1,0 +1,494 @@
+//! `cargo xtask browser-check`: the demo's HTML reports loaded in headless Chromium from disk.
+//!
+//! Steps: build the demo's trace (`tracegraph demo --out target/browser-check`), write two
+//! reports (`report.html`, and `report-compare.html` with the same run as its baseline so the
+//! comparison section renders too), then for each page:
+//!
+//! 1. `chromium --headless ... --dump-dom file://...` with a fresh `--user-data-dir` and
+//!    `--enable-logging=stderr`: every console message the page or the browser produces
+//!    (script errors, `console.*` calls, blocked loads, CSP violations) is a `CONSOLE` line on
+//!    stderr, and the check fails on any of them (the report logs nothing when it is fine);
+//! 2. the dumped DOM must carry the report's own verdict: `data-tg-status="ok"` on `<html>`
+//!    (set as the last statement of its script), an empty `#tg-errors` (its `window.onerror`,
+//!    `unhandledrejection` and `console.error` hooks write there), and the op table, memory
+//!    chart and span tree rendered with rows / an SVG;
+//! 3. a screenshot (`--screenshot`) is saved next to the page (`report.png`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+
+/// Flags the issue asks for, plus logging of console messages to stderr.
+const CHROMIUM_FLAGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--enable-logging=stderr",
+    "--v=0",
+];
+
+/// How long one Chromium run may take before it is killed.
+const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs the check from the workspace root `root`.
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
+    if let Some(a) = args.first() {
+        bail!("browser-check takes no arguments (got `{a}`)");
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let out = target.join("browser-check");
+    if out.exists() {
+        std::fs::remove_dir_all(&out).with_context(|| format!("removing {}", out.display()))?;
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let chromium = find_chromium()?;
+
+    let mut demo = tracegraph(root);
+    demo.arg("demo").arg("--out").arg(&out);
+    super::run(demo)?;
+    let trace = newest_trace(&out)?;
+    eprintln!("xtask: demo trace {}", trace.display());
+
+    let page = out.join("report.html");
+    let mut report = tracegraph(root);
+    report.arg("report").arg(&trace).arg("-o").arg(&page);
+    super::run(report)?;
+
+    let compare_page = out.join("report-compare.html");
+    let mut compare = tracegraph(root);
+    compare
+        .arg("report")
+        .arg(&trace)
+        .arg("--baseline")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&compare_page);
+    super::run(compare)?;
+
+    let mut failures = Vec::new();
+    for (page, needs_comparison) in [(&page, false), (&compare_page, true)] {
+        let html = std::fs::read_to_string(page)
+            .with_context(|| format!("reading {}", page.display()))?;
+        failures.extend(
+            static_checks(&html)
+                .into_iter()
+                .map(|f| format!("{}: {f}", page.display())),
+        );
+        let dom = load_page(&chromium, page, &out)?;
+        failures.extend(
+            dom_checks(&dom, needs_comparison)
+                .into_iter()
+                .map(|f| format!("{}: {f}", page.display())),
+        );
+    }
+
+    let shot = out.join("report.png");
+    screenshot(&chromium, &page, &shot, &out)?;
+    let size = std::fs::metadata(&shot)
+        .with_context(|| format!("no screenshot at {}", shot.display()))?
+        .len();
+    if size < 10_000 {
+        failures.push(format!(
+            "{}: screenshot is only {size} bytes (blank page?)",
+            shot.display()
+        ));
+    }
+
+    if !failures.is_empty() {
+        for f in &failures {
+            eprintln!("browser-check: FAIL {f}");
+        }
+        bail!("browser check failed ({} problems)", failures.len());
+    }
+    println!(
+        "browser-check: ok: {} and {} rendered in {} without console messages; screenshot {}",
+        page.display(),
+        compare_page.display(),
+        chromium.display(),
+        shot.display()
+    );
+    Ok(())
+}
+
+/// `cargo run --release -p tracegraph --`.
+fn tracegraph(root: &Path) -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root)
+        .args(["run", "--release", "-p", "tracegraph", "--"]);
+    cmd
+}
+
+/// `$CHROMIUM`, else the first of the usual names found on `PATH`.
+fn find_chromium() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("CHROMIUM") {
+        return Ok(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in [
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+    ] {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+    }
+    bail!(
+        "no Chromium found on PATH (tried chromium, chromium-browser, google-chrome); \
+         install it (`apt-get install -y chromium`) or set CHROMIUM"
+    )
+}
+
+/// The most recently modified `*.jsonl` file under `dir` (the demo's trace).
+fn newest_trace(dir: &Path) -> Result<PathBuf> {
+    let mut best: Option<(SystemTime, PathBuf)> = None;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))? {
+            let path = entry
+                .with_context(|| format!("listing {}", d.display()))?
+                .path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                let modified = std::fs::metadata(&path)
+                    .and_then(|m| m.modified())
+                    .unwrap_or(UNIX_EPOCH);
+                if best.as_ref().is_none_or(|(t, _)| modified > *t) {
+                    best = Some((modified, path));
+                }
+            }
+        }
+    }
+    best.map(|(_, p)| p)
+        .with_context(|| format!("the demo wrote no *.jsonl trace under {}", dir.display()))
+}
+
+/// A fresh, empty Chromium profile directory under `out`.
+fn fresh_profile(out: &Path, tag: &str) -> Result<PathBuf> {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir = out.join(format!(
+        "chromium-profile-{tag}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn file_url(path: &Path) -> Result<String> {
+    let abs = std::fs::canonicalize(path)
+        .with_context(|| format!("resolving {}", path.display()))?;
+    let mut url = String::from("file://");
+    for b in abs.to_string_lossy().bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                url.push(char::from(b))
+            }
+            _ => url.push_str(&format!("%{b:02X}")),
+        }
+    }
+    Ok(url)
+}
+
+/// Runs Chromium with `extra` flags on `page`; returns (stdout, stderr).
+fn chromium_run(
+    chromium: &Path,
+    page: &Path,
+    out: &Path,
+    tag: &str,
+    extra: &[String],
+) -> Result<(String, String)> {
+    let profile = fresh_profile(out, tag)?;
+    let stdout_path = out.join(format!("chromium-{tag}.stdout"));
+    let stderr_path = out.join(format!("chromium-{tag}.stderr"));
+    let mut cmd = Command::new(chromium);
+    cmd.args(CHROMIUM_FLAGS)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(file_url(page)?)
+        .stdin(Stdio::null())
+        .stdout(
+            std::fs::File::create(&stdout_path)
+                .with_context(|| format!("creating {}", stdout_path.display()))?,
+        )
+        .stderr(
+            std::fs::File::create(&stderr_path)
+                .with_context(|| format!("creating {}", stderr_path.display()))?,
+        );
+    eprintln!("xtask: running {cmd:?}");
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("failed to start {}", chromium.display()))?;
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for chromium")? {
+            break status;
+        }
+        if started.elapsed() > CHROMIUM_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "chromium did not finish within {CHROMIUM_TIMEOUT:?} on {}",
+                page.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The profile is scratch; a failure to remove it is not the page's fault.
+    let _ = std::fs::remove_dir_all(&profile);
+    let stdout = std::fs::read_to_string(&stdout_path)
+        .with_context(|| format!("reading {}", stdout_path.display()))?;
+    let stderr = std::fs::read_to_string(&stderr_path)
+        .with_context(|| format!("reading {}", stderr_path.display()))?;
+    if !status.success() {
+        bail!(
+            "chromium exited with {status} on {}; stderr:\n{stderr}",
+            page.display()
+        );
+    }
+    Ok((stdout, stderr))
+}
+
+/// Loads `page`, runs its script (virtual time lets timers settle), fails on any console
+/// message, and returns the DOM after the script ran.
+fn load_page(chromium: &Path, page: &Path, out: &Path) -> Result<String> {
+    let tag = page
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("page")
+        .to_string();
+    let (dom, stderr) = chromium_run(
+        chromium,
+        page,
+        out,
+        &tag,
+        &[
+            "--virtual-time-budget=10000".to_string(),
+            "--dump-dom".to_string(),
+        ],
+    )?;
+    let console: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    if !console.is_empty() {
+        bail!(
+            "{} produced {} console message(s):\n{}",
+            page.display(),
+            console.len(),
+            console.join("\n")
+        );
+    }
+    std::fs::write(out.join(format!("{tag}.dom.html")), &dom)
+        .with_context(|| format!("saving the DOM of {}", page.display()))?;
+    Ok(dom)
+}
+
+fn screenshot(chromium: &Path, page: &Path, shot: &Path, out: &Path) -> Result<()> {
+    let abs_shot = if shot.is_absolute() {
+        shot.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .context("current directory")?
+            .join(shot)
+    };
+    let (_, stderr) = chromium_run(
+        chromium,
+        page,
+        out,
+        "screenshot",
+        &[
+            "--virtual-time-budget=10000".to_string(),
+            "--window-size=1280,3200".to_string(),
+            format!("--screenshot={}", abs_shot.display()),
+        ],
+    )?;
+    let console: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    if !console.is_empty() {
+        bail!(
+            "screenshot run produced console message(s):\n{}",
+            console.join("\n")
+        );
+    }
+    Ok(())
+}
+
+/// Checks on the file itself: nothing that would be fetched.
+fn static_checks(html: &str) -> Vec<String> {
+    let mut failures = Vec::new();
+    let lower = html.to_ascii_lowercase();
+    for needle in [
+        "src=\"http",
+        "src='http",
+        "href=\"http",
+        "href='http",
+        "<link ",
+        "@import",
+        "url(http",
+        "src=\"//",
+        "fetch(",
+        "xmlhttprequest",
+    ] {
+        if lower.contains(needle) {
+            failures.push(format!(
+                "contains `{needle}`: the page must not load anything"
+            ));
+        }
+    }
+    if !lower.contains("content-security-policy") {
+        failures.push("has no Content-Security-Policy forbidding network loads".to_string());
+    }
+    failures
+}
+
+/// The opening tag of the element with `id`, if present.
+fn opening_tag<'a>(dom: &'a str, id: &str) -> Option<&'a str> {
+    let at = dom.find(&format!("id=\"{id}\""))?;
+    let start = dom[..at].rfind('<')?;
+    let end = at + dom[at..].find('>')?;
+    Some(&dom[start..=end])
+}
+
+fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let key = format!(" {name}=\"");
+    let at = tag.find(&key)? + key.len();
+    let len = tag[at..].find('"')?;
+    Some(&tag[at..at + len])
+}
+
+/// The element's content up to the next element with an `id` of the report's sections: the
+/// content of a section is what follows its opening tag.
+fn section_text<'a>(dom: &'a str, id: &str) -> Option<&'a str> {
+    let at = dom.find(&format!("id=\"{id}\""))?;
+    let rest = &dom[at..];
+    let end = rest.find("</section>").unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// Checks on the DOM after the report's script ran.
+fn dom_checks(dom: &str, needs_comparison: bool) -> Vec<String> {
+    let mut failures = Vec::new();
+    match dom.find("<html").map(|i| &dom[i..]).and_then(|h| {
+        let end = h.find('>')?;
+        Some(&h[..=end])
+    }) {
+        Some(tag) => match attr(tag, "data-tg-status") {
+            Some("ok") => {}
+            other => failures.push(format!(
+                "the report's script did not finish (data-tg-status = {other:?})"
+            )),
+        },
+        None => failures.push("no <html> element in the DOM".to_string()),
+    }
+    match section_text(dom, "tg-errors") {
+        Some(text) => {
+            let content = text
+                .split_once('>')
+                .map(|(_, c)| c)
+                .unwrap_or("")
+                .split("</pre>")
+                .next()
+                .unwrap_or("");
+            if !content.trim().is_empty() {
+                failures.push(format!("the page recorded errors: {}", content.trim()));
+            }
+        }
+        None => failures.push("no #tg-errors element (error hooks missing)".to_string()),
+    }
+    let rows = |id: &str| -> Option<u64> {
+        opening_tag(dom, id)
+            .and_then(|t| attr(t, "data-rows"))
+            .and_then(|v| v.parse().ok())
+    };
+    for (id, what) in [("op-table", "op table"), ("span-tree", "span tree")] {
+        match rows(id) {
+            Some(n) if n > 0 => {
+                let text = section_text(dom, id).unwrap_or("");
+                let trs = text.matches("<tr").count() as u64;
+                if trs < n {
+                    failures.push(format!(
+                        "the {what} claims {n} rows but the DOM has {trs} <tr> elements"
+                    ));
+                }
+            }
+            Some(_) => failures.push(format!("the {what} (#{id}) rendered no rows")),
+            None => failures.push(format!("the {what} (#{id}) is missing or not rendered")),
+        }
+    }
+    match opening_tag(dom, "memory-chart") {
+        Some(tag) if attr(tag, "data-rendered") == Some("svg") => {
+            let text = section_text(dom, "memory-chart").unwrap_or("");
+            if !text.contains("<svg") || !text.contains("<path") {
+                failures.push("the memory chart has no SVG paths".to_string());
+            }
+            if !text.contains("class=\"peak-marker\"") {
+                failures.push("the memory chart does not mark the peak".to_string());
+            }
+        }
+        Some(tag) => failures.push(format!(
+            "the memory chart is not an SVG chart (data-rendered = {:?})",
+            attr(tag, "data-rendered")
+        )),
+        None => failures.push("the memory chart (#memory-chart) is missing".to_string()),
+    }
+    if needs_comparison && rows("comparison").is_none_or(|n| n == 0) {
+        failures.push("the comparison (#comparison) rendered no rows".to_string());
+    }
+    failures
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dom_checks_accept_a_rendered_page_and_reject_a_broken_one() {
+        let good = r#"<html lang="en" data-tg-status="ok"><body>
+<pre id="tg-errors" hidden=""></pre>
+<section><div id="op-table" data-rows="2"><table><tr><th>a</th></tr><tr><td>1</td></tr><tr><td>2</td></tr></table></div></section>
+<section><div id="span-tree" data-rows="1"><table><tr><td>x</td></tr></table></div></section>
+<section><div id="memory-chart" data-rendered="svg"><svg><path d="M0 0"></path><line class="peak-marker"></line></svg></div></section>
+</body></html>"#;
+        assert_eq!(dom_checks(good, false), Vec::<String>::new());
+        assert_eq!(dom_checks(good, true).len(), 1);
+
+        let broken = good
+            .replace("data-tg-status=\"ok\"", "data-tg-status=\"rendering\"")
+            .replace(
+                "<pre id=\"tg-errors\" hidden=\"\"></pre>",
+                "<pre id=\"tg-errors\">TypeError: x</pre>",
+            )
+            .replace("data-rows=\"2\"", "data-rows=\"0\"");
+        let failures = dom_checks(&broken, false);
+        assert_eq!(failures.len(), 3, "{failures:?}");
+    }
+
+    #[test]
+    fn static_checks_reject_external_resources() {
+        let ok = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'\">";
+        assert!(static_checks(ok).is_empty());
+        let bad = format!("{ok}<script src=\"https://cdn.example/x.js\"></script>");
+        assert_eq!(static_checks(&bad).len(), 1);
+    }
+
+    #[test]
+    fn file_urls_escape_odd_characters() {
+        let dir = std::env::temp_dir();
+        let url = file_url(&dir).unwrap_or_default();
+        assert!(url.starts_with("file:///"), "{url}");
+        assert!(!url.contains(' '));
+    }
+}
