@@ -1,0 +1,689 @@
+//! The generic cache: LRU by entry count and retained bytes, collision-safe keys, single flight.
+
+use std::any::Any;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use lru::LruCache;
+
+use crate::Fingerprint;
+use crate::bytes::RetainedBytes;
+
+/// A cache key: a 128-bit fingerprint used to find the entry, and an exact equality that
+/// confirms it.
+///
+/// The cache stores at most one entry per fingerprint. A lookup whose fingerprint matches an
+/// entry whose key is not [`same_key`](CacheKey::same_key) is a **miss**, counted in
+/// [`CacheStats::collisions`]; the other key's value is never returned. Implementations must
+/// make equal keys have equal fingerprints; unequal keys may share one (that is the case the
+/// cache guards against).
+pub trait CacheKey: Clone + Send + Sync + 'static {
+    /// The key's 128-bit fingerprint. Called once per cache call, before any lock is taken;
+    /// it should be cheap (graph-core caches a graph's fingerprint, so this is O(1) for keys
+    /// built from graphs).
+    fn fingerprint(&self) -> Fingerprint;
+
+    /// Exact equality of the full key, called only on a fingerprint match (under the cache's
+    /// lock). Compare pointers first where keys hold `Arc`s.
+    fn same_key(&self, other: &Self) -> bool;
+}
+
+/// `u64` keys: the fingerprint is a bijective mix of the value, equality is `==`.
+impl CacheKey for u64 {
+    fn fingerprint(&self) -> Fingerprint {
+        let lo = splitmix64(*self);
+        let hi = splitmix64(lo ^ 0xA0761D6478BD642F);
+        Fingerprint(u128::from(hi) << 64 | u128::from(lo))
+    }
+
+    fn same_key(&self, other: &Self) -> bool {
+        self == other
+    }
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E3779B97F4A7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+    z ^ (z >> 31)
+}
+
+/// The default entry limit.
+pub const DEFAULT_MAX_ENTRIES: NonZeroUsize = NonZeroUsize::new(128).unwrap();
+
+/// The default retained-bytes limit: 64 MiB.
+pub const DEFAULT_MAX_RETAINED_BYTES: u64 = 64 << 20;
+
+/// The two limits a cache keeps: at most `max_entries` entries and, when set, at most
+/// `max_retained_bytes` retained bytes (the sum of the entries' [`RetainedBytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// The most entries kept (default 128).
+    pub max_entries: NonZeroUsize,
+    /// The most retained bytes kept, or `None` for no byte limit (default 64 MiB).
+    pub max_retained_bytes: Option<u64>,
+}
+
+impl Default for CacheLimits {
+    fn default() -> Self {
+        CacheLimits {
+            max_entries: DEFAULT_MAX_ENTRIES,
+            max_retained_bytes: Some(DEFAULT_MAX_RETAINED_BYTES),
+        }
+    }
+}
+
+/// A snapshot of a cache's state and counters. Counters saturate at `u64::MAX`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Entries held now.
+    pub entries: u64,
+    /// Retained bytes of the entries held now.
+    pub retained_bytes: u64,
+    /// The most retained bytes held at once since creation or the last
+    /// [`reset_stats`](Cache::reset_stats).
+    pub peak_retained_bytes: u64,
+    /// Lookups (`get`, `get_or_insert_with`) that found their key.
+    pub hits: u64,
+    /// Lookups that did not (including collisions, and callers that waited for another
+    /// thread's computation).
+    pub misses: u64,
+    /// Values stored (new entries and replacements); oversize values are not counted here.
+    pub inserts: u64,
+    /// Inserts that replaced the value of an equal key.
+    pub replacements: u64,
+    /// Entries removed to keep the limits, or displaced by a colliding key.
+    pub evictions: u64,
+    /// Retained bytes of the evicted entries.
+    pub evicted_bytes: u64,
+    /// Values larger than the byte limit on their own: returned to the caller, not retained.
+    pub rejected: u64,
+    /// Fingerprint matches whose keys were not equal (on lookup or insert).
+    pub collisions: u64,
+    /// Calls to [`clear`](Cache::clear).
+    pub clears: u64,
+}
+
+/// Hashes a `u128` fingerprint by folding and one multiply; fingerprints are already uniform.
+#[derive(Debug, Clone, Copy, Default)]
+struct FingerprintHasher(u64);
+
+impl Hasher for FingerprintHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100000001B3);
+        }
+    }
+
+    fn write_u128(&mut self, x: u128) {
+        let folded = (x as u64) ^ ((x >> 64) as u64);
+        let full = u128::from(folded ^ self.0).wrapping_mul(0x9E3779B97F4A7C15);
+        self.0 = (full as u64) ^ ((full >> 64) as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct BuildFingerprintHasher;
+
+impl BuildHasher for BuildFingerprintHasher {
+    type Hasher = FingerprintHasher;
+    fn build_hasher(&self) -> FingerprintHasher {
+        FingerprintHasher(0)
+    }
+}
+
+struct Slot<K, V> {
+    key: K,
+    value: Arc<V>,
+    bytes: u64,
+}
+
+/// What a single-flight computation ended with.
+enum FlightState<V> {
+    Pending,
+    Ready(Arc<V>),
+    Failed(Arc<dyn Any + Send + Sync>),
+    /// The computing thread panicked or its error type did not match; waiters retry.
+    Abandoned,
+}
+
+struct Flight<K, V> {
+    key: K,
+    state: Mutex<FlightState<V>>,
+    done: Condvar,
+}
+
+impl<K, V> Flight<K, V> {
+    fn finish(&self, state: FlightState<V>) {
+        *lock(&self.state) = state;
+        self.done.notify_all();
+    }
+}
+
+struct Counters {
+    hits: u64,
+    misses: u64,
+    inserts: u64,
+    replacements: u64,
+    evictions: u64,
+    evicted_bytes: u64,
+    rejected: u64,
+    collisions: u64,
+    clears: u64,
+    peak_retained_bytes: u64,
+}
+
+impl Counters {
+    const ZERO: Counters = Counters {
+        hits: 0,
+        misses: 0,
+        inserts: 0,
+        replacements: 0,
+        evictions: 0,
+        evicted_bytes: 0,
+        rejected: 0,
+        collisions: 0,
+        clears: 0,
+        peak_retained_bytes: 0,
+    };
+}
+
+fn bump(c: &mut u64) {
+    *c = c.saturating_add(1);
+}
+
+struct State<K, V> {
+    lru: LruCache<u128, Slot<K, V>, BuildFingerprintHasher>,
+    in_flight: std::collections::HashMap<u128, Arc<Flight<K, V>>, BuildFingerprintHasher>,
+    limits: CacheLimits,
+    retained_bytes: u64,
+    counters: Counters,
+}
+
+/// Entries taken out under the lock, dropped after it is released.
+type Evicted<K, V> = Vec<Slot<K, V>>;
+
+impl<K: CacheKey, V> State<K, V> {
+    /// Looks `key` up, promoting it on a hit; when `count`, counts a hit, or a miss (and a
+    /// collision).
+    fn lookup(&mut self, fp: u128, key: &K, count: bool) -> Option<Arc<V>> {
+        match self.lru.get(&fp) {
+            Some(slot) if slot.key.same_key(key) => {
+                let v = Arc::clone(&slot.value);
+                if count {
+                    bump(&mut self.counters.hits);
+                }
+                Some(v)
+            }
+            found => {
+                if count {
+                    if found.is_some() {
+                        bump(&mut self.counters.collisions);
+                    }
+                    bump(&mut self.counters.misses);
+                }
+                None
+            }
+        }
+    }
+
+    fn note_retained(&mut self) {
+        if self.retained_bytes > self.counters.peak_retained_bytes {
+            self.counters.peak_retained_bytes = self.retained_bytes;
+        }
+    }
+
+    fn evict_one(&mut self, out: &mut Evicted<K, V>) -> bool {
+        match self.lru.pop_lru() {
+            Some((_, slot)) => {
+                self.retained_bytes = self.retained_bytes.saturating_sub(slot.bytes);
+                bump(&mut self.counters.evictions);
+                self.counters.evicted_bytes =
+                    self.counters.evicted_bytes.saturating_add(slot.bytes);
+                out.push(slot);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn over_limits(&self) -> bool {
+        self.lru.len() > self.limits.max_entries.get()
+            || self
+                .limits
+                .max_retained_bytes
+                .is_some_and(|max| self.retained_bytes > max)
+    }
+
+    /// Stores `slot` unless it is larger than the byte limit alone, then evicts least recently
+    /// used entries (never the new one) until both limits hold.
+    fn store(&mut self, fp: u128, slot: Slot<K, V>, out: &mut Evicted<K, V>) {
+        if self
+            .limits
+            .max_retained_bytes
+            .is_some_and(|max| slot.bytes > max)
+        {
+            bump(&mut self.counters.rejected);
+            out.push(slot);
+            return;
+        }
+        bump(&mut self.counters.inserts);
+        if let Some(old) = self.lru.pop(&fp) {
+            self.retained_bytes = self.retained_bytes.saturating_sub(old.bytes);
+            if old.key.same_key(&slot.key) {
+                bump(&mut self.counters.replacements);
+            } else {
+                bump(&mut self.counters.collisions);
+                bump(&mut self.counters.evictions);
+                self.counters.evicted_bytes = self.counters.evicted_bytes.saturating_add(old.bytes);
+            }
+            out.push(old);
+        }
+        self.retained_bytes = self.retained_bytes.saturating_add(slot.bytes);
+        self.lru.push(fp, slot);
+        self.note_retained();
+        while self.lru.len() > 1 && self.over_limits() {
+            self.evict_one(out);
+        }
+    }
+
+    fn enforce_limits(&mut self, out: &mut Evicted<K, V>) {
+        while self.over_limits() && self.evict_one(out) {}
+    }
+}
+
+/// Locks a mutex, recovering the guard from a poisoned lock: a panic elsewhere never fails
+/// a lookup here.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A bounded, thread-safe, collision-safe LRU cache of `Arc<V>` values.
+///
+/// * **Limits** ([`CacheLimits`]): at most `max_entries` entries and at most
+///   `max_retained_bytes` retained bytes; least recently used entries are evicted until both
+///   hold. A value whose own size exceeds the byte limit is returned but not retained, evicts
+///   nothing and is counted in [`CacheStats::rejected`]. An insert never evicts itself.
+/// * **Retained bytes** of an entry are `key.retained_bytes() + value.retained_bytes()`,
+///   computed once at insert (see [`RetainedBytes`] for what is charged).
+/// * **Collision safety**: see [`CacheKey`].
+/// * **Single flight**: [`get_or_insert_with`](Cache::get_or_insert_with) runs the computation
+///   once for all threads that miss on the same key at once.
+/// * **Poisoning**: a panic in another thread never makes a call fail; the state is recovered.
+///   User code runs under the lock only in [`CacheKey::same_key`], before any mutation;
+///   evicted values are dropped after the lock is released.
+///
+/// A hit takes the lock, promotes the entry and clones the `Arc`: it allocates nothing.
+///
+/// ```
+/// use ad_cache::Cache;
+/// let cache: Cache<u64, Vec<f64>> = Cache::new().with_max_retained_bytes(Some(1 << 20));
+/// let v = cache.get_or_insert_with(7, || Ok::<_, std::convert::Infallible>(vec![1.0; 4]));
+/// assert_eq!(v.unwrap().len(), 4);
+/// assert!(cache.get(&7).is_some());
+/// assert_eq!(cache.stats().hits, 1);
+/// ```
+pub struct Cache<K, V> {
+    state: Mutex<State<K, V>>,
+}
+
+impl<K: CacheKey, V> fmt::Debug for Cache<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("limits", &self.limits())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl<K: CacheKey, V: RetainedBytes + Send + Sync + 'static> Default for Cache<K, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cache<K, V> {
+    /// Stores `value` under `key`, replacing an equal key's value, and returns it. When the
+    /// value is larger than the byte limit alone it is returned without being retained and
+    /// the cache is left exactly as it was.
+    pub fn insert(&self, key: K, value: V) -> Arc<V> {
+        self.insert_arc(key, Arc::new(value))
+    }
+
+    /// [`insert`](Cache::insert) for a value already in an `Arc`. The value is charged as if
+    /// the cache owned it alone.
+    pub fn insert_arc(&self, key: K, value: Arc<V>) -> Arc<V> {
+        let fp = key.fingerprint().0;
+        let bytes = entry_bytes(&key, value.as_ref());
+        let mut evicted = Vec::new();
+        {
+            let mut st = self.state();
+            st.store(
+                fp,
+                Slot {
+                    key,
+                    value: Arc::clone(&value),
+                    bytes,
+                },
+                &mut evicted,
+            );
+        }
+        drop(evicted);
+        value
+    }
+
+    /// Returns the value for `key`, computing it with `f` on a miss.
+    ///
+    /// Single flight: when several threads miss on an equal key at once, `f` runs in one of
+    /// them; the others wait and receive the same `Arc` — or a clone of the same error. An
+    /// error is never cached: the next call computes again. If the computing thread panics,
+    /// the waiters retry (one of them computes). Every call counts exactly one hit or miss.
+    ///
+    /// # Errors
+    /// The error of `f`, whether `f` ran in this thread or in the one it waited for.
+    pub fn get_or_insert_with<E, F>(&self, key: K, f: F) -> Result<Arc<V>, E>
+    where
+        E: Clone + Send + Sync + 'static,
+        F: FnOnce() -> Result<V, E>,
+    {
+        let fp = key.fingerprint().0;
+        let mut counted = false;
+        let mut f = Some(f);
+        loop {
+            let flight = {
+                let mut st = self.state();
+                // A retry (after an abandoned flight) is not counted again.
+                if let Some(v) = st.lookup(fp, &key, !counted) {
+                    return Ok(v);
+                }
+                counted = true;
+                match st.in_flight.get(&fp) {
+                    Some(flight) if flight.key.same_key(&key) => Some(Arc::clone(flight)),
+                    Some(_) => None, // A colliding key is being computed: compute alone.
+                    None => {
+                        let flight = Arc::new(Flight {
+                            key: key.clone(),
+                            state: Mutex::new(FlightState::Pending),
+                            done: Condvar::new(),
+                        });
+                        st.in_flight.insert(fp, Arc::clone(&flight));
+                        drop(st);
+                        let Some(f) = f.take() else {
+                            // Unreachable: `f` is taken once, and only here or below, each
+                            // followed by a return. Retire the flight rather than panic.
+                            self.retire(fp, &flight, FlightState::Abandoned);
+                            continue;
+                        };
+                        return self.lead(fp, key, flight, f);
+                    }
+                }
+            };
+            match flight {
+                Some(flight) => {
+                    let mut s = lock(&flight.state);
+                    while matches!(*s, FlightState::Pending) {
+                        s = flight.done.wait(s).unwrap_or_else(PoisonError::into_inner);
+                    }
+                    match &*s {
+                        FlightState::Ready(v) => return Ok(Arc::clone(v)),
+                        FlightState::Failed(e) => {
+                            if let Some(e) = e.downcast_ref::<E>() {
+                                return Err(e.clone());
+                            }
+                        }
+                        FlightState::Pending | FlightState::Abandoned => {}
+                    }
+                    // Abandoned (or an error of another type): look up again.
+                }
+                None => {
+                    let Some(f) = f.take() else { continue };
+                    let value = f()?;
+                    return Ok(self.insert(key, value));
+                }
+            }
+        }
+    }
+
+    /// Runs `f` as the single flight for `fp`, stores its value and wakes the waiters.
+    fn lead<E, F>(&self, fp: u128, key: K, flight: Arc<Flight<K, V>>, f: F) -> Result<Arc<V>, E>
+    where
+        E: Clone + Send + Sync + 'static,
+        F: FnOnce() -> Result<V, E>,
+    {
+        // If `f` panics, the guard retires the flight so waiters do not wait forever.
+        struct Guard<'a, K: CacheKey, V> {
+            cache: &'a Cache<K, V>,
+            fp: u128,
+            flight: Option<Arc<Flight<K, V>>>,
+        }
+        impl<K: CacheKey, V> Drop for Guard<'_, K, V> {
+            fn drop(&mut self) {
+                if let Some(flight) = self.flight.take() {
+                    self.cache.retire(self.fp, &flight, FlightState::Abandoned);
+                }
+            }
+        }
+        let mut guard = Guard {
+            cache: self,
+            fp,
+            flight: Some(flight),
+        };
+        let result = f();
+        let Some(flight) = guard.flight.take() else {
+            // Unreachable: the guard holds the flight until here.
+            return result.map(Arc::new);
+        };
+        match result {
+            Ok(value) => {
+                let value = Arc::new(value);
+                let bytes = entry_bytes(&key, value.as_ref());
+                let mut evicted = Vec::new();
+                {
+                    let mut st = self.state();
+                    st.store(
+                        fp,
+                        Slot {
+                            key,
+                            value: Arc::clone(&value),
+                            bytes,
+                        },
+                        &mut evicted,
+                    );
+                    remove_flight(&mut st, fp, &flight);
+                }
+                flight.finish(FlightState::Ready(Arc::clone(&value)));
+                drop(evicted);
+                Ok(value)
+            }
+            Err(e) => {
+                self.retire(fp, &flight, FlightState::Failed(Arc::new(e.clone())));
+                Err(e)
+            }
+        }
+    }
+}
+
+fn entry_bytes<K: RetainedBytes, V: RetainedBytes>(key: &K, value: &V) -> u64 {
+    key.retained_bytes().saturating_add(value.retained_bytes())
+}
+
+fn remove_flight<K, V>(st: &mut State<K, V>, fp: u128, flight: &Arc<Flight<K, V>>) {
+    if st
+        .in_flight
+        .get(&fp)
+        .is_some_and(|f| Arc::ptr_eq(f, flight))
+    {
+        st.in_flight.remove(&fp);
+    }
+}
+
+impl<K: CacheKey, V> Cache<K, V> {
+    /// An empty cache with the default limits (128 entries, 64 MiB).
+    pub fn new() -> Self {
+        Self::with_limits(CacheLimits::default())
+    }
+
+    /// An empty cache with `limits`.
+    pub fn with_limits(limits: CacheLimits) -> Self {
+        Cache {
+            state: Mutex::new(State {
+                lru: LruCache::unbounded_with_hasher(BuildFingerprintHasher),
+                in_flight: std::collections::HashMap::with_hasher(BuildFingerprintHasher),
+                limits,
+                retained_bytes: 0,
+                counters: Counters::ZERO,
+            }),
+        }
+    }
+
+    /// Builder: the entry limit.
+    #[must_use]
+    pub fn with_max_entries(self, max_entries: NonZeroUsize) -> Self {
+        let limits = CacheLimits {
+            max_entries,
+            ..self.limits()
+        };
+        self.set_limits(limits);
+        self
+    }
+
+    /// Builder: the retained-bytes limit (`None`: no byte limit).
+    #[must_use]
+    pub fn with_max_retained_bytes(self, max_retained_bytes: Option<u64>) -> Self {
+        let limits = CacheLimits {
+            max_retained_bytes,
+            ..self.limits()
+        };
+        self.set_limits(limits);
+        self
+    }
+
+    fn state(&self) -> MutexGuard<'_, State<K, V>> {
+        lock(&self.state)
+    }
+
+    fn retire(&self, fp: u128, flight: &Arc<Flight<K, V>>, end: FlightState<V>) {
+        remove_flight(&mut self.state(), fp, flight);
+        flight.finish(end);
+    }
+
+    /// The current limits.
+    pub fn limits(&self) -> CacheLimits {
+        self.state().limits
+    }
+
+    /// Changes the limits and evicts least recently used entries at once until both hold
+    /// (possibly every entry, when one is now larger than the byte limit alone).
+    pub fn set_limits(&self, limits: CacheLimits) {
+        let mut evicted = Vec::new();
+        {
+            let mut st = self.state();
+            st.limits = limits;
+            st.enforce_limits(&mut evicted);
+        }
+        drop(evicted);
+    }
+
+    /// The value for `key`, if cached (and promotes it to most recently used). Counts a hit
+    /// or a miss; a fingerprint match with an unequal key is a miss and a collision.
+    pub fn get(&self, key: &K) -> Option<Arc<V>> {
+        let fp = key.fingerprint().0;
+        self.state().lookup(fp, key, true)
+    }
+
+    /// True when `key` is cached; counts nothing and does not promote.
+    pub fn contains(&self, key: &K) -> bool {
+        let fp = key.fingerprint().0;
+        self.state()
+            .lru
+            .peek(&fp)
+            .is_some_and(|slot| slot.key.same_key(key))
+    }
+
+    /// Removes `key`'s entry, returning its value. Not counted as an eviction.
+    pub fn remove(&self, key: &K) -> Option<Arc<V>> {
+        let fp = key.fingerprint().0;
+        let slot = {
+            let mut st = self.state();
+            if !st.lru.peek(&fp).is_some_and(|slot| slot.key.same_key(key)) {
+                return None;
+            }
+            let slot = st.lru.pop(&fp)?;
+            st.retained_bytes = st.retained_bytes.saturating_sub(slot.bytes);
+            slot
+        };
+        Some(slot.value)
+    }
+
+    /// Drops every entry and counts a clear. Computations in flight still store their value
+    /// when they finish.
+    pub fn clear(&self) {
+        let old = {
+            let mut st = self.state();
+            bump(&mut st.counters.clears);
+            st.retained_bytes = 0;
+            std::mem::replace(
+                &mut st.lru,
+                LruCache::unbounded_with_hasher(BuildFingerprintHasher),
+            )
+        };
+        drop(old);
+    }
+
+    /// Zeroes the counters; the peak restarts from the bytes retained now.
+    pub fn reset_stats(&self) {
+        let mut st = self.state();
+        st.counters = Counters::ZERO;
+        st.counters.peak_retained_bytes = st.retained_bytes;
+    }
+
+    /// Entries held now.
+    pub fn len(&self) -> usize {
+        self.state().lru.len()
+    }
+
+    /// True when no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Retained bytes of the entries held now.
+    pub fn retained_bytes(&self) -> u64 {
+        self.state().retained_bytes
+    }
+
+    /// The keys held now with their retained bytes, most recently used first.
+    pub fn entries(&self) -> Vec<(K, u64)> {
+        self.state()
+            .lru
+            .iter()
+            .map(|(_, slot)| (slot.key.clone(), slot.bytes))
+            .collect()
+    }
+
+    /// A snapshot of the state and counters.
+    pub fn stats(&self) -> CacheStats {
+        let st = self.state();
+        let c = &st.counters;
+        CacheStats {
+            entries: st.lru.len() as u64,
+            retained_bytes: st.retained_bytes,
+            peak_retained_bytes: c.peak_retained_bytes,
+            hits: c.hits,
+            misses: c.misses,
+            inserts: c.inserts,
+            replacements: c.replacements,
+            evictions: c.evictions,
+            evicted_bytes: c.evicted_bytes,
+            rejected: c.rejected,
+            collisions: c.collisions,
+            clears: c.clears,
+        }
+    }
+}

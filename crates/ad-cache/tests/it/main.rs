@@ -1,0 +1,7 @@
+//! Integration tests for ad-cache: model-based properties, eviction, threads, collisions, AD.
+
+mod behaviour;
+mod collision;
+mod common;
+mod model;
+mod stress;
