@@ -1,0 +1,551 @@
+//! The streaming trace reader: header, events with line numbers, trailer, typed errors.
+//!
+//! [`TraceReader`] reads a trace line by line into owned [`Event`]s. It accepts schema
+//! versions [`MIN_SCHEMA_VERSION`]..=[`SCHEMA_VERSION`]. A file without a trailer (a crash,
+//! `kill -9`) reads to its last complete line and is reported incomplete; a trailing partial
+//! line is reported ([`TraceReader::partial_line`]), not fatal. In [`ReadMode::Lenient`]
+//! unknown event types are skipped and counted; [`ReadMode::Strict`] rejects them.
+//!
+//! Devices omitted on the wire (equal to the header's device) are filled back in.
+//!
+//! ```
+//! use trace_record::{ReadOptions, TraceReader};
+//! let text = concat!(
+//!     r#"{"type":"header","schema":"tracegraph-trace","version":1,"run":{"run_id":"r","#,
+//!     r#""entrypoint":"e","phase":"infer","device":"cpu","timing":"host","start_unix_ns":0,"pid":1}}"#,
+//!     "\n",
+//!     r#"{"type":"step","index":1,"ts":20}"#,
+//!     "\n",
+//! );
+//! let mut reader = TraceReader::new(text.as_bytes(), ReadOptions::default()).unwrap();
+//! let first = reader.next_event().unwrap().unwrap();
+//! assert_eq!(first.line, 2);
+//! assert!(reader.next_event().unwrap().is_none());
+//! assert!(reader.is_incomplete()); // no trailer
+//! ```
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+
+use crate::schema::{
+    Event, EventType, Frame, Header, MIN_SCHEMA_VERSION, Outcome, SCHEMA_NAME, SCHEMA_VERSION,
+    Trailer,
+};
+
+/// Errors reading a trace.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// Reading the file failed.
+    #[error("reading trace: {0}")]
+    Io(#[from] io::Error),
+    /// A line is not valid JSON.
+    #[error("line {line}, column {column}: invalid JSON: {message}")]
+    Syntax {
+        /// 1-based line number.
+        line: u64,
+        /// 1-based column (byte) in the line.
+        column: u64,
+        /// What the parser said.
+        message: String,
+    },
+    /// A line is JSON but does not match the schema.
+    #[error("line {line}, field `{field}`: {message}")]
+    Schema {
+        /// 1-based line number.
+        line: u64,
+        /// The offending field (`type` for an unknown or misplaced line).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The header's schema version is not one this reader accepts.
+    #[error(
+        "unsupported trace schema version {found} (supported: {min_supported}..={max_supported})"
+    )]
+    UnsupportedVersion {
+        /// The version in the header.
+        found: u64,
+        /// The oldest version accepted.
+        min_supported: u32,
+        /// The newest version accepted.
+        max_supported: u32,
+    },
+}
+
+/// How to treat unknown event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadMode {
+    /// Skip and count unknown event types (forward compatibility).
+    #[default]
+    Lenient,
+    /// Reject unknown event types with a schema error.
+    Strict,
+}
+
+/// Reader options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadOptions {
+    /// Lenient or strict.
+    pub mode: ReadMode,
+}
+
+impl ReadOptions {
+    /// Strict options.
+    pub fn strict() -> Self {
+        ReadOptions {
+            mode: ReadMode::Strict,
+        }
+    }
+}
+
+/// One event with the 1-based line it was read from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineEvent {
+    /// 1-based line number.
+    pub line: u64,
+    /// The event.
+    pub event: Event,
+}
+
+/// A streaming reader over one trace.
+#[derive(Debug)]
+pub struct TraceReader<R> {
+    src: R,
+    buf: Vec<u8>,
+    line: u64,
+    header: Header,
+    trailer: Option<Trailer>,
+    partial: Option<u64>,
+    skipped: u64,
+    mode: ReadMode,
+    done: bool,
+}
+
+impl TraceReader<BufReader<File>> {
+    /// Opens the trace at `path` and reads its header.
+    pub fn open(path: impl AsRef<Path>, options: ReadOptions) -> Result<Self, ReadError> {
+        let file = File::open(path)?;
+        Self::new(BufReader::with_capacity(256 * 1024, file), options)
+    }
+}
+
+impl<R: BufRead> TraceReader<R> {
+    /// Reads the header from `src`.
+    pub fn new(src: R, options: ReadOptions) -> Result<Self, ReadError> {
+        let mut r = TraceReader {
+            src,
+            buf: Vec::with_capacity(4096),
+            line: 0,
+            header: Header {
+                schema: String::new(),
+                version: 0,
+                run: crate::schema::RunMeta {
+                    run_id: String::new(),
+                    entrypoint: String::new(),
+                    phase: crate::schema::Phase::Infer,
+                    device: String::new(),
+                    timing: crate::schema::TimingMode::Host,
+                    start_unix_ns: 0,
+                    pid: 0,
+                    rank: None,
+                    world_size: None,
+                    schedule: None,
+                    tags: Default::default(),
+                    versions: Default::default(),
+                },
+            },
+            trailer: None,
+            partial: None,
+            skipped: 0,
+            mode: options.mode,
+            done: false,
+        };
+        let complete = r.fill_line()?;
+        if r.line == 0 || !complete && r.buf.is_empty() {
+            return Err(schema_err(1, "type", "empty trace: no header line".into()));
+        }
+        r.header = parse_header(&r.buf)?;
+        Ok(r)
+    }
+
+    /// The header (line 1).
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The trailer, once read (after the last event).
+    pub fn trailer(&self) -> Option<&Trailer> {
+        self.trailer.as_ref()
+    }
+
+    /// After the last event: true when there is no trailer or its outcome is `incomplete`.
+    pub fn is_incomplete(&self) -> bool {
+        match &self.trailer {
+            None => true,
+            Some(t) => t.outcome == Outcome::Incomplete,
+        }
+    }
+
+    /// The line number of a trailing partial line (no newline, not valid JSON), if any.
+    pub fn partial_line(&self) -> Option<u64> {
+        self.partial
+    }
+
+    /// Lines with unknown event types skipped so far (lenient mode).
+    pub fn skipped_unknown(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Lines read so far (the header included).
+    pub fn lines_read(&self) -> u64 {
+        self.line
+    }
+
+    /// Reads the next line into `buf` (without its newline). Returns whether the line was
+    /// terminated by a newline; `line` is not advanced at end of input.
+    fn fill_line(&mut self) -> Result<bool, ReadError> {
+        self.buf.clear();
+        let n = self.src.read_until(b'\n', &mut self.buf)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        self.line += 1;
+        let complete = self.buf.last() == Some(&b'\n');
+        if complete {
+            self.buf.pop();
+            if self.buf.last() == Some(&b'\r') {
+                self.buf.pop();
+            }
+        }
+        Ok(complete)
+    }
+
+    /// The next event, `None` at the end (trailer or end of input).
+    pub fn next_event(&mut self) -> Result<Option<LineEvent>, ReadError> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let complete = self.fill_line()?;
+            if !complete && self.buf.is_empty() {
+                self.done = true;
+                return Ok(None);
+            }
+            if self.buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let line = self.line;
+            if self.trailer.is_some() {
+                return Err(schema_err(line, "type", "a line after the trailer".into()));
+            }
+            let parsed = parse_line(&self.buf, line, self.mode);
+            let parsed = match parsed {
+                Err(e) if !complete => {
+                    // A truncated last line (crash mid-write): reported, not fatal.
+                    let _ = e;
+                    self.partial = Some(line);
+                    self.done = true;
+                    return Ok(None);
+                }
+                other => other?,
+            };
+            if !complete {
+                self.done = true;
+            }
+            match parsed {
+                Parsed::Event(mut event) => {
+                    fill_device(&mut event, &self.header.run.device);
+                    return Ok(Some(LineEvent { line, event }));
+                }
+                Parsed::Trailer(t) => {
+                    self.trailer = Some(t);
+                }
+                Parsed::Header => {
+                    return Err(schema_err(line, "type", "a second header".into()));
+                }
+                Parsed::Unknown => self.skipped += 1,
+            }
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for TraceReader<R> {
+    type Item = Result<LineEvent, ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_event() {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => None,
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// A whole trace read into memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// The header.
+    pub header: Header,
+    /// Every event with its line.
+    pub events: Vec<LineEvent>,
+    /// The trailer, when present.
+    pub trailer: Option<Trailer>,
+    /// No trailer, or a trailer with outcome `incomplete`.
+    pub incomplete: bool,
+    /// The line number of a trailing partial line, if any.
+    pub partial_line: Option<u64>,
+    /// Unknown event types skipped (lenient mode).
+    pub skipped_unknown: u64,
+}
+
+impl Trace {
+    /// Reads every event from `reader`.
+    pub fn from_reader<R: BufRead>(mut reader: TraceReader<R>) -> Result<Trace, ReadError> {
+        let mut events = Vec::new();
+        while let Some(e) = reader.next_event()? {
+            events.push(e);
+        }
+        Ok(Trace {
+            incomplete: reader.is_incomplete(),
+            partial_line: reader.partial,
+            skipped_unknown: reader.skipped,
+            trailer: reader.trailer,
+            header: reader.header,
+            events,
+        })
+    }
+}
+
+/// Reads the whole trace at `path` (lenient mode).
+pub fn read_trace(path: impl AsRef<Path>) -> Result<Trace, ReadError> {
+    Trace::from_reader(TraceReader::open(path, ReadOptions::default())?)
+}
+
+/// Reads a whole trace from bytes (lenient mode).
+pub fn read_trace_bytes(bytes: &[u8]) -> Result<Trace, ReadError> {
+    Trace::from_reader(TraceReader::new(bytes, ReadOptions::default())?)
+}
+
+fn fill_device(event: &mut Event, device: &str) {
+    let d = match event {
+        Event::Op(e) => &mut e.device,
+        Event::Tensor(e) => &mut e.device,
+        Event::Memory(e) => &mut e.device,
+        _ => return,
+    };
+    if d.is_empty() {
+        d.push_str(device);
+    }
+}
+
+fn schema_err(line: u64, field: &str, message: String) -> ReadError {
+    ReadError::Schema {
+        line,
+        field: field.to_string(),
+        message,
+    }
+}
+
+enum Parsed {
+    Event(Event),
+    Trailer(Trailer),
+    Header,
+    Unknown,
+}
+
+/// The value of a leading `{"type":"..."` as written by this crate, if the line starts so.
+fn fast_tag(line: &[u8]) -> Option<&[u8]> {
+    let rest = line.strip_prefix(b"{\"type\":\"")?;
+    let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+    (rest[end] == b'"').then_some(&rest[..end])
+}
+
+/// Where a line's payload is deserialized from.
+enum Source<'a> {
+    /// The raw line (fast path: the fixed key order of this crate's writer).
+    Slice(&'a [u8]),
+    /// An already parsed value (slow path: any key order).
+    Value(serde_json::Value),
+}
+
+impl Source<'_> {
+    fn de<T: DeserializeOwned>(&self, no: u64) -> Result<T, ReadError> {
+        match self {
+            Source::Slice(line) => from_slice_at(line, no),
+            Source::Value(v) => T::deserialize(v).map_err(|e| {
+                let message = e.to_string();
+                let field = missing_field(&message).unwrap_or_else(|| "?".to_string());
+                schema_err(no, &field, message)
+            }),
+        }
+    }
+}
+
+fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError> {
+    match fast_tag(line) {
+        Some(tag) => parse_tagged(&Source::Slice(line), tag, no, mode),
+        None => {
+            let value: serde_json::Value = from_slice_at(line, no)?;
+            let tag = match value.get("type") {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(_) => return Err(schema_err(no, "type", "`type` is not a string".into())),
+                None => return Err(schema_err(no, "type", "missing field `type`".into())),
+            };
+            parse_tagged(&Source::Value(value), tag.as_bytes(), no, mode)
+        }
+    }
+}
+
+fn parse_tagged(
+    src: &Source<'_>,
+    tag: &[u8],
+    no: u64,
+    mode: ReadMode,
+) -> Result<Parsed, ReadError> {
+    let Some(ty) = EventType::from_wire(tag) else {
+        return match tag {
+            b"trailer" => match src.de::<Frame>(no)? {
+                Frame::Trailer(t) => Ok(Parsed::Trailer(t)),
+                Frame::Header(_) => Ok(Parsed::Header),
+            },
+            b"header" => Ok(Parsed::Header),
+            _ if mode == ReadMode::Lenient => Ok(Parsed::Unknown),
+            _ => Err(schema_err(
+                no,
+                "type",
+                format!("unknown event type `{}`", String::from_utf8_lossy(tag)),
+            )),
+        };
+    };
+    let event = match ty {
+        EventType::SpanStart => Event::SpanStart(src.de(no)?),
+        EventType::SpanEnd => Event::SpanEnd(src.de(no)?),
+        EventType::Op => Event::Op(src.de(no)?),
+        EventType::Tensor => Event::Tensor(src.de(no)?),
+        EventType::Memory => Event::Memory(src.de(no)?),
+        EventType::DeviceMemory => Event::DeviceMemory(src.de(no)?),
+        EventType::Gradient => Event::Gradient(src.de(no)?),
+        EventType::Step => Event::Step(src.de(no)?),
+        EventType::Marker => Event::Marker(src.de(no)?),
+        EventType::Counter => Event::Counter(src.de(no)?),
+    };
+    Ok(Parsed::Event(event))
+}
+
+fn parse_header(line: &[u8]) -> Result<Header, ReadError> {
+    let value: serde_json::Value = from_slice_at(line, 1)?;
+    match value.get("type").and_then(|t| t.as_str()) {
+        Some("header") => {}
+        _ => return Err(schema_err(1, "type", "line 1 is not a header".into())),
+    }
+    match value.get("schema").and_then(|s| s.as_str()) {
+        Some(SCHEMA_NAME) => {}
+        Some(other) => {
+            return Err(schema_err(1, "schema", format!("unknown schema `{other}`")));
+        }
+        None => return Err(schema_err(1, "schema", "missing field `schema`".into())),
+    }
+    let Some(version) = value.get("version").and_then(|v| v.as_u64()) else {
+        return Err(schema_err(
+            1,
+            "version",
+            "missing or non-integer `version`".into(),
+        ));
+    };
+    if version < u64::from(MIN_SCHEMA_VERSION) || version > u64::from(SCHEMA_VERSION) {
+        return Err(ReadError::UnsupportedVersion {
+            found: version,
+            min_supported: MIN_SCHEMA_VERSION,
+            max_supported: SCHEMA_VERSION,
+        });
+    }
+    from_slice_at::<Header>(line, 1)
+}
+
+/// `serde_json::from_slice` with errors mapped to typed errors naming line and field.
+fn from_slice_at<T: DeserializeOwned>(line: &[u8], no: u64) -> Result<T, ReadError> {
+    serde_json::from_slice(line).map_err(|e| map_json_error(&e, line, no))
+}
+
+fn map_json_error(e: &serde_json::Error, line: &[u8], no: u64) -> ReadError {
+    use serde_json::error::Category;
+    let message = e.to_string();
+    // serde_json appends " at line L column C"; the line is always 1 here.
+    let message = match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message,
+    };
+    match e.classify() {
+        Category::Data => {
+            let field = missing_field(&message)
+                .or_else(|| key_at(line, e.column()))
+                .unwrap_or_else(|| "?".to_string());
+            ReadError::Schema {
+                line: no,
+                field,
+                message,
+            }
+        }
+        Category::Io | Category::Syntax | Category::Eof => ReadError::Syntax {
+            line: no,
+            column: e.column() as u64,
+            message,
+        },
+    }
+}
+
+fn missing_field(message: &str) -> Option<String> {
+    let rest = message.split_once("missing field `")?.1;
+    Some(rest.split_once('`')?.0.to_string())
+}
+
+/// The object key whose value contains byte column `column` (1-based): the last key seen
+/// before it, tracking strings and nesting. Keys of nested objects are joined with `.`.
+fn key_at(line: &[u8], column: usize) -> Option<String> {
+    let end = column.min(line.len());
+    let mut path: Vec<Option<String>> = Vec::new();
+    let mut i = 0;
+    while i < end {
+        match line[i] {
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < line.len() && line[j] != b'"' {
+                    j += if line[j] == b'\\' { 2 } else { 1 };
+                }
+                let s = String::from_utf8_lossy(&line[start..j.min(line.len())]).into_owned();
+                let mut k = j + 1;
+                while k < line.len() && line[k].is_ascii_whitespace() {
+                    k += 1;
+                }
+                if k < line.len()
+                    && line[k] == b':'
+                    && let Some(top) = path.last_mut()
+                {
+                    *top = Some(s);
+                }
+                i = j + 1;
+                continue;
+            }
+            b'{' => path.push(None),
+            b'[' => path.push(None),
+            b'}' | b']' => {
+                path.pop();
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let keys: Vec<String> = path.into_iter().flatten().collect();
+    if keys.is_empty() {
+        None
+    } else {
+        Some(keys.join("."))
+    }
+}

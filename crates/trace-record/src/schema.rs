@@ -1,0 +1,663 @@
+//! The trace wire schema: header, events and trailer as serde types (JSON Lines, version 1).
+//!
+//! A trace is a UTF-8 JSON Lines file. Line 1 is a [`Header`], the last line (when the
+//! session finished or was dropped) is a [`Trailer`], and every line in between is one
+//! [`Event`]. Every line is an object internally tagged by `"type"` (snake_case). Optional
+//! fields are omitted when absent; ids are integers; times are integer nanoseconds since the
+//! session's start (`ts`), with one wall-clock start time in the header
+//! ([`RunMeta::start_unix_ns`]).
+//!
+//! The device of `op`, `tensor` and `memory` events is omitted on the wire when it equals the
+//! header's [`RunMeta::device`]; the reader ([`crate::reader`]) fills it back in, so a read
+//! event always carries its device. See `docs/trace-schema.md` for an example of every line.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The schema name written in every header.
+pub const SCHEMA_NAME: &str = "tracegraph-trace";
+/// The schema version this crate writes. Readers accept this version and the one before.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The oldest schema version the reader accepts (`SCHEMA_VERSION - 1`).
+pub const MIN_SCHEMA_VERSION: u32 = SCHEMA_VERSION.saturating_sub(1);
+
+/// Whether the run trains or only infers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// A training run (forward, backward, optimizer steps).
+    Train,
+    /// An inference run.
+    Infer,
+}
+
+/// How durations were measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimingMode {
+    /// Host wall time: device work may still be running when an op "ends".
+    Host,
+    /// The device was synchronized around every timed region, so durations include device work.
+    DeviceSynchronized,
+}
+
+/// What a span stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpanKind {
+    /// A user function or region.
+    Function,
+    /// A model module (`Linear`, `Attention`, ...).
+    Module,
+    /// A single tensor operation.
+    Op,
+}
+
+/// The training step a span belongs to (PyTorch's execution steps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecStep {
+    /// The forward pass.
+    Forward,
+    /// The backward pass (gradient computation).
+    Backward,
+    /// The optimizer update.
+    Optimizer,
+}
+
+/// What a piece of memory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryCategory {
+    /// Model parameters (weights, biases).
+    Parameter,
+    /// Activations kept for or produced by the forward pass.
+    Activation,
+    /// Gradients.
+    Gradient,
+    /// Optimizer state (moments, ...).
+    OptimizerState,
+    /// Model inputs (data batches, targets).
+    Input,
+    /// Short-lived temporaries.
+    Temporary,
+    /// Anything else.
+    Other,
+}
+
+impl MemoryCategory {
+    /// Every category, in declaration order.
+    pub const ALL: [MemoryCategory; 7] = [
+        MemoryCategory::Parameter,
+        MemoryCategory::Activation,
+        MemoryCategory::Gradient,
+        MemoryCategory::OptimizerState,
+        MemoryCategory::Input,
+        MemoryCategory::Temporary,
+        MemoryCategory::Other,
+    ];
+
+    /// The wire name (`"optimizer_state"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryCategory::Parameter => "parameter",
+            MemoryCategory::Activation => "activation",
+            MemoryCategory::Gradient => "gradient",
+            MemoryCategory::OptimizerState => "optimizer_state",
+            MemoryCategory::Input => "input",
+            MemoryCategory::Temporary => "temporary",
+            MemoryCategory::Other => "other",
+        }
+    }
+}
+
+/// Whether a memory event allocates or frees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocKind {
+    /// Storage was allocated.
+    Alloc,
+    /// Storage was released.
+    Free,
+}
+
+/// What was found for a parameter's gradient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GradientState {
+    /// A finite, non-zero gradient.
+    Present,
+    /// No gradient was produced for the parameter.
+    Missing,
+    /// A gradient that is exactly zero everywhere.
+    Zero,
+    /// A gradient with NaN or infinite entries.
+    NonFinite,
+}
+
+/// A PyTorch-style profiling schedule, advanced by `TraceSession::step`.
+///
+/// Steps count from 0. The first `skip_first` steps are skipped; then cycles of `wait`
+/// idle steps, `warmup` steps (not written) and `active` recorded steps repeat `repeat`
+/// times (`0` = forever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Schedule {
+    /// Steps skipped once at the very start.
+    #[serde(default)]
+    pub skip_first: u64,
+    /// Idle steps at the start of each cycle.
+    #[serde(default)]
+    pub wait: u64,
+    /// Warm-up steps after `wait` (instrumentation runs, nothing is written).
+    #[serde(default)]
+    pub warmup: u64,
+    /// Recorded steps at the end of each cycle.
+    pub active: u64,
+    /// Number of cycles; `0` repeats forever.
+    #[serde(default)]
+    pub repeat: u64,
+}
+
+/// Run metadata written in the header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// A unique id for this run.
+    pub run_id: String,
+    /// The program entry point being profiled (e.g. `examples/mlp::train`).
+    pub entrypoint: String,
+    /// Training or inference.
+    pub phase: Phase,
+    /// The run's device (e.g. `cpu`, `cuda:0`); the default device of events.
+    pub device: String,
+    /// How durations were measured.
+    pub timing: TimingMode,
+    /// Wall-clock start time, nanoseconds since the Unix epoch (the origin of every `ts`).
+    pub start_unix_ns: u64,
+    /// The recording process id.
+    pub pid: u32,
+    /// This process's rank in a distributed run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// The number of processes in a distributed run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
+    /// The schedule deciding which steps are recorded; absent means every step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+    /// User tags.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// Library versions (`trace-record`, `candle-core`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub versions: BTreeMap<String, String>,
+}
+
+/// Line 1 of every trace: `{"type":"header","schema":...,"version":1,"run":{...}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// Always [`SCHEMA_NAME`].
+    pub schema: String,
+    /// The schema version ([`SCHEMA_VERSION`] when written by this crate).
+    pub version: u32,
+    /// The run's metadata.
+    pub run: RunMeta,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// `finish()` was called and every event was written.
+    Complete,
+    /// The session failed (e.g. an I/O error); events after the failure were dropped.
+    Failed {
+        /// What went wrong.
+        reason: String,
+    },
+    /// The session was dropped without `finish()`.
+    Incomplete,
+}
+
+/// Number of events written, by type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EventCounts {
+    /// `span_start` events.
+    pub span_start: u64,
+    /// `span_end` events.
+    pub span_end: u64,
+    /// `op` events.
+    pub op: u64,
+    /// `tensor` events.
+    pub tensor: u64,
+    /// `memory` events.
+    pub memory: u64,
+    /// `device_memory` events.
+    pub device_memory: u64,
+    /// `gradient` events.
+    pub gradient: u64,
+    /// `step` events.
+    pub step: u64,
+    /// `marker` events.
+    pub marker: u64,
+    /// `counter` events.
+    pub counter: u64,
+}
+
+impl EventCounts {
+    /// The sum over every type.
+    pub fn total(&self) -> u64 {
+        self.span_start
+            + self.span_end
+            + self.op
+            + self.tensor
+            + self.memory
+            + self.device_memory
+            + self.gradient
+            + self.step
+            + self.marker
+            + self.counter
+    }
+
+    /// Adds one event of type `ty`.
+    pub fn add(&mut self, ty: EventType, n: u64) {
+        *self.slot(ty) += n;
+    }
+
+    /// The count for one type.
+    pub fn get(&self, ty: EventType) -> u64 {
+        match ty {
+            EventType::SpanStart => self.span_start,
+            EventType::SpanEnd => self.span_end,
+            EventType::Op => self.op,
+            EventType::Tensor => self.tensor,
+            EventType::Memory => self.memory,
+            EventType::DeviceMemory => self.device_memory,
+            EventType::Gradient => self.gradient,
+            EventType::Step => self.step,
+            EventType::Marker => self.marker,
+            EventType::Counter => self.counter,
+        }
+    }
+
+    fn slot(&mut self, ty: EventType) -> &mut u64 {
+        match ty {
+            EventType::SpanStart => &mut self.span_start,
+            EventType::SpanEnd => &mut self.span_end,
+            EventType::Op => &mut self.op,
+            EventType::Tensor => &mut self.tensor,
+            EventType::Memory => &mut self.memory,
+            EventType::DeviceMemory => &mut self.device_memory,
+            EventType::Gradient => &mut self.gradient,
+            EventType::Step => &mut self.step,
+            EventType::Marker => &mut self.marker,
+            EventType::Counter => &mut self.counter,
+        }
+    }
+}
+
+/// The last line of a finished (or dropped) session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trailer {
+    /// How the session ended (flattened: `"outcome":"failed","reason":"..."`).
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// Events written, by type.
+    pub counts: EventCounts,
+    /// Events recorded but not written (after an I/O error).
+    pub dropped: u64,
+    /// When the session ended, ns since its start.
+    pub ts: u64,
+}
+
+/// The `type` of an event line, without its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventType {
+    /// `span_start`
+    SpanStart,
+    /// `span_end`
+    SpanEnd,
+    /// `op`
+    Op,
+    /// `tensor`
+    Tensor,
+    /// `memory`
+    Memory,
+    /// `device_memory`
+    DeviceMemory,
+    /// `gradient`
+    Gradient,
+    /// `step`
+    Step,
+    /// `marker`
+    Marker,
+    /// `counter`
+    Counter,
+}
+
+impl EventType {
+    /// Every event type.
+    pub const ALL: [EventType; 10] = [
+        EventType::SpanStart,
+        EventType::SpanEnd,
+        EventType::Op,
+        EventType::Tensor,
+        EventType::Memory,
+        EventType::DeviceMemory,
+        EventType::Gradient,
+        EventType::Step,
+        EventType::Marker,
+        EventType::Counter,
+    ];
+
+    /// The wire name (the value of `"type"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::SpanStart => "span_start",
+            EventType::SpanEnd => "span_end",
+            EventType::Op => "op",
+            EventType::Tensor => "tensor",
+            EventType::Memory => "memory",
+            EventType::DeviceMemory => "device_memory",
+            EventType::Gradient => "gradient",
+            EventType::Step => "step",
+            EventType::Marker => "marker",
+            EventType::Counter => "counter",
+        }
+    }
+
+    /// The type named `s` on the wire, if it is one.
+    pub fn from_wire(s: &[u8]) -> Option<EventType> {
+        Some(match s {
+            b"span_start" => EventType::SpanStart,
+            b"span_end" => EventType::SpanEnd,
+            b"op" => EventType::Op,
+            b"tensor" => EventType::Tensor,
+            b"memory" => EventType::Memory,
+            b"device_memory" => EventType::DeviceMemory,
+            b"gradient" => EventType::Gradient,
+            b"step" => EventType::Step,
+            b"marker" => EventType::Marker,
+            b"counter" => EventType::Counter,
+            _ => return None,
+        })
+    }
+}
+
+/// `span_start`: a span opened on a thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpanStart {
+    /// The span's id, unique in the trace.
+    pub id: u64,
+    /// The enclosing span on the same thread, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u64>,
+    /// The span's name.
+    pub name: String,
+    /// What the span stands for.
+    pub kind: SpanKind,
+    /// The training step the span belongs to, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<ExecStep>,
+    /// A small integer identifying the recording thread.
+    pub thread: u64,
+    /// Start time, ns since the session's start.
+    pub ts: u64,
+}
+
+/// `span_end`: a span closed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpanEnd {
+    /// The span's id.
+    pub id: u64,
+    /// End time, ns since the session's start.
+    pub ts: u64,
+}
+
+/// `op`: one executed tensor operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpEvent {
+    /// The span the op ran in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<u64>,
+    /// The op's name (`matmul`, `add`, ...).
+    pub name: String,
+    /// Input tensor ids.
+    #[serde(rename = "in", default)]
+    pub inputs: Vec<u64>,
+    /// Output tensor ids.
+    #[serde(rename = "out", default)]
+    pub outputs: Vec<u64>,
+    /// The (first) output's shape.
+    #[serde(default)]
+    pub shape: Vec<usize>,
+    /// The output's dtype (`f32`, ...).
+    pub dtype: String,
+    /// The device (wire key `dev`; omitted when it is the header's device).
+    #[serde(rename = "dev", default, skip_serializing_if = "String::is_empty")]
+    pub device: String,
+    /// Start time, ns since the session's start.
+    pub ts: u64,
+    /// Duration in ns (see the header's timing mode).
+    pub dur: u64,
+    /// Logical bytes of the inputs (shape × dtype size).
+    #[serde(rename = "in_b", default)]
+    pub in_bytes: u64,
+    /// Logical bytes of the outputs (shape × dtype size).
+    #[serde(rename = "out_b", default)]
+    pub out_bytes: u64,
+    /// What the output memory holds, when known.
+    #[serde(rename = "cat", default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<MemoryCategory>,
+    /// Estimated floating-point operations, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops: Option<u64>,
+}
+
+/// `tensor`: a tensor's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorEvent {
+    /// The tensor's id (never a reused address).
+    pub id: u64,
+    /// A label (parameter name, `input`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The shape.
+    #[serde(default)]
+    pub shape: Vec<usize>,
+    /// The dtype.
+    pub dtype: String,
+    /// The device (wire key `dev`; omitted when it is the header's device).
+    #[serde(rename = "dev", default, skip_serializing_if = "String::is_empty")]
+    pub device: String,
+    /// Whether the tensor tracks gradients (wire key `grad`).
+    #[serde(rename = "grad", default)]
+    pub requires_grad: bool,
+    /// Logical bytes (shape × dtype size).
+    pub bytes: u64,
+    /// What the tensor holds.
+    #[serde(rename = "cat")]
+    pub category: MemoryCategory,
+    /// The span it was recorded in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<u64>,
+}
+
+/// `memory`: a storage allocation or free.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryEvent {
+    /// Allocation or free (wire key `action`).
+    #[serde(rename = "action")]
+    pub kind: AllocKind,
+    /// The storage's id (never a reused address).
+    pub storage: u64,
+    /// The tensor owning the storage.
+    pub tensor: u64,
+    /// Bytes allocated or freed.
+    pub bytes: u64,
+    /// The device (wire key `dev`; omitted when it is the header's device).
+    #[serde(rename = "dev", default, skip_serializing_if = "String::is_empty")]
+    pub device: String,
+    /// What the memory holds.
+    #[serde(rename = "cat")]
+    pub category: MemoryCategory,
+    /// The span it happened in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<u64>,
+    /// When, ns since the session's start.
+    pub ts: u64,
+}
+
+/// `device_memory`: a physical device-memory sample (each figure optional: absent = unknown).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceMemoryEvent {
+    /// The device sampled.
+    #[serde(rename = "dev")]
+    pub device: String,
+    /// Bytes in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used: Option<u64>,
+    /// Bytes free.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free: Option<u64>,
+    /// Bytes reserved by a caching allocator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved: Option<u64>,
+    /// When, ns since the session's start.
+    pub ts: u64,
+}
+
+/// `gradient`: what was found for one parameter's gradient.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GradientEvent {
+    /// The parameter's name.
+    pub param: String,
+    /// Present, missing, zero or non-finite.
+    pub state: GradientState,
+    /// The gradient's L2 norm, when computed and finite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norm: Option<f64>,
+    /// When, ns since the session's start.
+    pub ts: u64,
+}
+
+/// `step`: a step boundary; events after it belong to step `index`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepEvent {
+    /// The step now starting (0-based).
+    pub index: u64,
+    /// When, ns since the session's start.
+    pub ts: u64,
+}
+
+/// `marker`: a user-defined instant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkerEvent {
+    /// The marker's name.
+    pub name: String,
+    /// The span it was recorded in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<u64>,
+    /// When, ns since the session's start.
+    pub ts: u64,
+}
+
+/// `counter`: a user-defined value at an instant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterEvent {
+    /// The counter's name.
+    pub name: String,
+    /// The value; a non-finite value is written as `null` and read back as NaN.
+    #[serde(deserialize_with = "f64_or_null")]
+    pub value: f64,
+    /// When, ns since the session's start.
+    pub ts: u64,
+}
+
+fn f64_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// One event line (everything between the header and the trailer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A span opened.
+    SpanStart(SpanStart),
+    /// A span closed.
+    SpanEnd(SpanEnd),
+    /// An executed op.
+    Op(OpEvent),
+    /// A tensor's metadata.
+    Tensor(TensorEvent),
+    /// An allocation or free.
+    Memory(MemoryEvent),
+    /// A device memory sample.
+    DeviceMemory(DeviceMemoryEvent),
+    /// A parameter's gradient state.
+    Gradient(GradientEvent),
+    /// A step boundary.
+    Step(StepEvent),
+    /// A user-defined instant.
+    Marker(MarkerEvent),
+    /// A user-defined value.
+    Counter(CounterEvent),
+}
+
+impl Event {
+    /// This event's type.
+    pub fn event_type(&self) -> EventType {
+        match self {
+            Event::SpanStart(_) => EventType::SpanStart,
+            Event::SpanEnd(_) => EventType::SpanEnd,
+            Event::Op(_) => EventType::Op,
+            Event::Tensor(_) => EventType::Tensor,
+            Event::Memory(_) => EventType::Memory,
+            Event::DeviceMemory(_) => EventType::DeviceMemory,
+            Event::Gradient(_) => EventType::Gradient,
+            Event::Step(_) => EventType::Step,
+            Event::Marker(_) => EventType::Marker,
+            Event::Counter(_) => EventType::Counter,
+        }
+    }
+
+    /// The event's time (`ts`; an op's start), ns since the session's start, if it has one.
+    pub fn ts(&self) -> Option<u64> {
+        match self {
+            Event::SpanStart(e) => Some(e.ts),
+            Event::SpanEnd(e) => Some(e.ts),
+            Event::Op(e) => Some(e.ts),
+            Event::Tensor(_) => None,
+            Event::Memory(e) => Some(e.ts),
+            Event::DeviceMemory(e) => Some(e.ts),
+            Event::Gradient(e) => Some(e.ts),
+            Event::Step(e) => Some(e.ts),
+            Event::Marker(e) => Some(e.ts),
+            Event::Counter(e) => Some(e.ts),
+        }
+    }
+
+    /// The span this event refers to (its own id for `span_start`/`span_end`).
+    pub fn span(&self) -> Option<u64> {
+        match self {
+            Event::SpanStart(e) => Some(e.id),
+            Event::SpanEnd(e) => Some(e.id),
+            Event::Op(e) => e.span,
+            Event::Tensor(e) => e.span,
+            Event::Memory(e) => e.span,
+            Event::Marker(e) => e.span,
+            Event::DeviceMemory(_) | Event::Gradient(_) | Event::Step(_) | Event::Counter(_) => {
+                None
+            }
+        }
+    }
+}
+
+/// Header and trailer lines as serde types tagged by `type` (used to write and read them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Frame {
+    Header(Header),
+    Trailer(Trailer),
+}

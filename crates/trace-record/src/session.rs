@@ -1,0 +1,828 @@
+//! `TraceSession`: the recording side — spans, op/tensor/memory records, schedule, sinks.
+//!
+//! A session writes one JSONL trace (see [`crate::schema`]). It is `Send + Sync`; share it
+//! between threads with an `Arc`. Records take borrowed data and allocate nothing per event
+//! in steady state: each line is formatted into a reused per-thread buffer, then appended to
+//! the session's block buffer under a short lock (so lines from different threads never
+//! interleave) and written out in blocks of [`BLOCK_BYTES`].
+//!
+//! Outside the schedule's active windows (and after `finish`) every record call returns after
+//! one relaxed atomic load.
+//!
+//! ```
+//! use trace_record::{Run, TraceSession, OpRecord};
+//! use trace_record::schema::{Phase, SpanKind};
+//!
+//! let (session, sink) = TraceSession::in_memory(Run::new("doc::example", Phase::Infer, "cpu"));
+//! {
+//!     let _span = session.span("forward", SpanKind::Module, None);
+//!     let t0 = session.now_ns();
+//!     session.record_op(&OpRecord {
+//!         name: "matmul", inputs: &[1, 2], outputs: &[3], shape: &[2, 2], dtype: "f32",
+//!         device: "cpu", start_ns: t0, dur_ns: 10, in_bytes: 32, out_bytes: 16,
+//!         category: None, flops: Some(16),
+//!     });
+//! }
+//! let summary = session.finish().unwrap();
+//! assert_eq!(summary.counts.op, 1);
+//! let trace = trace_record::read_trace_bytes(&sink.bytes()).unwrap();
+//! assert_eq!(trace.events.len(), 3);
+//! ```
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Write};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::encode;
+use crate::schema::{
+    AllocKind, EventCounts, EventType, ExecStep, GradientState, Header, MemoryCategory, Outcome,
+    Phase, RunMeta, SCHEMA_NAME, SCHEMA_VERSION, Schedule, SpanKind, TimingMode, Trailer,
+};
+
+/// Buffered bytes that trigger a block write.
+pub const BLOCK_BYTES: usize = 256 * 1024;
+
+/// Errors of a recording session.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// Creating or writing the trace failed; the session stopped writing at that point.
+    #[error("trace {}: {source}", path.as_ref().map_or_else(|| "<writer>".to_string(), |p| p.display().to_string()))]
+    Io {
+        /// The trace file, when the sink is a file.
+        path: Option<PathBuf>,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// `finish` (or `fail`) was already called.
+    #[error("the trace session was already finished")]
+    AlreadyFinished,
+}
+
+/// What a session is asked to record: the run's metadata and optional schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// The program entry point being profiled.
+    pub entrypoint: String,
+    /// Training or inference.
+    pub phase: Phase,
+    /// The run's device.
+    pub device: String,
+    /// How durations are measured (default [`TimingMode::Host`]).
+    pub timing: TimingMode,
+    /// A run id; a fresh one (`<pid>-<unix ns>`) when `None`.
+    pub run_id: Option<String>,
+    /// Rank in a distributed run.
+    pub rank: Option<u32>,
+    /// World size in a distributed run.
+    pub world_size: Option<u32>,
+    /// User tags.
+    pub tags: BTreeMap<String, String>,
+    /// Library versions (`trace-record`'s own is always added).
+    pub versions: BTreeMap<String, String>,
+    /// Which steps are recorded; `None` records everything.
+    pub schedule: Option<Schedule>,
+}
+
+impl Run {
+    /// A run with host timing, no schedule, no tags.
+    pub fn new(entrypoint: impl Into<String>, phase: Phase, device: impl Into<String>) -> Self {
+        Run {
+            entrypoint: entrypoint.into(),
+            phase,
+            device: device.into(),
+            timing: TimingMode::Host,
+            run_id: None,
+            rank: None,
+            world_size: None,
+            tags: BTreeMap::new(),
+            versions: BTreeMap::new(),
+            schedule: None,
+        }
+    }
+
+    /// Sets the timing mode.
+    pub fn timing(mut self, timing: TimingMode) -> Self {
+        self.timing = timing;
+        self
+    }
+
+    /// Sets the run id.
+    pub fn run_id(mut self, id: impl Into<String>) -> Self {
+        self.run_id = Some(id.into());
+        self
+    }
+
+    /// Sets the rank and world size of a distributed run.
+    pub fn rank(mut self, rank: u32, world_size: u32) -> Self {
+        self.rank = Some(rank);
+        self.world_size = Some(world_size);
+        self
+    }
+
+    /// Adds a user tag.
+    pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(key.into(), value.into());
+        self
+    }
+
+    /// Adds a library version.
+    pub fn version(mut self, library: impl Into<String>, version: impl Into<String>) -> Self {
+        self.versions.insert(library.into(), version.into());
+        self
+    }
+
+    /// Sets the schedule.
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = Some(schedule);
+        self
+    }
+}
+
+/// What a schedule does at a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepAction {
+    /// Nothing is recorded (skip_first, wait, or after the last cycle).
+    None,
+    /// Warm-up: nothing is written.
+    Warmup,
+    /// Recorded.
+    Record,
+}
+
+impl Schedule {
+    /// A schedule that records every step.
+    pub fn always() -> Self {
+        Schedule {
+            skip_first: 0,
+            wait: 0,
+            warmup: 0,
+            active: 1,
+            repeat: 0,
+        }
+    }
+
+    /// What happens at `step` (0-based), with PyTorch's `torch.profiler.schedule` semantics.
+    pub fn action(&self, step: u64) -> StepAction {
+        if step < self.skip_first {
+            return StepAction::None;
+        }
+        let s = step - self.skip_first;
+        let cycle = self
+            .wait
+            .saturating_add(self.warmup)
+            .saturating_add(self.active);
+        if cycle == 0 || self.active == 0 {
+            return StepAction::None;
+        }
+        if self.repeat > 0 && s / cycle >= self.repeat {
+            return StepAction::None;
+        }
+        let pos = s % cycle;
+        if pos < self.wait {
+            StepAction::None
+        } else if pos < self.wait + self.warmup {
+            StepAction::Warmup
+        } else {
+            StepAction::Record
+        }
+    }
+
+    /// Whether `step` is recorded.
+    pub fn is_active(&self, step: u64) -> bool {
+        self.action(step) == StepAction::Record
+    }
+}
+
+/// A span id (as written in `span_start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SpanId(pub u64);
+
+/// An executed op, borrowed from the caller. The span is the thread's current span.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpRecord<'a> {
+    /// The op's name.
+    pub name: &'a str,
+    /// Input tensor ids.
+    pub inputs: &'a [u64],
+    /// Output tensor ids.
+    pub outputs: &'a [u64],
+    /// The output's shape.
+    pub shape: &'a [usize],
+    /// The output's dtype.
+    pub dtype: &'a str,
+    /// The device (omitted on the wire when it is the run's device).
+    pub device: &'a str,
+    /// Start, from [`TraceSession::now_ns`].
+    pub start_ns: u64,
+    /// Duration in ns.
+    pub dur_ns: u64,
+    /// Logical input bytes.
+    pub in_bytes: u64,
+    /// Logical output bytes.
+    pub out_bytes: u64,
+    /// What the output holds, when known.
+    pub category: Option<MemoryCategory>,
+    /// Estimated FLOPs, when known.
+    pub flops: Option<u64>,
+}
+
+/// A tensor's metadata, borrowed from the caller. The span is the thread's current span.
+#[derive(Debug, Clone, Copy)]
+pub struct TensorRecord<'a> {
+    /// The tensor id.
+    pub id: u64,
+    /// An optional label (parameter name, ...).
+    pub label: Option<&'a str>,
+    /// The shape.
+    pub shape: &'a [usize],
+    /// The dtype.
+    pub dtype: &'a str,
+    /// The device.
+    pub device: &'a str,
+    /// Whether it tracks gradients.
+    pub requires_grad: bool,
+    /// Logical bytes.
+    pub bytes: u64,
+    /// What it holds.
+    pub category: MemoryCategory,
+}
+
+/// An allocation or free, borrowed from the caller. Time and span are taken by the session.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryRecord<'a> {
+    /// Alloc or free.
+    pub kind: AllocKind,
+    /// The storage id.
+    pub storage: u64,
+    /// The owning tensor id.
+    pub tensor: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// The device.
+    pub device: &'a str,
+    /// What it holds.
+    pub category: MemoryCategory,
+}
+
+/// What `finish` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// The trace file, when the sink is a file.
+    pub path: Option<PathBuf>,
+    /// Events written, by type.
+    pub counts: EventCounts,
+    /// Bytes written, header and trailer included.
+    pub bytes: u64,
+    /// Events recorded but not written.
+    pub dropped: u64,
+    /// The outcome written in the trailer.
+    pub outcome: Outcome,
+}
+
+/// The bytes written by an in-memory session (see [`TraceSession::in_memory`]).
+#[derive(Debug, Clone, Default)]
+pub struct MemorySink {
+    bytes: Arc<Mutex<Vec<u8>>>,
+}
+
+impl MemorySink {
+    /// A copy of everything written so far (blocks are written when full and at finish).
+    pub fn bytes(&self) -> Vec<u8> {
+        lock(&self.bytes).clone()
+    }
+}
+
+struct SharedVec(Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedVec {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        lock(&self.0).extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave the buffers in a state worse than partial
+    // data, which the format tolerates; keep going.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Output {
+    sink: Box<dyn Write + Send>,
+    buf: Vec<u8>,
+    /// Counts of the events in `buf` (not yet written).
+    pending: EventCounts,
+    /// Counts of events written.
+    counts: EventCounts,
+    bytes: u64,
+    dropped: u64,
+    error: Option<io::Error>,
+    finished: bool,
+}
+
+impl Output {
+    fn push(&mut self, ty: EventType, line: &[u8]) {
+        if self.error.is_some() {
+            self.dropped += 1;
+            return;
+        }
+        if self.finished {
+            return;
+        }
+        self.buf.extend_from_slice(line);
+        self.pending.add(ty, 1);
+        if self.buf.len() >= BLOCK_BYTES {
+            self.write_block();
+        }
+    }
+
+    fn write_block(&mut self) {
+        if self.buf.is_empty() || self.error.is_some() {
+            return;
+        }
+        match self.sink.write_all(&self.buf) {
+            Ok(()) => {
+                self.bytes += self.buf.len() as u64;
+                for ty in EventType::ALL {
+                    self.counts.add(ty, self.pending.get(ty));
+                }
+            }
+            Err(e) => {
+                self.dropped += self.pending.total();
+                self.error = Some(e);
+            }
+        }
+        self.pending = EventCounts::default();
+        self.buf.clear();
+    }
+
+    fn flush_sink(&mut self) {
+        if self.error.is_none()
+            && let Err(e) = self.sink.flush()
+        {
+            self.error = Some(e);
+        }
+    }
+}
+
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Clone, Copy)]
+struct StackEntry {
+    session: u64,
+    span: u64,
+    written: bool,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(512));
+    static STACK: RefCell<Vec<StackEntry>> = const { RefCell::new(Vec::new()) };
+    static THREAD_NO: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A recording session writing one JSONL trace. `Send + Sync`: share it with `Arc`.
+pub struct TraceSession {
+    id: u64,
+    active: AtomicBool,
+    finished: AtomicBool,
+    origin: Instant,
+    timing: TimingMode,
+    device: Box<str>,
+    schedule: Option<Schedule>,
+    step: AtomicU64,
+    next_span: AtomicU64,
+    path: Option<PathBuf>,
+    out: Mutex<Output>,
+}
+
+impl std::fmt::Debug for TraceSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceSession")
+            .field("path", &self.path)
+            .field("device", &self.device)
+            .field("active", &self.is_active())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TraceSession {
+    /// Creates (truncates) the trace file at `path` and writes the header.
+    pub fn open(path: impl AsRef<Path>, run: Run) -> Result<Self, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::create(&path).map_err(|source| TraceError::Io {
+            path: Some(path.clone()),
+            source,
+        })?;
+        let mut s = Self::from_writer(file, run);
+        s.path = Some(path);
+        Ok(s)
+    }
+
+    /// A session writing into memory; the [`MemorySink`] reads the bytes back.
+    pub fn in_memory(run: Run) -> (Self, MemorySink) {
+        let sink = MemorySink::default();
+        let s = Self::from_writer(SharedVec(Arc::clone(&sink.bytes)), run);
+        (s, sink)
+    }
+
+    /// A session writing into any writer. The header is buffered: an I/O error surfaces at
+    /// the first block write or at `finish`.
+    pub fn from_writer(writer: impl Write + Send + 'static, run: Run) -> Self {
+        let origin = Instant::now();
+        let start_unix_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let pid = std::process::id();
+        let mut versions = run.versions;
+        versions.insert(
+            "trace-record".to_string(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        );
+        let header = Header {
+            schema: SCHEMA_NAME.to_string(),
+            version: SCHEMA_VERSION,
+            run: RunMeta {
+                run_id: run
+                    .run_id
+                    .unwrap_or_else(|| format!("{pid}-{start_unix_ns}")),
+                entrypoint: run.entrypoint,
+                phase: run.phase,
+                device: run.device.clone(),
+                timing: run.timing,
+                start_unix_ns,
+                pid,
+                rank: run.rank,
+                world_size: run.world_size,
+                schedule: run.schedule,
+                tags: run.tags,
+                versions,
+            },
+        };
+        let mut buf = Vec::with_capacity(BLOCK_BYTES + 4096);
+        encode::encode_header(&header, &mut buf);
+        let active = run.schedule.is_none_or(|s| s.is_active(0));
+        TraceSession {
+            id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
+            active: AtomicBool::new(active),
+            finished: AtomicBool::new(false),
+            origin,
+            timing: run.timing,
+            device: run.device.into_boxed_str(),
+            schedule: run.schedule,
+            step: AtomicU64::new(0),
+            next_span: AtomicU64::new(1),
+            path: None,
+            out: Mutex::new(Output {
+                sink: Box::new(writer),
+                buf,
+                pending: EventCounts::default(),
+                counts: EventCounts::default(),
+                bytes: 0,
+                dropped: 0,
+                error: None,
+                finished: false,
+            }),
+        }
+    }
+
+    /// Whether records are written now (inside an active window, not finished). One relaxed
+    /// atomic load.
+    #[inline(always)]
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Nanoseconds since the session started, from its monotonic clock.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The run's timing mode.
+    pub fn timing_mode(&self) -> TimingMode {
+        self.timing
+    }
+
+    /// The run's device (events on it omit their device on the wire).
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// The trace file, when the sink is a file.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The current step index (0 before the first `step()`).
+    pub fn current_step(&self) -> u64 {
+        self.step.load(Ordering::Relaxed)
+    }
+
+    /// The innermost written span open on this thread, if any.
+    pub fn current_span(&self) -> Option<SpanId> {
+        self.current_span_raw().map(SpanId)
+    }
+
+    fn current_span_raw(&self) -> Option<u64> {
+        STACK.with(|st| {
+            st.borrow()
+                .iter()
+                .rev()
+                .find(|e| e.session == self.id && e.written)
+                .map(|e| e.span)
+        })
+    }
+
+    /// Formats one line with `f` into the per-thread buffer and appends it to the block.
+    #[inline]
+    fn emit(&self, ty: EventType, f: impl FnOnce(&mut Vec<u8>)) {
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => {
+                buf.clear();
+                f(&mut buf);
+                lock(&self.out).push(ty, &buf);
+            }
+            Err(_) => {
+                let mut buf = Vec::new();
+                f(&mut buf);
+                lock(&self.out).push(ty, &buf);
+            }
+        });
+    }
+
+    /// Opens a span on this thread; it ends when the guard drops. Its parent is the
+    /// innermost written span of this session open on this thread.
+    pub fn span(&self, name: &str, kind: SpanKind, step: Option<ExecStep>) -> SpanGuard<'_> {
+        let id = self.next_span.fetch_add(1, Ordering::Relaxed);
+        let written = self.is_active();
+        let parent = if written {
+            self.current_span_raw()
+        } else {
+            None
+        };
+        STACK.with(|st| {
+            st.borrow_mut().push(StackEntry {
+                session: self.id,
+                span: id,
+                written,
+            });
+        });
+        if written {
+            let ts = self.now_ns();
+            let thread = THREAD_NO.with(|t| *t);
+            self.emit(EventType::SpanStart, |b| {
+                encode::span_start(b, id, parent, name, kind, step, thread, ts)
+            });
+        }
+        SpanGuard {
+            session: self,
+            id,
+            written,
+            _not_send: PhantomData,
+        }
+    }
+
+    fn end_span(&self, id: u64) {
+        // Close this span and any of this session's spans opened after it on this thread
+        // (guards dropped out of order): all end at the same instant, children first.
+        let mut ended: [u64; 8] = [0; 8];
+        let mut overflow: Vec<u64> = Vec::new();
+        let mut n = 0usize;
+        STACK.with(|st| {
+            let mut st = st.borrow_mut();
+            let Some(pos) = st
+                .iter()
+                .rposition(|e| e.session == self.id && e.span == id)
+            else {
+                return;
+            };
+            let mut i = st.len();
+            while i > pos {
+                i -= 1;
+                let e = st[i];
+                if e.session != self.id {
+                    continue;
+                }
+                st.remove(i);
+                if e.written {
+                    if n < ended.len() {
+                        ended[n] = e.span;
+                    } else {
+                        overflow.push(e.span);
+                    }
+                    n += 1;
+                }
+            }
+        });
+        if n == 0 {
+            return;
+        }
+        let ts = self.now_ns();
+        for &span in ended.iter().take(n.min(ended.len())).chain(overflow.iter()) {
+            self.emit(EventType::SpanEnd, |b| encode::span_end(b, span, ts));
+        }
+    }
+
+    /// Records an executed op in the thread's current span.
+    #[inline]
+    pub fn record_op(&self, op: &OpRecord<'_>) {
+        if !self.is_active() {
+            return;
+        }
+        let span = self.current_span_raw();
+        self.emit(EventType::Op, |b| encode::op(b, span, op, &self.device));
+    }
+
+    /// Records a tensor's metadata in the thread's current span.
+    #[inline]
+    pub fn record_tensor(&self, tensor: &TensorRecord<'_>) {
+        if !self.is_active() {
+            return;
+        }
+        let span = self.current_span_raw();
+        self.emit(EventType::Tensor, |b| {
+            encode::tensor(b, span, tensor, &self.device)
+        });
+    }
+
+    /// Records an allocation or free, stamped now, in the thread's current span.
+    #[inline]
+    pub fn record_memory(&self, mem: &MemoryRecord<'_>) {
+        if !self.is_active() {
+            return;
+        }
+        let span = self.current_span_raw();
+        let ts = self.now_ns();
+        self.emit(EventType::Memory, |b| {
+            encode::memory(b, span, mem, &self.device, ts)
+        });
+    }
+
+    /// Records what was found for a parameter's gradient (a non-finite norm is omitted).
+    pub fn record_gradient(&self, param: &str, state: GradientState, norm: Option<f64>) {
+        if !self.is_active() {
+            return;
+        }
+        let ts = self.now_ns();
+        self.emit(EventType::Gradient, |b| {
+            encode::gradient(b, param, state, norm, ts)
+        });
+    }
+
+    /// Records a physical device-memory sample (absent figures stay absent).
+    pub fn record_device_memory(
+        &self,
+        device: &str,
+        used: Option<u64>,
+        free: Option<u64>,
+        reserved: Option<u64>,
+    ) {
+        if !self.is_active() {
+            return;
+        }
+        let ts = self.now_ns();
+        self.emit(EventType::DeviceMemory, |b| {
+            encode::device_memory(b, device, used, free, reserved, ts)
+        });
+    }
+
+    /// Records a user-defined instant in the thread's current span.
+    pub fn record_marker(&self, name: &str) {
+        if !self.is_active() {
+            return;
+        }
+        let span = self.current_span_raw();
+        let ts = self.now_ns();
+        self.emit(EventType::Marker, |b| encode::marker(b, name, span, ts));
+    }
+
+    /// Records a user-defined value.
+    pub fn record_counter(&self, name: &str, value: f64) {
+        if !self.is_active() {
+            return;
+        }
+        let ts = self.now_ns();
+        self.emit(EventType::Counter, |b| encode::counter(b, name, value, ts));
+    }
+
+    /// Ends the current step and starts the next: advances the schedule and, when the new
+    /// step is recorded, writes a `step` event. Returns the new step's index.
+    pub fn step(&self) -> u64 {
+        let index = self.step.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.finished.load(Ordering::Relaxed) {
+            return index;
+        }
+        let active = self.schedule.is_none_or(|s| s.is_active(index));
+        self.active.store(active, Ordering::Relaxed);
+        if active {
+            let ts = self.now_ns();
+            self.emit(EventType::Step, |b| encode::step(b, index, ts));
+        }
+        index
+    }
+
+    /// Writes the trailer (outcome complete) and flushes. Returns the summary, or the first
+    /// I/O error (everything written before it stays readable).
+    pub fn finish(&self) -> Result<Summary, TraceError> {
+        self.close(Outcome::Complete)
+    }
+
+    /// Like [`finish`](Self::finish) but records outcome `failed` with `reason`.
+    pub fn fail(&self, reason: &str) -> Result<Summary, TraceError> {
+        self.close(Outcome::Failed {
+            reason: reason.to_string(),
+        })
+    }
+
+    fn close(&self, outcome: Outcome) -> Result<Summary, TraceError> {
+        if self.finished.swap(true, Ordering::AcqRel) {
+            return Err(TraceError::AlreadyFinished);
+        }
+        self.active.store(false, Ordering::Relaxed);
+        let ts = self.now_ns();
+        let mut out = lock(&self.out);
+        out.write_block();
+        let mut trailer_line = Vec::new();
+        if out.error.is_none() {
+            let trailer = Trailer {
+                outcome: outcome.clone(),
+                counts: out.counts,
+                dropped: out.dropped,
+                ts,
+            };
+            encode::encode_trailer(&trailer, &mut trailer_line);
+            out.buf.extend_from_slice(&trailer_line);
+            out.write_block();
+            out.flush_sink();
+        }
+        out.finished = true;
+        match out.error.take() {
+            Some(source) => Err(TraceError::Io {
+                path: self.path.clone(),
+                source,
+            }),
+            None => Ok(Summary {
+                path: self.path.clone(),
+                counts: out.counts,
+                bytes: out.bytes,
+                dropped: out.dropped,
+                outcome,
+            }),
+        }
+    }
+}
+
+impl Drop for TraceSession {
+    fn drop(&mut self) {
+        if !self.finished.load(Ordering::Acquire) {
+            // Errors cannot be reported from drop; the file keeps what was written.
+            let _ = self.close(Outcome::Incomplete);
+        }
+    }
+}
+
+/// An open span; writes `span_end` when dropped (or on [`SpanGuard::end`]). Not `Send`:
+/// spans live on the thread that opened them.
+#[must_use = "a span ends when its guard is dropped"]
+pub struct SpanGuard<'a> {
+    session: &'a TraceSession,
+    id: u64,
+    written: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl std::fmt::Debug for SpanGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpanGuard")
+            .field("id", &self.id)
+            .field("written", &self.written)
+            .finish()
+    }
+}
+
+impl SpanGuard<'_> {
+    /// The span's id when it was written (opened inside an active window).
+    pub fn id(&self) -> Option<SpanId> {
+        self.written.then_some(SpanId(self.id))
+    }
+
+    /// Ends the span now.
+    pub fn end(self) {}
+}
+
+impl Drop for SpanGuard<'_> {
+    fn drop(&mut self) {
+        self.session.end_span(self.id);
+    }
+}

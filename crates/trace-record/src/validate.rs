@@ -1,0 +1,357 @@
+//! Structural validation of a trace: span identity, nesting in time, allocation pairing.
+//!
+//! [`Validator`] is fed events in file order (streaming, O(1) per event with hash maps) and
+//! reports typed [`Issue`]s with line numbers, sorted by line. References to spans are
+//! resolved at the end, so the order of lines from different threads does not matter.
+//!
+//! ```
+//! use trace_record::{Run, TraceSession, Validator};
+//! use trace_record::schema::{Phase, SpanKind};
+//! let (session, sink) = TraceSession::in_memory(Run::new("doc", Phase::Infer, "cpu"));
+//! {
+//!     let _outer = session.span("outer", SpanKind::Function, None);
+//!     let _inner = session.span("inner", SpanKind::Op, None);
+//! }
+//! session.finish().unwrap();
+//! let trace = trace_record::read_trace_bytes(&sink.bytes()).unwrap();
+//! assert!(trace_record::validate(&trace).is_empty());
+//! ```
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::BufRead;
+use std::path::Path;
+
+use crate::reader::{ReadError, ReadOptions, Trace, TraceReader};
+use crate::schema::{AllocKind, Event, EventCounts, Header, Trailer};
+
+/// A structural problem in a trace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IssueKind {
+    /// A `span_start` reused an id started before (at `first_line`).
+    DuplicateSpan {
+        /// The span id.
+        id: u64,
+        /// Where it was first started.
+        first_line: u64,
+    },
+    /// A `span_end` for a span never started.
+    SpanEndWithoutStart {
+        /// The span id.
+        id: u64,
+    },
+    /// A second `span_end` for the same span.
+    DuplicateSpanEnd {
+        /// The span id.
+        id: u64,
+    },
+    /// A span ends before it starts.
+    SpanEndsBeforeStart {
+        /// The span id.
+        id: u64,
+    },
+    /// A span starts before or ends after its parent (or ends while its parent stays open).
+    ChildOutsideParent {
+        /// The child span.
+        id: u64,
+        /// Its parent.
+        parent: u64,
+    },
+    /// A span that never ended.
+    SpanLeftOpen {
+        /// The span id.
+        id: u64,
+    },
+    /// An event (or a span's parent) names a span that never started.
+    UnknownSpan {
+        /// The unknown span id.
+        id: u64,
+    },
+    /// A free of storage that is not allocated.
+    FreeWithoutAlloc {
+        /// The storage id.
+        storage: u64,
+    },
+    /// An allocation of storage that is already allocated (first at `first_line`).
+    DuplicateAlloc {
+        /// The storage id.
+        storage: u64,
+        /// Where the live allocation was recorded.
+        first_line: u64,
+    },
+}
+
+/// An issue at a line.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Issue {
+    /// The 1-based line the issue is reported at.
+    pub line: u64,
+    /// What is wrong.
+    pub kind: IssueKind,
+}
+
+impl std::fmt::Display for Issue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: ", self.line)?;
+        match &self.kind {
+            IssueKind::DuplicateSpan { id, first_line } => {
+                write!(f, "span {id} started again (first at line {first_line})")
+            }
+            IssueKind::SpanEndWithoutStart { id } => {
+                write!(f, "span_end of span {id} that never started")
+            }
+            IssueKind::DuplicateSpanEnd { id } => write!(f, "span {id} ended twice"),
+            IssueKind::SpanEndsBeforeStart { id } => write!(f, "span {id} ends before it starts"),
+            IssueKind::ChildOutsideParent { id, parent } => {
+                write!(
+                    f,
+                    "span {id} is not inside its parent span {parent} in time"
+                )
+            }
+            IssueKind::SpanLeftOpen { id } => write!(f, "span {id} never ended"),
+            IssueKind::UnknownSpan { id } => write!(f, "refers to unknown span {id}"),
+            IssueKind::FreeWithoutAlloc { storage } => {
+                write!(f, "free of storage {storage} that is not allocated")
+            }
+            IssueKind::DuplicateAlloc {
+                storage,
+                first_line,
+            } => write!(
+                f,
+                "storage {storage} allocated again (live since line {first_line})"
+            ),
+        }
+    }
+}
+
+/// A fast hasher for integer ids (multiplicative, as in FxHash); ids are not attacker-chosen
+/// keys in a local trace file worth protecting with SipHash.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+#[derive(Clone, Copy)]
+struct SpanInfo {
+    line: u64,
+    parent: Option<u64>,
+    start: u64,
+    end: Option<u64>,
+    end_line: u64,
+}
+
+/// Streaming structural validator.
+#[derive(Default)]
+pub struct Validator {
+    spans: IdMap<SpanInfo>,
+    /// Storage id → line of its live allocation.
+    live: IdMap<u64>,
+    /// (line, span) references checked at the end.
+    refs: Vec<(u64, u64)>,
+    issues: Vec<Issue>,
+    events: u64,
+}
+
+impl std::fmt::Debug for Validator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Validator")
+            .field("events", &self.events)
+            .field("issues", &self.issues.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Validator {
+    /// An empty validator.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn issue(&mut self, line: u64, kind: IssueKind) {
+        self.issues.push(Issue { line, kind });
+    }
+
+    /// Checks one event read at `line`.
+    pub fn check(&mut self, line: u64, event: &Event) {
+        self.events += 1;
+        match event {
+            Event::SpanStart(s) => {
+                if let Some(first) = self.spans.get(&s.id) {
+                    let first_line = first.line;
+                    self.issue(
+                        line,
+                        IssueKind::DuplicateSpan {
+                            id: s.id,
+                            first_line,
+                        },
+                    );
+                    return;
+                }
+                self.spans.insert(
+                    s.id,
+                    SpanInfo {
+                        line,
+                        parent: s.parent,
+                        start: s.ts,
+                        end: None,
+                        end_line: 0,
+                    },
+                );
+            }
+            Event::SpanEnd(e) => match self.spans.get_mut(&e.id) {
+                None => self.issue(line, IssueKind::SpanEndWithoutStart { id: e.id }),
+                Some(info) if info.end.is_some() => {
+                    self.issue(line, IssueKind::DuplicateSpanEnd { id: e.id });
+                }
+                Some(info) => {
+                    info.end = Some(e.ts);
+                    info.end_line = line;
+                    if e.ts < info.start {
+                        self.issue(line, IssueKind::SpanEndsBeforeStart { id: e.id });
+                    }
+                }
+            },
+            Event::Memory(m) => {
+                match m.kind {
+                    AllocKind::Alloc => {
+                        if let Some(&first_line) = self.live.get(&m.storage) {
+                            self.issue(
+                                line,
+                                IssueKind::DuplicateAlloc {
+                                    storage: m.storage,
+                                    first_line,
+                                },
+                            );
+                        } else {
+                            self.live.insert(m.storage, line);
+                        }
+                    }
+                    AllocKind::Free => {
+                        if self.live.remove(&m.storage).is_none() {
+                            self.issue(line, IssueKind::FreeWithoutAlloc { storage: m.storage });
+                        }
+                    }
+                }
+                if let Some(s) = m.span {
+                    self.refs.push((line, s));
+                }
+            }
+            Event::Op(_) | Event::Tensor(_) | Event::Marker(_) => {
+                if let Some(s) = event.span() {
+                    self.refs.push((line, s));
+                }
+            }
+            Event::DeviceMemory(_) | Event::Gradient(_) | Event::Step(_) | Event::Counter(_) => {}
+        }
+    }
+
+    /// Events checked so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Resolves span references and nesting; returns every issue, sorted by line.
+    pub fn finish(mut self) -> Vec<Issue> {
+        let refs = std::mem::take(&mut self.refs);
+        for (line, id) in refs {
+            if !self.spans.contains_key(&id) {
+                self.issue(line, IssueKind::UnknownSpan { id });
+            }
+        }
+        let spans = std::mem::take(&mut self.spans);
+        for (&id, info) in &spans {
+            if info.end.is_none() {
+                self.issue(info.line, IssueKind::SpanLeftOpen { id });
+            }
+            let Some(parent) = info.parent else { continue };
+            let Some(p) = spans.get(&parent) else {
+                self.issue(info.line, IssueKind::UnknownSpan { id: parent });
+                continue;
+            };
+            let outside = info.start < p.start
+                || match (info.end, p.end) {
+                    (Some(ce), Some(pe)) => ce > pe,
+                    _ => false,
+                };
+            if outside {
+                let line = if info.end.is_some() {
+                    info.end_line
+                } else {
+                    info.line
+                };
+                self.issue(line, IssueKind::ChildOutsideParent { id, parent });
+            }
+        }
+        self.issues.sort();
+        self.issues
+    }
+}
+
+/// Validates a trace read into memory.
+pub fn validate(trace: &Trace) -> Vec<Issue> {
+    let mut v = Validator::new();
+    for e in &trace.events {
+        v.check(e.line, &e.event);
+    }
+    v.finish()
+}
+
+/// The result of reading and validating a trace in one streaming pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Validation {
+    /// The header.
+    pub header: Header,
+    /// The trailer, when present.
+    pub trailer: Option<Trailer>,
+    /// No trailer, or outcome `incomplete`.
+    pub incomplete: bool,
+    /// A trailing partial line, if any.
+    pub partial_line: Option<u64>,
+    /// Events read, by type.
+    pub counts: EventCounts,
+    /// Unknown event types skipped.
+    pub skipped_unknown: u64,
+    /// Structural issues, sorted by line.
+    pub issues: Vec<Issue>,
+}
+
+/// Reads and validates the trace from `reader` in one pass, without keeping events.
+pub fn validate_reader<R: BufRead>(mut reader: TraceReader<R>) -> Result<Validation, ReadError> {
+    let mut v = Validator::new();
+    let mut counts = EventCounts::default();
+    while let Some(e) = reader.next_event()? {
+        counts.add(e.event.event_type(), 1);
+        v.check(e.line, &e.event);
+    }
+    Ok(Validation {
+        incomplete: reader.is_incomplete(),
+        partial_line: reader.partial_line(),
+        skipped_unknown: reader.skipped_unknown(),
+        trailer: reader.trailer().cloned(),
+        header: reader.header().clone(),
+        counts,
+        issues: v.finish(),
+    })
+}
+
+/// Reads and validates the trace at `path` in one streaming pass.
+pub fn validate_file(
+    path: impl AsRef<Path>,
+    options: ReadOptions,
+) -> Result<Validation, ReadError> {
+    validate_reader(TraceReader::open(path, options)?)
+}
