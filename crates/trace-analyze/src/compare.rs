@@ -1,0 +1,379 @@
+//! Comparing two traces: per span path and per op name, time and memory deltas with their
+//! spread over steps; graph fingerprint equality per step; ops present in one trace only.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::error::AnalyzeError;
+use crate::memory::{ByCategory, memory_report};
+use crate::model::{Timing, Trace};
+use crate::spans::span_tree;
+use crate::stats::{Spread, SpreadAcc};
+use crate::steps::{GraphReport, StepCache, graph_report};
+
+/// A figure in both traces and its change.
+#[derive(Debug, Clone, Serialize)]
+pub struct Delta {
+    /// The base trace's value (absent when the base does not have it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<f64>,
+    /// The candidate trace's value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<f64>,
+    /// `candidate - base`, when both have it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta: Option<f64>,
+    /// `delta / base` (e.g. 0.25 = 25 % more), when both have it and base is not 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+}
+
+impl Delta {
+    /// The delta of two optional values.
+    pub fn of(base: Option<f64>, candidate: Option<f64>) -> Delta {
+        let delta = base.zip(candidate).map(|(b, c)| c - b);
+        let ratio = base
+            .zip(delta)
+            .filter(|(b, _)| *b != 0.0)
+            .map(|(b, d)| d / b);
+        Delta {
+            base,
+            candidate,
+            delta,
+            ratio,
+        }
+    }
+}
+
+/// One span path in both traces.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpanDelta {
+    /// The span path.
+    pub path: String,
+    /// Mean time per step (ns), over the steps where the path occurs; when the trace has no
+    /// steps, the total.
+    pub time_per_step_ns: Delta,
+    /// Spread over steps in the base.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_spread: Option<Spread>,
+    /// Spread over steps in the candidate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate_spread: Option<Spread>,
+    /// Logical bytes allocated directly in the path, in all.
+    pub alloc_bytes: Delta,
+}
+
+/// One op name in both traces.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpDelta {
+    /// The op name.
+    pub name: String,
+    /// Calls in all.
+    pub count: Delta,
+    /// Total time per step (ns) — mean over steps; the total when there are no steps.
+    pub time_per_step_ns: Delta,
+    /// Spread over steps of the per-step time in the base.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_spread: Option<Spread>,
+    /// The same in the candidate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate_spread: Option<Spread>,
+    /// Logical output bytes in all.
+    pub output_bytes: Delta,
+}
+
+/// Peak logical memory of one device in both traces.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryDelta {
+    /// The device label.
+    pub device: String,
+    /// Peak live logical bytes.
+    pub peak_bytes: Delta,
+    /// The base's peak by category.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_peak_by_category: Option<ByCategory>,
+    /// The candidate's peak by category.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate_peak_by_category: Option<ByCategory>,
+}
+
+/// Step graph fingerprints side by side (steps paired by position).
+#[derive(Debug, Clone, Serialize)]
+pub struct StepGraphPair {
+    /// Position (0-based) of the step in each trace.
+    pub position: usize,
+    /// The base's step index and fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<(u64, String)>,
+    /// The candidate's step index and fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<(u64, String)>,
+    /// True when both exist and the fingerprints are equal.
+    pub equal: bool,
+}
+
+/// The comparison of two traces.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The base trace (as given).
+    pub base: String,
+    /// The candidate trace (as given).
+    pub candidate: String,
+    /// Timing of each trace; comparing host with device time is flagged in `warnings`.
+    pub timing: (Timing, Timing),
+    /// Things to keep in mind (different timing modes, incomplete traces, ...).
+    pub warnings: Vec<String>,
+    /// Steps in each trace.
+    pub steps: (usize, usize),
+    /// Wall time per step (ns).
+    pub step_time_ns: Delta,
+    /// Spread of step times in the base.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_step_spread: Option<Spread>,
+    /// Spread of step times in the candidate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate_step_spread: Option<Spread>,
+    /// Span paths in either trace, largest absolute time change first.
+    pub spans: Vec<SpanDelta>,
+    /// Op names in both traces, largest absolute time change first.
+    pub ops: Vec<OpDelta>,
+    /// Op names only the base has.
+    pub ops_only_in_base: Vec<String>,
+    /// Op names only the candidate has.
+    pub ops_only_in_candidate: Vec<String>,
+    /// Peak memory per device; absent when neither trace has memory events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Vec<MemoryDelta>>,
+    /// Step graph fingerprints paired by position.
+    pub graphs: Vec<StepGraphPair>,
+    /// How many paired steps have equal fingerprints.
+    pub graphs_equal: usize,
+}
+
+struct OpAgg {
+    count: u64,
+    total: u64,
+    bytes: u64,
+    per_step: SpreadAcc,
+}
+
+fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
+    let mut by: HashMap<crate::intern::Sym, OpAgg> = HashMap::new();
+    let mut step_sum: HashMap<crate::intern::Sym, u64> = HashMap::new();
+    let flush = |by: &mut HashMap<crate::intern::Sym, OpAgg>,
+                 step_sum: &mut HashMap<crate::intern::Sym, u64>| {
+        for (k, v) in step_sum.drain() {
+            if let Some(a) = by.get_mut(&k) {
+                a.per_step.push(v);
+            }
+        }
+    };
+    let mut cur_step = None;
+    for op in &t.ops {
+        if op.step != cur_step {
+            flush(&mut by, &mut step_sum);
+            cur_step = op.step;
+        }
+        let a = by.entry(op.name).or_insert(OpAgg {
+            count: 0,
+            total: 0,
+            bytes: 0,
+            per_step: SpreadAcc::default(),
+        });
+        a.count += 1;
+        a.total += op.dur_ns;
+        a.bytes += op.output_bytes;
+        if op.step.is_some() {
+            *step_sum.entry(op.name).or_insert(0) += op.dur_ns;
+        }
+    }
+    flush(&mut by, &mut step_sum);
+    t.work.add(t.ops.len() as u64);
+    by.into_iter()
+        .map(|(k, v)| (t.str(k).to_string(), v))
+        .collect()
+}
+
+fn per_step_or_total(spread: Option<Spread>, total: u64) -> f64 {
+    spread.map_or(total as f64, |s| s.mean)
+}
+
+/// Compares `candidate` with `base`. Step graphs are analysed through `cache` (one cache may
+/// serve both traces: equal steps across traces are hits too).
+pub fn compare(
+    base: &Trace,
+    candidate: &Trace,
+    cache: &StepCache,
+) -> Result<Comparison, AnalyzeError> {
+    let mut warnings = Vec::new();
+    if base.run.timing != candidate.run.timing {
+        warnings.push(format!(
+            "timing differs: base is {}, candidate is {}; durations are not directly comparable",
+            base.run.timing.as_str(),
+            candidate.run.timing.as_str()
+        ));
+    }
+    for (which, t) in [("base", base), ("candidate", candidate)] {
+        if t.is_incomplete() {
+            warnings.push(format!("{which} trace {} is incomplete", t.source));
+        }
+    }
+    // Step times.
+    let st = |t: &Trace| {
+        let v: Vec<u64> = t.steps.iter().map(|s| s.duration_ns()).collect();
+        Spread::of(&v)
+    };
+    let (bs, cs) = (st(base), st(candidate));
+
+    // Spans.
+    let (bt, ct) = (span_tree(base), span_tree(candidate));
+    let mut paths: BTreeMap<
+        &str,
+        (
+            Option<&crate::spans::SpanNode>,
+            Option<&crate::spans::SpanNode>,
+        ),
+    > = BTreeMap::new();
+    for n in &bt.nodes {
+        paths.entry(&n.path).or_default().0 = Some(n);
+    }
+    for n in &ct.nodes {
+        paths.entry(&n.path).or_default().1 = Some(n);
+    }
+    let mut spans: Vec<SpanDelta> = paths
+        .into_iter()
+        .map(|(path, (b, c))| SpanDelta {
+            path: path.to_string(),
+            time_per_step_ns: Delta::of(
+                b.map(|n| per_step_or_total(n.per_step, n.total_ns)),
+                c.map(|n| per_step_or_total(n.per_step, n.total_ns)),
+            ),
+            base_spread: b.and_then(|n| n.per_step),
+            candidate_spread: c.and_then(|n| n.per_step),
+            alloc_bytes: Delta::of(
+                b.map(|n| n.alloc_bytes as f64),
+                c.map(|n| n.alloc_bytes as f64),
+            ),
+        })
+        .collect();
+    sort_by_abs(&mut spans, |s| &s.time_per_step_ns, |s| &s.path);
+
+    // Ops.
+    let (bo, co) = (op_aggregates(base), op_aggregates(candidate));
+    let mut ops = Vec::new();
+    let mut only_b = Vec::new();
+    let mut only_c = Vec::new();
+    for (name, b) in &bo {
+        match co.get(name) {
+            Some(c) => {
+                let (bsp, csp) = (b.per_step.finish(), c.per_step.finish());
+                ops.push(OpDelta {
+                    name: name.clone(),
+                    count: Delta::of(Some(b.count as f64), Some(c.count as f64)),
+                    time_per_step_ns: Delta::of(
+                        Some(per_step_or_total(bsp, b.total)),
+                        Some(per_step_or_total(csp, c.total)),
+                    ),
+                    base_spread: bsp,
+                    candidate_spread: csp,
+                    output_bytes: Delta::of(Some(b.bytes as f64), Some(c.bytes as f64)),
+                });
+            }
+            None => only_b.push(name.clone()),
+        }
+    }
+    for name in co.keys() {
+        if !bo.contains_key(name) {
+            only_c.push(name.clone());
+        }
+    }
+    sort_by_abs(&mut ops, |o| &o.time_per_step_ns, |o| &o.name);
+
+    // Memory.
+    let (bm, cm) = (memory_report(base), memory_report(candidate));
+    let memory = if bm.is_none() && cm.is_none() {
+        None
+    } else {
+        let mut devs: BTreeMap<
+            String,
+            (
+                Option<&crate::memory::DeviceMemory>,
+                Option<&crate::memory::DeviceMemory>,
+            ),
+        > = BTreeMap::new();
+        for d in bm.iter().flat_map(|m| m.devices.iter()) {
+            devs.entry(d.device.clone()).or_default().0 = Some(d);
+        }
+        for d in cm.iter().flat_map(|m| m.devices.iter()) {
+            devs.entry(d.device.clone()).or_default().1 = Some(d);
+        }
+        Some(
+            devs.into_iter()
+                .map(|(device, (b, c))| MemoryDelta {
+                    device,
+                    peak_bytes: Delta::of(
+                        b.map(|d| d.peak_bytes as f64),
+                        c.map(|d| d.peak_bytes as f64),
+                    ),
+                    base_peak_by_category: b.map(|d| d.peak_by_category),
+                    candidate_peak_by_category: c.map(|d| d.peak_by_category),
+                })
+                .collect(),
+        )
+    };
+
+    // Graphs.
+    let (bg, cg): (GraphReport, GraphReport) =
+        (graph_report(base, cache)?, graph_report(candidate, cache)?);
+    let n = bg.steps.len().max(cg.steps.len());
+    let graphs: Vec<StepGraphPair> = (0..n)
+        .map(|i| {
+            let b = bg.steps.get(i).map(|s| (s.step, s.fingerprint.clone()));
+            let c = cg.steps.get(i).map(|s| (s.step, s.fingerprint.clone()));
+            let equal = matches!((&b, &c), (Some(x), Some(y)) if x.1 == y.1);
+            StepGraphPair {
+                position: i,
+                base: b,
+                candidate: c,
+                equal,
+            }
+        })
+        .collect();
+    let graphs_equal = graphs.iter().filter(|g| g.equal).count();
+
+    Ok(Comparison {
+        base: base.source.clone(),
+        candidate: candidate.source.clone(),
+        timing: (base.run.timing, candidate.run.timing),
+        warnings,
+        steps: (base.steps.len(), candidate.steps.len()),
+        step_time_ns: Delta::of(bs.map(|s| s.mean), cs.map(|s| s.mean)),
+        base_step_spread: bs,
+        candidate_step_spread: cs,
+        spans,
+        ops,
+        ops_only_in_base: only_b,
+        ops_only_in_candidate: only_c,
+        memory,
+        graphs,
+        graphs_equal,
+    })
+}
+
+fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> &Delta, name: impl Fn(&T) -> &String) {
+    let key = |x: &T| {
+        let dd = d(x);
+        dd.delta
+            .map(f64::abs)
+            .or(dd.base)
+            .or(dd.candidate)
+            .unwrap_or(0.0)
+    };
+    v.sort_by(|a, b| {
+        key(b)
+            .partial_cmp(&key(a))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| name(a).cmp(name(b)))
+    });
+}

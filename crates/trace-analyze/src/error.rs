@@ -1,0 +1,50 @@
+//! The error type of trace-analyze.
+
+use trace_record::ReadError;
+
+/// Errors from loading or analysing a trace.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    /// The trace could not be read: I/O, invalid JSON, a schema violation or an unsupported
+    /// version. The message names the file and, for syntax and schema errors, the line and
+    /// field.
+    #[error("{file}: {source}")]
+    Read {
+        /// The trace file (as given).
+        file: String,
+        /// What the reader reported.
+        #[source]
+        source: ReadError,
+    },
+    /// A file could not be opened.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file (as given).
+        file: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A step graph could not be built (the trace's ops do not form a valid graph).
+    #[error("building a step graph: {0}")]
+    Graph(String),
+    /// An argument of an analysis was invalid (e.g. an unknown column name).
+    #[error("{0}")]
+    InvalidArgument(String),
+}
+
+impl AnalyzeError {
+    /// True when the error is about the trace's content (syntax, schema, version) rather than
+    /// I/O or arguments.
+    pub fn is_bad_trace(&self) -> bool {
+        matches!(
+            self,
+            AnalyzeError::Read {
+                source: ReadError::Syntax { .. }
+                    | ReadError::Schema { .. }
+                    | ReadError::UnsupportedVersion { .. },
+                ..
+            } | AnalyzeError::Graph(_)
+        )
+    }
+}

@@ -1,0 +1,127 @@
+//! String and shape interning: each distinct op name, span name, device or shape is stored once.
+
+use std::collections::HashMap;
+
+/// The id of an interned string in an [`Interner`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sym(pub u32);
+
+/// Stores each distinct string once and hands out compact [`Sym`] ids.
+///
+/// Interning a string that is already present allocates nothing.
+#[derive(Debug, Default, Clone)]
+pub struct Interner {
+    map: HashMap<Box<str>, u32>,
+    strings: Vec<Box<str>>,
+}
+
+impl Interner {
+    /// An empty interner.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The id of `s`, adding it when new.
+    pub fn intern(&mut self, s: &str) -> Sym {
+        if let Some(&id) = self.map.get(s) {
+            return Sym(id);
+        }
+        let id = u32::try_from(self.strings.len()).unwrap_or(u32::MAX);
+        self.strings.push(s.into());
+        self.map.insert(s.into(), id);
+        Sym(id)
+    }
+
+    /// The id of `s` when it was interned.
+    pub fn get(&self, s: &str) -> Option<Sym> {
+        self.map.get(s).map(|&id| Sym(id))
+    }
+
+    /// The string of `sym` (empty for an id this interner never handed out).
+    pub fn resolve(&self, sym: Sym) -> &str {
+        self.strings.get(sym.0 as usize).map_or("", |s| s)
+    }
+
+    /// How many distinct strings are stored.
+    pub fn len(&self) -> usize {
+        self.strings.len()
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.strings.is_empty()
+    }
+}
+
+/// The id of an interned shape in a [`ShapeInterner`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShapeId(pub u32);
+
+/// Stores each distinct tensor shape (list of dimensions) once.
+#[derive(Debug, Default, Clone)]
+pub struct ShapeInterner {
+    map: HashMap<Box<[u64]>, u32>,
+    shapes: Vec<Box<[u64]>>,
+}
+
+impl ShapeInterner {
+    /// An empty shape interner.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The id of `dims`, adding it when new.
+    pub fn intern(&mut self, dims: &[u64]) -> ShapeId {
+        if let Some(&id) = self.map.get(dims) {
+            return ShapeId(id);
+        }
+        let id = u32::try_from(self.shapes.len()).unwrap_or(u32::MAX);
+        self.shapes.push(dims.into());
+        self.map.insert(dims.into(), id);
+        ShapeId(id)
+    }
+
+    /// The dimensions of `id` (empty for an id this interner never handed out).
+    pub fn resolve(&self, id: ShapeId) -> &[u64] {
+        self.shapes.get(id.0 as usize).map_or(&[], |s| s)
+    }
+
+    /// The shape formatted like `[32, 784]`.
+    pub fn display(&self, id: ShapeId) -> String {
+        format_shape(self.resolve(id))
+    }
+}
+
+/// Formats dimensions like `[32, 784]`.
+pub fn format_shape(dims: &[u64]) -> String {
+    let mut s = String::with_capacity(2 + dims.len() * 4);
+    s.push('[');
+    for (i, d) in dims.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(&d.to_string());
+    }
+    s.push(']');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_is_idempotent() {
+        let mut i = Interner::new();
+        let a = i.intern("matmul");
+        let b = i.intern("add");
+        assert_eq!(i.intern("matmul"), a);
+        assert_ne!(a, b);
+        assert_eq!(i.resolve(b), "add");
+        assert_eq!(i.len(), 2);
+        let mut s = ShapeInterner::new();
+        let x = s.intern(&[2, 3]);
+        assert_eq!(s.intern(&[2, 3]), x);
+        assert_eq!(s.display(x), "[2, 3]");
+    }
+}

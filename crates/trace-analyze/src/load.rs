@@ -1,0 +1,399 @@
+//! Reading a trace into the compact [`Trace`] model: one streaming pass through trace-record's
+//! reader, interning names, devices and shapes as it goes.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use trace_record::schema::{self as wire, Event};
+use trace_record::{ReadMode, ReadOptions, TraceReader, Validator};
+
+use crate::error::AnalyzeError;
+use crate::intern::{Interner, ShapeInterner};
+use crate::model::{
+    Category, EventCounts, ExecStep, GradientCounts, Issue, MemEvent, Op, Outcome, PhysSample,
+    RunInfo, Span, SpanKind, Step, TensorInfo, Timing, Trace, WorkCounter,
+};
+
+/// How to load a trace.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    /// Reject unknown event types instead of skipping and counting them.
+    pub strict: bool,
+}
+
+/// Loads the trace at `path`.
+///
+/// # Errors
+/// [`AnalyzeError::Io`] when the file cannot be opened, [`AnalyzeError::Read`] (naming the file,
+/// line and field) when it is not a valid trace. A truncated trace is not an error: it loads
+/// up to its last complete line with [`Outcome::Truncated`].
+pub fn load_path(path: &Path, opts: LoadOptions) -> Result<Trace, AnalyzeError> {
+    let file = File::open(path).map_err(|source| AnalyzeError::Io {
+        file: path.display().to_string(),
+        source,
+    })?;
+    load_reader(
+        BufReader::with_capacity(256 * 1024, file),
+        &path.display().to_string(),
+        opts,
+    )
+}
+
+/// Loads a trace held in memory; `source` names it in errors.
+///
+/// ```
+/// let text = concat!(
+///     r#"{"type":"header","schema":"tracegraph-trace","version":1,"run":{"run_id":"r","#,
+///     r#""entrypoint":"e","phase":"infer","device":"cpu","timing":"host","start_unix_ns":0,"pid":1}}"#,
+///     "\n",
+///     r#"{"type":"step","index":0,"ts":10}"#, "\n",
+///     r#"{"type":"op","name":"relu","in":[1],"out":[2],"shape":[4],"dtype":"f32","ts":20,"dur":5}"#, "\n",
+/// );
+/// let trace = trace_analyze::load_str(text, "example.jsonl", Default::default())?;
+/// assert_eq!(trace.ops.len(), 1);
+/// assert!(trace.is_incomplete()); // no trailer
+/// # Ok::<(), trace_analyze::AnalyzeError>(())
+/// ```
+pub fn load_str(text: &str, source: &str, opts: LoadOptions) -> Result<Trace, AnalyzeError> {
+    load_reader(text.as_bytes(), source, opts)
+}
+
+/// Loads a trace from any buffered reader; `source` names it in errors.
+pub fn load_reader<R: BufRead>(
+    src: R,
+    source: &str,
+    opts: LoadOptions,
+) -> Result<Trace, AnalyzeError> {
+    let err = |source_err| AnalyzeError::Read {
+        file: source.to_string(),
+        source: source_err,
+    };
+    let options = ReadOptions {
+        mode: if opts.strict {
+            ReadMode::Strict
+        } else {
+            ReadMode::Lenient
+        },
+    };
+    let mut reader = TraceReader::new(src, options).map_err(err)?;
+    let header = reader.header().clone();
+    let mut b = Builder::new(source, &header);
+    loop {
+        match reader.next_event() {
+            Ok(Some(le)) => b.event(le.line, le.event),
+            Ok(None) => break,
+            Err(e) => return Err(err(e)),
+        }
+    }
+    let mut trace = b.finish();
+    trace.lines = reader.lines_read();
+    trace.partial_last_line = reader.partial_line().is_some();
+    trace.counts.unknown = reader.skipped_unknown();
+    match reader.trailer() {
+        Some(t) => {
+            trace.outcome = match &t.outcome {
+                wire::Outcome::Complete => Outcome::Complete,
+                wire::Outcome::Failed { reason } => Outcome::Failed {
+                    reason: reason.clone(),
+                },
+                wire::Outcome::Incomplete => Outcome::Incomplete,
+            };
+            trace.dropped = t.dropped;
+            trace.trailer_counts = Some(
+                wire::EventType::ALL
+                    .iter()
+                    .map(|&ty| (ty.as_str().to_string(), t.counts.get(ty)))
+                    .collect(),
+            );
+            trace.end_ns = trace.end_ns.max(t.ts);
+        }
+        None => trace.outcome = Outcome::Truncated,
+    }
+    Ok(trace)
+}
+
+fn kind(k: wire::SpanKind) -> SpanKind {
+    match k {
+        wire::SpanKind::Function => SpanKind::Function,
+        wire::SpanKind::Module => SpanKind::Module,
+        wire::SpanKind::Op => SpanKind::Op,
+    }
+}
+
+fn exec(s: wire::ExecStep) -> ExecStep {
+    match s {
+        wire::ExecStep::Forward => ExecStep::Forward,
+        wire::ExecStep::Backward => ExecStep::Backward,
+        wire::ExecStep::Optimizer => ExecStep::Optimizer,
+    }
+}
+
+/// Maps a wire memory category to the model's.
+pub fn category(c: wire::MemoryCategory) -> Category {
+    match c {
+        wire::MemoryCategory::Parameter => Category::Parameter,
+        wire::MemoryCategory::Activation => Category::Activation,
+        wire::MemoryCategory::Gradient => Category::Gradient,
+        wire::MemoryCategory::OptimizerState => Category::OptimizerState,
+        wire::MemoryCategory::Input => Category::Input,
+        wire::MemoryCategory::Temporary => Category::Temporary,
+        wire::MemoryCategory::Other => Category::Other,
+    }
+}
+
+struct Builder {
+    t: Trace,
+    span_index: HashMap<u64, u32>,
+    dims: Vec<u64>,
+    /// The latest end time seen since the current step began.
+    step_last_ns: u64,
+    validator: Validator,
+}
+
+impl Builder {
+    fn new(source: &str, h: &wire::Header) -> Self {
+        let mut tags: Vec<(String, String)> = h
+            .run
+            .tags
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        tags.sort();
+        let run = RunInfo {
+            schema: h.schema.clone(),
+            version: h.version,
+            run_id: h.run.run_id.clone(),
+            entrypoint: h.run.entrypoint.clone(),
+            phase: match h.run.phase {
+                wire::Phase::Train => "train".into(),
+                wire::Phase::Infer => "infer".into(),
+            },
+            device: h.run.device.clone(),
+            timing: match h.run.timing {
+                wire::TimingMode::Host => Timing::Host,
+                wire::TimingMode::DeviceSynchronized => Timing::DeviceSynchronized,
+            },
+            start_unix_ns: h.run.start_unix_ns,
+            tags,
+        };
+        Builder {
+            t: Trace {
+                source: source.to_string(),
+                run,
+                outcome: Outcome::Truncated,
+                trailer_counts: None,
+                dropped: 0,
+                counts: EventCounts::default(),
+                gradients: GradientCounts::default(),
+                lines: 0,
+                partial_last_line: false,
+                issues: Vec::new(),
+                strings: Interner::new(),
+                shapes: ShapeInterner::new(),
+                spans: Vec::new(),
+                ops: Vec::new(),
+                tensor_refs: Vec::new(),
+                tensors: HashMap::new(),
+                memory: Vec::new(),
+                physical: Vec::new(),
+                steps: Vec::new(),
+                end_ns: 0,
+                work: WorkCounter::default(),
+            },
+            span_index: HashMap::new(),
+            dims: Vec::new(),
+            step_last_ns: 0,
+            validator: Validator::new(),
+        }
+    }
+
+    fn seen(&mut self, t: u64) {
+        self.step_last_ns = self.step_last_ns.max(t);
+        self.t.end_ns = self.t.end_ns.max(t);
+    }
+
+    fn shape(&mut self, s: &[usize]) -> crate::intern::ShapeId {
+        self.dims.clear();
+        self.dims.extend(s.iter().map(|&d| d as u64));
+        self.t.shapes.intern(&self.dims)
+    }
+
+    fn current_step(&self) -> Option<u32> {
+        self.t.steps.len().checked_sub(1).map(|i| i as u32)
+    }
+
+    fn event(&mut self, line: u64, e: Event) {
+        self.t.work.add(1);
+        self.validator.check(line, &e);
+        match e {
+            Event::SpanStart(s) => {
+                self.t.counts.span_start += 1;
+                let parent = s.parent.and_then(|p| self.span_index.get(&p).copied());
+                let exec_step = s
+                    .step
+                    .map(exec)
+                    .or_else(|| parent.and_then(|p| self.t.spans[p as usize].exec_step));
+                let idx = self.t.spans.len() as u32;
+                self.span_index.insert(s.id, idx);
+                let name = self.t.strings.intern(&s.name);
+                self.t.spans.push(Span {
+                    id: s.id,
+                    parent,
+                    name,
+                    kind: kind(s.kind),
+                    exec_step,
+                    thread: s.thread,
+                    start_ns: s.ts,
+                    end_ns: None,
+                    step: self.current_step(),
+                    line,
+                });
+                self.seen(s.ts);
+            }
+            Event::SpanEnd(s) => {
+                self.t.counts.span_end += 1;
+                if let Some(&i) = self.span_index.get(&s.id) {
+                    let span = &mut self.t.spans[i as usize];
+                    if span.end_ns.is_none() {
+                        span.end_ns = Some(s.ts.max(span.start_ns));
+                    }
+                }
+                self.seen(s.ts);
+            }
+            Event::Op(o) => {
+                self.t.counts.op += 1;
+                let span = o.span.and_then(|s| self.span_index.get(&s).copied());
+                let (thread, exec_step) = span.map_or((0, None), |s| {
+                    let sp = &self.t.spans[s as usize];
+                    (sp.thread, sp.exec_step)
+                });
+                let i0 = self.t.tensor_refs.len() as u32;
+                self.t.tensor_refs.extend_from_slice(&o.inputs);
+                let i1 = self.t.tensor_refs.len() as u32;
+                self.t.tensor_refs.extend_from_slice(&o.outputs);
+                let o1 = self.t.tensor_refs.len() as u32;
+                let name = self.t.strings.intern(&o.name);
+                let dtype = self.t.strings.intern(&o.dtype);
+                let device = self.t.strings.intern(&o.device);
+                let shape = self.shape(&o.shape);
+                self.t.ops.push(Op {
+                    name,
+                    span,
+                    thread,
+                    start_ns: o.ts,
+                    dur_ns: o.dur,
+                    shape,
+                    dtype,
+                    device,
+                    input_bytes: o.in_bytes,
+                    output_bytes: o.out_bytes,
+                    inputs: (i0, i1),
+                    outputs: (i1, o1),
+                    step: self.current_step(),
+                    exec_step,
+                });
+                self.seen(o.ts.saturating_add(o.dur));
+            }
+            Event::Tensor(t) => {
+                self.t.counts.tensor += 1;
+                let shape = self.shape(&t.shape);
+                let label = t.label.as_deref().map(|l| self.t.strings.intern(l));
+                self.t.tensors.insert(t.id, TensorInfo { shape, label });
+            }
+            Event::Memory(m) => {
+                self.t.counts.memory += 1;
+                let device = self.t.strings.intern(&m.device);
+                self.t.memory.push(MemEvent {
+                    t_ns: m.ts,
+                    storage: m.storage,
+                    tensor: Some(m.tensor),
+                    bytes: m.bytes,
+                    device,
+                    category: category(m.category),
+                    alloc: matches!(m.kind, wire::AllocKind::Alloc),
+                    span: m.span.and_then(|s| self.span_index.get(&s).copied()),
+                });
+                self.seen(m.ts);
+            }
+            Event::DeviceMemory(d) => {
+                self.t.counts.device_memory += 1;
+                let device = self.t.strings.intern(&d.device);
+                self.t.physical.push(PhysSample {
+                    t_ns: d.ts,
+                    device,
+                    used: d.used,
+                    free: d.free,
+                    reserved: d.reserved,
+                });
+                self.seen(d.ts);
+            }
+            Event::Gradient(g) => {
+                self.t.counts.gradient += 1;
+                let c = &mut self.t.gradients;
+                match g.state {
+                    wire::GradientState::Present => c.present += 1,
+                    wire::GradientState::Missing => c.missing += 1,
+                    wire::GradientState::Zero => c.zero += 1,
+                    wire::GradientState::NonFinite => c.non_finite += 1,
+                }
+                self.seen(g.ts);
+            }
+            Event::Step(s) => {
+                self.t.counts.step += 1;
+                self.close_step(Some((s.index, s.ts)));
+                let n = self.t.ops.len() as u32;
+                self.t.steps.push(Step {
+                    index: s.index,
+                    start_ns: s.ts,
+                    end_ns: s.ts,
+                    ops: (n, n),
+                });
+                self.step_last_ns = s.ts;
+                self.seen(s.ts);
+            }
+            Event::Marker(m) => {
+                self.t.counts.marker += 1;
+                self.seen(m.ts);
+            }
+            Event::Counter(c) => {
+                self.t.counts.counter += 1;
+                self.seen(c.ts);
+            }
+        }
+    }
+
+    /// Ends the current step: at the next boundary when the next step follows directly, else
+    /// at the last event seen in it.
+    fn close_step(&mut self, next: Option<(u64, u64)>) {
+        let n = self.t.ops.len() as u32;
+        let last = self.step_last_ns;
+        if let Some(cur) = self.t.steps.last_mut() {
+            cur.ops.1 = n;
+            cur.end_ns = match next {
+                Some((idx, ts)) if idx == cur.index + 1 && ts >= cur.start_ns => ts,
+                _ => last.max(cur.start_ns),
+            };
+        }
+    }
+
+    fn finish(mut self) -> Trace {
+        // Issues are sorted by line by the validator.
+        self.close_step(None);
+        self.t.issues = self
+            .validator
+            .finish()
+            .into_iter()
+            .map(|i| {
+                let text = i.to_string();
+                let prefix = format!("line {}: ", i.line);
+                Issue {
+                    line: i.line,
+                    message: text.strip_prefix(&prefix).unwrap_or(&text).to_string(),
+                }
+            })
+            .collect();
+        self.t
+    }
+}

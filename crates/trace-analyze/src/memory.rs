@@ -1,0 +1,388 @@
+//! The memory timeline: live logical bytes over time per device and category, the peak with its
+//! breakdown and the allocations live at it, what is still live at the end (possible leaks),
+//! and physical device samples reported beside, never mixed with logical bytes.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::intern::Sym;
+use crate::model::{Category, MemEvent, Trace};
+
+/// How many points each device's timeline keeps at most (the maximum in each time bucket).
+pub const TIMELINE_POINTS: usize = 512;
+/// How many allocations are listed at the peak and at the end.
+pub const TOP_ALLOCATIONS: usize = 20;
+
+/// Live logical bytes per category (fields named after [`Category::as_str`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ByCategory {
+    /// Parameters.
+    pub parameter: u64,
+    /// Activations.
+    pub activation: u64,
+    /// Gradients.
+    pub gradient: u64,
+    /// Optimizer state.
+    pub optimizer_state: u64,
+    /// Inputs.
+    pub input: u64,
+    /// Temporaries.
+    pub temporary: u64,
+    /// Other.
+    pub other: u64,
+}
+
+impl ByCategory {
+    fn from_array(a: &[u64; 7]) -> Self {
+        ByCategory {
+            parameter: a[0],
+            activation: a[1],
+            gradient: a[2],
+            optimizer_state: a[3],
+            input: a[4],
+            temporary: a[5],
+            other: a[6],
+        }
+    }
+
+    /// The bytes of `c`.
+    pub fn get(&self, c: Category) -> u64 {
+        match c {
+            Category::Parameter => self.parameter,
+            Category::Activation => self.activation,
+            Category::Gradient => self.gradient,
+            Category::OptimizerState => self.optimizer_state,
+            Category::Input => self.input,
+            Category::Temporary => self.temporary,
+            Category::Other => self.other,
+        }
+    }
+
+    /// The sum over categories.
+    pub fn total(&self) -> u64 {
+        Category::ALL.iter().map(|&c| self.get(c)).sum()
+    }
+}
+
+/// One point of a timeline: live logical bytes at `t_ns` (the maximum within its bucket).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TimelinePoint {
+    /// Time, ns since session start.
+    pub t_ns: u64,
+    /// Live logical bytes, all categories.
+    pub live_bytes: u64,
+    /// Live logical bytes per category at that moment.
+    pub by_category: ByCategory,
+}
+
+/// An allocation (logical bytes).
+#[derive(Debug, Clone, Serialize)]
+pub struct Allocation {
+    /// The storage id.
+    pub storage: u64,
+    /// The tensor id, when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensor: Option<u64>,
+    /// The tensor's label, when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The tensor's shape, when recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
+    /// Logical bytes.
+    pub bytes: u64,
+    /// The category.
+    pub category: Category,
+    /// When it was allocated, ns since session start.
+    pub allocated_at_ns: u64,
+}
+
+/// Physical samples of one device (as reported by the device).
+#[derive(Debug, Clone, Serialize)]
+pub struct PhysicalSummary {
+    /// How many samples.
+    pub samples: u64,
+    /// The largest `used` bytes reported, when any sample had it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_used_bytes: Option<u64>,
+    /// The largest `reserved` bytes reported, when any sample had it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_reserved_bytes: Option<u64>,
+    /// The smallest `free` bytes reported, when any sample had it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_free_bytes: Option<u64>,
+}
+
+/// The memory picture of one device.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceMemory {
+    /// The device label.
+    pub device: String,
+    /// Allocations seen.
+    pub allocs: u64,
+    /// Frees seen.
+    pub frees: u64,
+    /// Frees of a storage that was not live (not counted in live bytes).
+    pub unmatched_frees: u64,
+    /// Peak live logical bytes.
+    pub peak_bytes: u64,
+    /// When the peak was first reached.
+    pub peak_at_ns: u64,
+    /// The peak's breakdown by category.
+    pub peak_by_category: ByCategory,
+    /// How many allocations were live at the peak.
+    pub peak_live_allocations: u64,
+    /// The largest allocations live at the peak (largest first, at most [`TOP_ALLOCATIONS`]).
+    pub peak_allocations: Vec<Allocation>,
+    /// Live logical bytes at the end of the trace.
+    pub end_bytes: u64,
+    /// Live bytes at the end by category.
+    pub end_by_category: ByCategory,
+    /// Allocations still live at the end that are not parameters or optimizer state (possible
+    /// leaks), largest first, at most [`TOP_ALLOCATIONS`].
+    pub possible_leaks: Vec<Allocation>,
+    /// How many possible leaks in all, and their bytes.
+    pub possible_leak_count: u64,
+    /// Bytes of all possible leaks.
+    pub possible_leak_bytes: u64,
+    /// The timeline (at most [`TIMELINE_POINTS`] points, the maximum of each time bucket).
+    pub timeline: Vec<TimelinePoint>,
+    /// Physical samples for this device, when the trace has any: reported beside the logical
+    /// numbers, never added to them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub physical: Option<PhysicalSummary>,
+}
+
+/// The memory report. `None` from [`memory_report`] when the trace has no memory events at all
+/// (absent, not zero).
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryReport {
+    /// Always `logical`: bytes are shape × dtype size, not allocator figures.
+    pub bytes_kind: &'static str,
+    /// Per device, by device label.
+    pub devices: Vec<DeviceMemory>,
+}
+
+struct Live {
+    bytes: u64,
+    category: Category,
+    tensor: Option<u64>,
+    t_ns: u64,
+}
+
+/// Builds the memory report: `None` when the trace has neither memory events nor physical
+/// samples. O(n log n) in the number of memory events (two linear passes per device plus
+/// sorting the listed allocations).
+pub fn memory_report(trace: &Trace) -> Option<MemoryReport> {
+    if trace.memory.is_empty() && trace.physical.is_empty() {
+        return None;
+    }
+    // Devices in order of first appearance, then sorted by label.
+    let mut device_ids: Vec<Sym> = Vec::new();
+    let mut seen: HashMap<Sym, usize> = HashMap::new();
+    for e in &trace.memory {
+        seen.entry(e.device).or_insert_with(|| {
+            device_ids.push(e.device);
+            device_ids.len() - 1
+        });
+    }
+    for p in &trace.physical {
+        seen.entry(p.device).or_insert_with(|| {
+            device_ids.push(p.device);
+            device_ids.len() - 1
+        });
+    }
+    device_ids.sort_by(|a, b| trace.str(*a).cmp(trace.str(*b)));
+    trace
+        .work
+        .add((trace.memory.len() + trace.physical.len()) as u64);
+    let (t0, t1) = time_range(trace);
+    let devices = device_ids
+        .iter()
+        .map(|&d| device_memory(trace, d, t0, t1))
+        .collect();
+    Some(MemoryReport {
+        bytes_kind: "logical",
+        devices,
+    })
+}
+
+fn time_range(trace: &Trace) -> (u64, u64) {
+    let mut lo = u64::MAX;
+    let mut hi = 0;
+    for e in &trace.memory {
+        lo = lo.min(e.t_ns);
+        hi = hi.max(e.t_ns);
+    }
+    if lo == u64::MAX {
+        lo = 0;
+    }
+    (lo, hi.max(lo))
+}
+
+fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
+    let events = || trace.memory.iter().filter(move |e| e.device == device);
+    let mut live: HashMap<u64, Live> = HashMap::new();
+    let mut cats = [0u64; 7];
+    let mut total = 0u64;
+    let (mut allocs, mut frees, mut unmatched) = (0u64, 0u64, 0u64);
+    let mut peak = 0u64;
+    let mut peak_at = 0u64;
+    let mut peak_idx: Option<usize> = None;
+    let mut peak_cats = [0u64; 7];
+    let mut peak_live = 0u64;
+    let span = (t1 - t0).max(1);
+    let mut buckets: Vec<Option<TimelinePoint>> = vec![None; TIMELINE_POINTS];
+    let apply = |e: &MemEvent,
+                 live: &mut HashMap<u64, Live>,
+                 cats: &mut [u64; 7],
+                 total: &mut u64|
+     -> Option<bool> {
+        if e.alloc {
+            if let Some(old) = live.insert(
+                e.storage,
+                Live {
+                    bytes: e.bytes,
+                    category: e.category,
+                    tensor: e.tensor,
+                    t_ns: e.t_ns,
+                },
+            ) {
+                // A duplicate allocation replaces the old one.
+                cats[old.category.index()] -= old.bytes;
+                *total -= old.bytes;
+            }
+            cats[e.category.index()] += e.bytes;
+            *total += e.bytes;
+            Some(true)
+        } else {
+            let old = live.remove(&e.storage)?;
+            cats[old.category.index()] -= old.bytes;
+            *total -= old.bytes;
+            Some(false)
+        }
+    };
+    let mut n = 0u64;
+    for (i, e) in events().enumerate() {
+        n += 1;
+        match apply(e, &mut live, &mut cats, &mut total) {
+            Some(true) => allocs += 1,
+            Some(false) => frees += 1,
+            None => {
+                frees += 1;
+                unmatched += 1;
+            }
+        }
+        if total > peak {
+            peak = total;
+            peak_at = e.t_ns;
+            peak_idx = Some(i);
+            peak_cats = cats;
+            peak_live = live.len() as u64;
+        }
+        let b = (((e.t_ns.saturating_sub(t0)) as u128 * (TIMELINE_POINTS as u128 - 1))
+            / span as u128) as usize;
+        let slot = &mut buckets[b.min(TIMELINE_POINTS - 1)];
+        if slot.is_none_or(|p| total > p.live_bytes) {
+            *slot = Some(TimelinePoint {
+                t_ns: e.t_ns,
+                live_bytes: total,
+                by_category: ByCategory::from_array(&cats),
+            });
+        }
+    }
+    trace.work.add(trace.memory.len() as u64 + n);
+    let end_cats = cats;
+    let end_bytes = total;
+    let mut leaks: Vec<(u64, &Live)> = live
+        .iter()
+        .filter(|(_, l)| !l.category.persistent())
+        .map(|(&s, l)| (s, l))
+        .collect();
+    let possible_leak_count = leaks.len() as u64;
+    let possible_leak_bytes = leaks.iter().map(|(_, l)| l.bytes).sum();
+    leaks.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
+    trace.work.add_sort(leaks.len());
+    let possible_leaks = leaks
+        .iter()
+        .take(TOP_ALLOCATIONS)
+        .map(|&(s, l)| allocation(trace, s, l))
+        .collect();
+
+    // Second pass up to the peak to list what was live there.
+    let mut peak_allocations = Vec::new();
+    if let Some(pi) = peak_idx {
+        let mut live2: HashMap<u64, Live> = HashMap::new();
+        let mut c2 = [0u64; 7];
+        let mut t2 = 0u64;
+        for e in events().take(pi + 1) {
+            let _ = apply(e, &mut live2, &mut c2, &mut t2);
+        }
+        trace.work.add(trace.memory.len() as u64);
+        let mut v: Vec<(u64, &Live)> = live2.iter().map(|(&s, l)| (s, l)).collect();
+        v.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
+        trace.work.add_sort(v.len());
+        peak_allocations = v
+            .iter()
+            .take(TOP_ALLOCATIONS)
+            .map(|&(s, l)| allocation(trace, s, l))
+            .collect();
+    }
+
+    let physical = physical_summary(trace, device);
+    DeviceMemory {
+        device: trace.str(device).to_string(),
+        allocs,
+        frees,
+        unmatched_frees: unmatched,
+        peak_bytes: peak,
+        peak_at_ns: peak_at,
+        peak_by_category: ByCategory::from_array(&peak_cats),
+        peak_live_allocations: peak_live,
+        peak_allocations,
+        end_bytes,
+        end_by_category: ByCategory::from_array(&end_cats),
+        possible_leaks,
+        possible_leak_count,
+        possible_leak_bytes,
+        timeline: buckets.into_iter().flatten().collect(),
+        physical,
+    }
+}
+
+fn allocation(trace: &Trace, storage: u64, l: &Live) -> Allocation {
+    let info = l.tensor.and_then(|t| trace.tensors.get(&t));
+    Allocation {
+        storage,
+        tensor: l.tensor,
+        label: info.and_then(|i| i.label).map(|s| trace.str(s).to_string()),
+        shape: info.map(|i| trace.shapes.display(i.shape)),
+        bytes: l.bytes,
+        category: l.category,
+        allocated_at_ns: l.t_ns,
+    }
+}
+
+fn physical_summary(trace: &Trace, device: Sym) -> Option<PhysicalSummary> {
+    let mut s = PhysicalSummary {
+        samples: 0,
+        max_used_bytes: None,
+        max_reserved_bytes: None,
+        min_free_bytes: None,
+    };
+    for p in trace.physical.iter().filter(|p| p.device == device) {
+        s.samples += 1;
+        if let Some(u) = p.used {
+            s.max_used_bytes = Some(s.max_used_bytes.map_or(u, |m| m.max(u)));
+        }
+        if let Some(r) = p.reserved {
+            s.max_reserved_bytes = Some(s.max_reserved_bytes.map_or(r, |m| m.max(r)));
+        }
+        if let Some(f) = p.free {
+            s.min_free_bytes = Some(s.min_free_bytes.map_or(f, |m| m.min(f)));
+        }
+    }
+    trace.work.add(trace.physical.len() as u64);
+    (s.samples > 0).then_some(s)
+}

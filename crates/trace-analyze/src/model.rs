@@ -1,0 +1,501 @@
+//! The loaded trace: compact, interned records of spans, ops, tensors, memory and steps.
+//!
+//! [`Trace`] is what every analysis reads. It is built once by [`crate::load`] from a JSONL
+//! trace, keeps per-event state small (names, devices and shapes are interned; ids are
+//! integers) and records where each step begins so analyses can group by step without
+//! searching.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+use crate::intern::{Interner, ShapeId, ShapeInterner, Sym};
+
+/// What kind of region a span is (as recorded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpanKind {
+    /// A function or user region.
+    Function,
+    /// A module's forward (e.g. `model/layers.3/mlp`).
+    Module,
+    /// One operation.
+    Op,
+}
+
+/// The training phase a span or op ran in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecStep {
+    /// The forward pass.
+    Forward,
+    /// The backward pass.
+    Backward,
+    /// The optimizer update.
+    Optimizer,
+}
+
+impl ExecStep {
+    /// The snake_case name (`forward`, `backward`, `optimizer`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecStep::Forward => "forward",
+            ExecStep::Backward => "backward",
+            ExecStep::Optimizer => "optimizer",
+        }
+    }
+}
+
+/// The memory category of an allocation (logical bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// Model parameters.
+    Parameter,
+    /// Forward activations.
+    Activation,
+    /// Gradients.
+    Gradient,
+    /// Optimizer state (moments, ...).
+    OptimizerState,
+    /// Inputs fed to the model.
+    Input,
+    /// Short-lived temporaries.
+    Temporary,
+    /// Anything else.
+    Other,
+}
+
+impl Category {
+    /// Every category, in report order.
+    pub const ALL: [Category; 7] = [
+        Category::Parameter,
+        Category::Activation,
+        Category::Gradient,
+        Category::OptimizerState,
+        Category::Input,
+        Category::Temporary,
+        Category::Other,
+    ];
+
+    /// The position of this category in [`Category::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The snake_case name (`parameter`, `optimizer_state`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Parameter => "parameter",
+            Category::Activation => "activation",
+            Category::Gradient => "gradient",
+            Category::OptimizerState => "optimizer_state",
+            Category::Input => "input",
+            Category::Temporary => "temporary",
+            Category::Other => "other",
+        }
+    }
+
+    /// True for categories that are expected to stay allocated to the end of a run
+    /// (parameters and optimizer state), so they are not reported as possible leaks.
+    pub fn persistent(self) -> bool {
+        matches!(self, Category::Parameter | Category::OptimizerState)
+    }
+}
+
+/// How durations were measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Timing {
+    /// Host wall-clock time: device work may still be running when an op "ends".
+    Host,
+    /// The device was synchronized around each timed region: durations are device time.
+    DeviceSynchronized,
+}
+
+impl Timing {
+    /// The label printed next to durations (`host` or `device_synchronized`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Timing::Host => "host",
+            Timing::DeviceSynchronized => "device_synchronized",
+        }
+    }
+}
+
+/// Run metadata from the trace header.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunInfo {
+    /// The schema name from the header.
+    pub schema: String,
+    /// The schema version from the header.
+    pub version: u32,
+    /// The run id.
+    pub run_id: String,
+    /// What was run (e.g. `train_mlp`).
+    pub entrypoint: String,
+    /// `train` or `infer`.
+    pub phase: String,
+    /// The device the run asked for (`cpu`, `cuda:0`, ...).
+    pub device: String,
+    /// How durations were measured.
+    pub timing: Timing,
+    /// Wall-clock start of the session, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// User tags, sorted by key.
+    pub tags: Vec<(String, String)>,
+}
+
+/// How the run ended, from the trailer (or its absence).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Outcome {
+    /// The trailer says the run completed.
+    Complete,
+    /// The trailer says the run failed.
+    Failed {
+        /// The reason written in the trailer.
+        reason: String,
+    },
+    /// The trailer says the session was dropped without finishing.
+    Incomplete,
+    /// There is no trailer: the file was truncated (crash, kill -9) and was read up to its last
+    /// complete line.
+    Truncated,
+}
+
+/// A span as loaded: one timed region with a parent.
+#[derive(Debug, Clone)]
+pub struct Span {
+    /// The id written in the trace.
+    pub id: u64,
+    /// The index (in [`Trace::spans`]) of the parent span, when it is known.
+    pub parent: Option<u32>,
+    /// The span's name.
+    pub name: Sym,
+    /// What kind of region.
+    pub kind: SpanKind,
+    /// The training phase, as recorded on this span or inherited from its nearest ancestor
+    /// that has one.
+    pub exec_step: Option<ExecStep>,
+    /// The recording thread.
+    pub thread: u64,
+    /// Start, ns since session start.
+    pub start_ns: u64,
+    /// End, ns since session start; `None` when the span was never closed.
+    pub end_ns: Option<u64>,
+    /// The index (in [`Trace::steps`]) of the step the span started in.
+    pub step: Option<u32>,
+    /// The line of its `span_start`.
+    pub line: u64,
+}
+
+impl Span {
+    /// The duration, when the span was closed.
+    pub fn duration_ns(&self) -> Option<u64> {
+        self.end_ns.map(|e| e.saturating_sub(self.start_ns))
+    }
+}
+
+/// An op as loaded.
+#[derive(Debug, Clone)]
+pub struct Op {
+    /// The op name (`matmul`, `relu`, ...).
+    pub name: Sym,
+    /// The index (in [`Trace::spans`]) of the enclosing span, when known.
+    pub span: Option<u32>,
+    /// The recording thread (the span's thread, else 0).
+    pub thread: u64,
+    /// Start, ns since session start.
+    pub start_ns: u64,
+    /// Duration in ns (host or device time, see [`RunInfo::timing`]).
+    pub dur_ns: u64,
+    /// The output shape.
+    pub shape: ShapeId,
+    /// The output dtype label.
+    pub dtype: Sym,
+    /// The device label.
+    pub device: Sym,
+    /// Logical bytes of the inputs.
+    pub input_bytes: u64,
+    /// Logical bytes of the outputs.
+    pub output_bytes: u64,
+    /// The input tensor ids, a range of [`Trace::tensor_refs`].
+    pub inputs: (u32, u32),
+    /// The output tensor ids, a range of [`Trace::tensor_refs`].
+    pub outputs: (u32, u32),
+    /// The index (in [`Trace::steps`]) of the step this op ran in.
+    pub step: Option<u32>,
+    /// The training phase of the enclosing span.
+    pub exec_step: Option<ExecStep>,
+}
+
+/// A memory event as loaded (logical bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct MemEvent {
+    /// Time, ns since session start.
+    pub t_ns: u64,
+    /// The storage id (the allocation's identity).
+    pub storage: u64,
+    /// The tensor id, when recorded.
+    pub tensor: Option<u64>,
+    /// Logical bytes.
+    pub bytes: u64,
+    /// The device label.
+    pub device: Sym,
+    /// The category.
+    pub category: Category,
+    /// True for an allocation, false for a free.
+    pub alloc: bool,
+    /// The index (in [`Trace::spans`]) of the span it happened in, when known.
+    pub span: Option<u32>,
+}
+
+/// A physical device memory sample (as reported by the device, never mixed with logical bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct PhysSample {
+    /// Time, ns since session start.
+    pub t_ns: u64,
+    /// The device label.
+    pub device: Sym,
+    /// Bytes in use, when reported.
+    pub used: Option<u64>,
+    /// Bytes free, when reported.
+    pub free: Option<u64>,
+    /// Bytes reserved by a caching allocator, when reported.
+    pub reserved: Option<u64>,
+}
+
+/// A step boundary: step `index` begins at `start_ns`.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    /// The step index as recorded.
+    pub index: u64,
+    /// When the step began, ns since session start.
+    pub start_ns: u64,
+    /// When the step ended: the next boundary, or the last event time seen in it.
+    pub end_ns: u64,
+    /// The ops of this step: a range of [`Trace::ops`] in load order.
+    pub ops: (u32, u32),
+}
+
+impl Step {
+    /// The step's wall duration.
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// Tensor metadata from `tensor` events.
+#[derive(Debug, Clone, Copy)]
+pub struct TensorInfo {
+    /// The shape.
+    pub shape: ShapeId,
+    /// The user label, when recorded.
+    pub label: Option<Sym>,
+}
+
+/// A structural problem found while reading (from the reader's validation).
+#[derive(Debug, Clone, Serialize)]
+pub struct Issue {
+    /// The 1-based line of the event the issue is about.
+    pub line: u64,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Event counts by type, as read.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EventCounts {
+    /// `span_start` events.
+    pub span_start: u64,
+    /// `span_end` events.
+    pub span_end: u64,
+    /// `op` events.
+    pub op: u64,
+    /// `tensor` events.
+    pub tensor: u64,
+    /// `memory` events.
+    pub memory: u64,
+    /// `device_memory` events.
+    pub device_memory: u64,
+    /// `gradient` events.
+    pub gradient: u64,
+    /// `step` events.
+    pub step: u64,
+    /// `marker` events.
+    pub marker: u64,
+    /// `counter` events.
+    pub counter: u64,
+    /// Lines of an unknown event type that were skipped (lenient reading).
+    pub unknown: u64,
+}
+
+impl EventCounts {
+    /// All events counted.
+    pub fn total(&self) -> u64 {
+        self.span_start
+            + self.span_end
+            + self.op
+            + self.tensor
+            + self.memory
+            + self.device_memory
+            + self.gradient
+            + self.step
+            + self.marker
+            + self.counter
+            + self.unknown
+    }
+}
+
+/// Gradient facts by state.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct GradientCounts {
+    /// Finite, non-zero gradients.
+    pub present: u64,
+    /// Parameters without a gradient.
+    pub missing: u64,
+    /// Gradients that are exactly zero.
+    pub zero: u64,
+    /// Gradients with NaN or infinite entries.
+    pub non_finite: u64,
+}
+
+/// A counter of the work done: events read plus the iterations of every analysis loop (a sort
+/// of `n` items counts `n·⌈log2 n⌉`). A test can assert that the work grows linearly with
+/// the trace without timing anything.
+#[derive(Debug, Default)]
+pub struct WorkCounter(AtomicU64);
+
+impl WorkCounter {
+    /// Adds `n` units.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds the cost of sorting `n` items.
+    pub fn add_sort(&self, n: usize) {
+        let n = n as u64;
+        let log = 64 - n.max(1).leading_zeros() as u64;
+        self.add(n * log.max(1));
+    }
+
+    /// The units counted so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Clone for WorkCounter {
+    fn clone(&self) -> Self {
+        WorkCounter(AtomicU64::new(self.get()))
+    }
+}
+
+/// A loaded trace: the model every analysis reads.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    /// Where the trace came from (the path as given, or a name for in-memory input).
+    pub source: String,
+    /// Header metadata.
+    pub run: RunInfo,
+    /// How the run ended.
+    pub outcome: Outcome,
+    /// Counts per event type from the trailer, when there is one.
+    pub trailer_counts: Option<Vec<(String, u64)>>,
+    /// Events the recorder said it dropped (from the trailer; 0 without one).
+    pub dropped: u64,
+    /// Event counts as read.
+    pub counts: EventCounts,
+    /// Gradient facts by state.
+    pub gradients: GradientCounts,
+    /// Lines read (including header and trailer).
+    pub lines: u64,
+    /// A partial last line was found and ignored.
+    pub partial_last_line: bool,
+    /// Structural issues from validation.
+    pub issues: Vec<Issue>,
+    /// Interned strings (names, devices, dtypes, labels).
+    pub strings: Interner,
+    /// Interned shapes.
+    pub shapes: ShapeInterner,
+    /// Spans in the order their `span_start` was read.
+    pub spans: Vec<Span>,
+    /// Ops in the order they were read.
+    pub ops: Vec<Op>,
+    /// Flat storage of op input and output tensor ids.
+    pub tensor_refs: Vec<u64>,
+    /// Tensor metadata by tensor id.
+    pub tensors: HashMap<u64, TensorInfo>,
+    /// Memory events in the order they were read.
+    pub memory: Vec<MemEvent>,
+    /// Physical device memory samples.
+    pub physical: Vec<PhysSample>,
+    /// Steps in the order they were read.
+    pub steps: Vec<Step>,
+    /// The latest time seen on any event.
+    pub end_ns: u64,
+    /// Work done so far (see [`WorkCounter`]).
+    pub work: WorkCounter,
+}
+
+impl Trace {
+    /// True when the trace has no complete trailer (truncated, or dropped without finishing).
+    pub fn is_incomplete(&self) -> bool {
+        matches!(self.outcome, Outcome::Truncated | Outcome::Incomplete)
+    }
+
+    /// The string of an interned id.
+    pub fn str(&self, sym: Sym) -> &str {
+        self.strings.resolve(sym)
+    }
+
+    /// The input tensor ids of `op`.
+    pub fn op_inputs(&self, op: &Op) -> &[u64] {
+        self.tensor_refs
+            .get(op.inputs.0 as usize..op.inputs.1 as usize)
+            .unwrap_or(&[])
+    }
+
+    /// The output tensor ids of `op`.
+    pub fn op_outputs(&self, op: &Op) -> &[u64] {
+        self.tensor_refs
+            .get(op.outputs.0 as usize..op.outputs.1 as usize)
+            .unwrap_or(&[])
+    }
+
+    /// The ops of step `i` (an index into [`Trace::steps`]).
+    pub fn step_ops(&self, i: usize) -> &[Op] {
+        match self.steps.get(i) {
+            Some(s) => self
+                .ops
+                .get(s.ops.0 as usize..s.ops.1 as usize)
+                .unwrap_or(&[]),
+            None => &[],
+        }
+    }
+
+    /// The span path of span `i`: names from the root joined by `/`.
+    pub fn span_path(&self, i: usize) -> String {
+        let mut names = Vec::new();
+        let mut cur = Some(i);
+        let mut guard = 0usize;
+        while let Some(c) = cur {
+            let Some(s) = self.spans.get(c) else { break };
+            names.push(self.str(s.name));
+            cur = s.parent.map(|p| p as usize);
+            guard += 1;
+            if guard > self.spans.len() {
+                break;
+            }
+        }
+        names.reverse();
+        names.join("/")
+    }
+
+    /// The total wall time of all steps, when the trace has steps.
+    pub fn step_time_ns(&self) -> Option<u64> {
+        (!self.steps.is_empty()).then(|| self.steps.iter().map(Step::duration_ns).sum())
+    }
+}

@@ -1,0 +1,338 @@
+//! The op table: per op name (optionally per name and input shapes) count, total, self, mean,
+//! min, max and p95 duration, output bytes and share of step time, like PyTorch's
+//! `key_averages().table()`.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::error::AnalyzeError;
+use crate::intern::{ShapeId, Sym, format_shape};
+use crate::model::{Timing, Trace};
+use crate::stats::percentile;
+
+/// A column of the op table (also the sort keys of `tracegraph ops --sort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpColumn {
+    /// The op name (ascending).
+    Name,
+    /// Number of calls.
+    Count,
+    /// Total duration.
+    Total,
+    /// Self duration (total minus nested ops).
+    SelfTime,
+    /// Mean duration.
+    Mean,
+    /// Shortest call.
+    Min,
+    /// Longest call.
+    Max,
+    /// 95th percentile duration (nearest rank).
+    P95,
+    /// Output bytes (logical).
+    OutputBytes,
+    /// Share of the step time.
+    Share,
+}
+
+impl OpColumn {
+    /// Parses a column name as accepted by `--sort` (`name`, `count`, `total`, `self`, `mean`,
+    /// `min`, `max`, `p95`, `bytes`, `share`).
+    pub fn parse(s: &str) -> Result<OpColumn, AnalyzeError> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "name" => OpColumn::Name,
+            "count" | "calls" => OpColumn::Count,
+            "total" => OpColumn::Total,
+            "self" | "self_time" => OpColumn::SelfTime,
+            "mean" | "avg" => OpColumn::Mean,
+            "min" => OpColumn::Min,
+            "max" => OpColumn::Max,
+            "p95" => OpColumn::P95,
+            "bytes" | "output_bytes" => OpColumn::OutputBytes,
+            "share" => OpColumn::Share,
+            _ => {
+                return Err(AnalyzeError::InvalidArgument(format!(
+                    "unknown op table column `{s}` (expected one of name, count, total, self, \
+                     mean, min, max, p95, bytes, share)"
+                )));
+            }
+        })
+    }
+}
+
+/// How to build an [`OpTable`].
+#[derive(Debug, Clone, Copy)]
+pub struct OpTableOptions {
+    /// Group by op name and input shapes instead of op name only.
+    pub by_shape: bool,
+    /// The sort column (descending, except [`OpColumn::Name`], which is ascending). Ties are
+    /// broken by name, then input shapes.
+    pub sort: OpColumn,
+    /// Keep only the first `limit` rows after sorting.
+    pub limit: Option<usize>,
+}
+
+impl Default for OpTableOptions {
+    fn default() -> Self {
+        OpTableOptions {
+            by_shape: false,
+            sort: OpColumn::Total,
+            limit: None,
+        }
+    }
+}
+
+/// One row of the op table. Durations are in ns, labelled by [`OpTable::timing`].
+#[derive(Debug, Clone, Serialize)]
+pub struct OpRow {
+    /// The op name.
+    pub name: String,
+    /// The input shapes (`[32, 784] x [784, 128]`) when grouped by shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_shapes: Option<String>,
+    /// Number of calls.
+    pub count: u64,
+    /// Sum of durations.
+    pub total_ns: u64,
+    /// Sum of self durations (duration minus the ops nested inside it on the same thread).
+    pub self_ns: u64,
+    /// Mean duration.
+    pub mean_ns: f64,
+    /// Shortest call.
+    pub min_ns: u64,
+    /// Longest call.
+    pub max_ns: u64,
+    /// 95th percentile duration (nearest rank).
+    pub p95_ns: u64,
+    /// Sum of logical output bytes.
+    pub output_bytes: u64,
+    /// Self time as a fraction of the total step time (0..1); absent when the trace has no
+    /// steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_of_step: Option<f64>,
+}
+
+/// The op table.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpTable {
+    /// How durations were measured.
+    pub timing: Timing,
+    /// True when grouped by name and input shapes.
+    pub by_shape: bool,
+    /// The sort column.
+    pub sort: OpColumn,
+    /// Total ops in the trace.
+    pub op_count: u64,
+    /// Total wall time of all steps (the denominator of the share), when there are steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_time_ns: Option<u64>,
+    /// Number of groups before the limit.
+    pub groups: usize,
+    /// The rows, sorted and limited.
+    pub rows: Vec<OpRow>,
+}
+
+/// Self time of every op: its duration minus the durations of ops nested directly inside it
+/// (same thread, interval contained). O(n log n), iterative.
+pub fn op_self_times(trace: &Trace) -> Vec<u64> {
+    let n = trace.ops.len();
+    let mut self_ns: Vec<u64> = trace.ops.iter().map(|o| o.dur_ns).collect();
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    // Already sorted in the common case (one thread, ops read in start order): skip the sort.
+    let key = |i: u32| {
+        let o = &trace.ops[i as usize];
+        (o.thread, o.start_ns, std::cmp::Reverse(o.dur_ns), i)
+    };
+    let sorted = order.windows(2).all(|w| key(w[0]) <= key(w[1]));
+    trace.work.add(n as u64);
+    if !sorted {
+        order.sort_unstable_by_key(|&i| key(i));
+        trace.work.add_sort(n);
+    }
+    // Stack of (op index, end) on the current thread.
+    let mut stack: Vec<(u32, u64)> = Vec::new();
+    let mut thread = None;
+    for &i in &order {
+        let o = &trace.ops[i as usize];
+        if thread != Some(o.thread) {
+            stack.clear();
+            thread = Some(o.thread);
+        }
+        let end = o.start_ns.saturating_add(o.dur_ns);
+        while let Some(&(_, top_end)) = stack.last() {
+            if o.start_ns >= top_end || end > top_end {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        if let Some(&(parent, _)) = stack.last() {
+            let p = &mut self_ns[parent as usize];
+            *p = p.saturating_sub(o.dur_ns);
+        }
+        stack.push((i, end));
+    }
+    trace.work.add(n as u64);
+    self_ns
+}
+
+/// Builds the op table. O(n log n) in the number of ops.
+pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
+    let self_ns = op_self_times(trace);
+    // Group key: (name, input shape list id) where the list id is 0 when not by shape.
+    let mut shape_lists: HashMap<Vec<ShapeId>, u32> = HashMap::new();
+    let mut shape_list_strings: Vec<String> = Vec::new();
+    let mut group_of: HashMap<(Sym, u32), u32> = HashMap::new();
+    let mut groups: Vec<(Sym, u32)> = Vec::new();
+    let mut op_group: Vec<u32> = Vec::with_capacity(trace.ops.len());
+    let mut scratch: Vec<ShapeId> = Vec::new();
+    for op in &trace.ops {
+        let list = if opts.by_shape {
+            scratch.clear();
+            for t in trace.op_inputs(op) {
+                match trace.tensors.get(t) {
+                    Some(info) => scratch.push(info.shape),
+                    None => scratch.push(ShapeId(u32::MAX)),
+                }
+            }
+            match shape_lists.get(&scratch) {
+                Some(&id) => id,
+                None => {
+                    let id = shape_list_strings.len() as u32;
+                    let text = if scratch.is_empty() {
+                        "-".to_string()
+                    } else {
+                        scratch
+                            .iter()
+                            .map(|s| {
+                                if s.0 == u32::MAX {
+                                    "?".to_string()
+                                } else {
+                                    format_shape(trace.shapes.resolve(*s))
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                            .join(" x ")
+                    };
+                    shape_list_strings.push(text);
+                    shape_lists.insert(scratch.clone(), id);
+                    id
+                }
+            }
+        } else {
+            0
+        };
+        let k = (op.name, list);
+        let g = match group_of.get(&k) {
+            Some(&g) => g,
+            None => {
+                let g = groups.len() as u32;
+                groups.push(k);
+                group_of.insert(k, g);
+                g
+            }
+        };
+        op_group.push(g);
+    }
+    trace.work.add(trace.ops.len() as u64);
+
+    // Durations grouped contiguously (counting sort by group) for the percentiles.
+    let ng = groups.len();
+    let mut starts = vec![0usize; ng + 1];
+    for &g in &op_group {
+        starts[g as usize + 1] += 1;
+    }
+    for i in 0..ng {
+        starts[i + 1] += starts[i];
+    }
+    let mut fill = starts.clone();
+    let mut durs = vec![0u64; trace.ops.len()];
+    let mut acc = vec![(0u64, 0u64, u64::MAX, 0u64, 0u64); ng]; // total, self, min, max, bytes
+    for (i, op) in trace.ops.iter().enumerate() {
+        let g = op_group[i] as usize;
+        durs[fill[g]] = op.dur_ns;
+        fill[g] += 1;
+        let a = &mut acc[g];
+        a.0 = a.0.saturating_add(op.dur_ns);
+        a.1 = a.1.saturating_add(self_ns[i]);
+        a.2 = a.2.min(op.dur_ns);
+        a.3 = a.3.max(op.dur_ns);
+        a.4 = a.4.saturating_add(op.output_bytes);
+    }
+    trace.work.add(2 * trace.ops.len() as u64);
+    let step_time = trace.step_time_ns();
+    let mut rows: Vec<OpRow> = Vec::with_capacity(ng);
+    for (g, &(name, list)) in groups.iter().enumerate() {
+        let slice = &mut durs[starts[g]..starts[g + 1]];
+        let count = slice.len() as u64;
+        let p95 = percentile(slice, 95.0).unwrap_or(0);
+        let (total, self_t, min, max, bytes) = acc[g];
+        rows.push(OpRow {
+            name: trace.str(name).to_string(),
+            input_shapes: opts.by_shape.then(|| {
+                shape_list_strings
+                    .get(list as usize)
+                    .cloned()
+                    .unwrap_or_default()
+            }),
+            count,
+            total_ns: total,
+            self_ns: self_t,
+            mean_ns: if count > 0 {
+                total as f64 / count as f64
+            } else {
+                0.0
+            },
+            min_ns: if count > 0 { min } else { 0 },
+            max_ns: max,
+            p95_ns: p95,
+            output_bytes: bytes,
+            share_of_step: step_time
+                .filter(|&t| t > 0)
+                .map(|t| self_t as f64 / t as f64),
+        });
+    }
+    trace.work.add(trace.ops.len() as u64);
+    sort_rows(&mut rows, opts.sort);
+    trace.work.add_sort(rows.len());
+    let groups_n = rows.len();
+    if let Some(l) = opts.limit {
+        rows.truncate(l);
+    }
+    OpTable {
+        timing: trace.run.timing,
+        by_shape: opts.by_shape,
+        sort: opts.sort,
+        op_count: trace.ops.len() as u64,
+        step_time_ns: step_time,
+        groups: groups_n,
+        rows,
+    }
+}
+
+/// Sorts rows by `col` (descending, except by name), ties by name then input shapes.
+pub fn sort_rows(rows: &mut [OpRow], col: OpColumn) {
+    use std::cmp::Ordering;
+    let f = |r: &OpRow| -> f64 {
+        match col {
+            OpColumn::Name => 0.0,
+            OpColumn::Count => r.count as f64,
+            OpColumn::Total => r.total_ns as f64,
+            OpColumn::SelfTime => r.self_ns as f64,
+            OpColumn::Mean => r.mean_ns,
+            OpColumn::Min => r.min_ns as f64,
+            OpColumn::Max => r.max_ns as f64,
+            OpColumn::P95 => r.p95_ns as f64,
+            OpColumn::OutputBytes => r.output_bytes as f64,
+            OpColumn::Share => r.share_of_step.unwrap_or(r.self_ns as f64),
+        }
+    };
+    rows.sort_by(|a, b| {
+        f(b).partial_cmp(&f(a))
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.input_shapes.cmp(&b.input_shapes))
+    });
+}

@@ -1,0 +1,499 @@
+//! Per-step execution graphs: each step's ops and tensors as a graph-core graph with canonical
+//! ids, step fingerprints, "stable from step k", the first differing op of a changed step, and
+//! per-fingerprint step analyses memoized in an ad-cache `Cache` (identical steps are analysed
+//! once).
+//!
+//! ## Canonical form of a step
+//! Ops are taken in the order they were recorded. A tensor produced by an op of the step is that
+//! op's output (by slot); any other tensor the step reads (parameters, inputs, values from an
+//! earlier step) becomes a graph input whose key is its position in the order of first use
+//! (0, 1, 2, ...). An op without outputs gets one (so it is part of the graph), and the graph's
+//! outputs are every value no op of the step reads, in op order. Trace ids therefore never reach
+//! the fingerprint: two steps that do the same thing have equal fingerprints, in one trace or
+//! across traces. An op's payload is its name, output shape and dtype.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use ad_cache::{Cache, CacheKey, CacheLimits, CacheStats, RetainedBytes};
+use graph_core::{Graph, GraphBuilder, Role, StableHash, StableHasher, ValueId, ValueRef};
+use serde::Serialize;
+
+use crate::error::AnalyzeError;
+use crate::intern::{ShapeId, Sym};
+use crate::model::{Op, Trace};
+
+/// The payload of an operation in a step graph: op name, output shape and dtype.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepOp {
+    /// The op name.
+    pub name: Arc<str>,
+    /// The output shape.
+    pub shape: Arc<[u64]>,
+    /// The output dtype.
+    pub dtype: Arc<str>,
+}
+
+impl StableHash for StepOp {
+    fn stable_hash(&self, h: &mut StableHasher) {
+        h.write_str(&self.name);
+        h.write_len(self.shape.len());
+        for &d in self.shape.iter() {
+            h.write_u64(d);
+        }
+        h.write_str(&self.dtype);
+    }
+}
+
+/// An input of an op in canonical form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CanonInput {
+    /// The `n`-th distinct tensor the step read from outside (first-use order).
+    External(u32),
+    /// Output `slot` of the step's `op`-th op.
+    Produced {
+        /// The producing op's position in the step.
+        op: u32,
+        /// The output slot.
+        slot: u32,
+    },
+}
+
+/// One op of a step in canonical form (what the graph is built from and what steps are diffed
+/// on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanonOp {
+    /// The op name.
+    pub name: Sym,
+    /// The output shape.
+    pub shape: ShapeId,
+    /// The output dtype.
+    pub dtype: Sym,
+    /// Number of outputs (at least 1).
+    pub outputs: u32,
+    /// The inputs.
+    pub inputs: Vec<CanonInput>,
+}
+
+/// The canonical ops of a step (`ops`: the step's ops in recorded order).
+pub fn canonical_ops(trace: &Trace, ops: &[Op]) -> Vec<CanonOp> {
+    let mut produced: HashMap<u64, CanonInput> = HashMap::new();
+    let mut external: HashMap<u64, u32> = HashMap::new();
+    let mut out = Vec::with_capacity(ops.len());
+    for (i, op) in ops.iter().enumerate() {
+        let inputs = trace
+            .op_inputs(op)
+            .iter()
+            .map(|t| match produced.get(t) {
+                Some(&c) => c,
+                None => {
+                    let n = external.len() as u32;
+                    CanonInput::External(*external.entry(*t).or_insert(n))
+                }
+            })
+            .collect();
+        let outs = trace.op_outputs(op);
+        for (slot, t) in outs.iter().enumerate() {
+            produced.insert(
+                *t,
+                CanonInput::Produced {
+                    op: i as u32,
+                    slot: slot as u32,
+                },
+            );
+        }
+        out.push(CanonOp {
+            name: op.name,
+            shape: op.shape,
+            dtype: op.dtype,
+            outputs: outs.len().max(1) as u32,
+            inputs,
+        });
+    }
+    trace.work.add(ops.len() as u64);
+    out
+}
+
+/// Shared payload strings so that building a graph allocates no string per op.
+#[derive(Debug, Default)]
+pub struct PayloadPool {
+    names: HashMap<Sym, Arc<str>>,
+    shapes: HashMap<ShapeId, Arc<[u64]>>,
+}
+
+impl PayloadPool {
+    fn op(&mut self, trace: &Trace, c: &CanonOp) -> StepOp {
+        let name = self
+            .names
+            .entry(c.name)
+            .or_insert_with(|| Arc::from(trace.str(c.name)))
+            .clone();
+        let dtype = self
+            .names
+            .entry(c.dtype)
+            .or_insert_with(|| Arc::from(trace.str(c.dtype)))
+            .clone();
+        let shape = self
+            .shapes
+            .entry(c.shape)
+            .or_insert_with(|| Arc::from(trace.shapes.resolve(c.shape)))
+            .clone();
+        StepOp { name, shape, dtype }
+    }
+}
+
+/// Builds the graph of a step from its canonical ops.
+pub fn build_step_graph(
+    trace: &Trace,
+    canon: &[CanonOp],
+    pool: &mut PayloadPool,
+) -> Result<Graph<StepOp>, AnalyzeError> {
+    let n_ext = canon
+        .iter()
+        .flat_map(|c| c.inputs.iter())
+        .filter_map(|i| match i {
+            CanonInput::External(n) => Some(*n as usize + 1),
+            CanonInput::Produced { .. } => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut b = GraphBuilder::with_capacity(canon.len(), canon.len() + n_ext);
+    let ext: Vec<ValueId> = (0..n_ext).map(|k| b.add_input(k as u64)).collect();
+    let mut outs: Vec<Vec<ValueId>> = Vec::with_capacity(canon.len());
+    let mut used: Vec<bool> = Vec::new();
+    let mut refs: Vec<ValueRef> = Vec::new();
+    for c in canon {
+        refs.clear();
+        for i in &c.inputs {
+            let v = match *i {
+                CanonInput::External(n) => ext[n as usize],
+                CanonInput::Produced { op, slot } => outs[op as usize][slot as usize],
+            };
+            if let Some(u) = used.get_mut(v.index()) {
+                *u = true;
+            }
+            refs.push(v.into());
+        }
+        let (_, vs) = b.add_op(pool.op(trace, c), &refs, c.outputs as usize, Role::Primary);
+        if used.len() < b.num_values() {
+            used.resize(b.num_values(), false);
+        }
+        outs.push(vs);
+    }
+    let sinks: Vec<ValueId> = outs
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|v| !used.get(v.index()).copied().unwrap_or(false))
+        .collect();
+    b.set_outputs(&sinks);
+    trace.work.add(2 * canon.len() as u64);
+    b.build().map_err(|e| AnalyzeError::Graph(e.to_string()))
+}
+
+/// What is computed once per distinct step graph.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepGraphAnalysis {
+    /// Operations in the graph.
+    pub ops: usize,
+    /// Values (tensors) in the graph.
+    pub values: usize,
+    /// Graph inputs (tensors the step read from outside).
+    pub inputs: usize,
+    /// Graph outputs (values no op of the step read).
+    pub outputs: usize,
+    /// The longest chain of dependent ops.
+    pub depth: usize,
+    /// Ops per name, sorted by name.
+    pub op_counts: Vec<(String, u64)>,
+}
+
+impl RetainedBytes for StepGraphAnalysis {
+    fn heap_bytes(&self) -> u64 {
+        (self.op_counts.capacity() * std::mem::size_of::<(String, u64)>()
+            + self
+                .op_counts
+                .iter()
+                .map(|(s, _)| s.capacity())
+                .sum::<usize>()) as u64
+    }
+}
+
+/// Analyses a step graph (iteratively, in canonical = topological order).
+pub fn analyse_step_graph(g: &Graph<StepOp>) -> StepGraphAnalysis {
+    let mut depth_of_value = vec![0usize; g.num_values()];
+    let mut depth = 0usize;
+    let mut counts: HashMap<&str, u64> = HashMap::new();
+    for &id in g.canonical_ops() {
+        let Some(op) = g.op(id) else { continue };
+        let d = op
+            .inputs()
+            .iter()
+            .map(|r| match r {
+                ValueRef::Local(v) => depth_of_value.get(v.index()).copied().unwrap_or(0),
+                ValueRef::Parent { .. } => 0,
+            })
+            .max()
+            .unwrap_or(0)
+            + 1;
+        for v in op.outputs() {
+            if let Some(slot) = depth_of_value.get_mut(v.index()) {
+                *slot = d;
+            }
+        }
+        depth = depth.max(d);
+        *counts.entry(&op.payload().name).or_insert(0) += 1;
+    }
+    let mut op_counts: Vec<(String, u64)> = counts
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    op_counts.sort();
+    StepGraphAnalysis {
+        ops: g.num_ops(),
+        values: g.num_values(),
+        inputs: g.inputs().len(),
+        outputs: g.outputs().len(),
+        depth,
+        op_counts,
+    }
+}
+
+/// A cache key: a step graph, found by fingerprint and confirmed by structural equality.
+#[derive(Debug, Clone)]
+pub struct StepKey(pub Arc<Graph<StepOp>>);
+
+/// The key keeps its graph alive: charged as its arenas (ops with payload handles, values,
+/// edges); payload strings are shared with the trace's pool and not charged.
+impl RetainedBytes for StepKey {
+    fn heap_bytes(&self) -> u64 {
+        let g = &self.0;
+        let edges: usize = g.ops().map(|o| o.inputs().len() + o.outputs().len()).sum();
+        (g.num_ops() * (std::mem::size_of::<StepOp>() + 48) + g.num_values() * 24 + edges * 12)
+            as u64
+    }
+}
+
+impl CacheKey for StepKey {
+    fn fingerprint(&self) -> ad_cache::Fingerprint {
+        ad_cache::Fingerprint(self.0.fingerprint().0)
+    }
+
+    fn same_key(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || graph_core::structural_eq(&self.0, &other.0)
+    }
+}
+
+/// The cache of step analyses by step graph.
+pub type StepCache = Cache<StepKey, StepGraphAnalysis>;
+
+/// A new step cache (256 entries, 16 MiB of retained analyses).
+pub fn new_step_cache() -> StepCache {
+    Cache::with_limits(CacheLimits {
+        max_entries: NonZeroUsize::new(256).unwrap_or(NonZeroUsize::MIN),
+        max_retained_bytes: Some(16 << 20),
+    })
+}
+
+/// Cache statistics, as reported (a serializable copy of ad-cache's snapshot).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct CacheReport {
+    /// Lookups that found an analysis.
+    pub hits: u64,
+    /// Lookups that computed one.
+    pub misses: u64,
+    /// Entries held at the end.
+    pub entries: u64,
+    /// Retained bytes at the end.
+    pub retained_bytes: u64,
+    /// Entries evicted to keep the limits.
+    pub evictions: u64,
+    /// Fingerprint matches whose graphs differed.
+    pub collisions: u64,
+}
+
+impl From<CacheStats> for CacheReport {
+    fn from(s: CacheStats) -> Self {
+        CacheReport {
+            hits: s.hits,
+            misses: s.misses,
+            entries: s.entries,
+            retained_bytes: s.retained_bytes,
+            evictions: s.evictions,
+            collisions: s.collisions,
+        }
+    }
+}
+
+/// Where a changed step first differs from the step before it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct StepDiff {
+    /// The step compared against (its recorded index).
+    pub against_step: u64,
+    /// The position (0-based, recorded order) of the first op that differs.
+    pub op_index: usize,
+    /// That op in the earlier step (`None` when the earlier step has fewer ops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// That op in this step (`None` when this step has fewer ops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// What differs: `name`, `shape`, `dtype`, `inputs`, `outputs`, `missing` or `extra`.
+    pub what: String,
+}
+
+/// One step's graph facts.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepGraph {
+    /// The recorded step index.
+    pub step: u64,
+    /// The step graph's fingerprint (32 hex digits).
+    pub fingerprint: String,
+    /// Ops in the step.
+    pub ops: usize,
+    /// Wall time of the step.
+    pub duration_ns: u64,
+    /// True when the fingerprint differs from the previous step's.
+    pub changed: bool,
+    /// For a changed step (not the first), where it first differs from the previous step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<StepDiff>,
+    /// The memoized analysis of this step's graph.
+    #[serde(serialize_with = "serialize_arc")]
+    pub analysis: Arc<StepGraphAnalysis>,
+}
+
+fn serialize_arc<S: serde::Serializer>(
+    a: &Arc<StepGraphAnalysis>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    a.as_ref().serialize(s)
+}
+
+/// The graph report: every step's fingerprint, stability and what changed.
+#[derive(Debug, Clone, Serialize)]
+pub struct GraphReport {
+    /// Per step, in recorded order.
+    pub steps: Vec<StepGraph>,
+    /// How many distinct fingerprints.
+    pub distinct_graphs: usize,
+    /// The first step from which every step has the last step's fingerprint (recorded index);
+    /// absent when there are no steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stable_from_step: Option<u64>,
+    /// Statistics of the analysis cache: identical steps are hits.
+    pub cache: CacheReport,
+}
+
+fn describe(trace: &Trace, c: &CanonOp) -> String {
+    let ins: Vec<String> = c
+        .inputs
+        .iter()
+        .map(|i| match i {
+            CanonInput::External(n) => format!("in{n}"),
+            CanonInput::Produced { op, slot } => format!("op{op}.{slot}"),
+        })
+        .collect();
+    format!(
+        "{} {} {} ({})",
+        trace.str(c.name),
+        trace.shapes.display(c.shape),
+        trace.str(c.dtype),
+        ins.join(", ")
+    )
+}
+
+/// The first op where `b` differs from `a`, if any.
+pub fn first_difference(trace: &Trace, a: &[CanonOp], b: &[CanonOp]) -> Option<(usize, String)> {
+    let n = a.len().max(b.len());
+    for i in 0..n {
+        let what = match (a.get(i), b.get(i)) {
+            (Some(x), Some(y)) => {
+                if trace.str(x.name) != trace.str(y.name) {
+                    "name"
+                } else if trace.shapes.resolve(x.shape) != trace.shapes.resolve(y.shape) {
+                    "shape"
+                } else if trace.str(x.dtype) != trace.str(y.dtype) {
+                    "dtype"
+                } else if x.inputs != y.inputs {
+                    "inputs"
+                } else if x.outputs != y.outputs {
+                    "outputs"
+                } else {
+                    continue;
+                }
+            }
+            (Some(_), None) => "missing",
+            (None, Some(_)) => "extra",
+            (None, None) => break,
+        };
+        return Some((i, what.to_string()));
+    }
+    None
+}
+
+/// Builds the graph report, analysing each distinct step graph once through `cache`.
+/// O(n) graph building over all ops plus a linear diff of each changed step against the step
+/// before it.
+pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, AnalyzeError> {
+    let mut pool = PayloadPool::default();
+    let mut steps = Vec::with_capacity(trace.steps.len());
+    let mut prev: Option<(u64, graph_core::Fingerprint, Vec<CanonOp>)> = None;
+    let mut distinct: HashMap<u128, ()> = HashMap::new();
+    for (i, st) in trace.steps.iter().enumerate() {
+        let canon = canonical_ops(trace, trace.step_ops(i));
+        let g = Arc::new(build_step_graph(trace, &canon, &mut pool)?);
+        let fp = g.fingerprint();
+        distinct.insert(fp.0, ());
+        let analysis = match cache.get_or_insert_with(StepKey(Arc::clone(&g)), || {
+            trace.work.add(g.num_ops() as u64);
+            Ok::<_, std::convert::Infallible>(analyse_step_graph(&g))
+        }) {
+            Ok(a) => a,
+            Err(never) => match never {},
+        };
+        let (changed, diff) = match &prev {
+            None => (false, None),
+            Some((pidx, pfp, pcanon)) => {
+                if *pfp == fp {
+                    (false, None)
+                } else {
+                    trace.work.add((pcanon.len() + canon.len()) as u64);
+                    let d =
+                        first_difference(trace, pcanon, &canon).map(|(op_index, what)| StepDiff {
+                            against_step: *pidx,
+                            op_index,
+                            before: pcanon.get(op_index).map(|c| describe(trace, c)),
+                            after: canon.get(op_index).map(|c| describe(trace, c)),
+                            what,
+                        });
+                    (true, d)
+                }
+            }
+        };
+        steps.push(StepGraph {
+            step: st.index,
+            fingerprint: fp.to_string(),
+            ops: canon.len(),
+            duration_ns: st.duration_ns(),
+            changed,
+            diff,
+            analysis,
+        });
+        prev = Some((st.index, fp, canon));
+    }
+    let stable_from_step = steps.last().map(|last| {
+        let mut k = steps.len() - 1;
+        while k > 0 && steps[k - 1].fingerprint == last.fingerprint {
+            k -= 1;
+        }
+        steps[k].step
+    });
+    Ok(GraphReport {
+        distinct_graphs: distinct.len(),
+        stable_from_step,
+        cache: cache.stats().into(),
+        steps,
+    })
+}

@@ -1,0 +1,226 @@
+//! The summary `tracegraph summary` prints: header, health, step times, top ops, memory peak by
+//! category and graph stability, in one struct.
+
+use serde::Serialize;
+
+use crate::error::AnalyzeError;
+use crate::memory::{ByCategory, PhysicalSummary, memory_report};
+use crate::model::{EventCounts, GradientCounts, Issue, Outcome, RunInfo, Timing, Trace};
+use crate::ops::{OpColumn, OpRow, OpTableOptions, op_table};
+use crate::stats::{Spread, percentile};
+use crate::steps::{CacheReport, StepCache, StepDiff, graph_report};
+
+/// How many ops the summary lists.
+pub const TOP_OPS: usize = 10;
+/// How many issues and changed steps the summary lists.
+pub const LISTED: usize = 10;
+
+/// Is the trace whole and sound?
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    /// How the run ended (`truncated` when the file has no trailer).
+    pub outcome: Outcome,
+    /// True when the trace is truncated or was dropped without finishing.
+    pub incomplete: bool,
+    /// A trailing partial line was ignored.
+    pub partial_last_line: bool,
+    /// Lines read.
+    pub lines: u64,
+    /// Events read, by type.
+    pub events: EventCounts,
+    /// Events the recorder dropped (from the trailer).
+    pub dropped: u64,
+    /// True when the trailer's counts equal the events read; absent without a trailer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counts_match_trailer: Option<bool>,
+    /// Structural issues found.
+    pub issue_count: usize,
+    /// The first issues (at most [`LISTED`]).
+    pub issues: Vec<Issue>,
+}
+
+/// Step wall times.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepTimes {
+    /// Steps recorded.
+    pub count: usize,
+    /// Sum of step times.
+    pub total_ns: u64,
+    /// Spread of step times.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
+    /// 95th percentile step time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p95_ns: Option<u64>,
+}
+
+/// Peak logical memory of one device.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevicePeak {
+    /// The device label.
+    pub device: String,
+    /// Peak live logical bytes.
+    pub peak_bytes: u64,
+    /// The peak by category.
+    pub peak_by_category: ByCategory,
+    /// Live logical bytes at the end.
+    pub end_bytes: u64,
+    /// Bytes live at the end outside parameters and optimizer state.
+    pub possible_leak_bytes: u64,
+    /// Physical samples, beside (never mixed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub physical: Option<PhysicalSummary>,
+}
+
+/// A step whose graph changed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChangedStep {
+    /// The step index.
+    pub step: u64,
+    /// Where it first differs from the step before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<StepDiff>,
+}
+
+/// Graph stability across steps.
+#[derive(Debug, Clone, Serialize)]
+pub struct GraphStability {
+    /// Steps with a graph.
+    pub steps: usize,
+    /// Distinct step graphs.
+    pub distinct_graphs: usize,
+    /// The step from which every step has the same graph.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stable_from_step: Option<u64>,
+    /// The fingerprint of the last step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_fingerprint: Option<String>,
+    /// Steps whose graph differs from the previous step (at most [`LISTED`]).
+    pub changed_steps: Vec<ChangedStep>,
+    /// The step-analysis cache: identical steps are hits.
+    pub cache: CacheReport,
+}
+
+/// Everything `tracegraph summary` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// The trace file (as given).
+    pub source: String,
+    /// Header metadata.
+    pub run: RunInfo,
+    /// How durations were measured (`host` unless the header says `device_synchronized`).
+    pub timing: Timing,
+    /// Health.
+    pub health: Health,
+    /// Ops in the trace.
+    pub op_count: usize,
+    /// Spans in the trace.
+    pub span_count: usize,
+    /// Step times.
+    pub steps: StepTimes,
+    /// The ops with the most self time (at most [`TOP_OPS`]).
+    pub top_ops: Vec<OpRow>,
+    /// Peak logical memory per device; absent when the trace has no memory events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Vec<DevicePeak>>,
+    /// Graph stability.
+    pub graph: GraphStability,
+    /// Gradient facts; absent when the trace has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gradients: Option<GradientCounts>,
+}
+
+/// Builds the summary of `trace`.
+pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeError> {
+    let counts_match_trailer = trace.trailer_counts.as_ref().map(|tc| {
+        tc.iter().all(|(name, n)| {
+            let c = &trace.counts;
+            let read = match name.as_str() {
+                "span_start" => c.span_start,
+                "span_end" => c.span_end,
+                "op" => c.op,
+                "tensor" => c.tensor,
+                "memory" => c.memory,
+                "device_memory" => c.device_memory,
+                "gradient" => c.gradient,
+                "step" => c.step,
+                "marker" => c.marker,
+                "counter" => c.counter,
+                _ => *n,
+            };
+            read == *n
+        })
+    });
+    let health = Health {
+        outcome: trace.outcome.clone(),
+        incomplete: trace.is_incomplete(),
+        partial_last_line: trace.partial_last_line,
+        lines: trace.lines,
+        events: trace.counts.clone(),
+        dropped: trace.dropped,
+        counts_match_trailer,
+        issue_count: trace.issues.len(),
+        issues: trace.issues.iter().take(LISTED).cloned().collect(),
+    };
+    let mut durs: Vec<u64> = trace.steps.iter().map(|s| s.duration_ns()).collect();
+    let steps = StepTimes {
+        count: trace.steps.len(),
+        total_ns: durs.iter().sum(),
+        spread: Spread::of(&durs),
+        p95_ns: percentile(&mut durs, 95.0),
+    };
+    let table = op_table(
+        trace,
+        &OpTableOptions {
+            by_shape: false,
+            sort: OpColumn::SelfTime,
+            limit: Some(TOP_OPS),
+        },
+    );
+    let memory = memory_report(trace).map(|m| {
+        m.devices
+            .into_iter()
+            .map(|d| DevicePeak {
+                device: d.device,
+                peak_bytes: d.peak_bytes,
+                peak_by_category: d.peak_by_category,
+                end_bytes: d.end_bytes,
+                possible_leak_bytes: d.possible_leak_bytes,
+                physical: d.physical,
+            })
+            .collect()
+    });
+    let g = graph_report(trace, cache)?;
+    let graph = GraphStability {
+        steps: g.steps.len(),
+        distinct_graphs: g.distinct_graphs,
+        stable_from_step: g.stable_from_step,
+        last_fingerprint: g.steps.last().map(|s| s.fingerprint.clone()),
+        changed_steps: g
+            .steps
+            .iter()
+            .filter(|s| s.changed)
+            .take(LISTED)
+            .map(|s| ChangedStep {
+                step: s.step,
+                diff: s.diff.clone(),
+            })
+            .collect(),
+        cache: g.cache,
+    };
+    let gr = trace.gradients;
+    let gradients = (gr.present + gr.missing + gr.zero + gr.non_finite > 0).then_some(gr);
+    Ok(Summary {
+        source: trace.source.clone(),
+        run: trace.run.clone(),
+        timing: trace.run.timing,
+        health,
+        op_count: trace.ops.len(),
+        span_count: trace.spans.len(),
+        steps,
+        top_ops: table.rows,
+        memory,
+        graph,
+        gradients,
+    })
+}

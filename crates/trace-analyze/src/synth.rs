@@ -1,0 +1,318 @@
+//! Synthetic traces for tests and benchmarks: a repeated MLP-like training step with a chosen
+//! number of ops, four events per op (tensor, op, alloc, free), written as schema-valid JSONL.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use trace_record::schema::{
+    AllocKind, Event, ExecStep, Header, MemoryCategory, MemoryEvent, OpEvent, Phase, RunMeta,
+    SCHEMA_NAME, SCHEMA_VERSION, SpanEnd, SpanKind, SpanStart, StepEvent, TensorEvent, TimingMode,
+};
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct SynthConfig {
+    /// Total number of ops (the step count is `ops / ops_per_step`, rounded up).
+    pub ops: usize,
+    /// Ops per training step.
+    pub ops_per_step: usize,
+    /// A step whose graph differs from the others (its 3rd op has another name), if any.
+    pub changed_step: Option<u64>,
+    /// Seed of the duration jitter (deterministic).
+    pub seed: u64,
+    /// Stop before the trailer (a truncated trace).
+    pub truncate: bool,
+}
+
+impl Default for SynthConfig {
+    fn default() -> Self {
+        SynthConfig {
+            ops: 1000,
+            ops_per_step: 100,
+            changed_step: None,
+            seed: 1,
+            truncate: false,
+        }
+    }
+}
+
+const OP_NAMES: [&str; 6] = ["matmul", "add", "relu", "matmul", "add", "softmax"];
+const PARAMS: usize = 4;
+
+/// Deterministic xorshift jitter.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+fn line<W: Write>(w: &mut W, e: &Event) -> io::Result<()> {
+    serde_json::to_writer(&mut *w, e)?;
+    w.write_all(b"\n")
+}
+
+/// Writes a synthetic trace to `w`. Each op contributes exactly four events (`tensor`, `op`,
+/// `memory` alloc, `memory` free); each step adds a `step` event and four spans (the step,
+/// forward, backward, optimizer). Returns the number of event lines written (header and
+/// trailer excluded).
+pub fn write_synthetic<W: Write>(w: &mut W, cfg: &SynthConfig) -> io::Result<u64> {
+    let header = Header {
+        schema: SCHEMA_NAME.to_string(),
+        version: SCHEMA_VERSION,
+        run: RunMeta {
+            run_id: format!("synthetic-{}", cfg.seed),
+            entrypoint: "synthetic::train".to_string(),
+            phase: Phase::Train,
+            device: "cpu".to_string(),
+            timing: TimingMode::Host,
+            start_unix_ns: 1_700_000_000_000_000_000,
+            pid: 1,
+            rank: None,
+            world_size: None,
+            schedule: None,
+            tags: BTreeMap::new(),
+            versions: BTreeMap::new(),
+        },
+    };
+    // The header line is `{"type":"header", ...Header}`.
+    let run = serde_json::to_string(&header.run).map_err(io::Error::other)?;
+    writeln!(
+        w,
+        "{{\"type\":\"header\",\"schema\":\"{}\",\"version\":{},\"run\":{}}}",
+        SCHEMA_NAME, SCHEMA_VERSION, run
+    )?;
+    let mut rng = Rng(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut counts = trace_record::schema::EventCounts::default();
+    let mut n = 0u64;
+    let mut emit = |w: &mut W, e: Event, counts: &mut trace_record::schema::EventCounts| {
+        counts.add(e.event_type(), 1);
+        n += 1;
+        line(w, &e)
+    };
+    let mut ts = 0u64;
+    let mut next_id = 1u64;
+    let mut id = || {
+        let i = next_id;
+        next_id += 1;
+        i
+    };
+    // Parameters, allocated once before the first step.
+    let mut params = Vec::new();
+    for p in 0..PARAMS {
+        let t = id();
+        params.push(t);
+        emit(
+            w,
+            Event::Tensor(TensorEvent {
+                id: t,
+                label: Some(format!("layer{p}.weight")),
+                shape: vec![64, 64],
+                dtype: "f32".into(),
+                device: String::new(),
+                requires_grad: true,
+                bytes: 64 * 64 * 4,
+                category: MemoryCategory::Parameter,
+                span: None,
+            }),
+            &mut counts,
+        )?;
+        emit(
+            w,
+            Event::Memory(MemoryEvent {
+                kind: AllocKind::Alloc,
+                storage: t,
+                tensor: t,
+                bytes: 64 * 64 * 4,
+                device: String::new(),
+                category: MemoryCategory::Parameter,
+                span: None,
+                ts,
+            }),
+            &mut counts,
+        )?;
+    }
+    let ops_per_step = cfg.ops_per_step.max(1);
+    let steps = cfg.ops.div_ceil(ops_per_step);
+    let mut done = 0usize;
+    let mut span_id = 0u64;
+    for step in 0..steps as u64 {
+        ts += 100;
+        emit(w, Event::Step(StepEvent { index: step, ts }), &mut counts)?;
+        span_id += 1;
+        let root = span_id;
+        emit(
+            w,
+            Event::SpanStart(SpanStart {
+                id: root,
+                parent: None,
+                name: "train_step".into(),
+                kind: SpanKind::Function,
+                step: None,
+                thread: 0,
+                ts,
+            }),
+            &mut counts,
+        )?;
+        let in_step = ops_per_step.min(cfg.ops - done);
+        let phases = [
+            (ExecStep::Forward, "forward", in_step / 2),
+            (ExecStep::Backward, "backward", in_step / 4),
+            (
+                ExecStep::Optimizer,
+                "optimizer",
+                in_step - in_step / 2 - in_step / 4,
+            ),
+        ];
+        let mut prev_out: Option<u64> = None;
+        let mut pending_free: Vec<(u64, u64, MemoryCategory)> = Vec::new();
+        let mut k = 0usize;
+        for (exec, pname, nops) in phases {
+            span_id += 1;
+            let sid = span_id;
+            ts += 10;
+            emit(
+                w,
+                Event::SpanStart(SpanStart {
+                    id: sid,
+                    parent: Some(root),
+                    name: pname.into(),
+                    kind: SpanKind::Function,
+                    step: Some(exec),
+                    thread: 0,
+                    ts,
+                }),
+                &mut counts,
+            )?;
+            let cat = match exec {
+                ExecStep::Forward => MemoryCategory::Activation,
+                ExecStep::Backward => MemoryCategory::Gradient,
+                ExecStep::Optimizer => MemoryCategory::Temporary,
+            };
+            for _ in 0..nops {
+                let mut name = OP_NAMES[k % OP_NAMES.len()];
+                if cfg.changed_step == Some(step) && k == 2 {
+                    name = "gelu";
+                }
+                let out = id();
+                let inputs = match prev_out {
+                    Some(p) => vec![p, params[k % PARAMS]],
+                    None => vec![params[k % PARAMS]],
+                };
+                let dur = 1000 + (rng.next() % 500) + 200 * (k % 3) as u64;
+                let bytes = 32 * 64 * 4;
+                emit(
+                    w,
+                    Event::Tensor(TensorEvent {
+                        id: out,
+                        label: None,
+                        shape: vec![32, 64],
+                        dtype: "f32".into(),
+                        device: String::new(),
+                        requires_grad: false,
+                        bytes,
+                        category: cat,
+                        span: Some(sid),
+                    }),
+                    &mut counts,
+                )?;
+                emit(
+                    w,
+                    Event::Op(OpEvent {
+                        span: Some(sid),
+                        name: name.into(),
+                        inputs,
+                        outputs: vec![out],
+                        shape: vec![32, 64],
+                        dtype: "f32".into(),
+                        device: String::new(),
+                        ts,
+                        dur,
+                        in_bytes: 2 * bytes,
+                        out_bytes: bytes,
+                        category: Some(cat),
+                        flops: None,
+                    }),
+                    &mut counts,
+                )?;
+                ts += dur;
+                emit(
+                    w,
+                    Event::Memory(MemoryEvent {
+                        kind: AllocKind::Alloc,
+                        storage: out,
+                        tensor: out,
+                        bytes,
+                        device: String::new(),
+                        category: cat,
+                        span: Some(sid),
+                        ts,
+                    }),
+                    &mut counts,
+                )?;
+                pending_free.push((out, bytes, cat));
+                // Keep two outputs alive: free the one before the previous.
+                if pending_free.len() > 2 {
+                    let (t, b, c) = pending_free.remove(0);
+                    emit(
+                        w,
+                        Event::Memory(MemoryEvent {
+                            kind: AllocKind::Free,
+                            storage: t,
+                            tensor: t,
+                            bytes: b,
+                            device: String::new(),
+                            category: c,
+                            span: Some(sid),
+                            ts,
+                        }),
+                        &mut counts,
+                    )?;
+                }
+                prev_out = Some(out);
+                ts += 5;
+                k += 1;
+                done += 1;
+            }
+            // Free what is left of this phase at its end (a free per op in all).
+            for (t, b, c) in pending_free.drain(..) {
+                emit(
+                    w,
+                    Event::Memory(MemoryEvent {
+                        kind: AllocKind::Free,
+                        storage: t,
+                        tensor: t,
+                        bytes: b,
+                        device: String::new(),
+                        category: c,
+                        span: Some(sid),
+                        ts,
+                    }),
+                    &mut counts,
+                )?;
+            }
+            ts += 10;
+            emit(w, Event::SpanEnd(SpanEnd { id: sid, ts }), &mut counts)?;
+        }
+        ts += 10;
+        emit(w, Event::SpanEnd(SpanEnd { id: root, ts }), &mut counts)?;
+    }
+    if !cfg.truncate {
+        let trailer = trace_record::schema::Trailer {
+            outcome: trace_record::schema::Outcome::Complete,
+            counts,
+            dropped: 0,
+            ts: ts + 1,
+        };
+        let body = serde_json::to_string(&trailer).map_err(io::Error::other)?;
+        // `{"outcome":...}` → `{"type":"trailer","outcome":...}`
+        let rest = body.strip_prefix('{').unwrap_or(&body);
+        writeln!(w, "{{\"type\":\"trailer\",{rest}")?;
+    }
+    Ok(n)
+}
