@@ -1,0 +1,808 @@
+//! Chrome Trace Event Format export (JSON object form), streamed event by event.
+//!
+//! The output opens in Perfetto UI, chrome://tracing and speedscope:
+//!
+//! ```text
+//! {"traceEvents":[
+//! {"ph":"M","name":"process_name","pid":41,"tid":0,"args":{"name":"..."}},
+//! {"ph":"X","cat":"op","name":"matmul","pid":41,"tid":0,"ts":12.345,"dur":0.250,"args":{...}},
+//! {"ph":"C","name":"logical memory cpu","pid":41,"tid":0,"ts":12.595,"args":{"activation":4096}},
+//! ...
+//! ],
+//! "displayTimeUnit":"ns",
+//! "otherData":{"generator":"tracegraph",...,"adjustments":{...}}}
+//! ```
+//!
+//! - Spans and ops are complete events (`"ph":"X"`) with `ts`/`dur` in microseconds and three
+//!   decimals (exact nanoseconds), one `tid` per recorded thread, nested per thread (see
+//!   [`super::nest`]; what had to be adjusted is counted in `otherData.adjustments`).
+//! - Live logical bytes per category per device are counter events (`"ph":"C"`) named
+//!   `logical memory DEVICE` with one argument per category, so viewers stack them. Physical
+//!   samples are separate counters (`physical memory used DEVICE`, ...), never mixed in.
+//! - Steps are global instant events (`step N`) and complete events on a `steps` track.
+//! - Markers and gradient facts are instant events; user counters are counter events.
+//! - Memory held while exporting: the open spans, one pending op per thread and the live
+//!   allocations (storage id → bytes). The output is written as it is produced.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+
+use serde::Serialize;
+use trace_record::TraceReader;
+use trace_record::schema::{AllocKind, Event, ExecStep, GradientState, MemoryCategory, SpanKind};
+
+use super::ExportError;
+use super::nest::{Adjustments, Interval, Nester, OUTSIDE_SPANS_TID};
+
+/// The thread id of the `steps` track.
+pub const STEPS_TID: u64 = 999_998;
+
+/// Options of [`write_chrome`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChromeOptions {
+    /// Export only the spans, ops, counters and instants of this step (by the index of its
+    /// `step` event). Spans are kept when they start in the step.
+    pub step: Option<u64>,
+}
+
+/// Memory events that could not be applied to the live-bytes counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MemoryAdjustments {
+    /// Frees of a storage with no live allocation (ignored, so counters never go negative).
+    pub frees_without_alloc: u64,
+    /// Allocations of a storage that was already live (the old one is replaced).
+    pub duplicate_allocs: u64,
+    /// Frees whose byte count differs from the allocation's (the allocation's is used).
+    pub free_size_mismatches: u64,
+}
+
+/// What [`write_chrome`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ChromeSummary {
+    /// Trace events written in all.
+    pub events_written: u64,
+    /// Span complete events.
+    pub spans: u64,
+    /// Op complete events.
+    pub ops: u64,
+    /// Memory counter events (logical and physical).
+    pub memory_counters: u64,
+    /// Instant events (steps, markers, gradients).
+    pub instants: u64,
+    /// User counter values that were not finite (skipped: JSON has no NaN).
+    pub non_finite_counters: u64,
+    /// Adjustments made so that spans and ops nest per thread.
+    pub adjustments: Adjustments,
+    /// Memory events that could not be applied.
+    pub memory: MemoryAdjustments,
+    /// Whether the step asked for with [`ChromeOptions::step`] was found (true without one).
+    pub step_found: bool,
+}
+
+/// A buffered JSON array writer that formats numbers and strings without allocating.
+struct Out<W: Write> {
+    w: W,
+    line: Vec<u8>,
+    first: bool,
+    written: u64,
+}
+
+impl<W: Write> Out<W> {
+    fn begin(&mut self) {
+        self.line.clear();
+        if self.first {
+            self.first = false;
+        } else {
+            self.line.extend_from_slice(b",\n");
+        }
+    }
+
+    fn end(&mut self) -> Result<(), ExportError> {
+        self.written += 1;
+        self.w.write_all(&self.line).map_err(ExportError::Write)
+    }
+
+    fn raw(&mut self, s: &str) {
+        self.line.extend_from_slice(s.as_bytes());
+    }
+
+    fn u64(&mut self, v: u64) {
+        push_u64(&mut self.line, v);
+    }
+
+    fn us(&mut self, ns: u64) {
+        push_us(&mut self.line, ns);
+    }
+
+    fn str(&mut self, s: &str) {
+        push_json_str(&mut self.line, s);
+    }
+
+    /// `"ph":PH,"name":NAME,"pid":PID,"tid":TID`
+    fn head(&mut self, ph: &str, name: &str, pid: u64, tid: u64) {
+        self.raw("{\"ph\":\"");
+        self.raw(ph);
+        self.raw("\",\"name\":");
+        self.str(name);
+        self.raw(",\"pid\":");
+        self.u64(pid);
+        self.raw(",\"tid\":");
+        self.u64(tid);
+    }
+}
+
+/// Appends `v` in decimal.
+pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&tmp[i..]);
+}
+
+/// Appends `ns` as microseconds with exactly three decimals (`1234567` → `1234.567`).
+pub(crate) fn push_us(buf: &mut Vec<u8>, ns: u64) {
+    push_u64(buf, ns / 1000);
+    let frac = ns % 1000;
+    buf.push(b'.');
+    buf.push(b'0' + (frac / 100) as u8);
+    buf.push(b'0' + (frac / 10 % 10) as u8);
+    buf.push(b'0' + (frac % 10) as u8);
+}
+
+/// Appends `s` as a JSON string literal.
+pub(crate) fn push_json_str(buf: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    buf.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => {
+                buf.extend_from_slice(&bytes[start..i]);
+                buf.extend_from_slice(b"\\u00");
+                buf.push(HEX[usize::from(b >> 4)]);
+                buf.push(HEX[usize::from(b & 0xf)]);
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        buf.extend_from_slice(&bytes[start..i]);
+        buf.extend_from_slice(esc);
+        start = i + 1;
+    }
+    buf.extend_from_slice(&bytes[start..]);
+    buf.push(b'"');
+}
+
+fn kind_str(k: SpanKind) -> &'static str {
+    match k {
+        SpanKind::Function => "function",
+        SpanKind::Module => "module",
+        SpanKind::Op => "op",
+    }
+}
+
+fn exec_str(s: ExecStep) -> &'static str {
+    match s {
+        ExecStep::Forward => "forward",
+        ExecStep::Backward => "backward",
+        ExecStep::Optimizer => "optimizer",
+    }
+}
+
+fn grad_str(s: GradientState) -> &'static str {
+    match s {
+        GradientState::Present => "present",
+        GradientState::Missing => "missing",
+        GradientState::Zero => "zero",
+        GradientState::NonFinite => "non_finite",
+    }
+}
+
+fn cat_index(c: MemoryCategory) -> usize {
+    MemoryCategory::ALL
+        .iter()
+        .position(|x| *x == c)
+        .unwrap_or(MemoryCategory::ALL.len() - 1)
+}
+
+/// Live logical bytes of one device.
+struct DeviceLive {
+    name: String,
+    bytes: [u64; 7],
+    seen: [bool; 7],
+}
+
+/// The exporter's state besides the nester.
+struct Chrome<W: Write> {
+    out: Out<W>,
+    pid: u64,
+    filter: Option<u64>,
+    named_tids: HashMap<u64, ()>,
+    devices: Vec<DeviceLive>,
+    device_index: HashMap<String, usize>,
+    /// Live storage id → (device, category, bytes).
+    live: HashMap<u64, (usize, usize, u64)>,
+    summary: ChromeSummary,
+    /// The open step: (index, start ns).
+    open_step: Option<(u64, u64)>,
+    error: Option<ExportError>,
+}
+
+impl<W: Write> Chrome<W> {
+    fn keep(&self, step: Option<u64>) -> bool {
+        self.filter.is_none_or(|f| step == Some(f))
+    }
+
+    fn thread_name(&mut self, tid: u64) -> Result<(), ExportError> {
+        if self.named_tids.insert(tid, ()).is_some() {
+            return Ok(());
+        }
+        let name = match tid {
+            OUTSIDE_SPANS_TID => "ops outside spans".to_string(),
+            STEPS_TID => "steps".to_string(),
+            t => format!("thread {t}"),
+        };
+        let sort = match tid {
+            STEPS_TID => 0,
+            OUTSIDE_SPANS_TID => 1_000_000,
+            t => t.saturating_add(1),
+        };
+        self.out.begin();
+        self.out.head("M", "thread_name", self.pid, tid);
+        self.out.raw(",\"args\":{\"name\":");
+        self.out.str(&name);
+        self.out.raw("}}");
+        self.out.end()?;
+        self.out.begin();
+        self.out.head("M", "thread_sort_index", self.pid, tid);
+        self.out.raw(",\"args\":{\"sort_index\":");
+        self.out.u64(sort);
+        self.out.raw("}}");
+        self.out.end()
+    }
+
+    /// The nester's callback: writes the interval, keeping the first error for later.
+    fn on_interval(&mut self, nester: &Nester, iv: Interval<'_>) {
+        if self.error.is_none()
+            && let Err(e) = self.interval(nester, iv)
+        {
+            self.error = Some(e);
+        }
+    }
+
+    fn interval(&mut self, nester: &Nester, iv: Interval<'_>) -> Result<(), ExportError> {
+        match iv {
+            Interval::Span {
+                tid, frame, end, ..
+            } => {
+                if !self.keep(frame.step) {
+                    return Ok(());
+                }
+                self.thread_name(tid)?;
+                let o = &mut self.out;
+                o.begin();
+                o.head("X", &frame.name, self.pid, tid);
+                o.raw(",\"cat\":\"span,");
+                o.raw(kind_str(frame.kind));
+                o.raw("\",\"ts\":");
+                o.us(frame.start);
+                o.raw(",\"dur\":");
+                o.us(end - frame.start);
+                o.raw(",\"args\":{\"span_id\":");
+                o.u64(frame.id);
+                o.raw(",\"kind\":\"");
+                o.raw(kind_str(frame.kind));
+                o.raw("\"");
+                if let Some(e) = frame.exec_step {
+                    o.raw(",\"exec_step\":\"");
+                    o.raw(exec_str(e));
+                    o.raw("\"");
+                }
+                if let Some(s) = frame.step {
+                    o.raw(",\"step\":");
+                    o.u64(s);
+                }
+                o.raw(",\"path\":");
+                let path = nester.path_names(frame.path).join("/");
+                o.str(&path);
+                o.raw("}}");
+                o.end()?;
+                self.summary.spans += 1;
+            }
+            Interval::Op {
+                tid,
+                op,
+                start,
+                end,
+                step,
+                ..
+            } => {
+                if !self.keep(step) {
+                    return Ok(());
+                }
+                self.thread_name(tid)?;
+                let o = &mut self.out;
+                o.begin();
+                o.head("X", &op.name, self.pid, tid);
+                o.raw(",\"cat\":\"op\",\"ts\":");
+                o.us(start);
+                o.raw(",\"dur\":");
+                o.us(end - start);
+                o.raw(",\"args\":{\"shape\":[");
+                for (i, d) in op.shape.iter().enumerate() {
+                    if i > 0 {
+                        o.raw(",");
+                    }
+                    o.u64(*d as u64);
+                }
+                o.raw("],\"dtype\":");
+                o.str(&op.dtype);
+                o.raw(",\"device\":");
+                o.str(&op.device);
+                o.raw(",\"in_bytes\":");
+                o.u64(op.in_bytes);
+                o.raw(",\"out_bytes\":");
+                o.u64(op.out_bytes);
+                if let Some(c) = op.category {
+                    o.raw(",\"category\":\"");
+                    o.raw(c.as_str());
+                    o.raw("\"");
+                }
+                if let Some(f) = op.flops {
+                    o.raw(",\"flops\":");
+                    o.u64(f);
+                }
+                for (key, ids) in [("inputs", &op.inputs), ("outputs", &op.outputs)] {
+                    o.raw(",\"");
+                    o.raw(key);
+                    o.raw("\":[");
+                    for (i, id) in ids.iter().enumerate() {
+                        if i > 0 {
+                            o.raw(",");
+                        }
+                        o.u64(*id);
+                    }
+                    o.raw("]");
+                }
+                if let Some(s) = step {
+                    o.raw(",\"step\":");
+                    o.u64(s);
+                }
+                if op.dur != end - start || op.ts != start {
+                    o.raw(",\"recorded_ts_ns\":");
+                    o.u64(op.ts);
+                    o.raw(",\"recorded_dur_ns\":");
+                    o.u64(op.dur);
+                }
+                o.raw("}}");
+                o.end()?;
+                self.summary.ops += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn device(&mut self, name: &str) -> usize {
+        if let Some(i) = self.device_index.get(name) {
+            return *i;
+        }
+        let i = self.devices.len();
+        self.devices.push(DeviceLive {
+            name: name.to_string(),
+            bytes: [0; 7],
+            seen: [false; 7],
+        });
+        self.device_index.insert(name.to_string(), i);
+        i
+    }
+
+    fn memory_counter(&mut self, dev: usize, ts: u64) -> Result<(), ExportError> {
+        let Some(d) = self.devices.get(dev) else {
+            return Ok(());
+        };
+        let o = &mut self.out;
+        o.begin();
+        o.raw("{\"ph\":\"C\",\"name\":");
+        let mut name = String::with_capacity(15 + d.name.len());
+        name.push_str("logical memory ");
+        name.push_str(&d.name);
+        o.str(&name);
+        o.raw(",\"pid\":");
+        o.u64(self.pid);
+        o.raw(",\"tid\":0,\"ts\":");
+        o.us(ts);
+        o.raw(",\"args\":{");
+        let mut first = true;
+        for (i, c) in MemoryCategory::ALL.iter().enumerate() {
+            if !d.seen[i] {
+                continue;
+            }
+            if !first {
+                o.raw(",");
+            }
+            first = false;
+            o.raw("\"");
+            o.raw(c.as_str());
+            o.raw("\":");
+            o.u64(d.bytes[i]);
+        }
+        o.raw("}}");
+        o.end()?;
+        self.summary.memory_counters += 1;
+        Ok(())
+    }
+
+    fn simple_counter(
+        &mut self,
+        name: &str,
+        key: &str,
+        ts: u64,
+        value: CounterValue,
+    ) -> Result<(), ExportError> {
+        let o = &mut self.out;
+        o.begin();
+        o.raw("{\"ph\":\"C\",\"name\":");
+        o.str(name);
+        o.raw(",\"pid\":");
+        o.u64(self.pid);
+        o.raw(",\"tid\":0,\"ts\":");
+        o.us(ts);
+        o.raw(",\"args\":{");
+        o.str(key);
+        o.raw(":");
+        match value {
+            CounterValue::Int(v) => o.u64(v),
+            CounterValue::Float(v) => {
+                let mut s = String::new();
+                push_f64(&mut s, v);
+                o.raw(&s);
+            }
+        }
+        o.raw("}}");
+        o.end()
+    }
+
+    fn instant(
+        &mut self,
+        name: &str,
+        scope: &str,
+        tid: u64,
+        ts: u64,
+        args: &str,
+    ) -> Result<(), ExportError> {
+        let o = &mut self.out;
+        o.begin();
+        o.head("i", name, self.pid, tid);
+        o.raw(",\"s\":\"");
+        o.raw(scope);
+        o.raw("\",\"ts\":");
+        o.us(ts);
+        if !args.is_empty() {
+            o.raw(",\"args\":");
+            o.raw(args);
+        }
+        o.raw("}");
+        o.end()?;
+        self.summary.instants += 1;
+        Ok(())
+    }
+
+    fn close_step(&mut self, end: u64) -> Result<(), ExportError> {
+        let Some((index, start)) = self.open_step.take() else {
+            return Ok(());
+        };
+        if !self.keep(Some(index)) {
+            return Ok(());
+        }
+        self.thread_name(STEPS_TID)?;
+        let o = &mut self.out;
+        o.begin();
+        o.head("X", &format!("step {index}"), self.pid, STEPS_TID);
+        o.raw(",\"cat\":\"step\",\"ts\":");
+        o.us(start);
+        o.raw(",\"dur\":");
+        o.us(end.max(start) - start);
+        o.raw(",\"args\":{\"step\":");
+        o.u64(index);
+        o.raw("}}");
+        o.end()
+    }
+
+    /// Handles the non-interval events (memory, steps, instants, counters).
+    fn side_event(&mut self, event: &Event, nester: &Nester) -> Result<(), ExportError> {
+        let step = nester.current_step();
+        match event {
+            Event::Memory(m) => {
+                let dev = self.device(&m.device);
+                let cat = cat_index(m.category);
+                let touched = match m.kind {
+                    AllocKind::Alloc => {
+                        if let Some((d, c, b)) = self.live.insert(m.storage, (dev, cat, m.bytes)) {
+                            self.summary.memory.duplicate_allocs += 1;
+                            if let Some(old) = self.devices.get_mut(d) {
+                                old.bytes[c] = old.bytes[c].saturating_sub(b);
+                            }
+                        }
+                        if let Some(d) = self.devices.get_mut(dev) {
+                            d.bytes[cat] = d.bytes[cat].saturating_add(m.bytes);
+                            d.seen[cat] = true;
+                        }
+                        Some(dev)
+                    }
+                    AllocKind::Free => match self.live.remove(&m.storage) {
+                        Some((d, c, b)) => {
+                            if b != m.bytes {
+                                self.summary.memory.free_size_mismatches += 1;
+                            }
+                            if let Some(dl) = self.devices.get_mut(d) {
+                                dl.bytes[c] = dl.bytes[c].saturating_sub(b);
+                            }
+                            Some(d)
+                        }
+                        None => {
+                            self.summary.memory.frees_without_alloc += 1;
+                            None
+                        }
+                    },
+                };
+                if let Some(d) = touched
+                    && self.keep(step)
+                {
+                    self.memory_counter(d, m.ts)?;
+                }
+            }
+            Event::DeviceMemory(d) => {
+                if !self.keep(step) {
+                    return Ok(());
+                }
+                for (what, v) in [("used", d.used), ("reserved", d.reserved), ("free", d.free)] {
+                    if let Some(v) = v {
+                        let name = format!("physical memory {what} {}", d.device);
+                        self.simple_counter(&name, what, d.ts, CounterValue::Int(v))?;
+                        self.summary.memory_counters += 1;
+                    }
+                }
+            }
+            Event::Counter(c) => {
+                if !self.keep(step) {
+                    return Ok(());
+                }
+                if c.value.is_finite() {
+                    self.simple_counter(&c.name, "value", c.ts, CounterValue::Float(c.value))?;
+                } else {
+                    self.summary.non_finite_counters += 1;
+                }
+            }
+            Event::Marker(m) => {
+                if !self.keep(step) {
+                    return Ok(());
+                }
+                match m.span.and_then(|s| nester.span_thread(s)) {
+                    Some(tid) => {
+                        self.thread_name(tid)?;
+                        self.instant(&m.name, "t", tid, m.ts, "")?;
+                    }
+                    None => self.instant(&m.name, "g", 0, m.ts, "")?,
+                }
+            }
+            Event::Gradient(g) => {
+                if !self.keep(step) {
+                    return Ok(());
+                }
+                let mut args = String::from("{\"param\":");
+                let mut buf = Vec::new();
+                push_json_str(&mut buf, &g.param);
+                args.push_str(&String::from_utf8_lossy(&buf));
+                args.push_str(",\"state\":\"");
+                args.push_str(grad_str(g.state));
+                args.push('"');
+                if let Some(n) = g.norm.filter(|n| n.is_finite()) {
+                    args.push_str(",\"l2_norm\":");
+                    push_f64(&mut args, n);
+                }
+                args.push('}');
+                let name = format!("gradient {}: {}", g.param, grad_str(g.state));
+                self.instant(&name, "p", 0, g.ts, &args)?;
+            }
+            Event::Step(s) => {
+                self.close_step(s.ts)?;
+                self.open_step = Some((s.index, s.ts));
+                if self.keep(Some(s.index)) {
+                    self.summary.step_found = true;
+                    let args = format!("{{\"step\":{}}}", s.index);
+                    self.instant(&format!("step {}", s.index), "g", 0, s.ts, &args)?;
+                    if self.filter.is_some() {
+                        // The counters' state when the step begins.
+                        for d in 0..self.devices.len() {
+                            self.memory_counter(d, s.ts)?;
+                        }
+                    }
+                }
+            }
+            Event::SpanStart(_) | Event::SpanEnd(_) | Event::Op(_) | Event::Tensor(_) => {}
+        }
+        Ok(())
+    }
+}
+
+enum CounterValue {
+    Int(u64),
+    Float(f64),
+}
+
+/// Appends a finite `f64` as JSON (`1`, `0.25`, `1e-7`).
+fn push_f64(s: &mut String, v: f64) {
+    use std::fmt::Write as _;
+    if v.is_finite() {
+        let _ = write!(s, "{v:?}");
+    } else {
+        s.push('0');
+    }
+}
+
+/// Reads the rest of `reader` and writes it to `out` as Chrome Trace Event Format JSON;
+/// returns what was written. Events are consumed one at a time and the output is written as
+/// it is produced (wrap `out` in a `BufWriter`), so memory stays flat however long the trace.
+///
+/// Errors: a read error ([`ExportError::Read`]), a write error ([`ExportError::Write`]), or
+/// [`ExportError::StepNotFound`] when [`ChromeOptions::step`] names a step the trace does
+/// not have (the output is then complete but holds no span or op).
+///
+/// ```
+/// use trace_analyze::export::{ChromeOptions, write_chrome};
+/// use trace_analyze::synth::{SynthConfig, write_synthetic};
+/// use trace_record::{ReadOptions, TraceReader};
+///
+/// let mut trace = Vec::new();
+/// write_synthetic(&mut trace, &SynthConfig { ops: 40, ops_per_step: 10, ..Default::default() })?;
+/// let mut reader = TraceReader::new(&trace[..], ReadOptions::default())?;
+/// let mut json = Vec::new();
+/// let summary = write_chrome(&mut reader, &mut json, &ChromeOptions::default())?;
+/// assert_eq!(summary.ops, 40);
+/// let parsed: serde_json::Value = serde_json::from_slice(&json)?;
+/// assert!(parsed["traceEvents"].is_array());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn write_chrome<R, W>(
+    reader: &mut TraceReader<R>,
+    out: W,
+    opts: &ChromeOptions,
+) -> Result<ChromeSummary, ExportError>
+where
+    R: BufRead,
+    W: Write,
+{
+    let header = reader.header().clone();
+    let header = &header;
+    let pid = u64::from(header.run.pid);
+    let mut c = Chrome {
+        out: Out {
+            w: out,
+            line: Vec::with_capacity(512),
+            first: true,
+            written: 0,
+        },
+        pid,
+        filter: opts.step,
+        named_tids: HashMap::new(),
+        devices: Vec::new(),
+        device_index: HashMap::new(),
+        live: HashMap::new(),
+        summary: ChromeSummary {
+            step_found: opts.step.is_none(),
+            ..ChromeSummary::default()
+        },
+        open_step: None,
+        error: None,
+    };
+    c.out
+        .w
+        .write_all(b"{\"traceEvents\":[\n")
+        .map_err(ExportError::Write)?;
+    let mut process = format!("{} ({})", header.run.entrypoint, header.run.run_id);
+    if let Some(rank) = header.run.rank {
+        process.push_str(&format!(" rank {rank}"));
+    }
+    c.out.begin();
+    c.out.head("M", "process_name", pid, 0);
+    c.out.raw(",\"args\":{\"name\":");
+    c.out.str(&process);
+    c.out.raw("}}");
+    c.out.end()?;
+
+    let mut nester = Nester::new();
+    let mut last_ts = 0u64;
+    for event in reader.by_ref() {
+        let event = event.map_err(ExportError::Read)?.event;
+        if let Some(ts) = event.ts() {
+            last_ts = last_ts.max(ts);
+        }
+        match event {
+            Event::SpanStart(_) | Event::SpanEnd(_) | Event::Op(_) => {
+                if let Event::Op(o) = &event {
+                    last_ts = last_ts.max(o.ts.saturating_add(o.dur));
+                }
+                nester.push(event, &mut |n: &Nester, iv: Interval<'_>| {
+                    c.on_interval(n, iv)
+                });
+            }
+            Event::Tensor(_) => {}
+            other => c.side_event(&other, &nester)?,
+        }
+        if let Some(e) = c.error.take() {
+            return Err(e);
+        }
+    }
+    nester.finish(&mut |n: &Nester, iv: Interval<'_>| c.on_interval(n, iv));
+    if let Some(e) = c.error.take() {
+        return Err(e);
+    }
+    c.close_step(last_ts)?;
+    c.summary.adjustments = nester.adjustments();
+    let summary = c.summary;
+    let mut tail = Vec::new();
+    tail.extend_from_slice(b"\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":");
+    let other = OtherData {
+        generator: "tracegraph",
+        schema: &header.schema,
+        schema_version: header.version,
+        run_id: &header.run.run_id,
+        entrypoint: &header.run.entrypoint,
+        device: &header.run.device,
+        timing: match header.run.timing {
+            trace_record::schema::TimingMode::Host => "host",
+            trace_record::schema::TimingMode::DeviceSynchronized => "device_synchronized",
+        },
+        start_unix_ns: header.run.start_unix_ns,
+        memory_bytes: "logical (shape x dtype size), not allocator or physical bytes",
+        step: opts.step,
+        incomplete: reader.is_incomplete(),
+        partial_last_line: reader.partial_line(),
+        summary: &summary,
+    };
+    serde_json::to_writer(&mut tail, &other).map_err(|e| ExportError::Write(e.into()))?;
+    tail.extend_from_slice(b"}\n");
+    c.out.w.write_all(&tail).map_err(ExportError::Write)?;
+    c.out.w.flush().map_err(ExportError::Write)?;
+    let mut summary = summary;
+    summary.events_written = c.out.written;
+    if let Some(step) = opts.step
+        && !summary.step_found
+    {
+        return Err(ExportError::StepNotFound(step));
+    }
+    Ok(summary)
+}
+
+#[derive(Serialize)]
+struct OtherData<'a> {
+    generator: &'a str,
+    schema: &'a str,
+    schema_version: u32,
+    run_id: &'a str,
+    entrypoint: &'a str,
+    device: &'a str,
+    timing: &'a str,
+    start_unix_ns: u64,
+    memory_bytes: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<u64>,
+    incomplete: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partial_last_line: Option<u64>,
+    summary: &'a ChromeSummary,
+}

@@ -1,0 +1,160 @@
+//! Folded stacks (`span;span;op self_ns` lines) for flamegraph.pl, inferno and speedscope.
+//!
+//! Each line is a stack of frames from the root, `;`-separated, then a space and the
+//! *self* time of the last frame in nanoseconds, summed over every occurrence of that stack:
+//!
+//! ```text
+//! train_step;forward;model/layers.0 1200
+//! train_step;forward;model/layers.0;matmul 53000
+//! ```
+//!
+//! A span's self time is its duration minus the durations of its children on the same
+//! thread; an op's self time is its duration. Times are the nested times of
+//! [`super::nest::Nester`] (the same as the Chrome export), so the weights of all lines sum
+//! to the total duration of the root spans and root-level ops of every thread. Frames keep
+//! their recorded names, except that `;` becomes `:` and line breaks become spaces (the
+//! format's separators). Stacks with zero self time are left out.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+
+use trace_record::TraceReader;
+use trace_record::schema::Event;
+
+use super::ExportError;
+use super::nest::{Adjustments, Interval, Nester};
+
+/// Aggregated folded stacks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FoldedStacks {
+    /// `(stack, self_ns)` sorted by stack; frames joined by `;`.
+    pub lines: Vec<(String, u64)>,
+    /// Sum of every line's weight.
+    pub total_self_ns: u64,
+    /// What the nesting had to adjust.
+    pub adjustments: Adjustments,
+    /// Whether the step asked for was found (true when no step was asked for).
+    pub step_found: bool,
+}
+
+impl FoldedStacks {
+    /// Writes one `stack weight` line per stack.
+    pub fn write<W: Write>(&self, mut out: W) -> Result<(), ExportError> {
+        for (stack, w) in &self.lines {
+            writeln!(out, "{stack} {w}").map_err(ExportError::Write)?;
+        }
+        out.flush().map_err(ExportError::Write)
+    }
+}
+
+fn frame_name(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            ';' => ':',
+            '\n' | '\r' => ' ',
+            c => c,
+        })
+        .collect()
+}
+
+/// Folds the spans and ops of `events` by stack, weighted by self time in nanoseconds.
+/// With `step`, only spans and ops that start in that step count.
+///
+/// Memory held: one entry per distinct stack, the open spans and one pending op per thread.
+///
+/// ```
+/// use trace_analyze::export::folded_stacks;
+/// use trace_analyze::synth::{SynthConfig, write_synthetic};
+/// use trace_record::{ReadOptions, TraceReader};
+///
+/// let mut trace = Vec::new();
+/// write_synthetic(&mut trace, &SynthConfig { ops: 40, ops_per_step: 10, ..Default::default() })?;
+/// let mut reader = TraceReader::new(&trace[..], ReadOptions::default())?;
+/// let folded = folded_stacks(&mut reader, None)?;
+/// assert!(folded.lines.iter().any(|(stack, _)| stack.ends_with(";matmul")));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn folded_stacks<R: BufRead>(
+    reader: &mut TraceReader<R>,
+    step: Option<u64>,
+) -> Result<FoldedStacks, ExportError> {
+    let mut nester = Nester::new();
+    // Interned path id → self ns. Op leaves are interned lazily (their parent path + name).
+    let mut weights: HashMap<u32, u64> = HashMap::new();
+    // (parent path, op name) leaves seen, resolved to path ids after the stream ends.
+    let mut op_leaves: HashMap<u32, HashMap<String, u64>> = HashMap::new();
+    let mut step_found = step.is_none();
+    let keep = |s: Option<u64>| step.is_none_or(|f| s == Some(f));
+    let mut on = |_: &Nester, iv: Interval<'_>| match iv {
+        Interval::Span { frame, end, .. } => {
+            if keep(frame.step) {
+                let self_ns = (end - frame.start).saturating_sub(frame.children_ns);
+                *weights.entry(frame.path).or_default() += self_ns;
+            }
+        }
+        Interval::Op {
+            op,
+            start,
+            end,
+            parent_path,
+            step: s,
+            ..
+        } => {
+            if keep(s) {
+                let leaves = op_leaves.entry(parent_path).or_default();
+                match leaves.get_mut(op.name.as_str()) {
+                    Some(w) => *w += end - start,
+                    None => {
+                        leaves.insert(op.name.clone(), end - start);
+                    }
+                }
+            }
+        }
+    };
+    for event in reader.by_ref() {
+        let event = event.map_err(ExportError::Read)?.event;
+        if let (Some(f), Event::Step(s)) = (step, &event)
+            && s.index == f
+        {
+            step_found = true;
+        }
+        nester.push(event, &mut on);
+    }
+    nester.finish(&mut on);
+    for (parent, leaves) in op_leaves {
+        for (name, w) in leaves {
+            let id = nester.intern_path(parent, &name);
+            *weights.entry(id).or_default() += w;
+        }
+    }
+    let mut lines: Vec<(String, u64)> = weights
+        .into_iter()
+        .filter(|(_, w)| *w > 0)
+        .map(|(path, w)| {
+            let stack = nester
+                .path_names(path)
+                .into_iter()
+                .map(frame_name)
+                .collect::<Vec<_>>()
+                .join(";");
+            (stack, w)
+        })
+        .collect();
+    lines.sort_unstable();
+    // Distinct paths can print the same after renaming (`a;b` vs `a:b`): merge them.
+    lines.dedup_by(|later, earlier| {
+        if later.0 == earlier.0 {
+            earlier.1 += later.1;
+            true
+        } else {
+            false
+        }
+    });
+    let total_self_ns = lines.iter().map(|(_, w)| *w).sum();
+    Ok(FoldedStacks {
+        lines,
+        total_self_ns,
+        adjustments: nester.adjustments(),
+        step_found,
+    })
+}

@@ -1,0 +1,464 @@
+//! Streaming normalisation of spans and ops into perfectly nested intervals per thread.
+//!
+//! Viewers that draw a trace as stacked slices (Perfetto, chrome://tracing, speedscope,
+//! flame graphs) reject or mis-draw a child that starts before its parent, overlaps its
+//! previous sibling or ends after its parent. [`Nester`] consumes events in file order and
+//! emits every span and op exactly once as an [`Interval`] whose start and end satisfy, per
+//! thread: `parent.start <= child.start <= child.end <= parent.end` and
+//! `previous_sibling.end <= next_sibling.start`. Where the recorded times violate that, the
+//! smallest local fix is applied and counted in [`Adjustments`]:
+//!
+//! - a start earlier than its parent's start or its previous sibling's end is moved later;
+//! - an op that ends after its span is cut at the span's end;
+//! - a span that ends before a child span it contains is extended to cover it (the child was
+//!   already emitted);
+//! - spans still open at the end of the trace are closed at the last time seen;
+//! - an op whose span is not open is placed on a separate "ops outside spans" track.
+//!
+//! Memory held is one frame per open span and one pending op per thread: the last op of the
+//! innermost span is held back until the next event on its thread tells whether its end must
+//! be cut. Everything else streams.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use trace_record::schema::{Event, ExecStep, OpEvent, SpanKind};
+
+/// The thread id used for ops whose span is unknown or already closed.
+pub const OUTSIDE_SPANS_TID: u64 = 999_999;
+
+/// What was changed to make the intervals nest (all zero for a well-formed trace).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Adjustments {
+    /// Starts moved later: before the parent's start or the previous sibling's end.
+    pub starts_clamped: u64,
+    /// Ops whose end was cut at the end of their span.
+    pub op_ends_clamped: u64,
+    /// Spans extended to end with a child span that ended after them.
+    pub span_ends_extended: u64,
+    /// Spans closed because an enclosing span on their thread ended first.
+    pub spans_closed_by_parent: u64,
+    /// Spans never closed: closed at the last time seen in the trace.
+    pub spans_left_open: u64,
+    /// Ops whose span is open on its thread but is not the innermost open span there: drawn
+    /// inside the innermost one.
+    pub ops_moved_to_innermost_span: u64,
+    /// Ops whose span is unknown or closed: drawn on the "ops outside spans" track.
+    pub ops_outside_spans: u64,
+    /// `span_start` events reusing the id of an open span (ignored).
+    pub duplicate_span_starts: u64,
+    /// `span_end` events for spans that are not open (ignored).
+    pub unknown_span_ends: u64,
+}
+
+impl Adjustments {
+    /// The number of adjusted or dropped items.
+    pub fn total(&self) -> u64 {
+        self.starts_clamped
+            + self.op_ends_clamped
+            + self.span_ends_extended
+            + self.spans_closed_by_parent
+            + self.spans_left_open
+            + self.ops_moved_to_innermost_span
+            + self.ops_outside_spans
+            + self.duplicate_span_starts
+            + self.unknown_span_ends
+    }
+
+    /// `name=count` for every non-zero figure, comma separated (empty when all are zero).
+    pub fn describe(&self) -> String {
+        let all = [
+            ("starts_clamped", self.starts_clamped),
+            ("op_ends_clamped", self.op_ends_clamped),
+            ("span_ends_extended", self.span_ends_extended),
+            ("spans_closed_by_parent", self.spans_closed_by_parent),
+            ("spans_left_open", self.spans_left_open),
+            (
+                "ops_moved_to_innermost_span",
+                self.ops_moved_to_innermost_span,
+            ),
+            ("ops_outside_spans", self.ops_outside_spans),
+            ("duplicate_span_starts", self.duplicate_span_starts),
+            ("unknown_span_ends", self.unknown_span_ends),
+        ];
+        all.iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// An open span on a thread's stack (also what a closed span is reported with).
+#[derive(Debug, Clone)]
+pub struct SpanFrame {
+    /// The span's id in the trace.
+    pub id: u64,
+    /// The span's name.
+    pub name: String,
+    /// What the span stands for.
+    pub kind: SpanKind,
+    /// The execution step recorded on the span.
+    pub exec_step: Option<ExecStep>,
+    /// The span's parent id as recorded.
+    pub parent: Option<u64>,
+    /// The interned path of the span (see [`Nester::path_names`]).
+    pub path: u32,
+    /// Normalised start, ns.
+    pub start: u64,
+    /// The step index current when the span started.
+    pub step: Option<u64>,
+    /// Sum of the normalised durations of its children on the same thread.
+    pub children_ns: u64,
+    /// Where the next child may start at the earliest (the end of the last child so far).
+    cursor: u64,
+}
+
+/// One normalised interval, handed to the consumer of a [`Nester`].
+#[derive(Debug)]
+pub enum Interval<'a> {
+    /// A span, emitted when it closes (after all its children).
+    Span {
+        /// The thread it is drawn on.
+        tid: u64,
+        /// The span.
+        frame: &'a SpanFrame,
+        /// Normalised end, ns (`>= frame.start`).
+        end: u64,
+        /// Its nesting depth on the thread (0 = root).
+        depth: usize,
+    },
+    /// An op, emitted when the next event on its thread (or its span's end) fixes its end.
+    Op {
+        /// The thread it is drawn on.
+        tid: u64,
+        /// The op as recorded.
+        op: &'a OpEvent,
+        /// Normalised start, ns.
+        start: u64,
+        /// Normalised end, ns (`>= start`).
+        end: u64,
+        /// The interned path of the op's parent span, or the root path.
+        parent_path: u32,
+        /// The step index current when the op was read.
+        step: Option<u64>,
+        /// Its nesting depth on the thread (0 = root).
+        depth: usize,
+    },
+}
+
+#[derive(Debug)]
+struct PendingOp {
+    op: OpEvent,
+    start: u64,
+    end: u64,
+    parent_path: u32,
+    step: Option<u64>,
+    depth: usize,
+}
+
+#[derive(Debug, Default)]
+struct ThreadState {
+    stack: Vec<SpanFrame>,
+    /// Where the next root-level interval may start at the earliest.
+    root_cursor: u64,
+    pending: Option<PendingOp>,
+}
+
+/// The streaming normaliser (see the module documentation).
+#[derive(Debug, Default)]
+pub struct Nester {
+    threads: HashMap<u64, ThreadState>,
+    /// Open span id → its thread.
+    open: HashMap<u64, u64>,
+    /// Path interner: entry `i` is (parent path, name); path 0 is the root (empty).
+    paths: Vec<(u32, String)>,
+    path_index: HashMap<u32, HashMap<String, u32>>,
+    step: Option<u64>,
+    last_ts: u64,
+    adjustments: Adjustments,
+}
+
+impl Nester {
+    /// An empty normaliser.
+    pub fn new() -> Self {
+        Nester {
+            paths: vec![(0, String::new())],
+            ..Nester::default()
+        }
+    }
+
+    /// What was adjusted so far.
+    pub fn adjustments(&self) -> Adjustments {
+        self.adjustments
+    }
+
+    /// The step index of the last `step` event read, if any.
+    pub fn current_step(&self) -> Option<u64> {
+        self.step
+    }
+
+    /// The thread of span `id` while it is open.
+    pub fn span_thread(&self, id: u64) -> Option<u64> {
+        self.open.get(&id).copied()
+    }
+
+    /// The names along interned path `path`, root first (empty for the root path 0).
+    pub fn path_names(&self, path: u32) -> Vec<&str> {
+        let mut names = Vec::new();
+        let mut cur = path;
+        // Paths only point to smaller indices, so this walk ends.
+        while cur != 0 {
+            let Some((parent, name)) = self.paths.get(cur as usize) else {
+                break;
+            };
+            names.push(name.as_str());
+            if *parent >= cur {
+                break;
+            }
+            cur = *parent;
+        }
+        names.reverse();
+        names
+    }
+
+    /// The path `parent` + `name`, interned.
+    pub fn intern_path(&mut self, parent: u32, name: &str) -> u32 {
+        if let Some(id) = self.path_index.get(&parent).and_then(|m| m.get(name)) {
+            return *id;
+        }
+        let id = u32::try_from(self.paths.len()).unwrap_or(u32::MAX);
+        self.paths.push((parent, name.to_string()));
+        self.path_index
+            .entry(parent)
+            .or_default()
+            .insert(name.to_string(), id);
+        id
+    }
+
+    /// Feeds one event; calls `emit` for every interval it completes.
+    pub fn push<F: FnMut(&Nester, Interval<'_>)>(&mut self, event: Event, emit: &mut F) {
+        if let Some(ts) = event.ts() {
+            self.last_ts = self.last_ts.max(ts);
+        }
+        match event {
+            Event::Step(s) => self.step = Some(s.index),
+            Event::SpanStart(s) => {
+                if self.open.contains_key(&s.id) {
+                    self.adjustments.duplicate_span_starts += 1;
+                    return;
+                }
+                self.flush_pending(s.thread, emit);
+                let parent_path = s
+                    .parent
+                    .and_then(|p| self.open.get(&p).map(|t| (p, *t)))
+                    .and_then(|(p, t)| {
+                        self.threads
+                            .get(&t)
+                            .and_then(|ts| ts.stack.iter().rev().find(|f| f.id == p))
+                            .map(|f| f.path)
+                    })
+                    .or_else(|| {
+                        self.threads
+                            .get(&s.thread)
+                            .and_then(|t| t.stack.last())
+                            .map(|f| f.path)
+                    })
+                    .unwrap_or(0);
+                let path = self.intern_path(parent_path, &s.name);
+                let step = self.step;
+                let thread = self.threads.entry(s.thread).or_default();
+                let floor = thread.stack.last().map_or(thread.root_cursor, |f| f.cursor);
+                let start = if s.ts < floor {
+                    self.adjustments.starts_clamped += 1;
+                    floor
+                } else {
+                    s.ts
+                };
+                thread.stack.push(SpanFrame {
+                    id: s.id,
+                    name: s.name,
+                    kind: s.kind,
+                    exec_step: s.step,
+                    parent: s.parent,
+                    path,
+                    start,
+                    step,
+                    children_ns: 0,
+                    cursor: start,
+                });
+                self.open.insert(s.id, s.thread);
+            }
+            Event::SpanEnd(e) => {
+                let Some(tid) = self.open.get(&e.id).copied() else {
+                    self.adjustments.unknown_span_ends += 1;
+                    return;
+                };
+                let above = self.threads.get(&tid).and_then(|t| {
+                    t.stack
+                        .iter()
+                        .rposition(|f| f.id == e.id)
+                        .map(|pos| t.stack.len() - 1 - pos)
+                });
+                let Some(above) = above else {
+                    self.open.remove(&e.id);
+                    self.adjustments.unknown_span_ends += 1;
+                    return;
+                };
+                self.adjustments.spans_closed_by_parent += above as u64;
+                for _ in 0..=above {
+                    self.close_top(tid, e.ts, emit);
+                }
+            }
+            Event::Op(op) => self.push_op(op, emit),
+            _ => {}
+        }
+    }
+
+    fn push_op<F: FnMut(&Nester, Interval<'_>)>(&mut self, op: OpEvent, emit: &mut F) {
+        let tid = match op.span.and_then(|s| self.open.get(&s).copied()) {
+            Some(t) => t,
+            None => {
+                self.adjustments.ops_outside_spans += 1;
+                OUTSIDE_SPANS_TID
+            }
+        };
+        self.flush_pending(tid, emit);
+        let step = self.step;
+        let thread = self.threads.entry(tid).or_default();
+        if let (Some(top), Some(span)) = (thread.stack.last(), op.span)
+            && top.id != span
+        {
+            self.adjustments.ops_moved_to_innermost_span += 1;
+        }
+        let (floor, parent_path) = thread
+            .stack
+            .last()
+            .map_or((thread.root_cursor, 0), |f| (f.cursor, f.path));
+        let start = if op.ts < floor {
+            self.adjustments.starts_clamped += 1;
+            floor
+        } else {
+            op.ts
+        };
+        let end = op.ts.saturating_add(op.dur).max(start);
+        self.last_ts = self.last_ts.max(end);
+        match thread.stack.last_mut() {
+            Some(f) => f.cursor = end,
+            None => thread.root_cursor = end,
+        }
+        let depth = thread.stack.len();
+        thread.pending = Some(PendingOp {
+            op,
+            start,
+            end,
+            parent_path,
+            step,
+            depth,
+        });
+    }
+
+    /// Emits the held-back op of thread `tid`, if any, unchanged.
+    fn flush_pending<F: FnMut(&Nester, Interval<'_>)>(&mut self, tid: u64, emit: &mut F) {
+        let Some(p) = self.threads.get_mut(&tid).and_then(|t| t.pending.take()) else {
+            return;
+        };
+        self.emit_op(tid, &p, emit);
+    }
+
+    fn emit_op<F: FnMut(&Nester, Interval<'_>)>(&mut self, tid: u64, p: &PendingOp, emit: &mut F) {
+        let dur = p.end - p.start;
+        if let Some(t) = self.threads.get_mut(&tid)
+            && let Some(f) = t.stack.last_mut()
+        {
+            f.children_ns += dur;
+        }
+        emit(
+            self,
+            Interval::Op {
+                tid,
+                op: &p.op,
+                start: p.start,
+                end: p.end,
+                parent_path: p.parent_path,
+                step: p.step,
+                depth: p.depth,
+            },
+        );
+    }
+
+    /// Closes the innermost open span of thread `tid` at recorded time `ts`.
+    fn close_top<F: FnMut(&Nester, Interval<'_>)>(&mut self, tid: u64, ts: u64, emit: &mut F) {
+        let Some(thread) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        let pending = thread.pending.take();
+        let Some(frame_start) = thread.stack.last().map(|f| f.start) else {
+            if let Some(p) = pending {
+                self.emit_op(tid, &p, emit);
+            }
+            return;
+        };
+        let mut end = ts.max(frame_start);
+        if let Some(mut p) = pending {
+            if p.end > end {
+                if p.start <= end {
+                    p.end = end;
+                    self.adjustments.op_ends_clamped += 1;
+                } else {
+                    end = p.end;
+                    self.adjustments.span_ends_extended += 1;
+                }
+            }
+            self.emit_op(tid, &p, emit);
+        }
+        let Some(thread) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        let Some(frame) = thread.stack.pop() else {
+            return;
+        };
+        if frame.cursor > end {
+            end = frame.cursor;
+            self.adjustments.span_ends_extended += 1;
+        }
+        let dur = end - frame.start;
+        match thread.stack.last_mut() {
+            Some(parent) => {
+                parent.children_ns += dur;
+                parent.cursor = end;
+            }
+            None => thread.root_cursor = end,
+        }
+        let depth = thread.stack.len();
+        self.open.remove(&frame.id);
+        emit(
+            self,
+            Interval::Span {
+                tid,
+                frame: &frame,
+                end,
+                depth,
+            },
+        );
+    }
+
+    /// Ends the stream: closes every span still open at the last time seen (counted) and
+    /// emits every held-back op. Threads are finished in id order.
+    pub fn finish<F: FnMut(&Nester, Interval<'_>)>(&mut self, emit: &mut F) {
+        let mut tids: Vec<u64> = self.threads.keys().copied().collect();
+        tids.sort_unstable();
+        let last = self.last_ts;
+        for tid in tids {
+            loop {
+                let open = self.threads.get(&tid).map_or(0, |t| t.stack.len());
+                if open == 0 {
+                    break;
+                }
+                self.adjustments.spans_left_open += 1;
+                self.close_top(tid, last, emit);
+            }
+            self.flush_pending(tid, emit);
+        }
+    }
+}
