@@ -8,12 +8,18 @@
 
 mod bytes;
 mod cache;
+mod graph_bytes;
+mod keys;
+pub mod vecad;
 
 pub use bytes::RetainedBytes;
 pub use cache::{
     Cache, CacheKey, CacheLimits, CacheStats, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_RETAINED_BYTES,
 };
+pub use graph_bytes::graphs_heap_bytes;
+pub use keys::{
+    GRAPH_KEY_DOMAIN, GraphKey, KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, LinearizeKey,
+    LinearizedGraph, TRACED_KEY_DOMAIN, TracedKey, TransformKind, VjpTransform,
+};
 
-/// Placeholder until graph-core exports its fingerprint.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Fingerprint(pub u128);
+pub use graph_core::Fingerprint;

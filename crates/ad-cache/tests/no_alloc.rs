@@ -4,7 +4,10 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use ad_cache::Cache;
+use std::sync::Arc;
+
+use ad_cache::vecad::{self, VecOp};
+use ad_cache::{Cache, LinearizeKey, VjpTransform};
 
 /// Counts allocations made by the current thread while counting is on.
 struct Counting;
@@ -93,4 +96,16 @@ fn a_hit_allocates_nothing() {
     // A miss that computes does allocate: the counter is live in this test too.
     let (n, _) = allocations_in(|| cache.get_or_insert_with(1000, || Ok::<_, ()>(vec![0.0; 8])));
     assert!(n > 0);
+}
+
+#[test]
+fn a_graph_key_hit_allocates_nothing() {
+    let primal = Arc::new(vecad::chain_graph(200, 11).unwrap());
+    let cache: Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>> = Cache::new();
+    let key = LinearizeKey::new(Arc::clone(&primal), &[0]).unwrap();
+    cache.insert(key.clone(), vecad::vjp(&primal, &[0]).unwrap());
+    assert!(cache.get(&key).is_some());
+    let (n, hits) = allocations_in(|| (0..50).filter(|_| cache.get(&key).is_some()).count());
+    assert_eq!(hits, 50);
+    assert_eq!(n, 0, "graph-key hits allocated {n} times");
 }

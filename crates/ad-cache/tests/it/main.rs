@@ -3,5 +3,7 @@
 mod behaviour;
 mod collision;
 mod common;
+mod graphs;
 mod model;
 mod stress;
+mod vecad;

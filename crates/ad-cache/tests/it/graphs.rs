@@ -1,0 +1,290 @@
+//! AD keys and values over graph-core: exact confirmation of hits, forced collisions, bytes.
+
+use std::sync::Arc;
+
+use ad_cache::vecad::{self, VecOp};
+use ad_cache::{
+    Cache, CacheKey, Fingerprint, GraphKey, LinearizeKey, LinearizedGraph, RetainedBytes,
+    TracedKey, TransformKind, VjpTransform, graphs_heap_bytes,
+};
+use graph_core::{Graph, GraphBuilder, Role, ValueId};
+
+fn unary(op: VecOp) -> Arc<Graph<VecOp>> {
+    let mut b = GraphBuilder::new();
+    let x = b.add_input(0);
+    let (_, y) = b.add_op1(op, &[x.into()], Role::Primary);
+    let (_, s) = b.add_op1(VecOp::Sum, &[y.into()], Role::Primary);
+    b.set_outputs(&[s]);
+    Arc::new(b.build().unwrap())
+}
+
+fn grad(g: &Graph<VecOp>, t: &VjpTransform<VecOp>, x: &[f64]) -> Vec<f64> {
+    vecad::eval_vjp(g, t, &[x], &[&[1.0]]).unwrap().remove(0)
+}
+
+#[test]
+fn two_graphs_forced_onto_one_fingerprint_never_share_a_transform() {
+    let sin = unary(VecOp::Sin);
+    let exp = unary(VecOp::Exp);
+    assert_ne!(sin.fingerprint(), exp.fingerprint());
+    let forced = Fingerprint(0xDEAD_BEEF);
+    let key_sin = LinearizeKey::with_fingerprint(Arc::clone(&sin), &[0], forced);
+    let key_exp = LinearizeKey::with_fingerprint(Arc::clone(&exp), &[0], forced);
+    let cache: Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>> = Cache::new();
+
+    let t_sin = cache
+        .get_or_insert_with(key_sin.clone(), || vecad::vjp(&sin, &[0]))
+        .unwrap();
+    assert!(
+        cache.get(&key_exp).is_none(),
+        "exp must not get sin's transform"
+    );
+    let t_exp = cache
+        .get_or_insert_with(key_exp.clone(), || vecad::vjp(&exp, &[0]))
+        .unwrap();
+    assert!(!Arc::ptr_eq(&t_sin, &t_exp));
+    // The transform returned for exp really is exp's: d/dx sum(exp x) = exp x.
+    let x = [0.25, 1.5];
+    let g = grad(&exp, &t_exp, &x);
+    assert!((g[1] - 1.5f64.exp()).abs() < 1e-12);
+    let from_cache = cache.get(&key_exp).unwrap();
+    assert!(Arc::ptr_eq(&from_cache, &t_exp));
+    let s = cache.stats();
+    // get(exp) on sin's entry; get_or_insert_with(exp)'s miss on it; its insert displacing it.
+    assert_eq!(s.collisions, 3);
+    assert_eq!((s.hits, s.entries), (1, 1));
+    assert!(
+        cache.get(&key_sin).is_none(),
+        "sin's entry was displaced, not aliased"
+    );
+}
+
+#[test]
+fn traced_keys_forced_onto_one_fingerprint_are_told_apart() {
+    let sin = unary(VecOp::Sin);
+    let cos = unary(VecOp::Cos);
+    let out = |g: &Arc<Graph<VecOp>>| g.outputs()[0];
+    let a = TracedKey::new(
+        TransformKind::Vjp,
+        vec![Arc::clone(&sin)],
+        0,
+        out(&sin),
+        0,
+        [],
+    )
+    .unwrap()
+    .with_fingerprint(Fingerprint(1));
+    let b = TracedKey::new(
+        TransformKind::Vjp,
+        vec![Arc::clone(&cos)],
+        0,
+        out(&cos),
+        0,
+        [],
+    )
+    .unwrap()
+    .with_fingerprint(Fingerprint(1));
+    let cache: Cache<TracedKey<VecOp>, VjpTransform<VecOp>> = Cache::new();
+    cache.insert(a.clone(), vecad::vjp(&sin, &[0]).unwrap());
+    assert!(cache.get(&b).is_none());
+    assert_eq!(cache.stats().collisions, 1);
+    assert!(cache.get(&a).is_some());
+}
+
+#[test]
+fn an_equal_graph_built_separately_hits_through_structural_equality() {
+    let a = unary(VecOp::Cos);
+    let b = unary(VecOp::Cos);
+    assert!(!Arc::ptr_eq(&a, &b));
+    let cache: Cache<GraphKey<VecOp>, VjpTransform<VecOp>> = Cache::new();
+    let first = cache
+        .get_or_insert_with(GraphKey::new(Arc::clone(&a)), || vecad::vjp(&a, &[0]))
+        .unwrap();
+    let second = cache
+        .get_or_insert_with(
+            GraphKey::new(Arc::clone(&b)),
+            || -> Result<_, vecad::VecAdError> { panic!("an equal graph must hit") },
+        )
+        .unwrap();
+    assert!(Arc::ptr_eq(&first, &second));
+    assert_eq!(cache.stats().hits, 1);
+}
+
+#[test]
+fn linearize_key_distinguishes_output_slots() {
+    let g = unary(VecOp::Sin);
+    let all = LinearizeKey::all_outputs(Arc::clone(&g));
+    let one = LinearizeKey::new(Arc::clone(&g), &[0]).unwrap();
+    let none = LinearizeKey::new(Arc::clone(&g), &[]).unwrap();
+    assert_eq!(all.fingerprint(), one.fingerprint());
+    assert!(all.same_key(&one));
+    assert_ne!(one.fingerprint(), none.fingerprint());
+    assert!(!one.same_key(&none));
+    assert!(matches!(
+        LinearizeKey::new(g, &[1]),
+        Err(ad_cache::KeyError::OutputSlot {
+            slot: 1,
+            outputs: 1
+        })
+    ));
+}
+
+/// A graph with two outputs, its values numbered in the order given.
+fn two_outputs(sin_first: bool) -> Arc<Graph<VecOp>> {
+    let mut b = GraphBuilder::new();
+    let x = b.add_input(3);
+    let y = b.add_input(4);
+    let (s, c) = if sin_first {
+        let s = b.add_op1(VecOp::Sin, &[x.into()], Role::Primary).1;
+        (s, b.add_op1(VecOp::Cos, &[y.into()], Role::Primary).1)
+    } else {
+        let c = b.add_op1(VecOp::Cos, &[y.into()], Role::Primary).1;
+        (b.add_op1(VecOp::Sin, &[x.into()], Role::Primary).1, c)
+    };
+    b.set_outputs(&[s, c]);
+    Arc::new(b.build().unwrap())
+}
+
+#[test]
+fn traced_key_fields_and_canonical_outputs() {
+    let g1 = two_outputs(true);
+    let g2 = two_outputs(false);
+    let key = |g: &Arc<Graph<VecOp>>, kind, slot: usize, wrt, aliases: Vec<(u64, u64)>| {
+        TracedKey::new(
+            kind,
+            vec![Arc::clone(g)],
+            0,
+            g.outputs()[slot],
+            wrt,
+            aliases,
+        )
+        .unwrap()
+    };
+    let base = key(&g1, TransformKind::Vjp, 0, 3, vec![(1, 2), (5, 6)]);
+    // Renumbered graph, permuted alias map: the same key.
+    let same = key(&g2, TransformKind::Vjp, 0, 3, vec![(5, 6), (1, 2), (1, 2)]);
+    assert_eq!(base.fingerprint(), same.fingerprint());
+    assert!(base.same_key(&same));
+    for other in [
+        key(&g1, TransformKind::Jvp, 0, 3, vec![(1, 2), (5, 6)]),
+        key(&g1, TransformKind::Vjp, 1, 3, vec![(1, 2), (5, 6)]),
+        key(&g1, TransformKind::Vjp, 0, 4, vec![(1, 2), (5, 6)]),
+        key(&g1, TransformKind::Vjp, 0, 3, vec![(1, 2)]),
+        key(&g1, TransformKind::Vjp, 0, 3, vec![(1, 2), (6, 5)]),
+    ] {
+        assert_ne!(base.fingerprint(), other.fingerprint(), "{other:?}");
+        assert!(!base.same_key(&other), "{other:?}");
+    }
+    // Several roots sharing a parent: the order of roots matters, each root enters once.
+    let two = TracedKey::new(
+        TransformKind::Vjp,
+        vec![Arc::clone(&g1), unary(VecOp::Exp)],
+        0,
+        g1.outputs()[0],
+        3,
+        [],
+    )
+    .unwrap();
+    let swapped = TracedKey::new(
+        TransformKind::Vjp,
+        vec![unary(VecOp::Exp), Arc::clone(&g1)],
+        1,
+        g1.outputs()[0],
+        3,
+        [],
+    )
+    .unwrap();
+    assert_ne!(two.fingerprint(), swapped.fingerprint());
+    assert!(matches!(
+        TracedKey::new(
+            TransformKind::Vjp,
+            vec![Arc::clone(&g1)],
+            1,
+            ValueId(0),
+            0,
+            []
+        ),
+        Err(ad_cache::KeyError::NoSuchRoot { .. })
+    ));
+    assert!(matches!(
+        TracedKey::new(TransformKind::Vjp, vec![g1], 0, ValueId(99), 0, []),
+        Err(ad_cache::KeyError::DeadOutput { .. })
+    ));
+}
+
+#[test]
+fn graph_bytes_grow_with_the_graph() {
+    let small = vecad::chain_graph(10, 3).unwrap();
+    let big = vecad::chain_graph(1000, 3).unwrap();
+    let (s, b) = (small.retained_bytes(), big.retained_bytes());
+    assert!(s > 0 && b > 50 * s, "small {s}, big {b}");
+    // Per operation, at least the op record and its operands.
+    let per_op = std::mem::size_of::<VecOp>() + std::mem::size_of::<Role>();
+    assert!(b >= 1000 * per_op as u64);
+}
+
+#[test]
+fn a_parent_the_caller_shares_is_not_charged_and_shared_parents_count_once() {
+    let primal = Arc::new(vecad::chain_graph(200, 9).unwrap());
+    let lin = vecad::linearize(&primal, &[0]).unwrap();
+    let shared = lin.retained_bytes();
+    let primal_own = primal.retained_bytes();
+    // Dropping the caller's handle leaves the linear graph the primal's only owner.
+    let weak_primal_bytes = {
+        let LinearizedGraph {
+            graph,
+            tangent_inputs,
+            tangent_outputs,
+        } = lin;
+        drop(primal);
+        let lin = LinearizedGraph {
+            graph,
+            tangent_inputs,
+            tangent_outputs,
+        };
+        lin.retained_bytes()
+    };
+    assert!(
+        weak_primal_bytes >= shared + primal_own - 64,
+        "sole owner charges the primal: {weak_primal_bytes} vs {shared} + {primal_own}"
+    );
+
+    // The VJP transform holds the residual graph twice (field and parent): charged once.
+    let primal = Arc::new(vecad::chain_graph(200, 9).unwrap());
+    let t = vecad::vjp(&primal, &[0]).unwrap();
+    let residual_alone = graphs_heap_bytes::<VecOp>(&[], &[&t.residual]);
+    assert_eq!(
+        residual_alone, 0,
+        "the transposed graph also holds it: not sole owner here"
+    );
+    let whole = t.retained_bytes();
+    let transposed_only = graphs_heap_bytes(&[&t.transposed], &[]);
+    let inline = std::mem::size_of::<VjpTransform<VecOp>>() as u64;
+    // The residual graph's own bytes (its parent, the primal, is the caller's).
+    let residual_size = (*t.residual).retained_bytes() + 16;
+    assert_eq!(whole, inline + transposed_only + residual_size);
+    // Once the caller also holds the residual, it is no longer charged.
+    let extra = Arc::clone(&t.residual);
+    assert_eq!(t.retained_bytes(), inline + transposed_only);
+    drop(extra);
+}
+
+#[test]
+fn repeated_vjp_requests_hit() {
+    let primal = Arc::new(vecad::chain_graph(300, 5).unwrap());
+    let cache: Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>> = Cache::new();
+    let mut builds = 0;
+    for _ in 0..10 {
+        let key = LinearizeKey::new(Arc::clone(&primal), &[0]).unwrap();
+        cache
+            .get_or_insert_with(key, || {
+                builds += 1;
+                vecad::vjp(&primal, &[0])
+            })
+            .unwrap();
+    }
+    assert_eq!(builds, 1);
+    let s = cache.stats();
+    assert_eq!((s.hits, s.misses, s.inserts), (9, 1, 1));
+    assert!(s.retained_bytes > 0);
+}
