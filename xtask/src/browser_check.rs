@@ -76,8 +76,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
 
     let mut failures = Vec::new();
     for (page, needs_comparison) in [(&page, false), (&compare_page, true)] {
-        let html = std::fs::read_to_string(page)
-            .with_context(|| format!("reading {}", page.display()))?;
+        let html =
+            std::fs::read_to_string(page).with_context(|| format!("reading {}", page.display()))?;
         failures.extend(
             static_checks(&html)
                 .into_iter()
@@ -192,8 +192,8 @@ fn fresh_profile(out: &Path, tag: &str) -> Result<PathBuf> {
 }
 
 fn file_url(path: &Path) -> Result<String> {
-    let abs = std::fs::canonicalize(path)
-        .with_context(|| format!("resolving {}", path.display()))?;
+    let abs =
+        std::fs::canonicalize(path).with_context(|| format!("resolving {}", path.display()))?;
     let mut url = String::from("file://");
     for b in abs.to_string_lossy().bytes() {
         match b {

@@ -12,11 +12,13 @@
 
 pub mod chrome;
 pub mod folded;
+pub mod html;
 
 pub mod nest;
 
 pub use chrome::{ChromeOptions, ChromeSummary, write_chrome};
 pub use folded::{FoldedStacks, folded_stacks};
+pub use html::{ReportData, ReportOptions, build_report, write_html};
 pub use nest::Adjustments;
 
 /// Errors of the exports.

@@ -1,6 +1,14 @@
 //! `tracegraph export`: a trace as Chrome trace JSON (Perfetto, chrome://tracing, speedscope) or folded stacks.
 
+use std::fs::File;
+use std::io::{BufReader, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
+
+use anyhow::Context;
+use trace_analyze::export::{Adjustments, ChromeOptions, ExportError, folded_stacks, write_chrome};
+use trace_record::{ReadOptions, TraceReader};
+
+use super::progress;
 
 /// The export formats.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,10 +35,97 @@ pub(crate) struct ExportArgs {
     pub(crate) step: Option<u64>,
 }
 
-/// Runs `tracegraph export`.
+/// Runs `tracegraph export`: streams the trace into the chosen format.
 pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
-    anyhow::bail!(
-        "export of {} is not available in this build yet",
-        args.trace.display()
+    let file = File::open(&args.trace)
+        .with_context(|| format!("cannot open trace {}", args.trace.display()))?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
+    let name = args.trace.display().to_string();
+    let src = progress::ProgressReader::new(file, len, show, &name);
+    let mut reader = TraceReader::new(
+        BufReader::with_capacity(256 * 1024, src),
+        ReadOptions::default(),
     )
+    .with_context(|| format!("cannot read trace {name}"))?;
+    let to_stdout = args.output.as_os_str() == "-";
+    let result = if to_stdout {
+        let out = std::io::stdout().lock();
+        export(args, &mut reader, BufWriter::with_capacity(1 << 20, out))
+    } else {
+        let out = File::create(&args.output)
+            .with_context(|| format!("cannot create {}", args.output.display()))?;
+        export(args, &mut reader, BufWriter::with_capacity(1 << 20, out))
+    };
+    progress::clear(show);
+    if result.is_err() && !to_stdout {
+        // Leave no half-written or empty export behind.
+        let _ = std::fs::remove_file(&args.output);
+    }
+    let (adjustments, what) = result.with_context(|| format!("exporting {name}"))?;
+    if reader.is_incomplete() {
+        eprintln!(
+            "tracegraph: warning: {name} is incomplete (no complete trailer); exported up to its last complete line"
+        );
+    }
+    if adjustments.total() > 0 {
+        eprintln!(
+            "tracegraph: note: {} span/op times adjusted so they nest per thread ({})",
+            adjustments.total(),
+            adjustments.describe()
+        );
+    }
+    if !to_stdout {
+        eprintln!("tracegraph: wrote {what} to {}", args.output.display());
+    }
+    Ok(())
+}
+
+fn export<R: std::io::BufRead, W: Write>(
+    args: &ExportArgs,
+    reader: &mut TraceReader<R>,
+    out: W,
+) -> anyhow::Result<(Adjustments, String)> {
+    match args.format {
+        ExportFormat::Chrome => {
+            let s = write_chrome(reader, out, &ChromeOptions { step: args.step })?;
+            let m = s.memory;
+            if m.frees_without_alloc + m.duplicate_allocs + m.free_size_mismatches > 0 {
+                eprintln!(
+                    "tracegraph: note: memory events not applied to the counters: {} frees without allocation, {} duplicate allocations, {} frees with another size",
+                    m.frees_without_alloc, m.duplicate_allocs, m.free_size_mismatches
+                );
+            }
+            if s.non_finite_counters > 0 {
+                eprintln!(
+                    "tracegraph: note: {} non-finite counter values left out (JSON has no NaN)",
+                    s.non_finite_counters
+                );
+            }
+            Ok((
+                s.adjustments,
+                format!(
+                    "Chrome trace JSON ({} events: {} spans, {} ops, {} memory counters, {} instants; open in https://ui.perfetto.dev, chrome://tracing or https://www.speedscope.app)",
+                    s.events_written, s.spans, s.ops, s.memory_counters, s.instants
+                ),
+            ))
+        }
+        ExportFormat::Folded => {
+            let f = folded_stacks(reader, args.step)?;
+            if let Some(step) = args.step
+                && !f.step_found
+            {
+                return Err(ExportError::StepNotFound(step).into());
+            }
+            f.write(out)?;
+            Ok((
+                f.adjustments,
+                format!(
+                    "folded stacks ({} stacks, {} ns of self time; for flamegraph.pl, inferno or speedscope)",
+                    f.lines.len(),
+                    f.total_self_ns
+                ),
+            ))
+        }
+    }
 }
