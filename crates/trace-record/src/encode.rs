@@ -41,15 +41,15 @@ pub fn encode_event(event: &Event, default_device: &str, out: &mut Vec<u8>) {
 
 /// Appends the header line (with its trailing `\n`) to `out`.
 pub fn encode_header(header: &Header, out: &mut Vec<u8>) {
-    frame(out, &Frame::Header(header.clone()));
+    frame(out, &Frame::Header(header));
 }
 
 /// Appends the trailer line (with its trailing `\n`) to `out`.
 pub fn encode_trailer(trailer: &Trailer, out: &mut Vec<u8>) {
-    frame(out, &Frame::Trailer(trailer.clone()));
+    frame(out, &Frame::Trailer(trailer));
 }
 
-fn frame(out: &mut Vec<u8>, f: &Frame) {
+fn frame(out: &mut Vec<u8>, f: &Frame<'_>) {
     // Serializing plain structs of strings, integers and maps into a Vec cannot fail.
     if serde_json::to_writer(&mut *out, f).is_ok() {
         out.push(b'\n');

@@ -31,8 +31,8 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 
 use crate::schema::{
-    Event, EventType, Frame, Header, MIN_SCHEMA_VERSION, Outcome, SCHEMA_NAME, SCHEMA_VERSION,
-    Trailer,
+    Event, EventCounts, EventType, Header, MIN_SCHEMA_VERSION, Outcome, SCHEMA_NAME,
+    SCHEMA_VERSION, Trailer,
 };
 
 /// Errors reading a trace.
@@ -366,54 +366,67 @@ fn fast_tag(line: &[u8]) -> Option<&[u8]> {
     (rest[end] == b'"').then_some(&rest[..end])
 }
 
-/// Where a line's payload is deserialized from.
-enum Source<'a> {
-    /// The raw line (fast path: the fixed key order of this crate's writer).
-    Slice(&'a [u8]),
-    /// An already parsed value (slow path: any key order).
-    Value(serde_json::Value),
+/// Only the `type` of a line, for lines whose keys are not in this crate's order.
+#[derive(serde::Deserialize)]
+struct TagOnly {
+    #[serde(rename = "type")]
+    ty: Option<String>,
 }
 
-impl Source<'_> {
-    fn de<T: DeserializeOwned>(&self, no: u64) -> Result<T, ReadError> {
-        match self {
-            Source::Slice(line) => from_slice_at(line, no),
-            Source::Value(v) => T::deserialize(v).map_err(|e| {
-                let message = e.to_string();
-                let field = missing_field(&message).unwrap_or_else(|| "?".to_string());
-                schema_err(no, &field, message)
-            }),
-        }
-    }
+/// The trailer as written (`outcome` and `reason` side by side), parsed without
+/// `#[serde(flatten)]` so errors keep their column.
+#[derive(serde::Deserialize)]
+struct RawTrailer {
+    outcome: RawOutcome,
+    #[serde(default)]
+    reason: Option<String>,
+    counts: EventCounts,
+    dropped: u64,
+    ts: u64,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum RawOutcome {
+    Complete,
+    Failed,
+    Incomplete,
+}
+
+fn parse_trailer(line: &[u8], no: u64) -> Result<Trailer, ReadError> {
+    let raw: RawTrailer = from_slice_at(line, no)?;
+    let outcome = match raw.outcome {
+        RawOutcome::Complete => Outcome::Complete,
+        RawOutcome::Incomplete => Outcome::Incomplete,
+        RawOutcome::Failed => Outcome::Failed {
+            reason: raw
+                .reason
+                .ok_or_else(|| schema_err(no, "reason", "missing field `reason`".into()))?,
+        },
+    };
+    Ok(Trailer {
+        outcome,
+        counts: raw.counts,
+        dropped: raw.dropped,
+        ts: raw.ts,
+    })
 }
 
 fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError> {
-    match fast_tag(line) {
-        Some(tag) => parse_tagged(&Source::Slice(line), tag, no, mode),
+    let slow;
+    let tag = match fast_tag(line) {
+        Some(tag) => tag,
         None => {
-            let value: serde_json::Value = from_slice_at(line, no)?;
-            let tag = match value.get("type") {
-                Some(serde_json::Value::String(s)) => s.clone(),
-                Some(_) => return Err(schema_err(no, "type", "`type` is not a string".into())),
-                None => return Err(schema_err(no, "type", "missing field `type`".into())),
-            };
-            parse_tagged(&Source::Value(value), tag.as_bytes(), no, mode)
+            // Any key order: find the tag first; struct fields are order-independent.
+            let t: TagOnly = from_slice_at(line, no)?;
+            slow =
+                t.ty.ok_or_else(|| schema_err(no, "type", "missing field `type`".into()))?;
+            slow.as_bytes()
         }
-    }
-}
-
-fn parse_tagged(
-    src: &Source<'_>,
-    tag: &[u8],
-    no: u64,
-    mode: ReadMode,
-) -> Result<Parsed, ReadError> {
+    };
     let Some(ty) = EventType::from_wire(tag) else {
         return match tag {
-            b"trailer" => match src.de::<Frame>(no)? {
-                Frame::Trailer(t) => Ok(Parsed::Trailer(t)),
-                Frame::Header(_) => Ok(Parsed::Header),
-            },
+            b"trailer" => parse_trailer(line, no).map(Parsed::Trailer),
             b"header" => Ok(Parsed::Header),
             _ if mode == ReadMode::Lenient => Ok(Parsed::Unknown),
             _ => Err(schema_err(
@@ -424,16 +437,16 @@ fn parse_tagged(
         };
     };
     let event = match ty {
-        EventType::SpanStart => Event::SpanStart(src.de(no)?),
-        EventType::SpanEnd => Event::SpanEnd(src.de(no)?),
-        EventType::Op => Event::Op(src.de(no)?),
-        EventType::Tensor => Event::Tensor(src.de(no)?),
-        EventType::Memory => Event::Memory(src.de(no)?),
-        EventType::DeviceMemory => Event::DeviceMemory(src.de(no)?),
-        EventType::Gradient => Event::Gradient(src.de(no)?),
-        EventType::Step => Event::Step(src.de(no)?),
-        EventType::Marker => Event::Marker(src.de(no)?),
-        EventType::Counter => Event::Counter(src.de(no)?),
+        EventType::SpanStart => Event::SpanStart(from_slice_at(line, no)?),
+        EventType::SpanEnd => Event::SpanEnd(from_slice_at(line, no)?),
+        EventType::Op => Event::Op(from_slice_at(line, no)?),
+        EventType::Tensor => Event::Tensor(from_slice_at(line, no)?),
+        EventType::Memory => Event::Memory(from_slice_at(line, no)?),
+        EventType::DeviceMemory => Event::DeviceMemory(from_slice_at(line, no)?),
+        EventType::Gradient => Event::Gradient(from_slice_at(line, no)?),
+        EventType::Step => Event::Step(from_slice_at(line, no)?),
+        EventType::Marker => Event::Marker(from_slice_at(line, no)?),
+        EventType::Counter => Event::Counter(from_slice_at(line, no)?),
     };
     Ok(Parsed::Event(event))
 }

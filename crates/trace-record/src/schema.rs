@@ -654,10 +654,10 @@ impl Event {
     }
 }
 
-/// Header and trailer lines as serde types tagged by `type` (used to write and read them).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Header and trailer lines tagged by `type` (used to write them).
+#[derive(Debug, Clone, Copy, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum Frame {
-    Header(Header),
-    Trailer(Trailer),
+pub(crate) enum Frame<'a> {
+    Header(&'a Header),
+    Trailer(&'a Trailer),
 }

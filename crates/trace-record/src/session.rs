@@ -59,6 +59,8 @@ pub enum TraceError {
         /// The underlying error.
         #[source]
         source: io::Error,
+        /// Events recorded but not written because of the error.
+        dropped: u64,
     },
     /// `finish` (or `fail`) was already called.
     #[error("the trace session was already finished")]
@@ -423,6 +425,7 @@ impl TraceSession {
         let file = File::create(&path).map_err(|source| TraceError::Io {
             path: Some(path.clone()),
             source,
+            dropped: 0,
         })?;
         let mut s = Self::from_writer(file, run);
         s.path = Some(path);
@@ -771,6 +774,7 @@ impl TraceSession {
             Some(source) => Err(TraceError::Io {
                 path: self.path.clone(),
                 source,
+                dropped: out.dropped,
             }),
             None => Ok(Summary {
                 path: self.path.clone(),

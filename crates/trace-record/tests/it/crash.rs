@@ -1,0 +1,109 @@
+//! A recording child process killed with SIGKILL: its trace reads back to the last complete line.
+//!
+//! The test re-executes its own test binary, filtered to itself, with `CHILD_ENV` naming the
+//! trace path; in the child the same test records forever until the parent kills it.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use trace_record::schema::{Event, SpanKind};
+use trace_record::{IssueKind, OpRecord, TraceSession, read_trace};
+
+use crate::common::{issues, run};
+
+const CHILD_ENV: &str = "TRACE_RECORD_TEST_CRASH_CHILD";
+const TEST_NAME: &str = "crash::killed_child_trace_reads_to_its_last_complete_line";
+
+fn record_forever(path: &str) -> ! {
+    let session = TraceSession::open(path, run()).unwrap_or_else(|e| panic!("child: {e}"));
+    let mut i = 0u64;
+    loop {
+        let _step = session.span("step", SpanKind::Function, None);
+        for _ in 0..1000 {
+            let t = session.now_ns();
+            session.record_op(&OpRecord {
+                name: "matmul",
+                inputs: &[i, i + 1],
+                outputs: &[i + 2],
+                shape: &[64, 64],
+                dtype: "f32",
+                device: "cpu",
+                start_ns: t,
+                dur_ns: 1,
+                in_bytes: 32768,
+                out_bytes: 16384,
+                category: None,
+                flops: Some(524_288),
+            });
+            i += 1;
+        }
+        drop(_step);
+        session.step();
+    }
+}
+
+#[test]
+fn killed_child_trace_reads_to_its_last_complete_line() {
+    if let Ok(path) = std::env::var(CHILD_ENV) {
+        record_forever(&path);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.jsonl");
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, &path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until several blocks are on disk, then SIGKILL (Child::kill on Unix).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if len > 3 * trace_record::BLOCK_BYTES as u64 {
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("child exited early: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "child wrote only {len} bytes in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+
+    let bytes = std::fs::read(&path).unwrap();
+    let last_newline = bytes.iter().rposition(|&b| b == b'\n').unwrap();
+    let complete_lines = bytes[..=last_newline]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u64;
+
+    let trace = read_trace(&path).unwrap();
+    assert!(trace.incomplete, "no trailer after SIGKILL");
+    assert!(trace.trailer.is_none());
+    assert_eq!(
+        trace.partial_line.is_some(),
+        last_newline + 1 != bytes.len()
+    );
+    assert_eq!(trace.events.last().unwrap().line, complete_lines);
+    assert_eq!(trace.events.len() as u64, complete_lines - 1);
+    let ops = trace
+        .events
+        .iter()
+        .filter(|e| matches!(e.event, Event::Op(_)))
+        .count();
+    assert!(ops > 1000, "{ops}");
+    // The only structural issue a kill can leave: the span that was open.
+    for issue in issues(&trace) {
+        assert!(
+            matches!(issue.kind, IssueKind::SpanLeftOpen { .. }),
+            "{issue}"
+        );
+    }
+}

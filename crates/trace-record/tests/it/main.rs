@@ -1,0 +1,15 @@
+//! Integration tests of trace-record: sessions, schema round trips, reader errors, validation.
+#![allow(unsafe_code)] // the counting global allocator in `alloc` needs `unsafe impl GlobalAlloc`
+
+mod alloc;
+mod common;
+mod crash;
+mod doc_examples;
+mod escape;
+mod io_errors;
+mod reader_errors;
+mod roundtrip;
+mod schedule;
+mod session;
+mod threads;
+mod validation;
