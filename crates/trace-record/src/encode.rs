@@ -5,6 +5,7 @@
 //! per RFC 8259 (quote, backslash and every control character; other unicode passes through as
 //! UTF-8). The key order is fixed: `type` first, which lets the reader dispatch on a prefix.
 
+use crate::schema::logical_bytes;
 use crate::schema::{
     AllocKind, Event, ExecStep, Frame, GradientState, Header, MemoryCategory, MemoryEvent, OpEvent,
     SpanKind, TensorEvent, Trailer,
@@ -289,8 +290,10 @@ pub(crate) fn op(out: &mut Vec<u8>, span: Option<u64>, r: &OpRecord<'_>, default
     uint(out, r.dur_ns);
     raw(out, b",\"in_b\":");
     uint(out, r.in_bytes);
-    raw(out, b",\"out_b\":");
-    uint(out, r.out_bytes);
+    if logical_bytes(r.shape, r.dtype) != Some(r.out_bytes) {
+        raw(out, b",\"out_b\":");
+        uint(out, r.out_bytes);
+    }
     if let Some(c) = r.category {
         raw(out, b",\"cat\":");
         cat(out, c);

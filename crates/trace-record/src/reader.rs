@@ -31,8 +31,8 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 
 use crate::schema::{
-    Event, EventCounts, EventType, Header, MIN_SCHEMA_VERSION, Outcome, SCHEMA_NAME,
-    SCHEMA_VERSION, Trailer,
+    Event, EventCounts, EventType, Header, MIN_SCHEMA_VERSION, OUT_BYTES_UNSET, Outcome,
+    SCHEMA_NAME, SCHEMA_VERSION, Trailer, logical_bytes,
 };
 
 /// Errors reading a trace.
@@ -332,9 +332,15 @@ pub fn read_trace_bytes(bytes: &[u8]) -> Result<Trace, ReadError> {
     Trace::from_reader(TraceReader::new(bytes, ReadOptions::default())?)
 }
 
+/// Fills what the writer omits: the header's device and derivable output bytes.
 fn fill_device(event: &mut Event, device: &str) {
     let d = match event {
-        Event::Op(e) => &mut e.device,
+        Event::Op(e) => {
+            if e.out_bytes == OUT_BYTES_UNSET {
+                e.out_bytes = logical_bytes(&e.shape, &e.dtype).unwrap_or(0);
+            }
+            &mut e.device
+        }
         Event::Tensor(e) => &mut e.device,
         Event::Memory(e) => &mut e.device,
         _ => return,

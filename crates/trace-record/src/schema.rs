@@ -444,8 +444,10 @@ pub struct OpEvent {
     /// Logical bytes of the inputs (shape × dtype size).
     #[serde(rename = "in_b", default)]
     pub in_bytes: u64,
-    /// Logical bytes of the outputs (shape × dtype size).
-    #[serde(rename = "out_b", default)]
+    /// Logical bytes of the outputs. Omitted on the wire when it equals
+    /// `shape` × [`dtype_size`]`(dtype)`; [`crate::TraceReader`] fills it back in (plain serde
+    /// leaves [`OUT_BYTES_UNSET`] there).
+    #[serde(rename = "out_b", default = "out_bytes_unset")]
     pub out_bytes: u64,
     /// What the output memory holds, when known.
     #[serde(rename = "cat", default, skip_serializing_if = "Option::is_none")]
@@ -577,6 +579,35 @@ pub struct CounterEvent {
 
 fn f64_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// The value plain serde gives [`OpEvent::out_bytes`] when `out_b` is absent from a line
+/// (the reader replaces it with the logical bytes of `shape` × `dtype`).
+pub const OUT_BYTES_UNSET: u64 = u64::MAX;
+
+fn out_bytes_unset() -> u64 {
+    OUT_BYTES_UNSET
+}
+
+/// Size in bytes of one element of a Candle dtype name (`f32` → 4), if known.
+pub fn dtype_size(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "u8" | "i8" | "bool" | "f8e4m3" | "f8e5m2" => 1,
+        "u16" | "i16" | "f16" | "bf16" => 2,
+        "u32" | "i32" | "f32" => 4,
+        "u64" | "i64" | "f64" => 8,
+        _ => return None,
+    })
+}
+
+/// Logical bytes of a tensor: the product of `shape` times [`dtype_size`], if known and
+/// representable.
+pub fn logical_bytes(shape: &[usize], dtype: &str) -> Option<u64> {
+    let mut n = dtype_size(dtype)?;
+    for &d in shape {
+        n = n.checked_mul(u64::try_from(d).ok()?)?;
+    }
+    Some(n)
 }
 
 /// One event line (everything between the header and the trailer).

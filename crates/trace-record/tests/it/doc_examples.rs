@@ -91,10 +91,10 @@ fn examples() -> (Header, Vec<Event>, Trailer) {
         }),
         Event::Op(OpEvent {
             span: Some(2),
-            name: "to_device".into(),
+            name: "chunk".into(),
             inputs: vec![9],
-            outputs: vec![10],
-            shape: vec![32, 128],
+            outputs: vec![10, 11],
+            shape: vec![32, 64],
             dtype: "f32".into(),
             device: "cpu".into(),
             ts: 4_300,
