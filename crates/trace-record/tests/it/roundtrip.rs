@@ -92,15 +92,28 @@ fn event() -> impl Strategy<Value = Event> {
                 text(),
                 ids(),
                 ids(),
-                shape(),
-                text(),
+                small_shape(),
+                dtype(),
                 device()
             ),
             (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()),
-            (option::of(category()), option::of(any::<u64>())),
+            (
+                option::of(category()),
+                option::of(any::<u64>()),
+                any::<bool>()
+            ),
         )
             .prop_map(
-                |((span, name, inputs, outputs, shape, dtype, device), t, (category, flops))| {
+                |(
+                    (span, name, inputs, outputs, shape, dtype, device),
+                    mut t,
+                    (category, flops, logical),
+                )| {
+                    // Often the logical output bytes, which the writer omits and the reader
+                    // derives.
+                    if logical && let Some(b) = logical_bytes(&shape, &dtype) {
+                        t.3 = b;
+                    }
                     Event::Op(OpEvent {
                         span,
                         name,
