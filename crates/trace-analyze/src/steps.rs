@@ -206,16 +206,25 @@ pub struct StepGraphAnalysis {
     /// The longest chain of dependent ops.
     pub depth: usize,
     /// Ops per name, sorted by name.
-    pub op_counts: Vec<(String, u64)>,
+    pub op_counts: Vec<OpCount>,
+}
+
+/// How many ops of one name a step graph has.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct OpCount {
+    /// The op name.
+    pub name: String,
+    /// How many.
+    pub count: u64,
 }
 
 impl RetainedBytes for StepGraphAnalysis {
     fn heap_bytes(&self) -> u64 {
-        (self.op_counts.capacity() * std::mem::size_of::<(String, u64)>()
+        (self.op_counts.capacity() * std::mem::size_of::<OpCount>()
             + self
                 .op_counts
                 .iter()
-                .map(|(s, _)| s.capacity())
+                .map(|c| c.name.capacity())
                 .sum::<usize>()) as u64
     }
 }
@@ -245,9 +254,12 @@ pub fn analyse_step_graph(g: &Graph<StepOp>) -> StepGraphAnalysis {
         depth = depth.max(d);
         *counts.entry(&op.payload().name).or_insert(0) += 1;
     }
-    let mut op_counts: Vec<(String, u64)> = counts
+    let mut op_counts: Vec<OpCount> = counts
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
+        .map(|(k, v)| OpCount {
+            name: k.to_string(),
+            count: v,
+        })
         .collect();
     op_counts.sort();
     StepGraphAnalysis {

@@ -1,0 +1,27 @@
+//! Helpers: synthetic traces in memory and the checked-in small trace.
+
+use std::path::PathBuf;
+
+use trace_analyze::synth::{SynthConfig, write_synthetic};
+use trace_analyze::{LoadOptions, Trace, load_str};
+
+/// Loads a synthetic trace.
+pub(crate) fn synthetic(cfg: &SynthConfig) -> Trace {
+    let mut buf = Vec::new();
+    write_synthetic(&mut buf, cfg).expect("write to a Vec");
+    let text = String::from_utf8(buf).expect("utf8");
+    load_str(&text, "synthetic.jsonl", LoadOptions::default()).expect("synthetic trace loads")
+}
+
+/// The path of a file under `tests/data/`.
+pub(crate) fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// The small hand-made trace (`tests/data/small.jsonl`), named `small.jsonl` in outputs.
+pub(crate) fn small() -> Trace {
+    let text = std::fs::read_to_string(data("small.jsonl")).expect("small.jsonl");
+    load_str(&text, "small.jsonl", LoadOptions::default()).expect("small trace loads")
+}

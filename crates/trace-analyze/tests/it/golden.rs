@@ -1,0 +1,53 @@
+//! Golden JSON of every analysis of the small trace (`tests/data/*.golden.json`). Set
+//! `UPDATE_GOLDENS=1` to rewrite them after an intended change, and review the diff.
+
+use serde::Serialize;
+use trace_analyze::memory::memory_report;
+use trace_analyze::ops::{OpTableOptions, op_table};
+use trace_analyze::spans::span_tree;
+use trace_analyze::steps::{graph_report, new_step_cache};
+use trace_analyze::summary::summarize;
+
+use crate::common::{data, small};
+
+fn check<T: Serialize>(name: &str, value: &T) {
+    let text = serde_json::to_string_pretty(value).unwrap() + "\n";
+    let path = data(name);
+    if std::env::var_os("UPDATE_GOLDENS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDENS=1 to create it)",
+            path.display()
+        )
+    });
+    assert_eq!(
+        text, want,
+        "golden {name} differs (UPDATE_GOLDENS=1 rewrites it)"
+    );
+}
+
+#[test]
+fn small_trace_goldens() {
+    let t = small();
+    let cache = new_step_cache();
+    check("small.summary.golden.json", &summarize(&t, &cache).unwrap());
+    check(
+        "small.ops.golden.json",
+        &op_table(
+            &t,
+            &OpTableOptions {
+                by_shape: true,
+                ..Default::default()
+            },
+        ),
+    );
+    check("small.spans.golden.json", &span_tree(&t));
+    check("small.memory.golden.json", &memory_report(&t));
+    check(
+        "small.graph.golden.json",
+        &graph_report(&t, &new_step_cache()).unwrap(),
+    );
+}

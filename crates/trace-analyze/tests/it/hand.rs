@@ -1,0 +1,194 @@
+//! Analyses of the small hand-made trace against values computed by hand (see the comments).
+
+use trace_analyze::memory::memory_report;
+use trace_analyze::ops::{OpColumn, OpTableOptions, op_table};
+use trace_analyze::spans::span_tree;
+use trace_analyze::{Category, ExecStep, Outcome, Timing, load_str};
+
+use crate::common::small;
+
+#[test]
+fn op_self_time_total_and_p95() {
+    let t = small();
+    let table = op_table(&t, &OpTableOptions::default());
+    let row = |n: &str| table.rows.iter().find(|r| r.name == n).expect(n);
+    // linear [20,120] contains matmul [30,90] and add [95,115]: self 100-60-20 = 20;
+    // step 1: linear [320,370] contains matmul [330,360]: self 50-30 = 20.
+    let linear = row("linear");
+    assert_eq!(
+        (linear.count, linear.total_ns, linear.self_ns),
+        (2, 150, 40)
+    );
+    assert_eq!((linear.min_ns, linear.max_ns), (50, 100));
+    // Nearest-rank p95 of {50, 100}: rank ceil(0.95*2) = 2 -> 100.
+    assert_eq!(linear.p95_ns, 100);
+    assert!((linear.mean_ns - 75.0).abs() < 1e-9);
+    // Share = self / step time; steps: 0 -> [0,300), 1 -> [300,500] = 500 ns.
+    assert_eq!(table.step_time_ns, Some(500));
+    assert!((linear.share_of_step.unwrap() - 40.0 / 500.0).abs() < 1e-12);
+    let matmul = row("matmul");
+    assert_eq!((matmul.count, matmul.total_ns, matmul.self_ns), (2, 90, 90));
+    assert_eq!(matmul.output_bytes, 256 + 1024);
+    assert_eq!(row("matmul_bwd").self_ns, 100);
+    // Sorted by total, descending: linear 150, matmul_bwd 100, matmul 90, add 20.
+    let names: Vec<&str> = table.rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["linear", "matmul_bwd", "matmul", "add"]);
+    assert_eq!(table.timing, Timing::Host);
+}
+
+#[test]
+fn op_table_sorts_limits_and_groups_by_shape() {
+    let t = small();
+    let by_self = op_table(
+        &t,
+        &OpTableOptions {
+            sort: OpColumn::SelfTime,
+            limit: Some(2),
+            by_shape: false,
+        },
+    );
+    assert_eq!(by_self.groups, 4);
+    let names: Vec<&str> = by_self.rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["matmul_bwd", "matmul"]);
+    let by_name = op_table(
+        &t,
+        &OpTableOptions {
+            sort: OpColumn::Name,
+            limit: None,
+            by_shape: true,
+        },
+    );
+    let rows: Vec<(&str, &str)> = by_name
+        .rows
+        .iter()
+        .map(|r| (r.name.as_str(), r.input_shapes.as_deref().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("add", "[8, 8]"),
+            ("linear", "[4, 4]"),
+            ("matmul", "[4, 4] x [4, 4]"),
+            ("matmul_bwd", "[4, 8]"),
+        ]
+    );
+    assert!(OpColumn::parse("p95").is_ok());
+    assert!(OpColumn::parse("bogus").is_err());
+}
+
+#[test]
+fn span_tree_total_self_spread_and_exec_step() {
+    let t = small();
+    let tree = span_tree(&t);
+    let paths: Vec<&str> = tree.nodes.iter().map(|n| n.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["train_step", "train_step/forward", "train_step/backward"]
+    );
+    let root = tree.node("train_step").unwrap();
+    // 300 + 200; self: (300 - 140 - 130) + (200 - 90) = 30 + 110.
+    assert_eq!((root.count, root.total_ns, root.self_ns), (2, 500, 140));
+    let ps = root.per_step.unwrap();
+    assert_eq!((ps.count, ps.min, ps.max), (2, 200, 300));
+    assert!((ps.mean - 250.0).abs() < 1e-9 && (ps.stddev - 50.0).abs() < 1e-9);
+    let fwd = tree.node("train_step/forward").unwrap();
+    assert_eq!(
+        (fwd.total_ns, fwd.exec_step),
+        (230, Some(ExecStep::Forward))
+    );
+    let fs = fwd.per_step.unwrap();
+    assert!((fs.mean - 115.0).abs() < 1e-9 && (fs.stddev - 25.0).abs() < 1e-9);
+    // Allocations made in forward spans: 256 + 128 + 1024.
+    assert_eq!(fwd.alloc_bytes, 1408);
+    let bwd = tree.node("train_step/backward").unwrap();
+    assert_eq!((bwd.count, bwd.exec_step), (1, Some(ExecStep::Backward)));
+    assert_eq!(bwd.parent, Some(0));
+}
+
+#[test]
+fn memory_peak_breakdown_live_at_peak_and_leaks() {
+    let t = small();
+    let m = memory_report(&t).expect("memory present");
+    assert_eq!(m.bytes_kind, "logical");
+    assert_eq!(m.devices.len(), 1);
+    let d = &m.devices[0];
+    assert_eq!(d.device, "cpu");
+    // Live: 64, 320, 448, 192, 704, 576, 1600 (alloc of 1024 at 350), 576.
+    assert_eq!((d.peak_bytes, d.peak_at_ns), (1600, 350));
+    assert_eq!(d.peak_by_category.get(Category::Parameter), 64);
+    assert_eq!(d.peak_by_category.get(Category::Activation), 1024);
+    assert_eq!(d.peak_by_category.get(Category::Gradient), 512);
+    assert_eq!(d.peak_by_category.total(), 1600);
+    let at_peak: Vec<(u64, u64)> = d
+        .peak_allocations
+        .iter()
+        .map(|a| (a.storage, a.bytes))
+        .collect();
+    assert_eq!(at_peak, [(5, 1024), (4, 512), (1, 64)]);
+    assert_eq!(d.peak_allocations[1].label.as_deref(), Some("w.grad"));
+    assert_eq!(d.peak_allocations[1].shape.as_deref(), Some("[8, 16]"));
+    assert_eq!(d.end_bytes, 576);
+    // The gradient is still live at the end; the parameter is expected to be.
+    assert_eq!((d.possible_leak_count, d.possible_leak_bytes), (1, 512));
+    assert_eq!(d.possible_leaks[0].storage, 4);
+    assert_eq!((d.allocs, d.frees, d.unmatched_frees), (5, 3, 0));
+    assert!(d.physical.is_none());
+    assert!(d.timeline.iter().any(|p| p.live_bytes == 1600));
+}
+
+#[test]
+fn steps_and_health() {
+    let t = small();
+    assert_eq!(t.outcome, Outcome::Complete);
+    assert!(t.issues.is_empty(), "{:?}", t.issues);
+    let durs: Vec<u64> = t.steps.iter().map(|s| s.duration_ns()).collect();
+    assert_eq!(durs, [300, 200]);
+    assert_eq!(t.step_ops(0).len(), 4);
+    assert_eq!(t.step_ops(1).len(), 2);
+}
+
+#[test]
+fn gaps_are_absent_not_zero_and_device_timing_is_labelled() {
+    let text = concat!(
+        r#"{"type":"header","schema":"tracegraph-trace","version":1,"run":{"run_id":"g","entrypoint":"e","phase":"infer","device":"cuda:0","timing":"device_synchronized","start_unix_ns":0,"pid":1}}"#,
+        "\n",
+        r#"{"type":"op","name":"relu","in":[1],"out":[2],"shape":[4],"dtype":"f32","ts":20,"dur":5}"#,
+        "\n",
+    );
+    let t = load_str(text, "gaps.jsonl", Default::default()).unwrap();
+    assert!(memory_report(&t).is_none());
+    assert_eq!(t.run.timing, Timing::DeviceSynchronized);
+    let table = op_table(&t, &OpTableOptions::default());
+    assert_eq!(table.timing, Timing::DeviceSynchronized);
+    assert_eq!(table.step_time_ns, None);
+    assert_eq!(table.rows[0].share_of_step, None);
+    // No trailer: truncated, analysed anyway.
+    assert_eq!(t.outcome, Outcome::Truncated);
+    assert!(t.is_incomplete());
+    let cache = trace_analyze::steps::new_step_cache();
+    let s = trace_analyze::summary::summarize(&t, &cache).unwrap();
+    assert!(s.memory.is_none() && s.steps.spread.is_none() && s.health.incomplete);
+}
+
+#[test]
+fn truncated_trace_is_analysed_and_flagged() {
+    let text = std::fs::read_to_string(crate::common::data("small.jsonl")).unwrap();
+    // Cut in the middle of the line after the first step's spans end.
+    let cut = text.find(r#"{"type":"step","index":1"#).unwrap() + 20;
+    let t = load_str(&text[..cut], "cut.jsonl", Default::default()).unwrap();
+    assert_eq!(t.outcome, Outcome::Truncated);
+    assert!(t.partial_last_line);
+    assert_eq!(t.ops.len(), 4);
+    assert_eq!(t.steps.len(), 1);
+}
+
+#[test]
+fn bad_input_names_file_line_and_field() {
+    let text = std::fs::read_to_string(crate::common::data("small.jsonl")).unwrap();
+    let bad = text.replacen(r#""dur":60"#, r#""dur":"sixty""#, 1);
+    let e = load_str(&bad, "bad.jsonl", Default::default()).unwrap_err();
+    let msg = e.to_string();
+    assert!(e.is_bad_trace());
+    assert!(msg.contains("bad.jsonl") && msg.contains("line 8"), "{msg}");
+    assert!(msg.contains("dur"), "{msg}");
+}

@@ -1,0 +1,10 @@
+//! Integration tests of trace-analyze: hand-computed analyses, goldens, linear work, step graphs,
+//! comparison, gaps and truncated traces.
+
+mod common;
+mod compare;
+mod golden;
+mod hand;
+mod linear;
+mod props;
+mod steps;
