@@ -741,6 +741,12 @@ where
                 });
             }
             Event::Tensor(_) => {}
+            Event::Step(_) => {
+                c.side_event(&event, &nester)?;
+                nester.push(event, &mut |n: &Nester, iv: Interval<'_>| {
+                    c.on_interval(n, iv)
+                });
+            }
             other => c.side_event(&other, &nester)?,
         }
         if let Some(e) = c.error.take() {

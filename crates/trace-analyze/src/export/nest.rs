@@ -405,6 +405,10 @@ impl Nester {
                 if p.start <= end {
                     p.end = end;
                     self.adjustments.op_ends_clamped += 1;
+                    // The op was the span's last child: the span's children now end here.
+                    if let Some(f) = self.threads.get_mut(&tid).and_then(|t| t.stack.last_mut()) {
+                        f.cursor = end;
+                    }
                 } else {
                     end = p.end;
                     self.adjustments.span_ends_extended += 1;
