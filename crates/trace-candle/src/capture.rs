@@ -1,0 +1,439 @@
+//! [`Capture`] (the recording handle, step allocations, execution step) and [`Probe`].
+
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use candle_core::{Device, Tensor};
+use trace_record::schema::{AllocKind, ExecStep, MemoryCategory, SpanKind, TimingMode};
+use trace_record::{MemoryRecord, OpRecord, SpanGuard, TensorRecord, TraceSession};
+
+use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
+
+thread_local! {
+    static EXEC_STEP: Cell<Option<ExecStep>> = const { Cell::new(None) };
+}
+
+/// The execution step this thread is in (set by [`Capture::phase`]), if any.
+pub fn current_exec_step() -> Option<ExecStep> {
+    EXEC_STEP.with(Cell::get)
+}
+
+/// The memory category of tensors produced in an execution step: forward → activation,
+/// backward → gradient, optimizer → optimizer_state; outside any step (inference) →
+/// activation.
+pub fn category_for(step: Option<ExecStep>) -> MemoryCategory {
+    match step {
+        None | Some(ExecStep::Forward) => MemoryCategory::Activation,
+        Some(ExecStep::Backward) => MemoryCategory::Gradient,
+        Some(ExecStep::Optimizer) => MemoryCategory::OptimizerState,
+    }
+}
+
+/// An allocation recorded during the current step, freed by [`Capture::step`].
+#[derive(Debug)]
+struct LiveAlloc {
+    storage: u64,
+    tensor: u64,
+    bytes: u64,
+    device: DeviceLabel,
+    category: MemoryCategory,
+}
+
+#[derive(Debug, Default)]
+struct Allocations {
+    /// Step allocations in the order they were recorded (freed in that order).
+    step: Vec<LiveAlloc>,
+    /// Storage ids of `step`, for O(1) duplicate checks.
+    step_ids: HashSet<u64>,
+    /// Storage ids of persistent allocations (parameters, optimizer state): never freed.
+    persistent: HashSet<u64>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    session: Arc<TraceSession>,
+    sync: bool,
+    allocations: Mutex<Allocations>,
+}
+
+impl Inner {
+    fn allocations(&self) -> MutexGuard<'_, Allocations> {
+        // A panic while holding the lock leaves consistent data (plain pushes): keep going.
+        self.allocations.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn alloc_step_id(
+        &self,
+        storage: u64,
+        tensor: u64,
+        bytes: u64,
+        device: &Device,
+        category: MemoryCategory,
+    ) -> bool {
+        let mut a = self.allocations();
+        if a.persistent.contains(&storage) || !a.step_ids.insert(storage) {
+            return false;
+        }
+        let device = DeviceLabel::of(device);
+        self.session.record_memory(&MemoryRecord {
+            kind: AllocKind::Alloc,
+            storage,
+            tensor,
+            bytes,
+            device: device.as_str(),
+            category,
+        });
+        a.step.push(LiveAlloc {
+            storage,
+            tensor,
+            bytes,
+            device,
+            category,
+        });
+        true
+    }
+}
+
+/// The handle every capture records through: a shared [`TraceSession`] plus the allocations
+/// of the current step. Cheap to clone (an `Arc`); `Send + Sync`.
+///
+/// Storage ids are tensor ids (see [`crate::meta`]): unique in the process, never reused.
+/// Allocations recorded while the session is active are remembered until [`Capture::step`]
+/// (or [`Capture::free_step_allocations`]) records their frees, so every step allocation is
+/// paired with a free inside the step it was recorded in. Persistent allocations (parameters,
+/// optimizer state) are recorded once and never freed.
+#[derive(Debug, Clone)]
+pub struct Capture {
+    inner: Arc<Inner>,
+}
+
+impl Capture {
+    /// A capture recording into `session`. When the session's timing mode is
+    /// `device_synchronized`, probes call `Device::synchronize` around every timed op.
+    pub fn new(session: Arc<TraceSession>) -> Self {
+        let sync = session.timing_mode() == TimingMode::DeviceSynchronized;
+        Capture {
+            inner: Arc::new(Inner {
+                session,
+                sync,
+                allocations: Mutex::new(Allocations::default()),
+            }),
+        }
+    }
+
+    /// The session recorded into.
+    pub fn session(&self) -> &TraceSession {
+        &self.inner.session
+    }
+
+    /// The shared session (to keep it past this capture, or to `finish` it).
+    pub fn session_arc(&self) -> &Arc<TraceSession> {
+        &self.inner.session
+    }
+
+    /// Whether records are written now (one relaxed atomic load).
+    #[inline(always)]
+    pub fn is_active(&self) -> bool {
+        self.inner.session.is_active()
+    }
+
+    /// Whether durations are device time (the device is synchronized around timed regions).
+    pub fn synchronizes(&self) -> bool {
+        self.inner.sync
+    }
+
+    /// A probe recording ops through this capture.
+    pub fn probe(&self) -> Probe {
+        Probe {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
+    fn allocations(&self) -> MutexGuard<'_, Allocations> {
+        self.inner.allocations()
+    }
+
+    /// Opens a span for an execution step on this thread: captures inside it get the step's
+    /// memory category (see [`category_for`]) until the guard drops.
+    pub fn phase(&self, name: &str, step: ExecStep) -> PhaseGuard<'_> {
+        let span = self
+            .inner
+            .session
+            .span(name, SpanKind::Function, Some(step));
+        let prev = EXEC_STEP.with(|c| c.replace(Some(step)));
+        PhaseGuard { prev, _span: span }
+    }
+
+    /// Opens a span of `kind` tagged with this thread's execution step.
+    pub fn span(&self, name: &str, kind: SpanKind) -> SpanGuard<'_> {
+        self.inner.session.span(name, kind, current_exec_step())
+    }
+
+    /// Records `tensor`'s metadata (`tensor` event) in the current span. `category` defaults
+    /// to the category of the thread's execution step.
+    pub fn record_tensor(
+        &self,
+        tensor: &Tensor,
+        label: Option<&str>,
+        category: Option<MemoryCategory>,
+    ) {
+        if !self.is_active() {
+            return;
+        }
+        let device = DeviceLabel::of(tensor.device());
+        self.inner.session.record_tensor(&TensorRecord {
+            id: tensor_id(tensor),
+            label,
+            shape: tensor.dims(),
+            dtype: dtype_label(tensor.dtype()),
+            device: device.as_str(),
+            requires_grad: tensor.track_op(),
+            bytes: tensor_bytes(tensor),
+            category: category.unwrap_or_else(|| category_for(current_exec_step())),
+        });
+    }
+
+    /// Records the allocation of `tensor`'s storage for the current step; its free is
+    /// recorded by [`Capture::step`]. Returns false (and records nothing) when inactive or
+    /// when the storage is already live (a view returned as is, a parameter).
+    pub fn record_step_alloc(&self, tensor: &Tensor, category: MemoryCategory) -> bool {
+        if !self.is_active() {
+            return false;
+        }
+        let id = tensor_id(tensor);
+        self.inner
+            .alloc_step_id(id, id, tensor_bytes(tensor), tensor.device(), category)
+    }
+
+    /// Records a persistent allocation (a parameter or optimizer state) that is never freed
+    /// by [`Capture::step`]. Returns false when inactive or already recorded.
+    pub fn record_persistent_alloc(
+        &self,
+        storage: u64,
+        tensor: u64,
+        bytes: u64,
+        device: &str,
+        category: MemoryCategory,
+    ) -> bool {
+        if !self.is_active() {
+            return false;
+        }
+        let mut a = self.allocations();
+        if a.step_ids.contains(&storage) || !a.persistent.insert(storage) {
+            return false;
+        }
+        self.inner.session.record_memory(&MemoryRecord {
+            kind: AllocKind::Alloc,
+            storage,
+            tensor,
+            bytes,
+            device,
+            category,
+        });
+        true
+    }
+
+    /// Whether persistent storage `storage` was recorded.
+    pub fn has_persistent(&self, storage: u64) -> bool {
+        self.allocations().persistent.contains(&storage)
+    }
+
+    /// Records the input of a step (a data batch): a tensor event and a step allocation in
+    /// category `input`.
+    pub fn record_input(&self, tensor: &Tensor, label: &str) {
+        if !self.is_active() {
+            return;
+        }
+        self.record_tensor(tensor, Some(label), Some(MemoryCategory::Input));
+        self.record_step_alloc(tensor, MemoryCategory::Input);
+    }
+
+    /// Records the frees of every step allocation (in allocation order) and forgets them.
+    /// Returns how many were freed.
+    pub fn free_step_allocations(&self) -> usize {
+        let mut a = self.allocations();
+        let n = a.step.len();
+        for l in a.step.iter() {
+            self.inner.session.record_memory(&MemoryRecord {
+                kind: AllocKind::Free,
+                storage: l.storage,
+                tensor: l.tensor,
+                bytes: l.bytes,
+                device: l.device.as_str(),
+                category: l.category,
+            });
+        }
+        a.step.clear();
+        a.step_ids.clear();
+        n
+    }
+
+    /// Ends the step: frees the step's allocations, then advances the session's schedule.
+    /// Returns the new step's index. Use this rather than `TraceSession::step` so that no
+    /// allocation recorded in an active step is left without its free.
+    pub fn step(&self) -> u64 {
+        self.free_step_allocations();
+        self.inner.session.step()
+    }
+
+    /// Wraps `module` so every forward is a module span named `path`.
+    pub fn profile<M>(&self, path: impl Into<String>, module: M) -> crate::Profiled<M> {
+        crate::Profiled::new(self, path, module)
+    }
+
+    /// Wraps `module` (a [`candle_core::ModuleT`]) so every forward is a module span.
+    pub fn profile_t<M>(&self, path: impl Into<String>, module: M) -> crate::ProfiledT<M> {
+        crate::ProfiledT::new(self, path, module)
+    }
+
+    /// Wraps each layer of a sequence: the sequence is a module span named `path`, layer `i`
+    /// a child span named `{path}/layers.{i}`.
+    pub fn profile_sequence<M>(
+        &self,
+        path: impl Into<String>,
+        layers: impl IntoIterator<Item = M>,
+    ) -> crate::ProfiledSequence<M> {
+        crate::ProfiledSequence::new(self, path, layers)
+    }
+
+    /// Records a module call: a module span named `path` with the input and output tensors
+    /// (shapes) and the output's activation allocation. Outside an active window only `f`
+    /// runs.
+    pub(crate) fn module_call(
+        &self,
+        path: &str,
+        xs: &Tensor,
+        f: impl FnOnce(&Tensor) -> candle_core::Result<Tensor>,
+    ) -> candle_core::Result<Tensor> {
+        if !self.is_active() {
+            return f(xs);
+        }
+        let _span = self.span(path, SpanKind::Module);
+        let category = category_for(current_exec_step());
+        self.record_tensor(xs, Some("input"), Some(category));
+        let out = f(xs)?;
+        self.record_tensor(&out, Some("output"), Some(category));
+        self.record_step_alloc(&out, category);
+        Ok(out)
+    }
+}
+
+/// Restores the thread's previous execution step and ends the span when dropped.
+#[must_use = "the execution step ends when the guard is dropped"]
+#[derive(Debug)]
+pub struct PhaseGuard<'a> {
+    prev: Option<ExecStep>,
+    _span: SpanGuard<'a>,
+}
+
+impl Drop for PhaseGuard<'_> {
+    fn drop(&mut self) {
+        EXEC_STEP.with(|c| c.set(self.prev));
+    }
+}
+
+/// Most inputs an op records without allocating.
+const INLINE_INPUTS: usize = 8;
+
+/// Times and records single ops: `probe.op("matmul", &[&x, &w], || x.matmul(&w))?`.
+///
+/// Inside an active window a call records an `op` event (inputs, output, shape, dtype,
+/// device, start, duration, input and output bytes, category), a `tensor` event for the
+/// output and the output's allocation (freed at the end of the step), all in the thread's
+/// current span. The category comes from the thread's execution step. When the run's timing
+/// mode is `device_synchronized`, the device is synchronized before and after the closure so
+/// the duration is device time; otherwise it is host time (as the trace header says).
+/// Outside an active window a call costs one relaxed atomic load and runs the closure.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    inner: Arc<Inner>,
+}
+
+impl Probe {
+    /// The capture this probe records through.
+    pub fn capture(&self) -> Capture {
+        Capture {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+
+    /// Runs `f`, timing and recording it as op `name` with `inputs`.
+    #[inline]
+    pub fn op<F>(&self, name: &str, inputs: &[&Tensor], f: F) -> candle_core::Result<Tensor>
+    where
+        F: FnOnce() -> candle_core::Result<Tensor>,
+    {
+        if !self.inner.session.is_active() {
+            return f();
+        }
+        self.op_active(name, inputs, f)
+    }
+
+    #[inline(never)]
+    fn op_active<F>(&self, name: &str, inputs: &[&Tensor], f: F) -> candle_core::Result<Tensor>
+    where
+        F: FnOnce() -> candle_core::Result<Tensor>,
+    {
+        let session = &self.inner.session;
+        if self.inner.sync
+            && let Some(first) = inputs.first()
+        {
+            first.device().synchronize()?;
+        }
+        let start = session.now_ns();
+        let out = f()?;
+        if self.inner.sync {
+            out.device().synchronize()?;
+        }
+        let end = session.now_ns();
+
+        let mut inline = [0u64; INLINE_INPUTS];
+        let spilled: Vec<u64>;
+        let input_ids: &[u64] = if inputs.len() <= INLINE_INPUTS {
+            for (slot, t) in inline.iter_mut().zip(inputs) {
+                *slot = tensor_id(t);
+            }
+            &inline[..inputs.len()]
+        } else {
+            spilled = inputs.iter().map(|t| tensor_id(t)).collect();
+            &spilled
+        };
+        let in_bytes = inputs.iter().map(|t| tensor_bytes(t)).sum();
+        let out_id = tensor_id(&out);
+        let out_bytes = tensor_bytes(&out);
+        let category = category_for(current_exec_step());
+        let device = DeviceLabel::of(out.device());
+        let dtype = dtype_label(out.dtype());
+        session.record_op(&OpRecord {
+            name,
+            inputs: input_ids,
+            outputs: &[out_id],
+            shape: out.dims(),
+            dtype,
+            device: device.as_str(),
+            start_ns: start,
+            dur_ns: end.saturating_sub(start),
+            in_bytes,
+            out_bytes,
+            category: Some(category),
+            flops: None,
+        });
+        session.record_tensor(&TensorRecord {
+            id: out_id,
+            label: None,
+            shape: out.dims(),
+            dtype,
+            device: device.as_str(),
+            requires_grad: out.track_op(),
+            bytes: out_bytes,
+            category,
+        });
+        // An op that returns one of its inputs (or a parameter) allocates nothing new.
+        if !input_ids.contains(&out_id) {
+            self.inner
+                .alloc_step_id(out_id, out_id, out_bytes, out.device(), category);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,360 @@
+//! Training-loop capture (feature `nn`): parameters of a `VarMap`, gradients of a
+//! `GradStore`, optimizer state, and forward / backward / optimizer spans.
+//!
+//! A step with [`TrainingCapture`]:
+//!
+//! ```
+//! # fn main() -> Result<(), trace_candle::Error> {
+//! use std::sync::Arc;
+//! use candle_core::{DType, Device, Module, Tensor};
+//! use candle_nn::{Optimizer, VarBuilder, VarMap};
+//! use trace_candle::Capture;
+//! use trace_candle::train::{OptimizerKind, TrainingCapture};
+//! use trace_record::{Run, TraceSession};
+//! use trace_record::schema::Phase;
+//!
+//! let (session, _sink) = TraceSession::in_memory(Run::new("doc", Phase::Train, "cpu"));
+//! let capture = Capture::new(Arc::new(session));
+//! let varmap = VarMap::new();
+//! let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+//! let model = capture.profile("model", candle_nn::linear(3, 2, vb.pp("fc"))?);
+//! let mut opt = candle_nn::SGD::new(varmap.all_vars(), 0.1)?;
+//! let mut training = TrainingCapture::new(&capture);
+//! training.watch_varmap(&varmap);
+//! training.estimate_optimizer_state(OptimizerKind::Sgd { momentum: false });
+//!
+//! let x = Tensor::ones((4, 3), DType::F32, &Device::Cpu)?;
+//! let loss = {
+//!     let _forward = training.forward();
+//!     model.forward(&x)?.sqr()?.mean_all()?
+//! };
+//! let grads = {
+//!     let _backward = training.backward();
+//!     let grads = loss.backward()?;
+//!     training.record_gradients(&grads)?;
+//!     grads
+//! };
+//! {
+//!     let _optimizer = training.optimizer();
+//!     opt.step(&grads)?;
+//! }
+//! training.end_step();
+//! capture.session().finish()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What is and is not captured
+//!
+//! `loss.backward()` is recorded as **one** `backward` span: Candle computes every gradient
+//! inside that call and exposes no per-op hook, so there is no per-op backward data and none
+//! is invented. What is recorded after it is real: one `gradient` allocation per variable
+//! that received a gradient, and one `gradient` fact per watched parameter (present, missing,
+//! zero or non_finite, with its L2 norm when finite).
+//!
+//! Parameters and optimizer state are persistent: their allocations (storage id = the
+//! variable's tensor id; see [`crate::meta`]) are recorded once, at the first active step,
+//! and never freed. Candle's optimizers keep their state private, so it is either declared by
+//! the caller ([`TrainingCapture::declare_optimizer_state`], real tensors and ids) or
+//! estimated ([`TrainingCapture::estimate_optimizer_state`]: AdamW keeps two moments per
+//! float parameter, SGD keeps a momentum buffer only with momentum, and candle-nn's SGD has
+//! none). Estimated state has no Candle tensor: its ids have bit 52 set
+//! (`1 << 52 | parameter id << 2 | moment`, parameter id taken mod 2^50), a range Candle's
+//! counter does not reach in practice (2^52 tensor creations) and below 2^53, so the ids
+//! survive JSON readers that use doubles; its
+//! tensor events are labelled `<param>.exp_avg`, `<param>.exp_avg_sq` or
+//! `<param>.momentum_buffer`.
+
+use candle_core::backprop::GradStore;
+use candle_core::{DType, Tensor, TensorId, Var};
+use candle_nn::VarMap;
+use trace_record::schema::{ExecStep, GradientState, MemoryCategory};
+use trace_record::{SpanGuard, TensorRecord};
+
+use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
+use crate::{Capture, Error, PhaseGuard};
+
+/// The bit set in the ids of estimated optimizer state (see the module docs).
+pub const ESTIMATED_STATE_BIT: u64 = 1 << 52;
+
+/// Which optimizer's state to estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptimizerKind {
+    /// SGD: one momentum buffer per float parameter when `momentum`, else no state
+    /// (candle-nn's `SGD` has no momentum).
+    Sgd {
+        /// Whether the optimizer keeps a momentum buffer.
+        momentum: bool,
+    },
+    /// AdamW: first and second moments per float parameter (candle-nn's `AdamW`).
+    AdamW,
+}
+
+/// Owned metadata of a persistent tensor (parameter or optimizer state).
+#[derive(Debug, Clone)]
+struct Persistent {
+    label: String,
+    /// Candle's id, for gradient look-ups (parameters only).
+    tensor_id: Option<TensorId>,
+    id: u64,
+    shape: Vec<usize>,
+    dtype: DType,
+    device: DeviceLabel,
+    bytes: u64,
+    requires_grad: bool,
+}
+
+impl Persistent {
+    fn of(label: &str, t: &Tensor) -> Self {
+        Persistent {
+            label: label.to_string(),
+            tensor_id: Some(t.id()),
+            id: tensor_id(t),
+            shape: t.dims().to_vec(),
+            dtype: t.dtype(),
+            device: DeviceLabel::of(t.device()),
+            bytes: tensor_bytes(t),
+            requires_grad: t.track_op(),
+        }
+    }
+}
+
+/// What was found for one parameter's gradient.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GradientFact {
+    /// The parameter's name.
+    pub param: String,
+    /// Present, missing, zero or non_finite.
+    pub state: GradientState,
+    /// The L2 norm, when there is a gradient and it is finite.
+    pub norm: Option<f64>,
+}
+
+/// The state and L2 norm of one gradient tensor: `non_finite` (no norm) when any entry is NaN
+/// or infinite, `zero` when every entry is zero, `present` otherwise. The sum of squares is
+/// accumulated in `f64`.
+pub fn gradient_state(grad: &Tensor) -> candle_core::Result<(GradientState, Option<f64>)> {
+    let flat = grad.flatten_all()?;
+    let (sum_sq, finite) = match grad.dtype() {
+        DType::F32 => sum_squares(flat.to_vec1::<f32>()?.into_iter().map(f64::from)),
+        DType::F64 => sum_squares(flat.to_vec1::<f64>()?.into_iter()),
+        _ => sum_squares(flat.to_dtype(DType::F64)?.to_vec1::<f64>()?.into_iter()),
+    };
+    Ok(if !finite || !sum_sq.is_finite() {
+        (GradientState::NonFinite, None)
+    } else if sum_sq == 0.0 {
+        (GradientState::Zero, Some(0.0))
+    } else {
+        (GradientState::Present, Some(sum_sq.sqrt()))
+    })
+}
+
+fn sum_squares(values: impl Iterator<Item = f64>) -> (f64, bool) {
+    let mut sum = 0.0;
+    let mut finite = true;
+    for v in values {
+        finite &= v.is_finite();
+        sum += v * v;
+    }
+    (sum, finite)
+}
+
+/// Capture of a training loop: parameters, gradients, optimizer state and step spans.
+///
+/// Holds owned metadata only (names, ids, shapes), never a variable or tensor.
+#[derive(Debug, Clone)]
+pub struct TrainingCapture {
+    capture: Capture,
+    params: Vec<Persistent>,
+    optimizer_state: Vec<Persistent>,
+}
+
+impl TrainingCapture {
+    /// A training capture recording through `capture`.
+    pub fn new(capture: &Capture) -> Self {
+        TrainingCapture {
+            capture: capture.clone(),
+            params: Vec::new(),
+            optimizer_state: Vec::new(),
+        }
+    }
+
+    /// The capture recorded through.
+    pub fn capture(&self) -> &Capture {
+        &self.capture
+    }
+
+    /// Watches every variable of `varmap` as a named parameter (sorted by name). Returns how
+    /// many were added.
+    pub fn watch_varmap(&mut self, varmap: &VarMap) -> usize {
+        let data = varmap.data().lock().unwrap_or_else(|e| e.into_inner());
+        let mut named: Vec<(&String, &Var)> = data.iter().collect();
+        named.sort_by(|a, b| a.0.cmp(b.0));
+        for (name, var) in &named {
+            self.watch_var(name, var);
+        }
+        named.len()
+    }
+
+    /// Watches one variable as parameter `name` (ignored if already watched).
+    pub fn watch_var(&mut self, name: &str, var: &Var) {
+        let id = tensor_id(var.as_tensor());
+        if self.params.iter().any(|p| p.id == id) {
+            return;
+        }
+        self.params.push(Persistent::of(name, var.as_tensor()));
+    }
+
+    /// The watched parameters' names, in watch order.
+    pub fn parameter_names(&self) -> impl Iterator<Item = &str> {
+        self.params.iter().map(|p| p.label.as_str())
+    }
+
+    /// Declares a real optimizer-state tensor (e.g. a momentum buffer the caller owns).
+    pub fn declare_optimizer_state(&mut self, label: &str, tensor: &Tensor) {
+        let mut p = Persistent::of(label, tensor);
+        p.tensor_id = None;
+        self.optimizer_state.push(p);
+    }
+
+    /// Estimates the optimizer state of `kind` for the watched float parameters (see the
+    /// module docs for the id scheme). Returns how many state tensors were added.
+    pub fn estimate_optimizer_state(&mut self, kind: OptimizerKind) -> usize {
+        let moments: &[&str] = match kind {
+            OptimizerKind::AdamW => &["exp_avg", "exp_avg_sq"],
+            OptimizerKind::Sgd { momentum: true } => &["momentum_buffer"],
+            OptimizerKind::Sgd { momentum: false } => &[],
+        };
+        let mut added = 0;
+        for p in self.params.iter().filter(|p| p.dtype.is_float()) {
+            for (k, moment) in moments.iter().enumerate() {
+                let id = ESTIMATED_STATE_BIT | ((p.id & ((1u64 << 50) - 1)) << 2) | k as u64;
+                self.optimizer_state.push(Persistent {
+                    label: format!("{}.{moment}", p.label),
+                    tensor_id: None,
+                    id,
+                    shape: p.shape.clone(),
+                    dtype: p.dtype,
+                    device: p.device.clone(),
+                    bytes: p.bytes,
+                    requires_grad: false,
+                });
+                added += 1;
+            }
+        }
+        added
+    }
+
+    /// Records the parameters and optimizer state (tensor events and allocations) if the
+    /// session is active and they were not recorded yet. Called by the step guards.
+    pub fn record_persistent(&self) {
+        if !self.capture.is_active() {
+            return;
+        }
+        let groups = [
+            (&self.params, MemoryCategory::Parameter),
+            (&self.optimizer_state, MemoryCategory::OptimizerState),
+        ];
+        for (items, category) in groups {
+            for p in items.iter() {
+                if self.capture.has_persistent(p.id) {
+                    continue;
+                }
+                self.capture.session().record_tensor(&TensorRecord {
+                    id: p.id,
+                    label: Some(&p.label),
+                    shape: &p.shape,
+                    dtype: dtype_label(p.dtype),
+                    device: p.device.as_str(),
+                    requires_grad: p.requires_grad,
+                    bytes: p.bytes,
+                    category,
+                });
+                self.capture.record_persistent_alloc(
+                    p.id,
+                    p.id,
+                    p.bytes,
+                    p.device.as_str(),
+                    category,
+                );
+            }
+        }
+    }
+
+    /// A `train_step` span around a whole step (optional; spans nest inside it).
+    pub fn step_span(&self) -> SpanGuard<'_> {
+        self.capture
+            .session()
+            .span("train_step", trace_record::schema::SpanKind::Function, None)
+    }
+
+    /// Opens the `forward` span (execution step forward: captures are activations).
+    pub fn forward(&self) -> PhaseGuard<'_> {
+        let guard = self.capture.phase("forward", ExecStep::Forward);
+        self.record_persistent();
+        guard
+    }
+
+    /// Opens the `backward` span around `loss.backward()` (one span, see the module docs).
+    pub fn backward(&self) -> PhaseGuard<'_> {
+        let guard = self.capture.phase("backward", ExecStep::Backward);
+        self.record_persistent();
+        guard
+    }
+
+    /// Opens the `optimizer` span around `optimizer.step(&grads)`.
+    pub fn optimizer(&self) -> PhaseGuard<'_> {
+        let guard = self.capture.phase("optimizer", ExecStep::Optimizer);
+        self.record_persistent();
+        guard
+    }
+
+    /// The gradient facts of the watched parameters, without recording anything.
+    pub fn gradient_facts(&self, grads: &GradStore) -> Result<Vec<GradientFact>, Error> {
+        let mut out = Vec::with_capacity(self.params.len());
+        for p in &self.params {
+            let grad = p.tensor_id.and_then(|id| grads.get_id(id));
+            let (state, norm) = match grad {
+                None => (GradientState::Missing, None),
+                Some(g) => gradient_state(g)?,
+            };
+            out.push(GradientFact {
+                param: p.label.clone(),
+                state,
+                norm,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Records, for every watched parameter, its gradient's allocation (category gradient,
+    /// freed at the end of the step) and a gradient fact. Does nothing outside an active
+    /// window. Returns how many facts were recorded.
+    pub fn record_gradients(&self, grads: &GradStore) -> Result<usize, Error> {
+        if !self.capture.is_active() {
+            return Ok(0);
+        }
+        self.record_persistent();
+        let session = self.capture.session();
+        for p in &self.params {
+            let grad = p.tensor_id.and_then(|id| grads.get_id(id));
+            let (state, norm) = match grad {
+                None => (GradientState::Missing, None),
+                Some(g) => {
+                    self.capture
+                        .record_tensor(g, Some(&p.label), Some(MemoryCategory::Gradient));
+                    self.capture.record_step_alloc(g, MemoryCategory::Gradient);
+                    gradient_state(g)?
+                }
+            };
+            session.record_gradient(&p.label, state, norm);
+        }
+        Ok(self.params.len())
+    }
+
+    /// Ends the step: records the frees of the step's allocations (activations, inputs,
+    /// gradients) and advances the schedule. Returns the new step index.
+    pub fn end_step(&self) -> u64 {
+        self.capture.step()
+    }
+}

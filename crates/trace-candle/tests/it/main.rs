@@ -1,0 +1,3 @@
+//! Integration tests of trace-candle (real Candle tensors and modules on the CPU).
+
+mod demo;
