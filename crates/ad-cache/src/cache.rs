@@ -30,24 +30,17 @@ pub trait CacheKey: Clone + Send + Sync + 'static {
     fn same_key(&self, other: &Self) -> bool;
 }
 
-/// `u64` keys: the fingerprint is a bijective mix of the value, equality is `==`.
+/// `u64` keys: the fingerprint is the value itself (no two keys share one), equality is `==`.
 impl CacheKey for u64 {
+    #[inline]
     fn fingerprint(&self) -> Fingerprint {
-        let lo = splitmix64(*self);
-        let hi = splitmix64(lo ^ 0xA0761D6478BD642F);
-        Fingerprint(u128::from(hi) << 64 | u128::from(lo))
+        Fingerprint(u128::from(*self))
     }
 
+    #[inline]
     fn same_key(&self, other: &Self) -> bool {
         self == other
     }
-}
-
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E3779B97F4A7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-    z ^ (z >> 31)
 }
 
 /// The default entry limit.

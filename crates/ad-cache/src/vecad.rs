@@ -666,9 +666,10 @@ fn residual_eval(l: &Graph<VecOp>, p: &Evaluation) -> Result<Evaluation, VecAdEr
     eval(residual, &[], &[p])
 }
 
-/// A deterministic pseudo-random primal graph of about `n_ops` operations over two inputs of
-/// the same length, with one scalar output (`sum` of the last value), for tests, benchmarks
-/// and examples. Values stay bounded (every `exp` reads a `sin` or `cos`).
+/// A deterministic pseudo-random primal graph of about `n_ops` operations (all live) over two
+/// inputs of the same length, with one scalar output (`sum` of the last value), for tests,
+/// benchmarks and examples. Each operation reads the previous value and, for binary ones, a
+/// recent earlier value. Values stay bounded (every `exp` reads a `sin`).
 ///
 /// # Errors
 /// None in practice; graph-core validation errors are passed on.
@@ -687,7 +688,8 @@ pub fn chain_graph(n_ops: usize, seed: u64) -> Result<Graph<VecOp>, VecAdError> 
     let mut last = x;
     while b.num_ops() + 1 < n_ops.max(2) {
         let r = next();
-        let a = live[(r as usize >> 8) % live.len()];
+        // Every operation reads the previous value, so all of them are live.
+        let a = last;
         let c = live[(r as usize >> 24) % live.len()];
         let z = match r % 6 {
             0 => {
