@@ -297,8 +297,32 @@ impl<Op> GraphBuilder<Op> {
             }
         }
 
+        let producers: Vec<u32> = resolved
+            .iter()
+            .map(|k| match k {
+                ValueKey::Input(_) => u32::MAX,
+                ValueKey::Output { op, .. } => op.0,
+            })
+            .collect();
+        let mut in_start: Vec<u32> = self.ops.iter().map(|n| n.inputs.0).collect();
+        in_start.push(self.op_inputs.len() as u32);
+        let sentinel = self.ops.len() as u32;
+        let operand_ops = self
+            .op_inputs
+            .iter()
+            .map(|r| match *r {
+                ValueRef::Local(v) => match producers[v.index()] {
+                    u32::MAX => sentinel,
+                    op => op,
+                },
+                ValueRef::Parent { .. } => sentinel,
+            })
+            .collect();
         let mut g = Graph {
             keys: resolved,
+            producers,
+            in_start,
+            operand_ops,
             ops: self.ops,
             op_inputs: self.op_inputs,
             op_outputs: self.op_outputs,

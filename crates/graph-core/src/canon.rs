@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::error::GraphError;
-use crate::graph::{Canon, Graph, ValueKey, ValueRef};
+use crate::graph::{Canon, Graph, Role, ValueKey, ValueRef};
 use crate::hash::{Fingerprint, StableHash, StableHasher};
 use crate::ids::OpId;
 
@@ -13,17 +13,40 @@ pub const FINGERPRINT_DOMAIN: &str = "tracegraph.graph-core.fingerprint";
 /// Version of the graph fingerprint encoding (see `docs/fingerprint.md`).
 pub const FINGERPRINT_VERSION: u32 = 1;
 
-/// Tag before each operation record.
-const TAG_OP: u8 = 1;
-/// Tag after the last operation record.
-const TAG_END_OPS: u8 = 2;
-/// Operand tags.
-const TAG_LOCAL: u8 = 0;
-const TAG_PARENT: u8 = 1;
+/// Low byte of the 16-byte header of each operation record.
+const TAG_OP: u128 = 1;
+/// Low byte of the 16-byte record after the last operation record.
+const TAG_END_OPS: u128 = 2;
+/// Operand tag (bit 32 of an operand word) of a parent value.
+const OPERAND_PARENT: u64 = 1 << 32;
 
 const WHITE: u8 = 0;
 const GRAY: u8 = 1;
 const BLACK: u8 = 2;
+
+/// Role tags, shared with `Role`'s `StableHash`.
+pub(crate) fn role_tag(role: &Role) -> u8 {
+    match role {
+        Role::Primary => 0,
+        Role::Linearized { .. } => 1,
+        Role::Transposed => 2,
+    }
+}
+
+/// Walk state for `n_ops` operations: all `WHITE`, plus the `BLACK` sentinel.
+pub(crate) fn walk_state(n_ops: usize) -> Vec<u8> {
+    let mut state = vec![WHITE; n_ops + 1];
+    state[n_ops] = BLACK;
+    state
+}
+
+/// One frame of the iterative depth-first walk: an operation and its next operand.
+#[derive(Clone, Copy)]
+pub(crate) struct Frame {
+    op: u32,
+    cur: u32,
+    end: u32,
+}
 
 impl<Op: StableHash> Graph<Op> {
     /// Recomputes the fingerprint from scratch (canonical walk and hashing), ignoring the
@@ -37,17 +60,21 @@ impl<Op: StableHash> Graph<Op> {
         }
     }
 
-    /// The canonical walk: depth-first post-order from the outputs in order (inputs of each
+    /// The canonical walk: depth-first post-order from the outputs in order (operands of each
     /// operation in order), numbering values and hashing each operation as it finishes.
-    /// With `check_all`, also walks the dead operations to detect cycles among them.
+    /// With `check_all` (at build time), also records the canonical order and walks the dead
+    /// operations to detect cycles among them.
     pub(crate) fn canonicalize(&self, check_all: bool) -> Result<(Canon, Fingerprint), GraphError> {
         let n_ops = self.ops.len();
-        let mut state = vec![WHITE; n_ops];
+        let mut state = walk_state(n_ops);
         let mut value_index = vec![u32::MAX; self.keys.len()];
-        let mut canon_ops = Vec::with_capacity(n_ops);
+        let mut canon_ops = Vec::with_capacity(if check_all { n_ops } else { 0 });
+        let mut n_live: usize = 0;
         let mut next = 0u32;
 
-        let mut h = StableHasher::with_domain(FINGERPRINT_DOMAIN, FINGERPRINT_VERSION);
+        let mut h = StableHasher::for_long_input();
+        h.write_str(FINGERPRINT_DOMAIN);
+        h.write_u32(FINGERPRINT_VERSION);
         h.write_len(self.inputs.len());
         for &v in &self.inputs {
             value_index[v.index()] = next;
@@ -57,19 +84,20 @@ impl<Op: StableHash> Graph<Op> {
             }
         }
 
-        let mut stack: Vec<(u32, u32)> = Vec::new();
+        let mut stack: Vec<Frame> = Vec::new();
         for &out in &self.outputs {
-            if let ValueKey::Output { op, .. } = self.keys[out.index()]
-                && state[op.index()] == WHITE
-            {
-                self.dfs(op, &mut state, &mut stack, |g, op| {
+            let root = self.producers[out.index()];
+            if root != u32::MAX && state[root as usize] == WHITE {
+                self.dfs(OpId(root), &mut state, &mut stack, |g, op| {
                     g.hash_op(op, &mut h, &mut value_index, &mut next);
-                    canon_ops.push(op);
+                    n_live += 1;
+                    if check_all {
+                        canon_ops.push(op);
+                    }
                 })?;
             }
         }
-        h.write_tag(TAG_END_OPS);
-        h.write_len(canon_ops.len());
+        h.write_u128(TAG_END_OPS | ((n_live as u128) << 64));
         h.write_len(self.outputs.len());
         for &out in &self.outputs {
             h.write_u32(value_index[out.index()]);
@@ -92,71 +120,109 @@ impl<Op: StableHash> Graph<Op> {
         ))
     }
 
+    /// Writes one operation record (see docs/fingerprint.md) and numbers its outputs.
+    #[inline(always)]
     fn hash_op(&self, op: OpId, h: &mut StableHasher, value_index: &mut [u32], next: &mut u32) {
         let node = &self.ops[op.index()];
-        h.write_tag(TAG_OP);
-        node.payload.stable_hash(h);
-        node.role.stable_hash(h);
         let ins = self.op_inputs_of(node);
-        h.write_len(ins.len());
-        for r in ins {
-            match *r {
-                ValueRef::Local(v) => {
-                    h.write_tag(TAG_LOCAL);
-                    h.write_u32(value_index[v.index()]);
+        let n_out = node.outputs.1 - node.outputs.0;
+        let head = TAG_OP
+            | (u128::from(role_tag(&node.role)) << 8)
+            | (u128::from(n_out) << 32)
+            | ((ins.len() as u128) << 64);
+        // Header and operands: at most 16 + 24 bytes per operand, written through one
+        // reserved region when it fits (the common case), else through plain writes.
+        if let Some(mut w) = h.reserve(16 + 24 * ins.len()) {
+            {
+                w.write_u64(head as u64);
+                w.write_u64((head >> 64) as u64);
+                for r in ins {
+                    match *r {
+                        ValueRef::Local(v) => w.write_u64(u64::from(value_index[v.index()])),
+                        ValueRef::Parent { parent, value } => {
+                            let p = &self.parents[parent.index()];
+                            w.write_u64(
+                                u64::from(p.canon.value_index[value.index()]) | OPERAND_PARENT,
+                            );
+                            w.write_u64(p.fingerprint.0 as u64);
+                            w.write_u64((p.fingerprint.0 >> 64) as u64);
+                        }
+                    }
                 }
-                ValueRef::Parent { parent, value } => {
-                    let p = &self.parents[parent.index()];
-                    h.write_tag(TAG_PARENT);
-                    h.write_fingerprint(p.fingerprint);
-                    h.write_u32(p.canon.value_index[value.index()]);
+            }
+        } else {
+            {
+                h.write_u128(head);
+                for r in ins {
+                    match *r {
+                        ValueRef::Local(v) => h.write_u64(u64::from(value_index[v.index()])),
+                        ValueRef::Parent { parent, value } => {
+                            let p = &self.parents[parent.index()];
+                            h.write_u64(
+                                u64::from(p.canon.value_index[value.index()]) | OPERAND_PARENT,
+                            );
+                            h.write_fingerprint(p.fingerprint);
+                        }
+                    }
                 }
             }
         }
-        let outs = self.op_outputs_of(op);
-        h.write_len(outs.len());
-        for &v in outs {
-            value_index[v.index()] = *next;
-            *next += 1;
+        if let Role::Linearized { active } = &node.role {
+            for &a in active {
+                h.write_bool(a);
+            }
         }
+        node.payload.stable_hash(h);
+        let base = *next;
+        let outs = &self.op_outputs[node.outputs.0 as usize..node.outputs.1 as usize];
+        for (i, &v) in outs.iter().enumerate() {
+            value_index[v.index()] = base + i as u32;
+        }
+        *next = base + n_out;
     }
 }
 
 impl<Op> Graph<Op> {
     /// Iterative depth-first walk from `root` over local producers, calling `post` on each
-    /// newly finished operation. A gray producer means a cycle.
+    /// newly finished operation (post-order; operands visited in order). A gray producer
+    /// means a cycle. `state` has `num_ops() + 1` entries, the last one (the sentinel of
+    /// inputs and parent values) `BLACK`.
+    #[inline(always)]
     pub(crate) fn dfs(
         &self,
         root: OpId,
         state: &mut [u8],
-        stack: &mut Vec<(u32, u32)>,
+        stack: &mut Vec<Frame>,
         mut post: impl FnMut(&Self, OpId),
     ) -> Result<(), GraphError> {
-        state[root.index()] = GRAY;
+        // The current frame lives in locals; `stack` holds the suspended ones.
+        let mut op = root.0;
+        let mut cur = self.in_start[op as usize];
+        let mut end = self.in_start[op as usize + 1];
+        state[op as usize] = GRAY;
         stack.clear();
-        stack.push((root.0, 0));
-        while let Some(top) = stack.last_mut() {
-            let (op, pos) = *top;
-            let node = &self.ops[op as usize];
-            let (s, e) = node.inputs;
-            if s + pos < e {
-                top.1 += 1;
-                if let ValueRef::Local(v) = self.op_inputs[(s + pos) as usize]
-                    && let ValueKey::Output { op: q, .. } = self.keys[v.index()]
-                {
-                    match state[q.index()] {
-                        WHITE => {
-                            state[q.index()] = GRAY;
-                            stack.push((q.0, 0));
-                        }
-                        GRAY => return Err(GraphError::Cycle { op: q }),
-                        _ => {}
+        'walk: loop {
+            while cur < end {
+                let q = self.operand_ops[cur as usize];
+                cur += 1;
+                let s = state[q as usize];
+                if s != BLACK {
+                    if s != WHITE {
+                        return Err(GraphError::Cycle { op: OpId(q) });
                     }
+                    stack.push(Frame { op, cur, end });
+                    op = q;
+                    cur = self.in_start[op as usize];
+                    end = self.in_start[op as usize + 1];
+                    state[op as usize] = GRAY;
+                    continue 'walk;
                 }
-            } else {
-                stack.pop();
-                state[op as usize] = BLACK;
-                post(self, OpId(op));
+            }
+            state[op as usize] = BLACK;
+            post(self, OpId(op));
+            match stack.pop() {
+                Some(f) => (op, cur, end) = (f.op, f.cur, f.end),
+                None => break,
             }
         }
         Ok(())

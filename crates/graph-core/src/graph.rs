@@ -123,6 +123,16 @@ pub(crate) struct Identity {
 /// `g.prune_to(g.outputs())` has the same fingerprint as `g`.
 pub struct Graph<Op> {
     pub(crate) keys: Vec<ValueKey>,
+    /// Producing operation of each value, `u32::MAX` for inputs (a compact copy of `keys`
+    /// for the walks).
+    pub(crate) producers: Vec<u32>,
+    /// Operation `i` reads `op_inputs[in_start[i]..in_start[i + 1]]` (a compact copy of the
+    /// operations' input ranges for the walks; `num_ops() + 1` entries).
+    pub(crate) in_start: Vec<u32>,
+    /// For each entry of `op_inputs`: the producing operation of a local operand, or
+    /// `num_ops()` (a sentinel that the walks treat as already visited) for graph inputs and
+    /// parent values.
+    pub(crate) operand_ops: Vec<u32>,
     pub(crate) ops: Vec<OpNode<Op>>,
     pub(crate) op_inputs: Vec<ValueRef>,
     pub(crate) op_outputs: Vec<ValueId>,
@@ -138,6 +148,9 @@ impl<Op: Clone> Clone for Graph<Op> {
     fn clone(&self) -> Self {
         Graph {
             keys: self.keys.clone(),
+            producers: self.producers.clone(),
+            in_start: self.in_start.clone(),
+            operand_ops: self.operand_ops.clone(),
             ops: self.ops.clone(),
             op_inputs: self.op_inputs.clone(),
             op_outputs: self.op_outputs.clone(),

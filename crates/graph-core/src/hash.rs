@@ -93,13 +93,15 @@ impl fmt::Debug for Fingerprint {
 }
 
 /// Bytes buffered before they are fed to the streaming XXH3 state.
-const FLUSH_AT: usize = 32 * 1024;
+const CHUNK: usize = 16 * 1024;
+/// Initial buffer size (grows by doubling up to `CHUNK`).
+const INITIAL: usize = 128;
 
 /// A streaming XXH3-128 hasher over the stable byte encoding.
 ///
-/// Writes are appended to a buffer and fed to XXH3 in large chunks, so the many small writes of
-/// a graph encoding cost a copy each rather than a hash-state update each. The result equals
-/// `xxh3_128` of the concatenated bytes.
+/// Writes are copied into a buffer and fed to XXH3 in chunks of 16 KiB, so the many small
+/// writes of a graph encoding cost a copy each rather than a hash-state update each. The
+/// result equals `xxh3_128` of the concatenated bytes.
 ///
 /// ```
 /// use graph_core::{Fingerprint, StableHasher};
@@ -113,8 +115,80 @@ const FLUSH_AT: usize = 32 * 1024;
 /// ```
 #[derive(Clone)]
 pub struct StableHasher {
+    /// Bytes buffered so far (`sink.buf[..pos]`). Kept apart from the sink so the slow paths,
+    /// which take the sink, do not stop the optimiser from keeping `pos` in a register.
+    pos: usize,
+    sink: Sink,
+}
+
+/// The buffer and the XXH3 state behind it.
+#[derive(Clone)]
+struct Sink {
+    /// `buf.len()` is the room; bytes past `pos` are scratch.
     buf: Vec<u8>,
     state: Option<Box<Xxh3Default>>,
+}
+
+impl Sink {
+    /// Feeds `buf[..pos]` to the streaming state.
+    fn spill(&mut self, pos: usize) {
+        self.state
+            .get_or_insert_with(|| Box::new(Xxh3Default::new()))
+            .update(&self.buf[..pos]);
+    }
+
+    /// Makes room for `n` more bytes after `pos` (`n <= CHUNK`); returns the new position.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, pos: usize, n: usize) -> usize {
+        if pos + n <= CHUNK {
+            self.buf.resize(CHUNK, 0);
+            pos
+        } else {
+            self.spill(pos);
+            if self.buf.len() < n {
+                self.buf.resize(CHUNK, 0);
+            }
+            0
+        }
+    }
+
+    /// Writes `bytes` at `pos`, growing the buffer up to `CHUNK` and spilling it to the
+    /// state when full; returns the new position.
+    #[cold]
+    #[inline(never)]
+    fn write_slow(&mut self, mut pos: usize, mut bytes: &[u8]) -> usize {
+        while !bytes.is_empty() {
+            let room = self.buf.len() - pos;
+            if room == 0 {
+                if self.buf.len() < CHUNK {
+                    let len = (self.buf.len() * 2).clamp(INITIAL, CHUNK);
+                    self.buf.resize(len, 0);
+                } else {
+                    self.spill(pos);
+                    pos = 0;
+                }
+                continue;
+            }
+            let n = room.min(bytes.len());
+            self.buf[pos..pos + n].copy_from_slice(&bytes[..n]);
+            pos += n;
+            bytes = &bytes[n..];
+        }
+        pos
+    }
+
+    #[inline(never)]
+    fn finish(&self, pos: usize) -> Fingerprint {
+        match &self.state {
+            None => Fingerprint(xxh3_128(&self.buf[..pos])),
+            Some(state) => {
+                let mut s = (**state).clone();
+                s.update(&self.buf[..pos]);
+                Fingerprint(s.digest128())
+            }
+        }
+    }
 }
 
 impl Default for StableHasher {
@@ -126,8 +200,8 @@ impl Default for StableHasher {
 impl fmt::Debug for StableHasher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StableHasher")
-            .field("buffered", &self.buf.len())
-            .field("streaming", &self.state.is_some())
+            .field("buffered", &self.pos)
+            .field("streaming", &self.sink.state.is_some())
             .finish()
     }
 }
@@ -136,9 +210,9 @@ macro_rules! write_int {
     ($($name:ident: $t:ty),* $(,)?) => {
         $(
             #[doc = concat!("Writes a `", stringify!($t), "` as fixed-width little-endian bytes.")]
-            #[inline]
+            #[inline(always)]
             pub fn $name(&mut self, x: $t) {
-                self.write_bytes(&x.to_le_bytes());
+                self.write_array(x.to_le_bytes());
             }
         )*
     };
@@ -148,8 +222,22 @@ impl StableHasher {
     /// An empty hasher.
     pub fn new() -> Self {
         StableHasher {
-            buf: Vec::with_capacity(256),
-            state: None,
+            pos: 0,
+            sink: Sink {
+                buf: vec![0; INITIAL],
+                state: None,
+            },
+        }
+    }
+
+    /// An empty hasher with its buffer already at full size (16 KiB), for long encodings.
+    pub(crate) fn for_long_input() -> Self {
+        StableHasher {
+            pos: 0,
+            sink: Sink {
+                buf: vec![0; CHUNK],
+                state: None,
+            },
         }
     }
 
@@ -164,34 +252,74 @@ impl StableHasher {
 
     /// Forgets everything written so far (keeps the buffer's allocation).
     pub fn reset(&mut self) {
-        self.buf.clear();
-        self.state = None;
+        self.pos = 0;
+        self.sink.state = None;
+    }
+
+    /// Writes a fixed-size array of bytes (the fast path of every integer write).
+    #[inline(always)]
+    fn write_array<const N: usize>(&mut self, bytes: [u8; N]) {
+        let pos = self.pos;
+        if let Some(dst) = self.sink.buf.get_mut(pos..pos + N) {
+            dst.copy_from_slice(&bytes);
+            self.pos = pos + N;
+        } else {
+            self.pos = self.sink.write_slow(pos, &bytes);
+        }
+    }
+
+    /// Room for `n` bytes written through a [`Reserved`] writer that keeps its position in a
+    /// register (the hot path of the graph encoding); `None` when `n` exceeds the chunk size.
+    #[inline(always)]
+    pub(crate) fn reserve(&mut self, n: usize) -> Option<Reserved<'_>> {
+        if self.sink.buf.len() - self.pos < n {
+            if n > CHUNK {
+                return None;
+            }
+            self.pos = self.sink.make_room(self.pos, n);
+        }
+        let StableHasher { sink, pos } = self;
+        let start = *pos;
+        Some(Reserved {
+            dst: sink.buf.get_mut(start..start + n)?,
+            at: 0,
+            pos,
+        })
     }
 
     /// Writes raw bytes, without a length prefix.
     #[inline]
     pub fn write_bytes(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
-        if self.buf.len() >= FLUSH_AT {
-            self.flush();
+        let pos = self.pos;
+        if let Some(dst) = self.sink.buf.get_mut(pos..pos + bytes.len()) {
+            dst.copy_from_slice(bytes);
+            self.pos = pos + bytes.len();
+        } else {
+            self.pos = self.sink.write_slow(pos, bytes);
         }
     }
 
-    #[cold]
-    fn flush(&mut self) {
-        self.state
-            .get_or_insert_with(|| Box::new(Xxh3Default::new()))
-            .update(&self.buf);
-        self.buf.clear();
-    }
-
     write_int!(
-        write_u8: u8, write_u16: u16, write_u32: u32, write_u64: u64, write_u128: u128,
-        write_i8: i8, write_i16: i16, write_i32: i32, write_i64: i64, write_i128: i128,
+        write_u8: u8, write_u16: u16, write_u32: u32, write_u64: u64,
+        write_i8: i8, write_i16: i16, write_i32: i32, write_i64: i64,
     );
 
+    /// Writes a `u128` as 16 little-endian bytes (as two `u64` halves, low first: the same
+    /// bytes, without a 16-byte store-to-load round trip).
+    #[inline(always)]
+    pub fn write_u128(&mut self, x: u128) {
+        self.write_u64(x as u64);
+        self.write_u64((x >> 64) as u64);
+    }
+
+    /// Writes an `i128` as 16 little-endian bytes.
+    #[inline(always)]
+    pub fn write_i128(&mut self, x: i128) {
+        self.write_u128(x as u128);
+    }
+
     /// Writes a `usize` as a `u64` (the same bytes on 32- and 64-bit platforms).
-    #[inline]
+    #[inline(always)]
     pub fn write_usize(&mut self, x: usize) {
         self.write_u64(x as u64);
     }
@@ -234,15 +362,34 @@ impl StableHasher {
     }
 
     /// The XXH3-128 of everything written so far. The hasher can keep being written to.
+    #[inline]
     pub fn finish(&self) -> Fingerprint {
-        match &self.state {
-            None => Fingerprint(xxh3_128(&self.buf)),
-            Some(state) => {
-                let mut s = (**state).clone();
-                s.update(&self.buf);
-                Fingerprint(s.digest128())
-            }
+        self.sink.finish(self.pos)
+    }
+}
+
+/// A reserved region of a [`StableHasher`]'s buffer; the bytes count when it is dropped.
+pub(crate) struct Reserved<'a> {
+    dst: &'a mut [u8],
+    at: usize,
+    pos: &'a mut usize,
+}
+
+impl Reserved<'_> {
+    /// Writes a `u64` as 8 little-endian bytes (reserved room must remain).
+    #[inline(always)]
+    pub(crate) fn write_u64(&mut self, x: u64) {
+        if let Some(d) = self.dst.get_mut(self.at..self.at + 8) {
+            d.copy_from_slice(&x.to_le_bytes());
+            self.at += 8;
         }
+    }
+}
+
+impl Drop for Reserved<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        *self.pos += self.at;
     }
 }
 

@@ -71,7 +71,7 @@ impl<Op> Graph<Op> {
     /// arena; see [`canonical_ops`](Graph::canonical_ops) for the numbering-independent order
     /// of the live operations.
     pub fn topo_order(&self) -> Vec<OpId> {
-        let mut state = vec![0u8; self.ops.len()];
+        let mut state = crate::canon::walk_state(self.ops.len());
         let mut stack = Vec::new();
         let mut order = Vec::with_capacity(self.ops.len());
         for i in 0..self.ops.len() {

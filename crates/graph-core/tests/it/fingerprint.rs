@@ -11,10 +11,10 @@ use crate::common::{TOp, mlp};
 
 /// Golden values: changing the encoding means bumping `FINGERPRINT_VERSION`, the version in
 /// docs/fingerprint.md, and these values together.
-const GOLDEN_EMPTY: &str = "324221d763ecd59691a8bf24e9f3ad54";
-const GOLDEN_MLP: &str = "447a46aa2cfa58e89279fceedb954957";
-const GOLDEN_ROLES: &str = "9961e3e54f426c8d060233e5c447236f";
-const GOLDEN_CHILD: &str = "4871eb0caf48f88542439cbe612ff919";
+const GOLDEN_EMPTY: &str = "37d2f266cf7d3a978886d4b4bb209868";
+const GOLDEN_MLP: &str = "ac68b5534187348ad5b5d456568e63f0";
+const GOLDEN_ROLES: &str = "17a626a59b5c2dda3f8e3b8c9b9c5aa5";
+const GOLDEN_CHILD: &str = "531b6a58cebb393494a6f80b87d10081";
 const GOLDEN_UNORDERED: &str = "f891e0fc35284a388842d475bd021bee";
 const GOLDEN_TUPLE: &str = "ea4f91e194fae4e554797499d115918f";
 
@@ -109,16 +109,16 @@ fn graph_encoding_is_the_documented_byte_layout() {
     bytes.extend_from_slice(&1u32.to_le_bytes()); // version
     bytes.extend_from_slice(&1u64.to_le_bytes()); // one input
     bytes.extend_from_slice(&5u64.to_le_bytes()); // its key
-    bytes.push(1); // op record
+    // Op record header: tag 1, role 0 (Primary), 2 zero bytes, 1 output (u32), 1 operand (u64).
+    bytes.extend_from_slice(&[1, 0, 0, 0]);
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&0u64.to_le_bytes()); // local operand: canonical index 0 (x)
     bytes.push(2); // payload: TOp::Const tag
     bytes.extend_from_slice(&9i64.to_le_bytes());
-    bytes.push(0); // role Primary
-    bytes.extend_from_slice(&1u64.to_le_bytes()); // one operand
-    bytes.push(0); // local
-    bytes.extend_from_slice(&0u32.to_le_bytes()); // canonical index of x
-    bytes.extend_from_slice(&1u64.to_le_bytes()); // one output
-    bytes.push(2); // end of ops
-    bytes.extend_from_slice(&1u64.to_le_bytes()); // one live op
+    // End record: tag 2, 7 zero bytes, 1 live op (u64).
+    bytes.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0]);
+    bytes.extend_from_slice(&1u64.to_le_bytes());
     bytes.extend_from_slice(&1u64.to_le_bytes()); // one graph output
     bytes.extend_from_slice(&1u32.to_le_bytes()); // canonical index of y
     assert_eq!(g.fingerprint(), Fingerprint::of_bytes(&bytes));
