@@ -314,7 +314,10 @@ impl Capture {
         self.record_tensor(xs, Some("input"), Some(category));
         let out = f(xs)?;
         self.record_tensor(&out, Some("output"), Some(category));
-        self.record_step_alloc(&out, category);
+        // A module returning its input (identity, dropout in eval) allocates nothing.
+        if tensor_id(&out) != tensor_id(xs) {
+            self.record_step_alloc(&out, category);
+        }
         Ok(out)
     }
 }

@@ -1,12 +1,65 @@
 //! The demo training run: the loss goes down, the run is deterministic, the trace validates.
 
 use trace_candle::demo::{MlpDemoConfig, run_mlp_demo};
+use trace_record::{ReadOptions, validate_file};
 
 #[test]
-fn demo_loss_goes_down_and_prints() {
+fn demo_loss_goes_down_and_the_trace_validates_strictly() {
     let dir = tempfile::tempdir().unwrap();
-    let report = run_mlp_demo(&MlpDemoConfig::new(dir.path().join("demo.jsonl"))).unwrap();
-    eprintln!("{:?}", report.losses);
+    let path = dir.path().join("nested/demo.trace.jsonl");
+    let report = run_mlp_demo(&MlpDemoConfig::new(&path)).unwrap();
+    assert_eq!(report.trace_path, path);
     assert_eq!(report.losses.len(), 50);
-    assert!(report.last_loss < 0.8 * report.first_loss, "{report:?}");
+    assert_eq!(report.first_loss, report.losses[0]);
+    assert_eq!(report.last_loss, report.losses[49]);
+    assert!(report.losses.iter().all(|l| l.is_finite()));
+    assert!(
+        report.last_loss < 0.5 * report.first_loss,
+        "loss did not go down: {:?}",
+        report.losses
+    );
+    // Over the run, the loss mostly falls: every 10-step window ends below where it began.
+    for w in report.losses.chunks(10) {
+        assert!(w[w.len() - 1] < w[0], "{:?}", report.losses);
+    }
+    assert!(report.accuracy > 0.9, "{}", report.accuracy);
+    // skip 5, warmup 2, active 3, repeat 2.
+    assert_eq!(report.recorded_steps, vec![7, 8, 9, 12, 13, 14]);
+    let v = validate_file(&path, ReadOptions::strict()).unwrap();
+    assert!(v.issues.is_empty(), "{:?}", v.issues);
+    assert!(!v.incomplete);
+    assert_eq!(v.counts, report.summary.counts);
+    assert_eq!(v.counts.step, 6);
+    assert_eq!(v.counts.gradient, 6 * 6);
+    assert!(v.counts.op > 0 && v.counts.memory > 0);
+}
+
+#[test]
+fn demo_is_deterministic_given_the_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |seed, name: &str| {
+        let mut config = MlpDemoConfig::new(dir.path().join(name));
+        config.steps = 6;
+        config.seed = seed;
+        run_mlp_demo(&config).unwrap().losses
+    };
+    let a = run(7, "a.jsonl");
+    assert_eq!(a, run(7, "b.jsonl"));
+    assert_ne!(a, run(8, "c.jsonl"));
+}
+
+#[test]
+fn demo_rejects_bad_configuration() {
+    let mut config = MlpDemoConfig::new(std::env::temp_dir().join("unused.jsonl"));
+    config.steps = 0;
+    assert!(matches!(
+        run_mlp_demo(&config),
+        Err(trace_candle::Error::Config(_))
+    ));
+    config.steps = 1;
+    config.learning_rate = f64::NAN;
+    assert!(matches!(
+        run_mlp_demo(&config),
+        Err(trace_candle::Error::Config(_))
+    ));
 }

@@ -1,0 +1,207 @@
+//! Probes and the capture: op records, categories by execution step, step frees, schedule.
+
+use candle_core::{DType, Device, Tensor};
+use trace_candle::tensor_id;
+use trace_record::Run;
+use trace_record::schema::{
+    AllocKind, Event, ExecStep, MemoryCategory, Phase, Schedule, TimingMode,
+};
+
+use super::{capture, capture_with, events, finish_and_read, synchronized_capture};
+
+fn ones(shape: (usize, usize)) -> Tensor {
+    Tensor::ones(shape, DType::F32, &Device::Cpu).unwrap()
+}
+
+#[test]
+fn probe_records_op_output_tensor_and_activation_alloc() {
+    let (capture, sink) = capture(Phase::Infer);
+    let probe = capture.probe();
+    let x = ones((2, 3));
+    let w = ones((3, 4));
+    let y = {
+        let _span = capture.span("block", trace_record::schema::SpanKind::Function);
+        probe.op("matmul", &[&x, &w], || x.matmul(&w)).unwrap()
+    };
+    assert_eq!(y.to_vec2::<f32>().unwrap(), vec![vec![3.0f32; 4]; 2]);
+    assert_eq!(capture.step(), 1);
+    let trace = finish_and_read(&capture, &sink);
+    let span_id = events(&trace)
+        .find_map(|e| match e {
+            Event::SpanStart(s) if s.name == "block" => Some(s.id),
+            _ => None,
+        })
+        .unwrap();
+    let op = events(&trace)
+        .find_map(|e| match e {
+            Event::Op(op) => Some(op.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(op.name, "matmul");
+    assert_eq!(op.span, Some(span_id));
+    assert_eq!(op.inputs, vec![tensor_id(&x), tensor_id(&w)]);
+    assert_eq!(op.outputs, vec![tensor_id(&y)]);
+    assert_eq!(op.shape, vec![2, 4]);
+    assert_eq!(op.dtype, "f32");
+    assert_eq!(op.device, "cpu");
+    assert_eq!(op.in_bytes, 24 + 48);
+    assert_eq!(op.out_bytes, 32);
+    assert_eq!(op.category, Some(MemoryCategory::Activation));
+    let tensor = events(&trace)
+        .find_map(|e| match e {
+            Event::Tensor(t) => Some(t.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        (tensor.id, tensor.shape.clone(), tensor.bytes, tensor.span),
+        (tensor_id(&y), vec![2, 4], 32, Some(span_id))
+    );
+    let memory: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Memory(m) => Some((m.kind, m.storage, m.bytes, m.category)),
+            _ => None,
+        })
+        .collect();
+    let id = tensor_id(&y);
+    assert_eq!(
+        memory,
+        vec![
+            (AllocKind::Alloc, id, 32, MemoryCategory::Activation),
+            (AllocKind::Free, id, 32, MemoryCategory::Activation),
+        ]
+    );
+}
+
+#[test]
+fn categories_follow_the_execution_step() {
+    let (capture, sink) = capture(Phase::Train);
+    let probe = capture.probe();
+    let x = ones((2, 2));
+    let mut outputs = Vec::new();
+    outputs.push(probe.op("outside", &[&x], || x.exp()).unwrap());
+    for step in [ExecStep::Forward, ExecStep::Backward, ExecStep::Optimizer] {
+        let _phase = capture.phase("phase", step);
+        assert_eq!(trace_candle::current_exec_step(), Some(step));
+        outputs.push(probe.op("exp", &[&x], || x.exp()).unwrap());
+    }
+    assert_eq!(trace_candle::current_exec_step(), None);
+    capture.step();
+    let trace = finish_and_read(&capture, &sink);
+    let cats: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Op(op) => op.category,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        cats,
+        vec![
+            MemoryCategory::Activation,
+            MemoryCategory::Activation,
+            MemoryCategory::Gradient,
+            MemoryCategory::OptimizerState,
+        ]
+    );
+    let steps: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::SpanStart(s) => s.step,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        vec![ExecStep::Forward, ExecStep::Backward, ExecStep::Optimizer]
+    );
+    // Four step allocations, four frees.
+    let frees = events(&trace)
+        .filter(|e| matches!(e, Event::Memory(m) if m.kind == AllocKind::Free))
+        .count();
+    assert_eq!(frees, 4);
+}
+
+#[test]
+fn outside_an_active_window_the_probe_only_runs_the_closure() {
+    let schedule = Schedule {
+        skip_first: 1,
+        wait: 0,
+        warmup: 0,
+        active: 1,
+        repeat: 1,
+    };
+    let (capture, sink) = capture_with(Run::new("tests", Phase::Infer, "cpu").schedule(schedule));
+    let probe = capture.probe();
+    let x = ones((2, 2));
+    let mut ran = 0;
+    for _ in 0..3 {
+        let y = probe
+            .op("exp", &[&x], || {
+                ran += 1;
+                x.exp()
+            })
+            .unwrap();
+        assert_eq!(y.dims(), &[2, 2]);
+        capture.step();
+    }
+    assert_eq!(ran, 3);
+    let trace = finish_and_read(&capture, &sink);
+    // Only step 1 was active.
+    assert_eq!(trace.trailer.as_ref().unwrap().counts.op, 1);
+    assert_eq!(trace.trailer.as_ref().unwrap().counts.memory, 2);
+}
+
+#[test]
+fn device_synchronized_runs_time_device_work() {
+    let (capture, sink) = synchronized_capture();
+    assert!(capture.synchronizes());
+    let x = ones((8, 8));
+    let y = capture
+        .probe()
+        .op("matmul", &[&x, &x], || x.matmul(&x))
+        .unwrap();
+    assert_eq!(y.dims(), &[8, 8]);
+    capture.step();
+    let trace = finish_and_read(&capture, &sink);
+    assert_eq!(trace.header.run.timing, TimingMode::DeviceSynchronized);
+    assert_eq!(trace.trailer.as_ref().unwrap().counts.op, 1);
+}
+
+#[test]
+fn an_op_returning_its_input_allocates_nothing_and_errors_record_nothing() {
+    let (capture, sink) = capture(Phase::Infer);
+    let probe = capture.probe();
+    let x = ones((2, 2));
+    let same = probe.op("identity", &[&x], || Ok(x.clone())).unwrap();
+    assert_eq!(tensor_id(&same), tensor_id(&x));
+    let err = probe.op("bad", &[&x], || x.matmul(&ones((3, 3))));
+    assert!(err.is_err());
+    capture.step();
+    let trace = finish_and_read(&capture, &sink);
+    let counts = trace.trailer.as_ref().unwrap().counts;
+    assert_eq!((counts.op, counts.memory), (1, 0));
+}
+
+#[test]
+fn inputs_are_recorded_as_input_allocations() {
+    let (capture, sink) = capture(Phase::Train);
+    let x = ones((4, 2));
+    capture.record_input(&x, "x");
+    capture.record_input(&x, "x again");
+    capture.step();
+    let trace = finish_and_read(&capture, &sink);
+    let mem: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Memory(m) => Some((m.kind, m.category, m.bytes)),
+            _ => None,
+        })
+        .collect();
+    // A live storage is not allocated twice.
+    assert_eq!(
+        mem,
+        vec![
+            (AllocKind::Alloc, MemoryCategory::Input, 32),
+            (AllocKind::Free, MemoryCategory::Input, 32),
+        ]
+    );
+}

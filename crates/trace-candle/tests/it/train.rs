@@ -1,0 +1,306 @@
+//! Training capture: parameters, gradient facts, optimizer state and a full strict-read step.
+
+use std::collections::HashMap;
+
+use candle_core::{DType, Device, Module, Tensor, Var};
+use candle_nn::{Optimizer, VarBuilder, VarMap};
+use trace_candle::tensor_id;
+use trace_candle::train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture, gradient_state};
+use trace_record::schema::{AllocKind, Event, ExecStep, GradientState, MemoryCategory, Phase};
+
+use super::{capture, events, finish_and_read};
+
+#[test]
+fn a_variable_is_recorded_as_a_parameter() {
+    let (capture, sink) = capture(Phase::Train);
+    let var = Var::ones((3, 5), DType::F32, &Device::Cpu).unwrap();
+    let mut training = TrainingCapture::new(&capture);
+    training.watch_var("encoder.weight", &var);
+    training.watch_var("duplicate", &var);
+    assert_eq!(
+        training.parameter_names().collect::<Vec<_>>(),
+        ["encoder.weight"]
+    );
+    {
+        let _forward = training.forward();
+    }
+    {
+        // Recorded once, not again in a later step.
+        let _forward = training.forward();
+    }
+    training.end_step();
+    let trace = finish_and_read(&capture, &sink);
+    let tensors: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Tensor(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tensors.len(), 1);
+    let t = &tensors[0];
+    assert_eq!(t.id, tensor_id(var.as_tensor()));
+    assert_eq!(t.label.as_deref(), Some("encoder.weight"));
+    assert_eq!(t.category, MemoryCategory::Parameter);
+    assert!(t.requires_grad);
+    assert_eq!((t.shape.clone(), t.bytes), (vec![3, 5], 60));
+    let mem: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Memory(m) => Some((m.kind, m.storage, m.category)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        mem,
+        vec![(AllocKind::Alloc, t.id, MemoryCategory::Parameter)]
+    );
+}
+
+#[test]
+fn gradient_states_present_zero_non_finite_missing() {
+    let dev = Device::Cpu;
+    let g = Tensor::new(&[3f32, 4.0], &dev).unwrap();
+    assert_eq!(
+        gradient_state(&g).unwrap(),
+        (GradientState::Present, Some(5.0))
+    );
+    let z = Tensor::zeros(4, DType::F32, &dev).unwrap();
+    assert_eq!(
+        gradient_state(&z).unwrap(),
+        (GradientState::Zero, Some(0.0))
+    );
+    let nan = Tensor::new(&[1f32, f32::NAN], &dev).unwrap();
+    assert_eq!(
+        gradient_state(&nan).unwrap(),
+        (GradientState::NonFinite, None)
+    );
+    let inf = Tensor::new(&[f64::INFINITY, 1.0], &dev).unwrap();
+    assert_eq!(
+        gradient_state(&inf).unwrap(),
+        (GradientState::NonFinite, None)
+    );
+    let bf = Tensor::new(&[3f32, 4.0], &dev)
+        .unwrap()
+        .to_dtype(DType::BF16)
+        .unwrap();
+    assert_eq!(
+        gradient_state(&bf).unwrap(),
+        (GradientState::Present, Some(5.0))
+    );
+}
+
+#[test]
+fn nan_gradient_is_non_finite_and_unused_variable_is_missing() {
+    let (capture, sink) = capture(Phase::Train);
+    let dev = Device::Cpu;
+    let used = Var::new(&[1f32, 2.0], &dev).unwrap();
+    let nan = Var::new(&[1f32, 2.0], &dev).unwrap();
+    let unused = Var::new(&[1f32, 2.0], &dev).unwrap();
+    let zero = Var::new(&[1f32, 2.0], &dev).unwrap();
+    let mut training = TrainingCapture::new(&capture);
+    for (name, var) in [
+        ("used", &used),
+        ("nan", &nan),
+        ("unused", &unused),
+        ("zero", &zero),
+    ] {
+        training.watch_var(name, var);
+    }
+    let loss = {
+        let _forward = training.forward();
+        let a = used.as_tensor().sqr().unwrap().sum_all().unwrap();
+        // d/dx of x * NaN is NaN.
+        let b = (nan.as_tensor() * f64::NAN).unwrap().sum_all().unwrap();
+        // Gradients 1 and -1 cancel exactly.
+        let z = zero.as_tensor().sum_all().unwrap();
+        let c = (&z - &z).unwrap();
+        ((a + b).unwrap() + c).unwrap()
+    };
+    let grads = {
+        let _backward = training.backward();
+        let grads = loss.backward().unwrap();
+        assert_eq!(training.record_gradients(&grads).unwrap(), 4);
+        grads
+    };
+    let facts: HashMap<_, _> = training
+        .gradient_facts(&grads)
+        .unwrap()
+        .into_iter()
+        .map(|f| (f.param, (f.state, f.norm)))
+        .collect();
+    let norm = (4f64 + 16.0).sqrt();
+    assert_eq!(facts["used"], (GradientState::Present, Some(norm)));
+    assert_eq!(facts["nan"], (GradientState::NonFinite, None));
+    assert_eq!(facts["unused"], (GradientState::Missing, None));
+    assert_eq!(facts["zero"], (GradientState::Zero, Some(0.0)));
+    training.end_step();
+    let trace = finish_and_read(&capture, &sink);
+    let recorded: HashMap<_, _> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Gradient(g) => Some((g.param.clone(), (g.state, g.norm))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(recorded, facts);
+    // A gradient allocation for the three variables that have one, freed at the step's end.
+    let grad_allocs = events(&trace)
+        .filter(|e| {
+            matches!(e, Event::Memory(m)
+                if m.kind == AllocKind::Alloc && m.category == MemoryCategory::Gradient)
+        })
+        .count();
+    assert_eq!(grad_allocs, 3);
+}
+
+#[test]
+fn optimizer_state_is_estimated_per_kind() {
+    let dev = Device::Cpu;
+    let (capture, _sink) = capture(Phase::Train);
+    let w = Var::ones((2, 2), DType::F32, &dev).unwrap();
+    let idx = Var::from_tensor(&Tensor::new(&[1u32], &dev).unwrap()).unwrap();
+    let mut t = TrainingCapture::new(&capture);
+    t.watch_var("w", &w);
+    t.watch_var("idx", &idx);
+    assert_eq!(t.clone().estimate_optimizer_state(OptimizerKind::AdamW), 2);
+    assert_eq!(
+        t.clone()
+            .estimate_optimizer_state(OptimizerKind::Sgd { momentum: true }),
+        1
+    );
+    assert_eq!(
+        t.estimate_optimizer_state(OptimizerKind::Sgd { momentum: false }),
+        0
+    );
+}
+
+/// One full training step of a small MLP with AdamW, every capture on.
+#[test]
+fn a_full_training_step_reads_back_strictly_with_every_step_allocation_freed() {
+    let (capture, sink) = capture(Phase::Train);
+    let dev = Device::Cpu;
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &dev);
+    let layers = vec![
+        candle_nn::linear(8, 16, vb.pp("l0")).unwrap(),
+        candle_nn::linear(16, 3, vb.pp("l1")).unwrap(),
+    ];
+    let model = capture.profile_sequence("model", layers);
+    let mut opt = candle_nn::AdamW::new_lr(varmap.all_vars(), 0.01).unwrap();
+    let mut training = TrainingCapture::new(&capture);
+    assert_eq!(training.watch_varmap(&varmap), 4);
+    assert_eq!(training.estimate_optimizer_state(OptimizerKind::AdamW), 8);
+    let probe = capture.probe();
+    let x = Tensor::ones((5, 8), DType::F32, &dev).unwrap();
+    let y = Tensor::new(&[0u32, 1, 2, 0, 1], &dev).unwrap();
+    for _ in 0..2 {
+        let _step = training.step_span();
+        let loss = {
+            let _forward = training.forward();
+            capture.record_input(&x, "x");
+            let logits = model.forward(&x).unwrap();
+            let logits = probe.op("scale", &[&logits], || &logits * 2.0).unwrap();
+            probe
+                .op("cross_entropy", &[&logits, &y], || {
+                    candle_nn::loss::cross_entropy(&logits, &y)
+                })
+                .unwrap()
+        };
+        let grads = {
+            let _backward = training.backward();
+            let grads = loss.backward().unwrap();
+            training.record_gradients(&grads).unwrap();
+            grads
+        };
+        {
+            let _optimizer = training.optimizer();
+            opt.step(&grads).unwrap();
+        }
+        drop(_step);
+        training.end_step();
+    }
+    let trace = finish_and_read(&capture, &sink);
+
+    // Every allocation is freed within its step, except parameters and optimizer state.
+    let mut live: HashMap<u64, MemoryCategory> = HashMap::new();
+    let mut step_allocs = 0;
+    for e in events(&trace) {
+        match e {
+            Event::Step(_) => {
+                let leaked: Vec<_> = live
+                    .iter()
+                    .filter(|(_, c)| {
+                        !matches!(
+                            c,
+                            MemoryCategory::Parameter | MemoryCategory::OptimizerState
+                        )
+                    })
+                    .collect();
+                assert!(
+                    leaked.is_empty(),
+                    "not freed by the end of the step: {leaked:?}"
+                );
+            }
+            Event::Memory(m) if m.kind == AllocKind::Alloc => {
+                if !matches!(
+                    m.category,
+                    MemoryCategory::Parameter | MemoryCategory::OptimizerState
+                ) {
+                    step_allocs += 1;
+                }
+                assert!(live.insert(m.storage, m.category).is_none());
+            }
+            Event::Memory(m) => {
+                assert!(live.remove(&m.storage).is_some());
+            }
+            _ => {}
+        }
+    }
+    assert!(step_allocs > 0);
+    let mut left: Vec<_> = live.values().copied().collect();
+    left.sort();
+    let mut expected = vec![MemoryCategory::Parameter; 4];
+    expected.extend([MemoryCategory::OptimizerState; 8]);
+    assert_eq!(left, expected);
+    // Estimated state ids are synthetic, never a Candle tensor id.
+    assert_eq!(
+        live.iter()
+            .filter(|(id, _)| *id & ESTIMATED_STATE_BIT != 0)
+            .count(),
+        8
+    );
+
+    // Two steps, each: train_step ⊃ forward, backward, optimizer; model under forward.
+    let mut by_id = HashMap::new();
+    let mut spans = Vec::new();
+    for e in events(&trace) {
+        if let Event::SpanStart(s) = e {
+            by_id.insert(s.id, s.name.clone());
+            spans.push((s.name.clone(), s.parent.map(|p| by_id[&p].clone()), s.step));
+        }
+    }
+    let top: Vec<_> = spans
+        .iter()
+        .filter(|s| s.1.as_deref() == Some("train_step"))
+        .map(|s| (s.0.as_str(), s.2))
+        .collect();
+    assert_eq!(
+        top,
+        [
+            ("forward", Some(ExecStep::Forward)),
+            ("backward", Some(ExecStep::Backward)),
+            ("optimizer", Some(ExecStep::Optimizer)),
+        ]
+        .repeat(2)
+    );
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.0 == "model" && s.1.as_deref() == Some("forward"))
+    );
+    let states: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Gradient(g) => Some(g.state),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(states, vec![GradientState::Present; 8]);
+}
