@@ -1,23 +1,23 @@
 //! The `RetainedBytes` trait: a deep, logical estimate of the bytes a cache entry keeps alive.
-//!
-//! # The rule
-//!
-//! [`RetainedBytes::retained_bytes`] is the value's inline size ([`std::mem::size_of_val`]) plus
-//! [`RetainedBytes::heap_bytes`], the heap memory the value *owns*: a `Vec`'s whole capacity, a
-//! `String`'s capacity, a `Box`'s pointee, recursively. It is a logical estimate (allocator
-//! headers and padding of the heap blocks are not counted), not process RSS. All arithmetic
-//! saturates at `u64::MAX`.
-//!
-//! Shared ownership is charged only when the value is its sole owner: an [`Arc`] is charged in
-//! full (pointee, its heap, and the two reference counts) when the value holds the only strong
-//! reference and there is no weak one; otherwise it is charged nothing beyond its pointer,
-//! because whoever else holds it keeps it alive whether or not the cache does. The test runs
-//! once, when the cache computes the entry's size at insert; later changes of the reference
-//! counts do not re-price an entry.
 
 use std::sync::Arc;
 
-/// A deep, logical estimate of what a value keeps alive; see the [module docs](self) for the rule.
+/// A deep, logical estimate of what a value keeps alive.
+///
+/// # The rule
+///
+/// [`RetainedBytes::retained_bytes`] is the value's inline size ([`std::mem::size_of_val`]) plus
+/// [`RetainedBytes::heap_bytes`], the heap memory the value *owns*: a `Vec`'s whole capacity, a
+/// `String`'s capacity, a `Box`'s pointee, recursively. It is a logical estimate (allocator
+/// headers and padding of the heap blocks are not counted), not process RSS. All arithmetic
+/// saturates at `u64::MAX`.
+///
+/// Shared ownership is charged only when the value is its sole owner: an [`Arc`] is charged in
+/// full (pointee, its heap, and the two reference counts) when the value holds the only strong
+/// reference and there is no weak one; otherwise it is charged nothing beyond its pointer,
+/// because whoever else holds it keeps it alive whether or not the cache does. The test runs
+/// once, when the cache computes the entry's size at insert; later changes of the reference
+/// counts do not re-price an entry.
 pub trait RetainedBytes {
     /// True when values of this type own no heap memory at all, so containers can skip
     /// walking their elements. Leave it `false` unless [`heap_bytes`](Self::heap_bytes) is

@@ -467,35 +467,37 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
             fp,
             flight: Some(flight),
         };
-        let result = f();
-        let Some(flight) = guard.flight.take() else {
-            // Unreachable: the guard holds the flight until here.
-            return result.map(Arc::new);
-        };
-        match result {
+        match f() {
             Ok(value) => {
                 let value = Arc::new(value);
                 let bytes = entry_bytes(&key, value.as_ref());
                 let mut evicted = Vec::new();
-                {
-                    let mut st = self.state();
-                    st.store(
-                        fp,
-                        Slot {
-                            key,
-                            value: Arc::clone(&value),
-                            bytes,
-                        },
-                        &mut evicted,
-                    );
+                let mut st = self.state();
+                // `store` may run `same_key` (user code); until the flight is finished the
+                // guard stays armed, so a panic there still releases the waiters.
+                st.store(
+                    fp,
+                    Slot {
+                        key,
+                        value: Arc::clone(&value),
+                        bytes,
+                    },
+                    &mut evicted,
+                );
+                if let Some(flight) = guard.flight.take() {
                     remove_flight(&mut st, fp, &flight);
+                    drop(st);
+                    flight.finish(FlightState::Ready(Arc::clone(&value)));
+                } else {
+                    drop(st);
                 }
-                flight.finish(FlightState::Ready(Arc::clone(&value)));
                 drop(evicted);
                 Ok(value)
             }
             Err(e) => {
-                self.retire(fp, &flight, FlightState::Failed(Arc::new(e.clone())));
+                if let Some(flight) = guard.flight.take() {
+                    self.retire(fp, &flight, FlightState::Failed(Arc::new(e.clone())));
+                }
                 Err(e)
             }
         }

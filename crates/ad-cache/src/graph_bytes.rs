@@ -1,21 +1,4 @@
 //! `RetainedBytes` for graph-core graphs: own arenas, payload heap, and parent graphs charged once.
-//!
-//! # The rule for graphs
-//!
-//! A graph's own storage is estimated through graph-core's public accessors (it does not
-//! expose capacities): one [`ValueKey`] per value, one operation record (payload, [`Role`],
-//! two index ranges) per operation plus the payload's and the role's heap, one [`ValueRef`]
-//! per operation input, one [`ValueId`] per operation output, graph input and graph output,
-//! one `Arc` pointer per parent, and the canonical numbering (one [`OpId`] per live operation,
-//! one `u32` per value). graph-core's per-value identity hashes are computed lazily, on
-//! demand, and are not counted.
-//!
-//! Parent graphs (and their parents) are visited once each, however many graphs of the value
-//! share them. A parent is charged only when the value keeps it alive on its own: every strong
-//! reference to it comes from the value itself or from parents that are themselves charged,
-//! and there is no weak reference. A parent the caller also holds (for instance the recorded
-//! graph a linearization reads from) is not charged: it stays alive without the cache. The
-//! test runs once, when the cache prices the entry.
 
 use std::collections::HashMap;
 use std::mem::size_of;
@@ -58,7 +41,24 @@ fn own_heap_bytes<Op: RetainedBytes>(g: &Graph<Op>) -> u64 {
 
 /// Heap bytes of graphs held by one value: `inline` graphs stored in the value itself (their
 /// inline size is the container's), and `arcs` held through `Arc`s. Graphs reachable from
-/// several of them are visited once; see the [module docs](self) for which `Arc`s are charged.
+/// several of them are visited once.
+///
+/// # The rule for graphs
+///
+/// A graph's own storage is estimated through graph-core's public accessors (it does not
+/// expose capacities): one [`ValueKey`] per value, one operation record (payload, [`Role`],
+/// two index ranges) per operation plus the payload's and the role's heap, one [`ValueRef`]
+/// per operation input, one [`ValueId`] per operation output, graph input and graph output,
+/// one `Arc` pointer per parent, and the canonical numbering (one [`OpId`] per live operation,
+/// one `u32` per value). graph-core's per-value identity hashes are computed lazily, on
+/// demand, and are not counted.
+///
+/// Parent graphs (and their parents) are visited once each, however many graphs of the value
+/// share them. A parent is charged only when the value keeps it alive on its own: every strong
+/// reference to it comes from the value itself or from parents that are themselves charged,
+/// and there is no weak reference. A parent the caller also holds (for instance the recorded
+/// graph a linearization reads from) is not charged: it stays alive without the cache. The
+/// test runs once, when the cache prices the entry.
 pub fn graphs_heap_bytes<Op: RetainedBytes>(
     inline: &[&Graph<Op>],
     arcs: &[&Arc<Graph<Op>>],
@@ -158,7 +158,8 @@ pub fn graphs_heap_bytes<Op: RetainedBytes>(
     total
 }
 
-/// A graph's own arenas, its payloads' heap, and the parents it alone keeps alive, each once.
+/// A graph's own arenas, its payloads' heap, and the parents it alone keeps alive, each once
+/// (see [`graphs_heap_bytes`] for the rule).
 impl<Op: RetainedBytes> RetainedBytes for Graph<Op> {
     fn heap_bytes(&self) -> u64 {
         graphs_heap_bytes(&[self], &[])

@@ -1,8 +1,49 @@
 //! ad-cache: a bounded, collision-safe cache of derived graph transforms.
 //!
-//! AD engines and graph compilers rebuild the same derived graphs again and again. This crate
-//! memoizes them in a [`Cache`]: LRU by entry count and by [`RetainedBytes`], with statistics,
-//! `clear()`, single flight, and keys whose every hit is confirmed by exact equality.
+//! AD engines and graph compilers rebuild the same derived graphs again and again (linearized
+//! JVP graphs, transposed VJP graphs, plans, analyses). This crate memoizes them in a
+//! [`Cache`]:
+//!
+//! * **Bounded**: at most [`CacheLimits::max_entries`] entries (default 128) and
+//!   [`CacheLimits::max_retained_bytes`] retained bytes (default 64 MiB), least recently used
+//!   first out; [`Cache::set_limits`] applies new limits at once. A value larger than the byte
+//!   limit alone is returned to the caller but not retained, and evicts nothing.
+//! * **Retained bytes** come from the [`RetainedBytes`] trait, a deep logical estimate
+//!   computed once per entry at insert (implemented for primitives, `Vec`, `Box`, `Arc`,
+//!   `String`, slices and graph-core [`Graph`](graph_core::Graph)s).
+//! * **Collision safe**: a [`CacheKey`] has a 128-bit fingerprint to find its entry and an
+//!   exact equality to confirm it; a fingerprint match with an unequal key is a miss, counted
+//!   in [`CacheStats::collisions`], and never returns the other key's value.
+//! * **Single flight**: [`Cache::get_or_insert_with`] computes a missing value once for all
+//!   threads asking at the same time; an error reaches every waiter and is not cached.
+//! * **Observable**: [`Cache::stats`] (hits, misses, inserts, evictions, bytes, …),
+//!   [`Cache::clear`], [`Cache::reset_stats`].
+//!
+//! AD keys and values: [`GraphKey`] (anything derived from one graph), [`LinearizeKey`]
+//! (eager linearization of a recorded graph at some outputs), [`TracedKey`] (a traced JVP or
+//! VJP request) and the cached [`LinearizedGraph`] and [`VjpTransform`]. [`vecad`] is a small
+//! differentiable operation set on `f64` vectors with a real `linearize` and `transpose`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use ad_cache::{Cache, GraphKey};
+//! use graph_core::{GraphBuilder, Role};
+//!
+//! // Memoize a per-graph analysis (here: the number of live operations).
+//! let mut b = GraphBuilder::<u32>::new();
+//! let x = b.add_input(0);
+//! let (_, y) = b.add_op1(7, &[x.into()], Role::Primary);
+//! b.set_outputs(&[y]);
+//! let g = Arc::new(b.build()?);
+//!
+//! let cache: Cache<GraphKey<u32>, usize> = Cache::new();
+//! let n = cache.get_or_insert_with(GraphKey::new(Arc::clone(&g)), || {
+//!     Ok::<_, std::convert::Infallible>(g.canonical_ops().len())
+//! });
+//! assert_eq!(*n.unwrap(), 1);
+//! assert!(cache.get(&GraphKey::new(g)).is_some());
+//! # Ok::<(), graph_core::GraphError>(())
+//! ```
 
 #![forbid(unsafe_code)]
 

@@ -288,3 +288,39 @@ fn repeated_vjp_requests_hit() {
     assert_eq!((s.hits, s.misses, s.inserts), (9, 1, 1));
     assert!(s.retained_bytes > 0);
 }
+
+#[test]
+fn concurrent_requests_for_one_transform_build_it_once() {
+    let primal = Arc::new(vecad::chain_graph(2_000, 17).unwrap());
+    let cache: Arc<Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>>> = Arc::new(Cache::new());
+    let builds = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let threads = 4;
+    let barrier = Arc::new(std::sync::Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            // Each thread re-records the program: an equal graph in its own Arc.
+            let mine = Arc::new((*primal).clone());
+            let (cache, builds, barrier) = (
+                Arc::clone(&cache),
+                Arc::clone(&builds),
+                Arc::clone(&barrier),
+            );
+            std::thread::spawn(move || {
+                let key = LinearizeKey::new(Arc::clone(&mine), &[0]).unwrap();
+                barrier.wait();
+                cache
+                    .get_or_insert_with(key, || {
+                        builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        vecad::vjp(&mine, &[0])
+                    })
+                    .unwrap()
+            })
+        })
+        .collect();
+    let got: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(builds.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(got.iter().all(|t| Arc::ptr_eq(t, &got[0])));
+    let s = cache.stats();
+    assert_eq!((s.hits + s.misses, s.inserts), (threads as u64, 1));
+}
