@@ -139,14 +139,8 @@ impl<Op> LinearizeKey<Op> {
         if let Some(&slot) = outputs.iter().find(|&&s| s as usize >= n) {
             return Err(KeyError::OutputSlot { slot, outputs: n });
         }
-        let mut h = StableHasher::with_domain(LINEARIZE_KEY_DOMAIN, KEY_VERSION);
-        h.write_fingerprint(graph.fingerprint());
-        h.write_len(outputs.len());
-        for &s in outputs {
-            h.write_u32(s);
-        }
         Ok(LinearizeKey {
-            fingerprint: h.finish(),
+            fingerprint: linearize_fingerprint(graph.fingerprint(), outputs),
             graph,
             outputs: outputs.into(),
         })
@@ -156,10 +150,10 @@ impl<Op> LinearizeKey<Op> {
     pub fn all_outputs(graph: Arc<Graph<Op>>) -> Self {
         let n = u32::try_from(graph.outputs().len()).unwrap_or(u32::MAX);
         let slots: Vec<u32> = (0..n).collect();
-        match Self::new(Arc::clone(&graph), &slots) {
-            Ok(k) => k,
-            // Every slot below the output count is valid.
-            Err(_) => Self::with_fingerprint(graph, &slots, Fingerprint(0)),
+        LinearizeKey {
+            fingerprint: linearize_fingerprint(graph.fingerprint(), &slots),
+            graph,
+            outputs: slots.into_boxed_slice(),
         }
     }
 
@@ -222,6 +216,16 @@ impl<Op: RetainedBytes> RetainedBytes for LinearizeKey<Op> {
             .heap_bytes()
             .saturating_add(graphs_heap_bytes(&[], &[&self.graph]))
     }
+}
+
+fn linearize_fingerprint(graph: Fingerprint, outputs: &[u32]) -> Fingerprint {
+    let mut h = StableHasher::with_domain(LINEARIZE_KEY_DOMAIN, KEY_VERSION);
+    h.write_fingerprint(graph);
+    h.write_len(outputs.len());
+    for &s in outputs {
+        h.write_u32(s);
+    }
+    h.finish()
 }
 
 /// Which derivative a traced key asks for.

@@ -324,3 +324,19 @@ fn concurrent_requests_for_one_transform_build_it_once() {
     let s = cache.stats();
     assert_eq!((s.hits + s.misses, s.inserts), (threads as u64, 1));
 }
+
+#[test]
+fn linearize_key_fingerprint_is_the_documented_encoding() {
+    let g = unary(VecOp::Sin);
+    let key = LinearizeKey::new(Arc::clone(&g), &[0]).unwrap();
+    let mut bytes = Vec::new();
+    let domain = ad_cache::LINEARIZE_KEY_DOMAIN;
+    bytes.extend_from_slice(&(domain.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(domain.as_bytes());
+    bytes.extend_from_slice(&ad_cache::KEY_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&g.fingerprint().0.to_le_bytes());
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    assert_eq!(key.fingerprint(), Fingerprint::of_bytes(&bytes));
+    assert_eq!(domain, "tracegraph.ad-cache.linearize-key");
+}
