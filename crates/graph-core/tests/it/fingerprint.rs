@@ -125,6 +125,54 @@ fn graph_encoding_is_the_documented_byte_layout() {
 }
 
 #[test]
+fn parent_operand_and_mask_layout() {
+    // g (key 0) and value `r` of the parent -> Mul, Linearized [true, false] -> y.
+    let parent = Arc::new(mlp());
+    let r = parent.outputs()[0];
+    let mut b = GraphBuilder::new();
+    let p = b.add_parent(parent.clone());
+    let g = b.add_input(0);
+    let (_, y) = b.add_op1(
+        TOp::Mul,
+        &[
+            g.into(),
+            ValueRef::Parent {
+                parent: p,
+                value: r,
+            },
+        ],
+        Role::Linearized {
+            active: vec![true, false],
+        },
+    );
+    b.set_outputs(&[y]);
+    let child = b.build().expect("valid");
+
+    let mut bytes = Vec::new();
+    let domain = b"tracegraph.graph-core.fingerprint";
+    bytes.extend_from_slice(&(domain.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(domain);
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&0u64.to_le_bytes());
+    bytes.extend_from_slice(&[1, 1, 0, 0]); // op record, role 1 (Linearized)
+    bytes.extend_from_slice(&1u32.to_le_bytes()); // one output
+    bytes.extend_from_slice(&2u64.to_le_bytes()); // two operands
+    bytes.extend_from_slice(&0u64.to_le_bytes()); // local g
+    let idx = u64::from(parent.canonical_index(r).expect("live"));
+    bytes.extend_from_slice(&(idx | 1 << 32).to_le_bytes()); // parent operand
+    bytes.extend_from_slice(&parent.fingerprint().to_le_bytes());
+    bytes.extend_from_slice(&[1, 0]); // active mask
+    bytes.push(1); // payload: TOp::Mul tag
+    bytes.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0]);
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    assert_eq!(idx, 5);
+    assert_eq!(child.fingerprint(), Fingerprint::of_bytes(&bytes));
+}
+
+#[test]
 fn primitive_encodings() {
     fn bytes_of<T: StableHash + ?Sized>(x: &T) -> Fingerprint {
         Fingerprint::of(x)
