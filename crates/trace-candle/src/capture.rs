@@ -2,9 +2,10 @@
 
 use std::cell::Cell;
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 use trace_record::schema::{AllocKind, ExecStep, MemoryCategory, SpanKind, TimingMode};
 use trace_record::{MemoryRecord, OpRecord, SpanGuard, TensorRecord, TraceSession};
 
@@ -40,14 +41,38 @@ struct LiveAlloc {
     category: MemoryCategory,
 }
 
+/// A multiplicative hasher for integer storage ids (ids are process-local counters, not
+/// attacker-chosen keys): a set insert costs a multiply instead of SipHash.
+#[derive(Debug, Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7C_C1_B7_27_22_0A_95);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7C_C1_B7_27_22_0A_95);
+    }
+}
+
+type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
+
 #[derive(Debug, Default)]
 struct Allocations {
     /// Step allocations in the order they were recorded (freed in that order).
     step: Vec<LiveAlloc>,
     /// Storage ids of `step`, for O(1) duplicate checks.
-    step_ids: HashSet<u64>,
+    step_ids: IdSet,
     /// Storage ids of persistent allocations (parameters, optimizer state): never freed.
-    persistent: HashSet<u64>,
+    persistent: IdSet,
 }
 
 #[derive(Debug)]
@@ -68,14 +93,15 @@ impl Inner {
         storage: u64,
         tensor: u64,
         bytes: u64,
-        device: &Device,
+        device: DeviceLabel,
         category: MemoryCategory,
     ) -> bool {
         let mut a = self.allocations();
-        if a.persistent.contains(&storage) || !a.step_ids.insert(storage) {
+        if (!a.persistent.is_empty() && a.persistent.contains(&storage))
+            || !a.step_ids.insert(storage)
+        {
             return false;
         }
-        let device = DeviceLabel::of(device);
         self.session.record_memory(&MemoryRecord {
             kind: AllocKind::Alloc,
             storage,
@@ -202,8 +228,13 @@ impl Capture {
             return false;
         }
         let id = tensor_id(tensor);
-        self.inner
-            .alloc_step_id(id, id, tensor_bytes(tensor), tensor.device(), category)
+        self.inner.alloc_step_id(
+            id,
+            id,
+            tensor_bytes(tensor),
+            DeviceLabel::of(tensor.device()),
+            category,
+        )
     }
 
     /// Records a persistent allocation (a parameter or optimizer state) that is never freed
@@ -435,7 +466,7 @@ impl Probe {
         // An op that returns one of its inputs (or a parameter) allocates nothing new.
         if !input_ids.contains(&out_id) {
             self.inner
-                .alloc_step_id(out_id, out_id, out_bytes, out.device(), category);
+                .alloc_step_id(out_id, out_id, out_bytes, device, category);
         }
         Ok(out)
     }
