@@ -13,12 +13,19 @@
 //!    `unhandledrejection` and `console.error` hooks write there), and the op table, memory
 //!    chart and span tree rendered with rows / an SVG;
 //! 3. a screenshot (`--screenshot`) is saved next to the page (`report.png`).
+//!
+//! Before the pages, the demo's exports are checked: the Chrome trace JSON (every event has
+//! its required fields, complete events nest per thread, memory counters are never negative,
+//! op totals per name equal `tracegraph ops --json`, no nesting adjustment was needed) and
+//! the folded stacks (weights sum to the time of the outermost Chrome events, and to the root
+//! spans of `tracegraph spans --json`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
+use serde_json::Value;
 
 /// Flags the issue asks for, plus logging of console messages to stderr.
 const CHROMIUM_FLAGS: &[&str] = &[
@@ -57,6 +64,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     super::run(demo)?;
     let trace = newest_trace(&out)?;
     eprintln!("xtask: demo trace {}", trace.display());
+    let mut failures = export_checks(root, &trace, &out)?;
 
     let page = out.join("report.html");
     let mut report = tracegraph(root);
@@ -74,7 +82,6 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         .arg(&compare_page);
     super::run(compare)?;
 
-    let mut failures = Vec::new();
     for (page, needs_comparison) in [(&page, false), (&compare_page, true)] {
         let html =
             std::fs::read_to_string(page).with_context(|| format!("reading {}", page.display()))?;
@@ -117,6 +124,197 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         shot.display()
     );
     Ok(())
+}
+
+/// Runs `tracegraph ARGS` and returns its stdout.
+fn tracegraph_stdout(root: &Path, args: &[&str]) -> Result<String> {
+    let mut cmd = tracegraph(root);
+    cmd.args(args).stderr(Stdio::inherit());
+    eprintln!("xtask: running {cmd:?}");
+    let out = cmd
+        .output()
+        .with_context(|| format!("failed to start {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed with {}", out.status);
+    }
+    String::from_utf8(out.stdout).context("tracegraph printed non-UTF-8")
+}
+
+/// µs with three decimals (a JSON number) as integer ns.
+fn ns(v: &Value) -> Option<u64> {
+    v.as_f64()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .map(|x| (x * 1000.0).round() as u64)
+}
+
+/// Exports the demo trace as Chrome JSON and folded stacks and checks both (see the module
+/// documentation). Returns the failures.
+fn export_checks(root: &Path, trace: &Path, out: &Path) -> Result<Vec<String>> {
+    let mut failures = Vec::new();
+    let t = trace.to_string_lossy().to_string();
+    let chrome_path = out.join("trace.chrome.json");
+    let folded_path = out.join("trace.folded");
+    tracegraph_stdout(
+        root,
+        &[
+            "export",
+            &t,
+            "--format",
+            "chrome",
+            "-o",
+            &chrome_path.to_string_lossy(),
+        ],
+    )?;
+    tracegraph_stdout(
+        root,
+        &[
+            "export",
+            &t,
+            "--format",
+            "folded",
+            "-o",
+            &folded_path.to_string_lossy(),
+        ],
+    )?;
+    let chrome: Value = serde_json::from_str(
+        &std::fs::read_to_string(&chrome_path)
+            .with_context(|| format!("reading {}", chrome_path.display()))?,
+    )
+    .with_context(|| format!("{} is not JSON", chrome_path.display()))?;
+    let ops: Value = serde_json::from_str(&tracegraph_stdout(root, &["ops", &t, "--json"])?)
+        .context("`tracegraph ops --json` is not JSON")?;
+    let spans: Value = serde_json::from_str(&tracegraph_stdout(root, &["spans", &t, "--json"])?)
+        .context("`tracegraph spans --json` is not JSON")?;
+
+    let mut fail = |m: String| failures.push(format!("{}: {m}", chrome_path.display()));
+    if chrome["displayTimeUnit"] != "ns" {
+        fail("displayTimeUnit is not \"ns\"".to_string());
+    }
+    let adjusted = &chrome["otherData"]["summary"]["adjustments"];
+    if adjusted
+        .as_object()
+        .is_none_or(|m| m.values().any(|v| v.as_u64() != Some(0)))
+    {
+        fail(format!(
+            "the demo's spans and ops needed adjustments: {adjusted}"
+        ));
+    }
+    let events = chrome["traceEvents"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if events.is_empty() {
+        fail("no traceEvents".to_string());
+    }
+    // (tid, start, end, is_step_track); op totals by name.
+    let mut xs: Vec<(u64, u64, u64, bool)> = Vec::new();
+    let mut op_totals: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut counters = 0u64;
+    for e in &events {
+        let ph = e["ph"].as_str().unwrap_or("");
+        if !e["name"].is_string() || !e["pid"].is_u64() || !e["tid"].is_u64() {
+            fail(format!("event without name/pid/tid: {e}"));
+            continue;
+        }
+        match ph {
+            "X" => match (ns(&e["ts"]), ns(&e["dur"])) {
+                (Some(ts), Some(dur)) => {
+                    let tid = e["tid"].as_u64().unwrap_or(0);
+                    xs.push((tid, ts, ts + dur, e["cat"] == "step"));
+                    if e["cat"] == "op" {
+                        *op_totals
+                            .entry(e["name"].as_str().unwrap_or("").to_string())
+                            .or_default() += dur;
+                    }
+                }
+                _ => fail(format!("complete event without ts/dur: {e}")),
+            },
+            "C" => {
+                counters += 1;
+                let ok = ns(&e["ts"]).is_some()
+                    && e["args"].as_object().is_some_and(|a| {
+                        !a.is_empty() && a.values().all(|v| v.as_f64().is_some_and(|x| x >= 0.0))
+                    });
+                if !ok {
+                    fail(format!("bad or negative counter: {e}"));
+                }
+            }
+            "i" if ns(&e["ts"]).is_some() => {}
+            "M" => {}
+            _ => fail(format!("unexpected event: {e}")),
+        }
+    }
+    if counters == 0 {
+        fail("no memory counters".to_string());
+    }
+    // Nesting per thread, and the time of the outermost events.
+    xs.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then(b.2.cmp(&a.2)));
+    let mut stack: Vec<(u64, u64, u64)> = Vec::new();
+    let mut roots = 0u64;
+    for &(tid, start, end, step_track) in &xs {
+        while stack
+            .last()
+            .is_some_and(|top| top.0 != tid || top.2 <= start)
+        {
+            stack.pop();
+        }
+        match stack.last() {
+            Some(top) if end > top.2 => {
+                fail(format!(
+                    "thread {tid}: [{start}, {end}] ns sticks out of [{}, {}]",
+                    top.1, top.2
+                ));
+            }
+            Some(_) => {}
+            None if !step_track => roots += end - start,
+            None => {}
+        }
+        stack.push((tid, start, end));
+    }
+    let table: std::collections::BTreeMap<String, u64> = ops["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| Some((r["name"].as_str()?.to_string(), r["total_ns"].as_u64()?)))
+        .collect();
+    if table.is_empty() || table != op_totals {
+        fail(format!(
+            "op totals differ from `tracegraph ops --json`: export {op_totals:?}, ops {table:?}"
+        ));
+    }
+
+    let folded = std::fs::read_to_string(&folded_path)
+        .with_context(|| format!("reading {}", folded_path.display()))?;
+    let mut sum = 0u64;
+    for line in folded.lines() {
+        match line
+            .rsplit_once(' ')
+            .and_then(|(_, w)| w.parse::<u64>().ok())
+        {
+            Some(w) if w > 0 => sum += w,
+            _ => failures.push(format!("{}: bad line `{line}`", folded_path.display())),
+        }
+    }
+    let span_roots: u64 = spans["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["depth"] == 0)
+        .filter_map(|n| n["total_ns"].as_u64())
+        .sum();
+    if sum != roots || sum != span_roots {
+        failures.push(format!(
+            "{}: weights sum to {sum} ns; the outermost Chrome events last {roots} ns and the root spans {span_roots} ns",
+            folded_path.display()
+        ));
+    }
+    eprintln!(
+        "xtask: exports checked: {} Chrome events ({} complete, {counters} counters), {} folded stacks summing to {sum} ns",
+        events.len(),
+        xs.len(),
+        folded.lines().count()
+    );
+    Ok(failures)
 }
 
 /// `cargo run --release -p tracegraph --`.
