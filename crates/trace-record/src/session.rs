@@ -2,9 +2,10 @@
 //!
 //! A session writes one JSONL trace (see [`crate::schema`]). It is `Send + Sync`; share it
 //! between threads with an `Arc`. Records take borrowed data and allocate nothing per event
-//! in steady state: each line is formatted into a reused per-thread buffer, then appended to
-//! the session's block buffer under a short lock (so lines from different threads never
-//! interleave) and written out in blocks of [`BLOCK_BYTES`].
+//! in steady state: each line is formatted by a hand-written encoder straight into the
+//! session's reused block buffer under its lock (so lines from different threads never
+//! interleave and keep the order of the calls), and written out in blocks of
+//! [`BLOCK_BYTES`]. The span stack is per thread (a reused thread-local vector).
 //!
 //! Outside the schedule's active windows (and after `finish`) every record call returns after
 //! one relaxed atomic load.
@@ -333,21 +334,6 @@ struct Output {
 }
 
 impl Output {
-    fn push(&mut self, ty: EventType, line: &[u8]) {
-        if self.error.is_some() {
-            self.dropped += 1;
-            return;
-        }
-        if self.finished {
-            return;
-        }
-        self.buf.extend_from_slice(line);
-        self.pending.add(ty, 1);
-        if self.buf.len() >= BLOCK_BYTES {
-            self.write_block();
-        }
-    }
-
     fn write_block(&mut self) {
         if self.buf.is_empty() || self.error.is_some() {
             return;
@@ -388,7 +374,6 @@ struct StackEntry {
 }
 
 thread_local! {
-    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(512));
     static STACK: RefCell<Vec<StackEntry>> = const { RefCell::new(Vec::new()) };
     static THREAD_NO: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
@@ -547,21 +532,23 @@ impl TraceSession {
         })
     }
 
-    /// Formats one line with `f` into the per-thread buffer and appends it to the block.
+    /// Formats one line with `f` straight into the session's block buffer, under its lock
+    /// (so lines never interleave and keep the order of the calls).
     #[inline]
     fn emit(&self, ty: EventType, f: impl FnOnce(&mut Vec<u8>)) {
-        SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut buf) => {
-                buf.clear();
-                f(&mut buf);
-                lock(&self.out).push(ty, &buf);
-            }
-            Err(_) => {
-                let mut buf = Vec::new();
-                f(&mut buf);
-                lock(&self.out).push(ty, &buf);
-            }
-        });
+        let mut out = lock(&self.out);
+        if out.error.is_some() {
+            out.dropped += 1;
+            return;
+        }
+        if out.finished {
+            return;
+        }
+        f(&mut out.buf);
+        out.pending.add(ty, 1);
+        if out.buf.len() >= BLOCK_BYTES {
+            out.write_block();
+        }
     }
 
     /// Opens a span on this thread; it ends when the guard drops. Its parent is the
