@@ -318,6 +318,48 @@ impl<Op> Graph<Op> {
         self.parents.get(id.index())
     }
 
+    /// Heap bytes owned by this graph's own arenas, walk tables and caches (capacity ×
+    /// element size of each, plus linearized masks), not counting heap memory owned by the
+    /// payloads themselves or by parent graphs (which are shared). For memory accounting,
+    /// e.g. a cache's retained-byte limit; grows once when
+    /// [`value_hashes`](Graph::value_hashes) are first computed.
+    pub fn arena_heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        fn vec_bytes<T>(v: &Vec<T>) -> usize {
+            v.capacity().saturating_mul(size_of::<T>())
+        }
+        let masks: usize = self
+            .ops
+            .iter()
+            .map(|n| match &n.role {
+                Role::Linearized { active } => active.capacity(),
+                _ => 0,
+            })
+            .sum();
+        let identity = self
+            .identity
+            .get()
+            .map_or(0, |i| vec_bytes(&i.values) + vec_bytes(&i.ops));
+        [
+            vec_bytes(&self.keys),
+            vec_bytes(&self.producers),
+            vec_bytes(&self.in_start),
+            vec_bytes(&self.operand_ops),
+            vec_bytes(&self.ops),
+            vec_bytes(&self.op_inputs),
+            vec_bytes(&self.op_outputs),
+            vec_bytes(&self.inputs),
+            vec_bytes(&self.outputs),
+            vec_bytes(&self.parents),
+            vec_bytes(&self.canon.ops),
+            vec_bytes(&self.canon.value_index),
+            masks,
+            identity,
+        ]
+        .iter()
+        .fold(0usize, |a, b| a.saturating_add(*b))
+    }
+
     /// The graph's fingerprint, computed at build time (O(1)).
     #[inline]
     pub fn fingerprint(&self) -> Fingerprint {

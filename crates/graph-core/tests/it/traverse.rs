@@ -194,3 +194,25 @@ fn value_hashes_distinguish_slots_and_inputs() {
     assert_ne!(h[outs[0].index()], h[outs[1].index()], "slots differ");
     assert!(g.group_identical_values().is_empty());
 }
+
+#[test]
+fn arena_heap_bytes_grows_with_the_graph_and_its_caches() {
+    let small = mlp();
+    let (big, _) = with_dead_code();
+    let chain = {
+        let mut b = GraphBuilder::new();
+        let mut v = b.add_input(0);
+        for i in 0..1000 {
+            v = b.add_op1(TOp::Const(i), &[v.into()], Role::Primary).1;
+        }
+        b.set_outputs(&[v]);
+        b.build().expect("valid")
+    };
+    assert!(small.arena_heap_bytes() > 0);
+    // At least: value keys (16 B), producers, input offsets and operand producers (4 B each).
+    assert!(chain.arena_heap_bytes() >= 1000 * (16 + 4 + 4 + 4));
+    assert!(chain.arena_heap_bytes() > big.arena_heap_bytes());
+    let before = chain.arena_heap_bytes();
+    let _ = chain.value_hashes();
+    assert!(chain.arena_heap_bytes() >= before + 1001 * 16);
+}
