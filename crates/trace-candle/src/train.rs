@@ -65,6 +65,8 @@
 //! tensor events are labelled `<param>.exp_avg`, `<param>.exp_avg_sq` or
 //! `<param>.momentum_buffer`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor, TensorId, Var};
 use candle_nn::VarMap;
@@ -162,11 +164,24 @@ fn sum_squares(values: impl Iterator<Item = f64>) -> (f64, bool) {
 /// Capture of a training loop: parameters, gradients, optimizer state and step spans.
 ///
 /// Holds owned metadata only (names, ids, shapes), never a variable or tensor.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct TrainingCapture {
     capture: Capture,
     params: Vec<Persistent>,
     optimizer_state: Vec<Persistent>,
+    /// Set once every watched tensor's allocation is recorded: later steps skip the check.
+    persistent_done: AtomicBool,
+}
+
+impl Clone for TrainingCapture {
+    fn clone(&self) -> Self {
+        TrainingCapture {
+            capture: self.capture.clone(),
+            params: self.params.clone(),
+            optimizer_state: self.optimizer_state.clone(),
+            persistent_done: AtomicBool::new(self.persistent_done.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 impl TrainingCapture {
@@ -176,6 +191,7 @@ impl TrainingCapture {
             capture: capture.clone(),
             params: Vec::new(),
             optimizer_state: Vec::new(),
+            persistent_done: AtomicBool::new(false),
         }
     }
 
@@ -203,6 +219,7 @@ impl TrainingCapture {
             return;
         }
         self.params.push(Persistent::of(name, var.as_tensor()));
+        *self.persistent_done.get_mut() = false;
     }
 
     /// The watched parameters' names, in watch order.
@@ -215,6 +232,7 @@ impl TrainingCapture {
         let mut p = Persistent::of(label, tensor);
         p.tensor_id = None;
         self.optimizer_state.push(p);
+        *self.persistent_done.get_mut() = false;
     }
 
     /// Estimates the optimizer state of `kind` for the watched float parameters (see the
@@ -242,13 +260,14 @@ impl TrainingCapture {
                 added += 1;
             }
         }
+        *self.persistent_done.get_mut() = false;
         added
     }
 
     /// Records the parameters and optimizer state (tensor events and allocations) if the
     /// session is active and they were not recorded yet. Called by the step guards.
     pub fn record_persistent(&self) {
-        if !self.capture.is_active() {
+        if !self.capture.is_active() || self.persistent_done.load(Ordering::Relaxed) {
             return;
         }
         let groups = [
@@ -279,6 +298,7 @@ impl TrainingCapture {
                 );
             }
         }
+        self.persistent_done.store(true, Ordering::Relaxed);
     }
 
     /// A `train_step` span around a whole step (optional; spans nest inside it).

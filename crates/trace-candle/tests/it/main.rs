@@ -5,6 +5,7 @@ mod demo;
 mod layer;
 mod meta;
 mod module;
+mod props;
 mod train;
 
 use std::sync::Arc;
