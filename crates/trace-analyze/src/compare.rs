@@ -1,7 +1,8 @@
 //! Comparing two traces: per span path and per op name, time and memory deltas with their
 //! spread over steps; graph fingerprint equality per step; ops present in one trace only.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::intern::FastMap;
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -159,10 +160,10 @@ struct OpAgg {
 }
 
 fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
-    let mut by: HashMap<crate::intern::Sym, OpAgg> = HashMap::new();
-    let mut step_sum: HashMap<crate::intern::Sym, u64> = HashMap::new();
-    let flush = |by: &mut HashMap<crate::intern::Sym, OpAgg>,
-                 step_sum: &mut HashMap<crate::intern::Sym, u64>| {
+    let mut by: FastMap<crate::intern::Sym, OpAgg> = FastMap::default();
+    let mut step_sum: FastMap<crate::intern::Sym, u64> = FastMap::default();
+    let flush = |by: &mut FastMap<crate::intern::Sym, OpAgg>,
+                 step_sum: &mut FastMap<crate::intern::Sym, u64>| {
         for (k, v) in step_sum.drain() {
             if let Some(a) = by.get_mut(&k) {
                 a.per_step.push(v);

@@ -1,13 +1,13 @@
 //! Reading a trace into the compact [`Trace`] model: one streaming pass through trace-record's
 //! reader, interning names, devices and shapes as it goes.
 
-use std::collections::HashMap;
+use crate::intern::FastMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use trace_record::schema::{self as wire, Event};
-use trace_record::{ReadMode, ReadOptions, TraceReader, Validator};
+use trace_record::{LineEvent, ReadMode, ReadOptions, TraceReader, Validator};
 
 use crate::error::AnalyzeError;
 use crate::intern::{Interner, ShapeInterner};
@@ -60,8 +60,14 @@ pub fn load_str(text: &str, source: &str, opts: LoadOptions) -> Result<Trace, An
     load_reader(text.as_bytes(), source, opts)
 }
 
+/// Events handed from the parsing thread to the model builder at a time.
+const BATCH: usize = 4096;
+
 /// Loads a trace from any buffered reader; `source` names it in errors.
-pub fn load_reader<R: BufRead>(
+///
+/// Parsing (JSON) runs on a second thread, pipelined with building the model and validating
+/// the structure on this one, so the two overlap on a multi-core machine.
+pub fn load_reader<R: BufRead + Send>(
     src: R,
     source: &str,
     opts: LoadOptions,
@@ -80,13 +86,41 @@ pub fn load_reader<R: BufRead>(
     let mut reader = TraceReader::new(src, options).map_err(err)?;
     let header = reader.header().clone();
     let mut b = Builder::new(source, &header);
-    loop {
-        match reader.next_event() {
-            Ok(Some(le)) => b.event(le.line, le.event),
-            Ok(None) => break,
-            Err(e) => return Err(err(e)),
+    let (reader, result) = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<LineEvent>>(16);
+        let producer = scope.spawn(move || {
+            let mut batch = Vec::with_capacity(BATCH);
+            let result = loop {
+                match reader.next_event() {
+                    Ok(Some(e)) => {
+                        batch.push(e);
+                        if batch.len() == BATCH {
+                            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                            if tx.send(full).is_err() {
+                                break Ok(());
+                            }
+                        }
+                    }
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+            };
+            if !batch.is_empty() {
+                let _ = tx.send(batch);
+            }
+            (reader, result)
+        });
+        for batch in rx {
+            for le in batch {
+                b.event(le.line, le.event);
+            }
         }
-    }
+        match producer.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    result.map_err(err)?;
     let mut trace = b.finish();
     trace.lines = reader.lines_read();
     trace.partial_last_line = reader.partial_line().is_some();
@@ -145,7 +179,7 @@ pub fn category(c: wire::MemoryCategory) -> Category {
 
 struct Builder {
     t: Trace,
-    span_index: HashMap<u64, u32>,
+    span_index: FastMap<u64, u32>,
     dims: Vec<u64>,
     /// The latest end time seen since the current step began.
     step_last_ns: u64,
@@ -195,14 +229,14 @@ impl Builder {
                 spans: Vec::new(),
                 ops: Vec::new(),
                 tensor_refs: Vec::new(),
-                tensors: HashMap::new(),
+                tensors: FastMap::default(),
                 memory: Vec::new(),
                 physical: Vec::new(),
                 steps: Vec::new(),
                 end_ns: 0,
                 work: WorkCounter::default(),
             },
-            span_index: HashMap::new(),
+            span_index: FastMap::default(),
             dims: Vec::new(),
             step_last_ns: 0,
             validator: Validator::new(),

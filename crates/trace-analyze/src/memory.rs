@@ -2,8 +2,7 @@
 //! breakdown and the allocations live at it, what is still live at the end (possible leaks),
 //! and physical device samples reported beside, never mixed with logical bytes.
 
-use std::collections::HashMap;
-
+use crate::intern::FastMap;
 use serde::Serialize;
 
 use crate::intern::Sym;
@@ -180,7 +179,7 @@ pub fn memory_report(trace: &Trace) -> Option<MemoryReport> {
     }
     // Devices in order of first appearance, then sorted by label.
     let mut device_ids: Vec<Sym> = Vec::new();
-    let mut seen: HashMap<Sym, usize> = HashMap::new();
+    let mut seen: FastMap<Sym, usize> = FastMap::default();
     for e in &trace.memory {
         seen.entry(e.device).or_insert_with(|| {
             device_ids.push(e.device);
@@ -223,7 +222,7 @@ fn time_range(trace: &Trace) -> (u64, u64) {
 
 fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
     let events = || trace.memory.iter().filter(move |e| e.device == device);
-    let mut live: HashMap<u64, Live> = HashMap::new();
+    let mut live: FastMap<u64, Live> = FastMap::default();
     let mut cats = [0u64; 7];
     let mut total = 0u64;
     let (mut allocs, mut frees, mut unmatched) = (0u64, 0u64, 0u64);
@@ -235,7 +234,7 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
     let span = (t1 - t0).max(1);
     let mut buckets: Vec<Option<TimelinePoint>> = vec![None; TIMELINE_POINTS];
     let apply = |e: &MemEvent,
-                 live: &mut HashMap<u64, Live>,
+                 live: &mut FastMap<u64, Live>,
                  cats: &mut [u64; 7],
                  total: &mut u64|
      -> Option<bool> {
@@ -313,7 +312,7 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
     // Second pass up to the peak to list what was live there.
     let mut peak_allocations = Vec::new();
     if let Some(pi) = peak_idx {
-        let mut live2: HashMap<u64, Live> = HashMap::new();
+        let mut live2: FastMap<u64, Live> = FastMap::default();
         let mut c2 = [0u64; 7];
         let mut t2 = 0u64;
         for e in events().take(pi + 1) {

@@ -5,7 +5,7 @@
 //! integers) and records where each step begins so analyses can group by step without
 //! searching.
 
-use std::collections::HashMap;
+use crate::intern::FastMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
@@ -427,7 +427,7 @@ pub struct Trace {
     /// Flat storage of op input and output tensor ids.
     pub tensor_refs: Vec<u64>,
     /// Tensor metadata by tensor id.
-    pub tensors: HashMap<u64, TensorInfo>,
+    pub tensors: FastMap<u64, TensorInfo>,
     /// Memory events in the order they were read.
     pub memory: Vec<MemEvent>,
     /// Physical device memory samples.

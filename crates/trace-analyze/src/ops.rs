@@ -2,8 +2,7 @@
 //! min, max and p95 duration, output bytes and share of step time, like PyTorch's
 //! `key_averages().table()`.
 
-use std::collections::HashMap;
-
+use crate::intern::FastMap;
 use serde::Serialize;
 
 use crate::error::AnalyzeError;
@@ -182,9 +181,9 @@ pub fn op_self_times(trace: &Trace) -> Vec<u64> {
 pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
     let self_ns = op_self_times(trace);
     // Group key: (name, input shape list id) where the list id is 0 when not by shape.
-    let mut shape_lists: HashMap<Vec<ShapeId>, u32> = HashMap::new();
+    let mut shape_lists: FastMap<Vec<ShapeId>, u32> = FastMap::default();
     let mut shape_list_strings: Vec<String> = Vec::new();
-    let mut group_of: HashMap<(Sym, u32), u32> = HashMap::new();
+    let mut group_of: FastMap<(Sym, u32), u32> = FastMap::default();
     let mut groups: Vec<(Sym, u32)> = Vec::new();
     let mut op_group: Vec<u32> = Vec::with_capacity(trace.ops.len());
     let mut scratch: Vec<ShapeId> = Vec::new();

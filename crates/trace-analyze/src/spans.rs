@@ -1,8 +1,7 @@
 //! The span tree: total and self time per span path, aggregated over steps (mean and spread),
 //! with the execution step (forward, backward, optimizer) of each path.
 
-use std::collections::HashMap;
-
+use crate::intern::FastMap;
 use serde::Serialize;
 
 use crate::intern::Sym;
@@ -72,7 +71,7 @@ impl SpanTree {
 /// unknown is treated as a root.
 pub fn span_paths(trace: &Trace) -> (Vec<u32>, Vec<(Option<u32>, Sym)>) {
     let mut table: Vec<(Option<u32>, Sym)> = Vec::new();
-    let mut index: HashMap<(Option<u32>, Sym), u32> = HashMap::new();
+    let mut index: FastMap<(Option<u32>, Sym), u32> = FastMap::default();
     let mut path_of: Vec<u32> = Vec::with_capacity(trace.spans.len());
     for (i, s) in trace.spans.iter().enumerate() {
         let parent_path = s

@@ -12,7 +12,7 @@
 //! the fingerprint: two steps that do the same thing have equal fingerprints, in one trace or
 //! across traces. An op's payload is its name, output shape and dtype.
 
-use std::collections::HashMap;
+use crate::intern::FastMap;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
@@ -78,8 +78,8 @@ pub struct CanonOp {
 
 /// The canonical ops of a step (`ops`: the step's ops in recorded order).
 pub fn canonical_ops(trace: &Trace, ops: &[Op]) -> Vec<CanonOp> {
-    let mut produced: HashMap<u64, CanonInput> = HashMap::new();
-    let mut external: HashMap<u64, u32> = HashMap::new();
+    let mut produced: FastMap<u64, CanonInput> = FastMap::default();
+    let mut external: FastMap<u64, u32> = FastMap::default();
     let mut out = Vec::with_capacity(ops.len());
     for (i, op) in ops.iter().enumerate() {
         let inputs = trace
@@ -118,8 +118,8 @@ pub fn canonical_ops(trace: &Trace, ops: &[Op]) -> Vec<CanonOp> {
 /// Shared payload strings so that building a graph allocates no string per op.
 #[derive(Debug, Default)]
 pub struct PayloadPool {
-    names: HashMap<Sym, Arc<str>>,
-    shapes: HashMap<ShapeId, Arc<[u64]>>,
+    names: FastMap<Sym, Arc<str>>,
+    shapes: FastMap<ShapeId, Arc<[u64]>>,
 }
 
 impl PayloadPool {
@@ -233,7 +233,7 @@ impl RetainedBytes for StepGraphAnalysis {
 pub fn analyse_step_graph(g: &Graph<StepOp>) -> StepGraphAnalysis {
     let mut depth_of_value = vec![0usize; g.num_values()];
     let mut depth = 0usize;
-    let mut counts: HashMap<&str, u64> = HashMap::new();
+    let mut counts: FastMap<&str, u64> = FastMap::default();
     for &id in g.canonical_ops() {
         let Some(op) = g.op(id) else { continue };
         let d = op
@@ -452,7 +452,7 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
     let mut pool = PayloadPool::default();
     let mut steps = Vec::with_capacity(trace.steps.len());
     let mut prev: Option<(u64, graph_core::Fingerprint, Vec<CanonOp>)> = None;
-    let mut distinct: HashMap<u128, ()> = HashMap::new();
+    let mut distinct: FastMap<u128, ()> = FastMap::default();
     for (i, st) in trace.steps.iter().enumerate() {
         let canon = canonical_ops(trace, trace.step_ops(i));
         let g = Arc::new(build_step_graph(trace, &canon, &mut pool)?);
