@@ -1,3 +1,87 @@
 //! tracegraph: the command-line tool that profiles Candle runs and analyses their traces.
 
-fn main() {}
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  failure (a file could not be read or written, the demo failed, ...)
+  2  usage error (unknown command or option, bad argument)
+  3  invalid trace: not JSON, not the trace schema, or an unsupported version
+     (the message names the file, line and field)
+  4  `validate` found problems (structural issues; with --strict also an incomplete
+     trace or trailer counts that do not match)
+
+A truncated trace (no trailer: a crash or kill -9) is analysed up to its last complete
+line and flagged incomplete; it is not an error.";
+
+/// Profile Candle programs and analyse their traces: where did the time go, where did the
+/// memory go, did the graph change between steps, what changed between two runs.
+#[derive(Parser, Debug)]
+#[command(name = "tracegraph", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Train a small Candle MLP on CPU with capture, write its trace and print the summary.
+    Demo(cmd::demo::DemoArgs),
+    /// Header, health, step times, top ops, memory peak by category, graph stability.
+    Summary(cmd::summary::SummaryArgs),
+    /// The op table: count, total, self, mean, min, max, p95, output bytes, share of step.
+    Ops(cmd::ops::OpsArgs),
+    /// The span tree: total and self time per span path, mean and spread over steps.
+    Spans(cmd::spans::SpansArgs),
+    /// Live logical memory per device and category: peak, what was live there, leaks.
+    Memory(cmd::memory::MemoryArgs),
+    /// Per-step execution graphs: fingerprints, stability, first differing op.
+    Graph(cmd::graph::GraphArgs),
+    /// Compare two traces: time and memory deltas per span path and op, graph equality.
+    Compare(cmd::compare::CompareArgs),
+    /// Check a trace: schema, structure (spans, allocations), completeness.
+    Validate(cmd::validate::ValidateArgs),
+    /// Export a trace as Chrome trace JSON (Perfetto) or folded stacks.
+    Export(cmd::export::ExportArgs),
+    /// Write a self-contained HTML report of a trace.
+    Report(cmd::report::ReportArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let result = match &cli.command {
+        Command::Demo(a) => cmd::demo::run(a),
+        Command::Summary(a) => cmd::summary::run(a),
+        Command::Ops(a) => cmd::ops::run(a),
+        Command::Spans(a) => cmd::spans::run(a),
+        Command::Memory(a) => cmd::memory::run(a),
+        Command::Graph(a) => cmd::graph::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Validate(a) => cmd::validate::run(a),
+        Command::Export(a) => cmd::export::run(a).map(|()| cmd::Status::Ok),
+        Command::Report(a) => cmd::report::run(a).map(|()| cmd::Status::Ok),
+    };
+    match result {
+        Ok(cmd::Status::Ok) => ExitCode::SUCCESS,
+        Ok(cmd::Status::Problems) => ExitCode::from(4),
+        Err(e) => {
+            eprintln!("tracegraph: error: {e:#}");
+            ExitCode::from(cmd::exit_code(&e))
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! `tracegraph demo`: trains a small Candle MLP on CPU with capture and a schedule, writes the
+//! trace, then prints its summary.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use trace_analyze::steps::new_step_cache;
+use trace_analyze::summary::summarize;
+use trace_candle::demo::{MlpDemoConfig, run_mlp_demo};
+
+use super::{Status, bytesu, load, write_stdout};
+
+/// The trace's file name inside `--out`.
+pub(crate) const TRACE_FILE: &str = "trace.jsonl";
+
+/// Arguments of `tracegraph demo`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct DemoArgs {
+    /// The directory the trace is written to (created when missing).
+    #[arg(long, default_value = "tracegraph-demo", value_name = "DIR")]
+    pub(crate) out: PathBuf,
+    /// Training steps (the schedule records steps 7-9 and 12-14 when there are enough).
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub(crate) steps: u64,
+}
+
+/// Runs `tracegraph demo`.
+pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let path = args.out.join(TRACE_FILE);
+    let mut config = MlpDemoConfig::new(&path);
+    config.steps = args.steps;
+    let started = Instant::now();
+    let report = run_mlp_demo(&config).context("the demo training run failed")?;
+    let took = started.elapsed();
+    let recorded: Vec<String> = report.recorded_steps.iter().map(u64::to_string).collect();
+    write_stdout(&format!(
+        "trained a 3-layer MLP (candle-nn, CPU) for {} steps in {:.1} s: loss {:.4} -> {:.4}, accuracy {:.1}%\n\
+         recorded steps [{}] (schedule: skip 5, warmup 2, active 3, repeat 2)\n\
+         wrote {} ({} events, {})\n",
+        args.steps,
+        took.as_secs_f64(),
+        report.first_loss,
+        report.last_loss,
+        report.accuracy * 100.0,
+        recorded.join(", "),
+        path.display(),
+        report.summary.counts.total(),
+        bytesu(report.summary.bytes),
+    ))?;
+    let trace = load(&path, false)?;
+    let cache = new_step_cache();
+    let s = summarize(&trace, &cache)?;
+    write_stdout(&super::summary::render(&s))?;
+    let p = path.display();
+    write_stdout(&format!(
+        "\nnext:\n  tracegraph ops {p} --sort self --limit 10\n  tracegraph spans {p}\n  \
+         tracegraph memory {p}\n  tracegraph graph {p}\n  tracegraph validate --strict {p}\n  \
+         tracegraph export {p} --format chrome -o {}\n  tracegraph report {p} -o {}",
+        args.out.join("trace.chrome.json").display(),
+        args.out.join("report.html").display()
+    ))?;
+    Ok(Status::Ok)
+}

@@ -1,0 +1,87 @@
+//! `tracegraph graph`: per-step execution graph fingerprints, stability and diffs.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use trace_analyze::steps::{graph_report, new_step_cache};
+
+use super::{Status, Table, load, nsu, print_json, write_stdout};
+
+/// Arguments of `tracegraph graph`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct GraphArgs {
+    /// The trace file (JSON Lines).
+    pub(crate) trace: PathBuf,
+    /// Print JSON (schema `tracegraph.graph/1`) instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Runs `tracegraph graph`.
+pub(crate) fn run(args: &GraphArgs) -> anyhow::Result<Status> {
+    let trace = load(&args.trace, false)?;
+    let cache = new_step_cache();
+    let r = graph_report(&trace, &cache)?;
+    if args.json {
+        print_json("graph", &r)?;
+        return Ok(Status::Ok);
+    }
+    let mut o = String::new();
+    if r.steps.is_empty() {
+        write_stdout("no steps recorded: no step graphs")?;
+        return Ok(Status::Ok);
+    }
+    let _ = writeln!(
+        o,
+        "{} step(s), {} distinct graph(s), stable from step {}",
+        r.steps.len(),
+        r.distinct_graphs,
+        r.stable_from_step.map_or("-".into(), |k| k.to_string())
+    );
+    let mut t = Table::new(&[
+        "step",
+        "fingerprint",
+        ">ops",
+        ">values",
+        ">depth",
+        ">time",
+        "changed",
+    ]);
+    for s in &r.steps {
+        t.row(vec![
+            s.step.to_string(),
+            s.fingerprint.clone(),
+            s.ops.to_string(),
+            s.analysis.values.to_string(),
+            s.analysis.depth.to_string(),
+            nsu(s.duration_ns),
+            if s.changed {
+                "yes".into()
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    let _ = writeln!(o, "{}", t.render());
+    for s in r.steps.iter().filter(|s| s.changed) {
+        if let Some(d) = &s.diff {
+            let _ = writeln!(
+                o,
+                "step {} differs from step {} at op #{} ({}):\n  before: {}\n  after:  {}",
+                s.step,
+                d.against_step,
+                d.op_index,
+                d.what,
+                d.before.as_deref().unwrap_or("(none)"),
+                d.after.as_deref().unwrap_or("(none)")
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "step analyses: {} computed, {} reused from the cache (identical steps are analysed once)",
+        r.cache.misses, r.cache.hits
+    );
+    write_stdout(o.trim_end())?;
+    Ok(Status::Ok)
+}

@@ -1,0 +1,157 @@
+//! The subcommands (one file each) and what they share: loading with a progress bar, tables,
+//! number formatting and JSON output.
+
+pub(crate) mod compare;
+pub(crate) mod demo;
+pub(crate) mod export;
+pub(crate) mod graph;
+pub(crate) mod memory;
+pub(crate) mod ops;
+pub(crate) mod report;
+pub(crate) mod spans;
+pub(crate) mod summary;
+pub(crate) mod validate;
+
+mod progress;
+mod table;
+
+use std::fs::File;
+use std::io::{BufReader, IsTerminal, Write};
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Serialize;
+use trace_analyze::{AnalyzeError, LoadOptions, Trace};
+
+pub(crate) use table::Table;
+
+/// How a command ended when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Exit 0.
+    Ok,
+    /// Exit 4: `validate` found problems.
+    Problems,
+}
+
+/// The exit code for an error: 3 for an invalid trace, 1 otherwise.
+pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
+    let bad = e.chain().any(|c| {
+        c.downcast_ref::<AnalyzeError>()
+            .is_some_and(AnalyzeError::is_bad_trace)
+    });
+    if bad { 3 } else { 1 }
+}
+
+/// Loads a trace, with a progress bar on stderr when it is a terminal and the file is large.
+pub(crate) fn load(path: &Path, strict: bool) -> anyhow::Result<Trace> {
+    let file = File::open(path).with_context(|| format!("cannot open trace {}", path.display()))?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
+    let reader = progress::ProgressReader::new(file, len, show, &path.display().to_string());
+    let trace = trace_analyze::load_reader(
+        BufReader::with_capacity(256 * 1024, reader),
+        &path.display().to_string(),
+        LoadOptions { strict },
+    )?;
+    progress::clear(show);
+    if trace.is_incomplete() {
+        eprintln!(
+            "tracegraph: warning: {} is incomplete ({}); analysed up to its last complete line",
+            path.display(),
+            outcome_text(&trace.outcome)
+        );
+    }
+    Ok(trace)
+}
+
+/// Prints `value` as pretty JSON with a `schema` field first (`tracegraph.<what>/1`).
+pub(crate) fn print_json<T: Serialize>(what: &str, value: &T) -> anyhow::Result<()> {
+    let mut v = serde_json::to_value(value).context("serialising the result")?;
+    let mut out = serde_json::Map::new();
+    out.insert(
+        "schema".into(),
+        serde_json::Value::String(format!("tracegraph.{what}/1")),
+    );
+    if let serde_json::Value::Object(m) = &mut v {
+        out.append(m);
+    } else {
+        out.insert("data".into(), v);
+    }
+    let text = serde_json::to_string_pretty(&serde_json::Value::Object(out))?;
+    write_stdout(&text)
+}
+
+/// Writes `text` and a newline to stdout; a closed pipe (`| head`) is not an error.
+pub(crate) fn write_stdout(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing to stdout"),
+    }
+}
+
+/// `1.234 ms`, `12.5 µs`, `850 ns`, `2.10 s`.
+pub(crate) fn ns(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.2} s", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.3} ms", v / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.1} µs", v / 1e3)
+    } else {
+        format!("{v:.0} ns")
+    }
+}
+
+/// `ns` for integers.
+pub(crate) fn nsu(v: u64) -> String {
+    ns(v as f64)
+}
+
+/// `1.50 MiB`, `12.0 KiB`, `512 B`.
+pub(crate) fn bytes(v: f64) -> String {
+    let a = v.abs();
+    if a >= (1u64 << 30) as f64 {
+        format!("{:.2} GiB", v / (1u64 << 30) as f64)
+    } else if a >= (1u64 << 20) as f64 {
+        format!("{:.2} MiB", v / (1u64 << 20) as f64)
+    } else if a >= 1024.0 {
+        format!("{:.1} KiB", v / 1024.0)
+    } else {
+        format!("{v:.0} B")
+    }
+}
+
+/// `bytes` for integers.
+pub(crate) fn bytesu(v: u64) -> String {
+    bytes(v as f64)
+}
+
+/// `+12.3%` / `-4.0%`.
+pub(crate) fn pct(r: f64) -> String {
+    format!("{:+.1}%", r * 100.0)
+}
+
+/// The outcome in words.
+pub(crate) fn outcome_text(o: &trace_analyze::Outcome) -> String {
+    match o {
+        trace_analyze::Outcome::Complete => "complete".into(),
+        trace_analyze::Outcome::Failed { reason } => format!("failed: {reason}"),
+        trace_analyze::Outcome::Incomplete => "incomplete: session dropped without finish".into(),
+        trace_analyze::Outcome::Truncated => "incomplete: truncated, no trailer".into(),
+    }
+}
+
+/// The label after durations: `host time` or `device time (synchronized)`.
+pub(crate) fn timing_text(t: trace_analyze::Timing) -> &'static str {
+    match t {
+        trace_analyze::Timing::Host => "host time",
+        trace_analyze::Timing::DeviceSynchronized => "device time (synchronized)",
+    }
+}

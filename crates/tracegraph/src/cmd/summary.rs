@@ -1,0 +1,203 @@
+//! `tracegraph summary`: header, health, step times, top ops, memory peak by category, graph
+//! stability.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use trace_analyze::Category;
+use trace_analyze::steps::new_step_cache;
+use trace_analyze::summary::{Summary, summarize};
+
+use super::{
+    Status, Table, bytesu, load, ns, nsu, outcome_text, print_json, timing_text, write_stdout,
+};
+
+/// Arguments of `tracegraph summary`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct SummaryArgs {
+    /// The trace file (JSON Lines).
+    pub(crate) trace: PathBuf,
+    /// Print JSON (schema `tracegraph.summary/1`) instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Runs `tracegraph summary`.
+pub(crate) fn run(args: &SummaryArgs) -> anyhow::Result<Status> {
+    let trace = load(&args.trace, false)?;
+    let cache = new_step_cache();
+    let s = summarize(&trace, &cache)?;
+    if args.json {
+        print_json("summary", &s)?;
+    } else {
+        write_stdout(&render(&s))?;
+    }
+    Ok(Status::Ok)
+}
+
+/// The summary as text.
+pub(crate) fn render(s: &Summary) -> String {
+    let mut o = String::new();
+    let r = &s.run;
+    let _ = writeln!(o, "trace     {}", s.source);
+    let _ = writeln!(
+        o,
+        "run       {} ({}, {}) on {}, schema {} v{}",
+        r.entrypoint, r.phase, r.run_id, r.device, r.schema, r.version
+    );
+    let _ = writeln!(o, "timing    {}", timing_text(s.timing));
+    let h = &s.health;
+    let _ = writeln!(
+        o,
+        "health    {}; {} lines, {} events, {} dropped, {} issue(s){}",
+        outcome_text(&h.outcome),
+        h.lines,
+        h.events.total(),
+        h.dropped,
+        h.issue_count,
+        match h.counts_match_trailer {
+            Some(false) => "; trailer counts do not match the events read",
+            _ => "",
+        }
+    );
+    for i in &h.issues {
+        let _ = writeln!(o, "          line {}: {}", i.line, i.message);
+    }
+    let _ = writeln!(
+        o,
+        "content   {} ops, {} spans, {} steps",
+        s.op_count, s.span_count, s.steps.count
+    );
+    let _ = writeln!(o);
+    match &s.steps.spread {
+        Some(sp) => {
+            let _ = writeln!(
+                o,
+                "steps     {} steps, mean {} ± {}, min {}, p95 {}, max {}",
+                s.steps.count,
+                ns(sp.mean),
+                ns(sp.stddev),
+                nsu(sp.min),
+                nsu(s.steps.p95_ns.unwrap_or(sp.max)),
+                nsu(sp.max)
+            );
+        }
+        None => {
+            let _ = writeln!(o, "steps     none recorded (no step events)");
+        }
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "top ops by self time ({})", timing_text(s.timing));
+    let mut t = Table::new(&["op", ">calls", ">total", ">self", ">mean", ">p95", ">share"]);
+    for row in &s.top_ops {
+        t.row(vec![
+            row.name.clone(),
+            row.count.to_string(),
+            nsu(row.total_ns),
+            nsu(row.self_ns),
+            ns(row.mean_ns),
+            nsu(row.p95_ns),
+            row.share_of_step
+                .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
+        ]);
+    }
+    if t.is_empty() {
+        let _ = writeln!(o, "  (no ops)");
+    } else {
+        let _ = writeln!(o, "{}", t.render());
+    }
+    let _ = writeln!(o);
+    match &s.memory {
+        None => {
+            let _ = writeln!(o, "memory    absent (the trace has no memory events)");
+        }
+        Some(devs) => {
+            let _ = writeln!(o, "memory peak (logical bytes: shape x dtype size)");
+            // Categories that are zero on every device are left out of the table.
+            let cats: Vec<Category> = Category::ALL
+                .into_iter()
+                .filter(|&c| devs.iter().any(|d| d.peak_by_category.get(c) > 0))
+                .collect();
+            let names: Vec<String> = cats.iter().map(|c| format!(">{}", c.as_str())).collect();
+            let mut cols = vec!["device", ">peak"];
+            cols.extend(names.iter().map(String::as_str));
+            cols.push(">live at end");
+            let mut t = Table::new(&cols);
+            for d in devs {
+                let mut row = vec![d.device.clone(), bytesu(d.peak_bytes)];
+                for &c in &cats {
+                    row.push(bytesu(d.peak_by_category.get(c)));
+                }
+                row.push(bytesu(d.end_bytes));
+                t.row(row);
+            }
+            let _ = writeln!(o, "{}", t.render());
+            for d in devs {
+                if d.possible_leak_bytes > 0 {
+                    let _ = writeln!(
+                        o,
+                        "          {}: {} still live at the end outside parameters and optimizer state (possible leak)",
+                        d.device,
+                        bytesu(d.possible_leak_bytes)
+                    );
+                }
+                if let Some(p) = &d.physical {
+                    let _ = writeln!(
+                        o,
+                        "          {} physical ({} samples, reported by the device): max used {}, max reserved {}",
+                        d.device,
+                        p.samples,
+                        p.max_used_bytes.map_or("unknown".into(), bytesu),
+                        p.max_reserved_bytes.map_or("unknown".into(), bytesu)
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(o);
+    let g = &s.graph;
+    if g.steps == 0 {
+        let _ = writeln!(o, "graph     no steps, no step graphs");
+    } else {
+        let _ = writeln!(
+            o,
+            "graph     {} step(s), {} distinct graph(s); stable from step {}; last fingerprint {}",
+            g.steps,
+            g.distinct_graphs,
+            g.stable_from_step.map_or("-".into(), |k| k.to_string()),
+            g.last_fingerprint.as_deref().unwrap_or("-")
+        );
+        for c in &g.changed_steps {
+            match &c.diff {
+                Some(d) => {
+                    let _ = writeln!(
+                        o,
+                        "          step {} differs from step {} at op #{} ({}): {} -> {}",
+                        c.step,
+                        d.against_step,
+                        d.op_index,
+                        d.what,
+                        d.before.as_deref().unwrap_or("(none)"),
+                        d.after.as_deref().unwrap_or("(none)")
+                    );
+                }
+                None => {
+                    let _ = writeln!(o, "          step {} changed", c.step);
+                }
+            }
+        }
+        let _ = writeln!(
+            o,
+            "          step analyses: {} computed, {} reused from the cache",
+            g.cache.misses, g.cache.hits
+        );
+    }
+    if let Some(gr) = &s.gradients {
+        let _ = writeln!(
+            o,
+            "gradients {} present, {} missing, {} zero, {} non-finite",
+            gr.present, gr.missing, gr.zero, gr.non_finite
+        );
+    }
+    o.trim_end().to_string()
+}
