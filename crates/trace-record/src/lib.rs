@@ -10,6 +10,7 @@
 //! `docs/trace-schema.md`.
 
 mod encode;
+mod fast;
 pub mod reader;
 pub mod schema;
 pub mod session;

@@ -229,23 +229,44 @@ impl<R: BufRead> TraceReader<R> {
             if self.done {
                 return Ok(None);
             }
-            let complete = self.fill_line()?;
-            if !complete && self.buf.is_empty() {
-                self.done = true;
-                return Ok(None);
-            }
-            if self.buf.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
+            // A whole line inside the reader's buffer is parsed in place (no copy); a line
+            // that spans buffers, or a last line without a newline, goes through `buf`.
+            let avail = self.src.fill_buf()?;
+            let (parsed, complete) = match memchr::memchr(b'\n', avail) {
+                Some(pos) => {
+                    let l = trim_cr(&avail[..pos]);
+                    self.line += 1;
+                    let parsed = if l.iter().all(u8::is_ascii_whitespace) {
+                        None
+                    } else if self.trailer.is_some() {
+                        Some(Err(after_trailer(self.line)))
+                    } else {
+                        Some(parse_line(l, self.line, self.mode))
+                    };
+                    self.src.consume(pos + 1);
+                    (parsed, true)
+                }
+                None => {
+                    let complete = self.fill_line()?;
+                    if !complete && self.buf.is_empty() {
+                        self.done = true;
+                        return Ok(None);
+                    }
+                    let parsed = if self.buf.iter().all(u8::is_ascii_whitespace) {
+                        None
+                    } else if self.trailer.is_some() {
+                        Some(Err(after_trailer(self.line)))
+                    } else {
+                        Some(parse_line(&self.buf, self.line, self.mode))
+                    };
+                    (parsed, complete)
+                }
+            };
+            let Some(parsed) = parsed else { continue };
             let line = self.line;
-            if self.trailer.is_some() {
-                return Err(schema_err(line, "type", "a line after the trailer".into()));
-            }
-            let parsed = parse_line(&self.buf, line, self.mode);
             let parsed = match parsed {
-                Err(e) if !complete => {
+                Err(_) if !complete => {
                     // A truncated last line (crash mid-write): reported, not fatal.
-                    let _ = e;
                     self.partial = Some(line);
                     self.done = true;
                     return Ok(None);
@@ -270,6 +291,14 @@ impl<R: BufRead> TraceReader<R> {
             }
         }
     }
+}
+
+fn trim_cr(l: &[u8]) -> &[u8] {
+    l.strip_suffix(b"\r").unwrap_or(l)
+}
+
+fn after_trailer(line: u64) -> ReadError {
+    schema_err(line, "type", "a line after the trailer".into())
 }
 
 impl<R: BufRead> Iterator for TraceReader<R> {
@@ -419,6 +448,9 @@ fn parse_trailer(line: &[u8], no: u64) -> Result<Trailer, ReadError> {
 }
 
 fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError> {
+    if let Some(event) = crate::fast::parse(line) {
+        return Ok(Parsed::Event(event));
+    }
     let slow;
     let tag = match fast_tag(line) {
         Some(tag) => tag,

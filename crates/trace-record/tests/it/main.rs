@@ -6,6 +6,7 @@ mod common;
 mod crash;
 mod doc_examples;
 mod escape;
+mod fast_path;
 mod io_errors;
 mod reader_errors;
 mod roundtrip;

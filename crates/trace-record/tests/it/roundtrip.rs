@@ -47,7 +47,7 @@ fn finite() -> impl Strategy<Value = f64> {
     ]
 }
 
-fn event() -> impl Strategy<Value = Event> {
+pub(crate) fn event() -> impl Strategy<Value = Event> {
     let kind = prop_oneof![
         Just(SpanKind::Function),
         Just(SpanKind::Module),
