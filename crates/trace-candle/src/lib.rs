@@ -21,6 +21,19 @@
 //! - `demo` (feature `nn`): the deterministic MLP training run behind the `train_mlp`
 //!   example and `tracegraph demo`.
 //!
+//! # Features
+//!
+//! - `nn` (default): `train` and `demo`, on candle-nn.
+//! - `tracing` (default): the `layer` module, on tracing and tracing-subscriber.
+//! - `cuda`, `metal` (off): forwarded to candle-core (and candle-nn); no backend is forced.
+//!   Device labels (`cuda:N`, `metal:N`) and `Device::synchronize` work without them.
+//!
+//! # Storage identity
+//!
+//! Tensor and storage ids are Candle's process-wide, never-reused `TensorId` counter values
+//! (see [`meta`]); estimated optimizer state uses a separate id range (see `train`). No id is
+//! ever a raw address.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use candle_core::{Device, Tensor};
