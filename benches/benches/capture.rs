@@ -12,7 +12,9 @@
 //!   on a 4-element tensor inside an active window (two clock reads, op + tensor + alloc
 //!   events encoded; the session writes to `io::sink`, so disk speed is not measured),
 //!   against the bare op. The overhead row (`overhead_ns`) is the difference. Target:
-//!   ≤ 200 ns.
+//!   ≤ 200 ns. Its baseline is the floor trace-record sets: the same op, tensor and alloc
+//!   records plus two clock reads made directly on the session (no Candle op, no capture
+//!   logic), so the ratio shows how much of the overhead is this crate's own.
 //! - `capture/step_end_free ns_per_alloc`: the step end that frees those allocations (run
 //!   every 256 probe calls, outside the probe's timed region), per free.
 //! - `capture/probe_inactive overhead_ns`: the same probe outside the active window (one
@@ -27,8 +29,8 @@ use candle_core::{Device, Tensor};
 use criterion::Criterion;
 use trace_candle::Capture;
 use trace_candle::demo::MlpTrainer;
-use trace_record::schema::{Phase, Schedule};
-use trace_record::{Run, TraceSession};
+use trace_record::schema::{AllocKind, MemoryCategory, Phase, Schedule};
+use trace_record::{MemoryRecord, OpRecord, Run, TensorRecord, TraceSession};
 use tracegraph_benches::{Row, criterion_mean_ns, emit, quick};
 
 const SEED: u64 = 42;
@@ -131,6 +133,29 @@ fn probe_groups(c: &mut Criterion) {
             timed
         })
     });
+    // The floor under the probe: the same three trace-record calls (op, tensor, alloc) and
+    // two clock reads made directly on the session, with no Candle op and no capture logic.
+    let session = Arc::clone(active.session_arc());
+    let mut id = 1u64 << 40;
+    g.bench_function("record_floor", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let n = left.min(256);
+                let start = Instant::now();
+                for _ in 0..n {
+                    id += 1;
+                    let t0 = session.now_ns();
+                    let t1 = session.now_ns();
+                    record_three(&session, id, t0, t1);
+                }
+                timed += start.elapsed();
+                left -= n;
+            }
+            timed
+        })
+    });
     let probe_off = inactive.probe();
     g.bench_function("inactive", |b| {
         b.iter(|| {
@@ -166,6 +191,41 @@ fn probe_groups(c: &mut Criterion) {
     }
 }
 
+fn record_three(session: &TraceSession, id: u64, t0: u64, t1: u64) {
+    session.record_op(&OpRecord {
+        name: "affine",
+        inputs: &[id - 1],
+        outputs: &[id],
+        shape: &[4],
+        dtype: "f32",
+        device: "cpu",
+        start_ns: t0,
+        dur_ns: t1 - t0,
+        in_bytes: 16,
+        out_bytes: 16,
+        category: Some(MemoryCategory::Activation),
+        flops: None,
+    });
+    session.record_tensor(&TensorRecord {
+        id,
+        label: None,
+        shape: &[4],
+        dtype: "f32",
+        device: "cpu",
+        requires_grad: false,
+        bytes: 16,
+        category: MemoryCategory::Activation,
+    });
+    session.record_memory(&MemoryRecord {
+        kind: AllocKind::Alloc,
+        storage: id,
+        tensor: id,
+        bytes: 16,
+        device: "cpu",
+        category: MemoryCategory::Activation,
+    });
+}
+
 fn probe_rows() {
     let bare = criterion_mean_ns("capture_probe/bare");
     let on = criterion_mean_ns("capture_probe/active");
@@ -173,12 +233,13 @@ fn probe_rows() {
     match (bare, on, off) {
         (Some(bare), Some(on), Some(off)) => {
             emit(Row::new("capture/probe_tiny_op", "ns_per_call", on, "ns").vs("bare op", bare));
-            emit(Row::new(
-                "capture/probe_tiny_op",
-                "overhead_ns",
-                on - bare,
-                "ns",
-            ));
+            let overhead = Row::new("capture/probe_tiny_op", "overhead_ns", on - bare, "ns");
+            match criterion_mean_ns("capture_probe/record_floor") {
+                Some(floor) => {
+                    emit(overhead.vs("trace-record op+tensor+alloc+2 clock reads", floor))
+                }
+                None => emit(overhead),
+            }
             emit(Row::new(
                 "capture/probe_inactive",
                 "overhead_ns",
