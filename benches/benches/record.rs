@@ -1,3 +1,456 @@
-//! Benchmark suite `record` (being written).
+//! Benchmark suite `record`: trace-record's `TraceSession` and reader against candle-graph 0.7's recorder and `parse_trace`, on the same events.
+//!
+//! The per-event time rows give both recorders a fresh session per criterion sample writing
+//! to `/dev/null`: every byte is formatted and handed to the kernel in write calls, without
+//! charging either side for this machine's page cache (the timed region ends after `finish`,
+//! which flushes). The size and read rows use real temp files. The events: a `matmul`
+//! with two inputs and one output, shape `[64, 128]`, `f32`, on the run's device, with
+//! increasing tensor ids and times, input and output bytes; candle-graph gets the same fields
+//! (its tensor ids are strings, built once up front so their formatting is not charged to it).
+//! Rows:
+//! - `record/op ns_per_event`: one op event per call, one thread.
+//! - `record/op+tensor+alloc+free ns_per_event`: per op, an op, a tensor, an alloc and a free
+//!   (4 events).
+//! - `record/span+op ns_per_event`: per op, a span guard around it (3 events).
+//! - `record/two_threads ns_per_event`: two threads recording ops into one shared session,
+//!   wall time per event (candle-graph's session is not `Sync`: no baseline).
+//! - `record/jsonl_bytes_per_op B`: file bytes per op event.
+//! - `record/inactive ns`: a `record_op` outside the schedule's active window.
+//! - `record/read_validate_<n>_ops events_per_s`: streaming read + structural validation of
+//!   a trace of `n` ops in spans of 100 (1M ops; 200k in quick mode), against candle-graph's
+//!   `parse_trace` of the same events recorded by its own session.
 
-fn main() {}
+use std::hint::black_box;
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use candle_graph::{
+    OpRecord as CgOp, ProfileRun, SpanKind as CgSpanKind, TraceSession as CgSession,
+};
+use criterion::{BenchmarkId, Criterion, SamplingMode};
+use trace_record::schema::{AllocKind, MemoryCategory, Phase, Schedule, SpanKind};
+use trace_record::{MemoryRecord, OpRecord, ReadOptions, Run, TensorRecord, TraceSession};
+use tracegraph_benches::{Row, emit, emit_time, emit_time_ratio, quick};
+
+const SHAPE: [usize; 2] = [64, 128];
+const IN_BYTES: u64 = 2 * 64 * 128 * 4;
+const OUT_BYTES: u64 = 64 * 128 * 4;
+/// First tensor id: realistic ids are a few hundred thousand into a long run.
+const ID0: u64 = 100_000;
+/// Times: about a second into the run, one op per microsecond.
+const T0: u64 = 1_000_000_000;
+
+fn run() -> Run {
+    Run::new("benches::record", Phase::Train, "cpu").run_id("bench")
+}
+
+fn cg_run() -> ProfileRun {
+    ProfileRun::training("benches::record", 1, "cpu")
+}
+
+#[inline(always)]
+fn ours_op(session: &TraceSession, i: u64) {
+    let id = ID0 + 3 * (i % 1_000_000);
+    session.record_op(&OpRecord {
+        name: "matmul",
+        inputs: &[id, id + 1],
+        outputs: &[id + 2],
+        shape: &SHAPE,
+        dtype: "f32",
+        device: "cpu",
+        start_ns: T0 + i * 1000,
+        dur_ns: 12_345,
+        in_bytes: IN_BYTES,
+        out_bytes: OUT_BYTES,
+        category: None,
+        flops: None,
+    });
+}
+
+/// candle-graph's tensor ids are strings; they are built once, outside the timing.
+struct CgIds {
+    inputs: [String; 2],
+    output: String,
+}
+
+fn cg_ids() -> CgIds {
+    CgIds {
+        inputs: [format!("t{ID0}"), format!("t{}", ID0 + 1)],
+        output: format!("t{}", ID0 + 2),
+    }
+}
+
+#[inline(always)]
+fn cg_op(session: &CgSession, span: candle_graph::SpanId, ids: &CgIds, i: u64) {
+    let r = session.record_op(
+        span,
+        CgOp {
+            op_name: "matmul",
+            inputs: &ids.inputs,
+            output: Some(&ids.output),
+            shape: &SHAPE,
+            dtype: "f32",
+            device: "cpu",
+            duration_ns: 12_345,
+            timestamp_ns: T0 + i * 1000,
+            storage_bytes: Some(OUT_BYTES),
+            input_storage_bytes: IN_BYTES,
+            category: None,
+        },
+    );
+    black_box(r).ok();
+}
+
+/// Where the time rows' sessions write.
+const NULL: &str = "/dev/null";
+
+/// Times `body` over a fresh session writing to `/dev/null`, `finish` included.
+fn time_ours(iters: u64, body: impl Fn(&TraceSession, u64)) -> Duration {
+    let session = TraceSession::open(NULL, run()).expect("/dev/null");
+    // Like candle-graph's ops, ours are recorded inside an open span.
+    let span = session.span("root", SpanKind::Function, None);
+    let start = Instant::now();
+    for i in 0..iters {
+        body(&session, i);
+    }
+    drop(span);
+    session.finish().expect("finish");
+    start.elapsed()
+}
+
+/// Times `body` over a fresh candle-graph session writing to `/dev/null` with one open span
+/// (its ops need a span id), `finish` included.
+fn time_cg(iters: u64, body: impl Fn(&CgSession, candle_graph::SpanId, u64)) -> Duration {
+    let session = CgSession::open(NULL, cg_run()).expect("/dev/null");
+    let span = session.begin_span("root", CgSpanKind::Function);
+    let id = span.id();
+    let start = Instant::now();
+    for i in 0..iters {
+        body(&session, id, i);
+    }
+    drop(span);
+    session.finish().expect("finish");
+    start.elapsed()
+}
+
+fn bench_record(c: &mut Criterion) {
+    let ids = cg_ids();
+    let mut g = c.benchmark_group("record");
+    g.bench_function(BenchmarkId::new("op", "ours"), |b| {
+        b.iter_custom(|iters| time_ours(iters, ours_op))
+    });
+    g.bench_function(BenchmarkId::new("op", "candle-graph"), |b| {
+        b.iter_custom(|iters| time_cg(iters, |s, span, i| cg_op(s, span, &ids, i)))
+    });
+    g.bench_function(BenchmarkId::new("op+tensor+alloc+free", "ours"), |b| {
+        b.iter_custom(|iters| {
+            time_ours(iters, |s, i| {
+                ours_op(s, i);
+                let id = ID0 + 3 * (i % 1_000_000) + 2;
+                s.record_tensor(&TensorRecord {
+                    id,
+                    label: None,
+                    shape: &SHAPE,
+                    dtype: "f32",
+                    device: "cpu",
+                    requires_grad: false,
+                    bytes: OUT_BYTES,
+                    category: MemoryCategory::Activation,
+                });
+                for kind in [AllocKind::Alloc, AllocKind::Free] {
+                    s.record_memory(&MemoryRecord {
+                        kind,
+                        storage: id,
+                        tensor: id,
+                        bytes: OUT_BYTES,
+                        device: "cpu",
+                        category: MemoryCategory::Activation,
+                    });
+                }
+            })
+        })
+    });
+    g.bench_function(
+        BenchmarkId::new("op+tensor+alloc+free", "candle-graph"),
+        |b| {
+            b.iter_custom(|iters| {
+                time_cg(iters, |s, sid, i| {
+                    cg_op(s, sid, &ids, i);
+                    let tensor = candle_graph::TensorRecord {
+                        tensor_id: &ids.output,
+                        shape: &SHAPE,
+                        dtype: "f32",
+                        device: "cpu",
+                        requires_grad: false,
+                        storage_bytes: Some(OUT_BYTES),
+                        category: candle_graph::trace::MemoryCategory::Activation,
+                    };
+                    black_box(s.record_tensor(sid, tensor)).ok();
+                    let mem = candle_graph::MemoryRecord {
+                        tensor_id: &ids.output,
+                        device: "cpu",
+                        bytes: OUT_BYTES,
+                        dtype: "f32",
+                        category: candle_graph::trace::MemoryCategory::Activation,
+                        timestamp_ns: None,
+                        op_name: None,
+                        shape: &SHAPE,
+                    };
+                    black_box(s.record_memory_alloc(sid, mem)).ok();
+                    black_box(s.record_memory_free(sid, mem)).ok();
+                })
+            })
+        },
+    );
+    g.bench_function(BenchmarkId::new("span+op", "ours"), |b| {
+        b.iter_custom(|iters| {
+            time_ours(iters, |s, i| {
+                let _g = s.span("linear", SpanKind::Op, None);
+                ours_op(s, i);
+            })
+        })
+    });
+    g.bench_function(BenchmarkId::new("span+op", "candle-graph"), |b| {
+        b.iter_custom(|iters| {
+            time_cg(iters, |s, _, i| {
+                let span = s.begin_span("linear", CgSpanKind::Op);
+                cg_op(s, span.id(), &ids, i);
+            })
+        })
+    });
+    g.bench_function(BenchmarkId::new("two_threads", "ours"), |b| {
+        b.iter_custom(|iters| {
+            let session = Arc::new(TraceSession::open(NULL, run()).expect("/dev/null"));
+            let barrier = Arc::new(Barrier::new(3));
+            let half = iters.div_ceil(2);
+            let workers: Vec<_> = (0..2u64)
+                .map(|t| {
+                    let (s, b) = (Arc::clone(&session), Arc::clone(&barrier));
+                    std::thread::spawn(move || {
+                        let _span = s.span("worker", SpanKind::Function, None);
+                        b.wait();
+                        for i in 0..half {
+                            ours_op(&s, t * half + i);
+                        }
+                    })
+                })
+                .collect();
+            barrier.wait();
+            let start = Instant::now();
+            for w in workers {
+                w.join().expect("worker");
+            }
+            session.finish().expect("finish");
+            let t = start.elapsed();
+            // `iters` events were asked for; 2 × half were recorded.
+            t.mul_f64(iters as f64 / (2 * half) as f64)
+        })
+    });
+    let inactive = TraceSession::from_writer(
+        std::io::sink(),
+        run().schedule(Schedule {
+            skip_first: u64::MAX,
+            wait: 0,
+            warmup: 0,
+            active: 1,
+            repeat: 0,
+        }),
+    );
+    assert!(!inactive.is_active());
+    let ids = [ID0, ID0 + 1, ID0 + 2];
+    let op = OpRecord {
+        name: "matmul",
+        inputs: &ids[..2],
+        outputs: &ids[2..],
+        shape: &SHAPE,
+        dtype: "f32",
+        device: "cpu",
+        start_ns: T0,
+        dur_ns: 12_345,
+        in_bytes: IN_BYTES,
+        out_bytes: OUT_BYTES,
+        category: None,
+        flops: None,
+    };
+    g.bench_function(BenchmarkId::new("inactive", "ours"), |b| {
+        b.iter(|| black_box(&inactive).record_op(black_box(&op)))
+    });
+    g.finish();
+}
+
+/// Bytes per op event in each format: (file with n ops − file with none) / n.
+fn bytes_per_op(dir: &Path) -> (f64, f64) {
+    let n = 100_000u64;
+    let ids = cg_ids();
+    let size = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.len() as f64)
+            .expect("trace file")
+    };
+    let ours = |count: u64| {
+        let path = dir.join(format!("bytes-ours-{count}.jsonl"));
+        let s = TraceSession::open(&path, run()).expect("temp trace");
+        let span = s.span("root", SpanKind::Function, None);
+        for i in 0..count {
+            ours_op(&s, i);
+        }
+        drop(span);
+        s.finish().expect("finish");
+        let b = size(&path);
+        let _ = std::fs::remove_file(&path);
+        b
+    };
+    let theirs = |count: u64| {
+        let path = dir.join(format!("bytes-cg-{count}.jsonl"));
+        let s = CgSession::open(&path, cg_run()).expect("temp trace");
+        let span = s.begin_span("root", CgSpanKind::Function);
+        for i in 0..count {
+            cg_op(&s, span.id(), &ids, i);
+        }
+        drop(span);
+        s.finish().expect("finish");
+        let b = size(&path);
+        let _ = std::fs::remove_file(&path);
+        b
+    };
+    (
+        (ours(n) - ours(0)) / n as f64,
+        (theirs(n) - theirs(0)) / n as f64,
+    )
+}
+
+/// Writes the same `n`-op workload (ops in spans of 100) with both recorders; returns the
+/// paths and their event counts (lines, headers and trailers excluded).
+fn read_fixtures(dir: &Path, n: u64) -> ((std::path::PathBuf, u64), (std::path::PathBuf, u64)) {
+    let ids = cg_ids();
+    let ours_path = dir.join("read-ours.jsonl");
+    let s = TraceSession::open(&ours_path, run()).expect("temp trace");
+    for block in 0..n / 100 {
+        let _g = s.span("block", SpanKind::Module, None);
+        for i in 0..100 {
+            ours_op(&s, block * 100 + i);
+        }
+    }
+    let summary = s.finish().expect("finish");
+    let ours_events = summary.counts.total();
+
+    let cg_path = dir.join("read-cg.jsonl");
+    let s = CgSession::open(&cg_path, cg_run()).expect("temp trace");
+    for block in 0..n / 100 {
+        let g = s.begin_span("block", CgSpanKind::Module);
+        for i in 0..100 {
+            cg_op(&s, g.id(), &ids, block * 100 + i);
+        }
+    }
+    s.finish().expect("finish");
+    let cg_lines = std::fs::read(&cg_path)
+        .expect("trace")
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count();
+    // candle-graph's lines: meta, its root span's start and end, then the same events.
+    let cg_events = cg_lines as u64 - 3;
+    ((ours_path, ours_events), (cg_path, cg_events))
+}
+
+fn bench_read(c: &mut Criterion, dir: &Path, n: u64, label: &str) -> (u64, u64) {
+    let ((ours_path, ours_events), (cg_path, cg_events)) = read_fixtures(dir, n);
+    let mut g = c.benchmark_group("record");
+    g.sampling_mode(SamplingMode::Flat);
+    g.sample_size(10);
+    g.bench_function(
+        BenchmarkId::new(format!("read_validate_{label}"), "ours"),
+        |b| {
+            b.iter(|| {
+                let v = trace_record::validate_file(&ours_path, ReadOptions::default())
+                    .expect("valid trace");
+                assert!(v.issues.is_empty() && !v.incomplete);
+                black_box(v.counts.op)
+            })
+        },
+    );
+    g.bench_function(
+        BenchmarkId::new(format!("read_validate_{label}"), "candle-graph"),
+        |b| {
+            b.iter(|| {
+                let doc = candle_graph::parse_trace(&cg_path).expect("valid trace");
+                black_box(doc.ops.len())
+            })
+        },
+    );
+    g.finish();
+    (ours_events, cg_events)
+}
+
+fn main() {
+    let mut c = tracegraph_benches::criterion();
+    let dir = tempfile::tempdir().expect("temp dir");
+    bench_record(&mut c);
+    let (n, label) = if quick() {
+        (200_000, "200k_ops(quick)")
+    } else {
+        (1_000_000, "1M_ops")
+    };
+    let (ours_events, cg_events) = bench_read(&mut c, dir.path(), n, label);
+    let (ours_bytes, cg_bytes) = bytes_per_op(dir.path());
+    c.final_summary();
+
+    let cg = "candle-graph 0.7";
+    emit_time_ratio(
+        "record/op",
+        "ns_per_event",
+        "record/op/ours",
+        cg,
+        "record/op/candle-graph",
+        1.0,
+    );
+    emit_time_ratio(
+        "record/op+tensor+alloc+free",
+        "ns_per_event",
+        "record/op+tensor+alloc+free/ours",
+        cg,
+        "record/op+tensor+alloc+free/candle-graph",
+        4.0,
+    );
+    emit_time_ratio(
+        "record/span+op",
+        "ns_per_event",
+        "record/span+op/ours",
+        cg,
+        "record/span+op/candle-graph",
+        3.0,
+    );
+    emit_time(
+        "record/two_threads",
+        "ns_per_event",
+        "record/two_threads/ours",
+        1.0,
+    );
+    emit(
+        Row::new(
+            "record/jsonl_bytes_per_op",
+            "bytes_per_event",
+            ours_bytes,
+            "B",
+        )
+        .vs(cg, cg_bytes),
+    );
+    emit_time("record/inactive", "ns", "record/inactive/ours", 1.0);
+    let read = format!("record/read_validate_{label}");
+    match (
+        tracegraph_benches::criterion_mean_ns(&format!("{read}/ours")),
+        tracegraph_benches::criterion_mean_ns(&format!("{read}/candle-graph")),
+    ) {
+        (Some(o), Some(t)) => emit(
+            Row::new(
+                &read,
+                "events_per_s",
+                ours_events as f64 / (o * 1e-9),
+                "events/s",
+            )
+            .vs(&format!("{cg} parse_trace"), cg_events as f64 / (t * 1e-9)),
+        ),
+        _ => eprintln!("bench-row: {read} skipped (did not run)"),
+    }
+}
