@@ -299,3 +299,35 @@ fn empty_graph_and_inputs_only() {
     assert_ne!(g.fingerprint(), h.fingerprint());
     assert_eq!(h.canonical_index(x), Some(0));
 }
+
+#[test]
+fn graphs_are_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<graph_core::Graph<TOp>>();
+    assert_send_sync::<GraphBuilder<TOp>>();
+    let g = Arc::new(mlp());
+    let fp = g.fingerprint();
+    let from_thread = std::thread::spawn({
+        let g = g.clone();
+        move || (g.fingerprint(), g.value_hashes().len())
+    })
+    .join()
+    .expect("thread");
+    assert_eq!(from_thread, (fp, g.num_values()));
+}
+
+#[test]
+fn an_op_may_not_produce_one_value_in_two_slots() {
+    let mut b = GraphBuilder::new();
+    let x = b.add_input(0);
+    let v = b.add_value();
+    b.add_op_with_outputs(TOp::Add, &[x.into()], &[v, v], Role::Primary);
+    check(
+        b,
+        GraphError::ProducedTwice {
+            value: v,
+            first: OpId(0),
+            second: OpId(0),
+        },
+    );
+}
