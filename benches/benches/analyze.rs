@@ -93,7 +93,8 @@ fn main() {
         if ops == 10_000 {
             // In-process load + summarize, measured by criterion (ns per op).
             let text = std::fs::read_to_string(&ours_path).expect("read trace");
-            c.bench_function("analyze/inprocess_summary_10k", |b| {
+            let mut g = c.benchmark_group("analyze");
+            g.bench_function("inprocess_summary_10k", |b| {
                 b.iter(|| {
                     let t =
                         trace_analyze::load_str(&text, "bench", Default::default()).expect("loads");
@@ -101,6 +102,7 @@ fn main() {
                     trace_analyze::summary::summarize(&t, &cache).expect("summary")
                 })
             });
+            g.finish();
         }
         let _ = std::fs::remove_file(&ours_path);
     }

@@ -363,18 +363,19 @@ pub fn compare(
 }
 
 fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> &Delta, name: impl Fn(&T) -> &String) {
+    // Largest absolute change first; equal changes by size (base, else candidate), then name.
     let key = |x: &T| {
         let dd = d(x);
-        dd.delta
-            .map(f64::abs)
-            .or(dd.base)
-            .or(dd.candidate)
-            .unwrap_or(0.0)
+        (
+            dd.delta.map_or(0.0, f64::abs),
+            dd.base.or(dd.candidate).unwrap_or(0.0),
+        )
     };
     v.sort_by(|a, b| {
-        key(b)
-            .partial_cmp(&key(a))
+        let (ka, kb) = (key(a), key(b));
+        kb.0.partial_cmp(&ka.0)
             .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| kb.1.partial_cmp(&ka.1).unwrap_or(std::cmp::Ordering::Equal))
             .then_with(|| name(a).cmp(name(b)))
     });
 }

@@ -1,0 +1,74 @@
+//! The demo end to end: train, write the trace, then every command on it exits 0 and
+//! `validate --strict` passes.
+
+use crate::{run_in, stderr, stdout};
+
+#[test]
+fn demo_trace_through_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = run_in(d, &["demo", "--out", "out", "--steps", "15"]);
+    assert!(o.status.success(), "demo: {}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("top ops by self time"), "{text}");
+    assert!(text.contains("memory peak"), "{text}");
+    assert!(text.contains("stable from step"), "{text}");
+    let trace = "out/trace.jsonl";
+    assert!(d.join(trace).exists());
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["summary", trace],
+        vec!["ops", trace, "--sort", "p95", "--by-shape", "--limit", "5"],
+        vec!["spans", trace],
+        vec!["memory", trace],
+        vec!["graph", trace],
+        vec!["compare", trace, trace],
+        vec!["validate", "--strict", trace],
+        vec![
+            "export",
+            trace,
+            "--format",
+            "chrome",
+            "-o",
+            "out/trace.chrome.json",
+        ],
+        vec![
+            "export",
+            trace,
+            "--format",
+            "folded",
+            "-o",
+            "out/trace.folded",
+        ],
+        vec!["report", trace, "-o", "out/report.html"],
+    ];
+    for args in &commands {
+        let o = run_in(d, args);
+        assert!(
+            o.status.success(),
+            "{args:?} exited {:?}: {}",
+            o.status.code(),
+            stderr(&o)
+        );
+        if matches!(
+            args[0],
+            "summary" | "ops" | "spans" | "memory" | "graph" | "compare" | "validate"
+        ) {
+            let mut j = args.clone();
+            j.push("--json");
+            let o = run_in(d, &j);
+            assert!(o.status.success(), "{j:?}: {}", stderr(&o));
+            let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+            assert_eq!(v["schema"], format!("tracegraph.{}/1", args[0]));
+        }
+    }
+    let o = run_in(d, &["validate", "--strict", trace, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["valid"], true, "{v}");
+    assert_eq!(v["issues"].as_array().unwrap().len(), 0);
+    let o = run_in(d, &["graph", trace, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    // 15 steps record 7-9 and 12-14; every recorded step has the same graph.
+    assert_eq!(v["steps"].as_array().unwrap().len(), 6);
+    assert_eq!(v["distinct_graphs"], 1);
+    assert_eq!(v["cache"]["hits"], 5);
+}

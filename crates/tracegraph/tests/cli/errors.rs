@@ -1,0 +1,79 @@
+//! Bad input: a clear error naming file, line and field, and the documented exit codes.
+
+use crate::{data_dir, run_in, stderr, stdout};
+
+fn small_text() -> String {
+    std::fs::read_to_string(data_dir().join("small.jsonl")).unwrap()
+}
+
+#[test]
+fn schema_error_names_file_line_and_field_and_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = small_text().replacen(r#""dur":60"#, r#""dur":"sixty""#, 1);
+    std::fs::write(dir.path().join("bad.jsonl"), bad).unwrap();
+    for cmd in ["summary", "ops", "validate"] {
+        let o = run_in(dir.path(), &[cmd, "bad.jsonl"]);
+        assert_eq!(o.status.code(), Some(3), "{cmd}");
+        let e = stderr(&o);
+        assert!(
+            e.contains("bad.jsonl") && e.contains("line 8") && e.contains("dur"),
+            "{e}"
+        );
+    }
+    std::fs::write(dir.path().join("syntax.jsonl"), "{not json\n").unwrap();
+    let o = run_in(dir.path(), &["summary", "syntax.jsonl"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("syntax.jsonl") && stderr(&o).contains("line 1"));
+}
+
+#[test]
+fn missing_file_usage_and_validation_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(dir.path(), &["summary", "nope.jsonl"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("nope.jsonl"));
+    let o = run_in(dir.path(), &["summary"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run_in(dir.path(), &["ops", "x.jsonl", "--sort", "bogus"]);
+    assert_ne!(o.status.code(), Some(0));
+    let o = run_in(dir.path(), &["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("Exit codes:") && stdout(&o).contains("invalid trace"));
+    // A span_end for a span that never started: a structural issue, exit 4.
+    let text = small_text().replacen(
+        r#"{"type":"span_end","id":5,"ts":400}"#,
+        r#"{"type":"span_end","id":99,"ts":400}"#,
+        1,
+    );
+    std::fs::write(dir.path().join("issues.jsonl"), text).unwrap();
+    let o = run_in(dir.path(), &["validate", "issues.jsonl"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stdout(&o));
+    assert!(stdout(&o).contains("line 31"), "{}", stdout(&o));
+    // Analyses still run on it.
+    assert_eq!(
+        run_in(dir.path(), &["summary", "issues.jsonl"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn truncated_trace_is_analysed_and_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = small_text();
+    let cut = text.find(r#"{"type":"step","index":1"#).unwrap() + 20;
+    std::fs::write(dir.path().join("cut.jsonl"), &text[..cut]).unwrap();
+    let o = run_in(dir.path(), &["summary", "cut.jsonl"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("incomplete"), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("incomplete: truncated"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run_in(dir.path(), &["validate", "cut.jsonl"]);
+    assert_eq!(o.status.code(), Some(0));
+    let o = run_in(dir.path(), &["validate", "--strict", "cut.jsonl"]);
+    assert_eq!(o.status.code(), Some(4));
+}

@@ -1,0 +1,34 @@
+//! End-to-end tests of the `tracegraph` binary: goldens on a small trace, the demo's own trace
+//! through every command, exit codes for bad input.
+
+mod demo;
+mod errors;
+mod golden;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The test data directory.
+pub(crate) fn data_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+/// Runs `tracegraph args...` in `dir`.
+pub(crate) fn run_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tracegraph"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("run tracegraph")
+}
+
+/// Stdout as text.
+pub(crate) fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Stderr as text.
+pub(crate) fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
