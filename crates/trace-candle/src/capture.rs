@@ -119,6 +119,63 @@ impl Inner {
         });
         true
     }
+
+    /// Records op `name` (inputs, output, times), the output's `tensor` event and its step
+    /// allocation, in the thread's current span. The caller checked the session is active.
+    fn record_op_output(
+        &self,
+        name: &str,
+        inputs: &[&Tensor],
+        output: &Tensor,
+        start: u64,
+        end: u64,
+    ) {
+        let mut inline = [0u64; INLINE_INPUTS];
+        let spilled: Vec<u64>;
+        let input_ids: &[u64] = if inputs.len() <= INLINE_INPUTS {
+            for (slot, t) in inline.iter_mut().zip(inputs) {
+                *slot = tensor_id(t);
+            }
+            &inline[..inputs.len()]
+        } else {
+            spilled = inputs.iter().map(|t| tensor_id(t)).collect();
+            &spilled
+        };
+        let in_bytes = inputs.iter().map(|t| tensor_bytes(t)).sum();
+        let out_id = tensor_id(output);
+        let out_bytes = tensor_bytes(output);
+        let category = category_for(current_exec_step());
+        let device = DeviceLabel::of(output.device());
+        let dtype = dtype_label(output.dtype());
+        self.session.record_op(&OpRecord {
+            name,
+            inputs: input_ids,
+            outputs: &[out_id],
+            shape: output.dims(),
+            dtype,
+            device: device.as_str(),
+            start_ns: start,
+            dur_ns: end.saturating_sub(start),
+            in_bytes,
+            out_bytes,
+            category: Some(category),
+            flops: None,
+        });
+        self.session.record_tensor(&TensorRecord {
+            id: out_id,
+            label: None,
+            shape: output.dims(),
+            dtype,
+            device: device.as_str(),
+            requires_grad: output.track_op(),
+            bytes: out_bytes,
+            category,
+        });
+        // An op that returns one of its inputs (or a parameter) allocates nothing new.
+        if !input_ids.contains(&out_id) {
+            self.alloc_step_id(out_id, out_id, out_bytes, device, category);
+        }
+    }
 }
 
 /// The handle every capture records through: a shared [`TraceSession`] plus the allocations
@@ -268,6 +325,23 @@ impl Capture {
     /// Whether persistent storage `storage` was recorded.
     pub fn has_persistent(&self, storage: u64) -> bool {
         self.allocations().persistent.contains(&storage)
+    }
+
+    /// Records an op the caller ran and timed itself (`start_ns`/`end_ns` from
+    /// `session().now_ns()`): the `op` event, the output's `tensor` event and its step
+    /// allocation, as [`Probe::op`] does. Nothing outside an active window.
+    pub fn record_op(
+        &self,
+        name: &str,
+        inputs: &[&Tensor],
+        output: &Tensor,
+        start_ns: u64,
+        end_ns: u64,
+    ) {
+        if self.is_active() {
+            self.inner
+                .record_op_output(name, inputs, output, start_ns, end_ns);
+        }
     }
 
     /// Records the input of a step (a data batch): a tensor event and a step allocation in
@@ -422,52 +496,7 @@ impl Probe {
         }
         let end = session.now_ns();
 
-        let mut inline = [0u64; INLINE_INPUTS];
-        let spilled: Vec<u64>;
-        let input_ids: &[u64] = if inputs.len() <= INLINE_INPUTS {
-            for (slot, t) in inline.iter_mut().zip(inputs) {
-                *slot = tensor_id(t);
-            }
-            &inline[..inputs.len()]
-        } else {
-            spilled = inputs.iter().map(|t| tensor_id(t)).collect();
-            &spilled
-        };
-        let in_bytes = inputs.iter().map(|t| tensor_bytes(t)).sum();
-        let out_id = tensor_id(&out);
-        let out_bytes = tensor_bytes(&out);
-        let category = category_for(current_exec_step());
-        let device = DeviceLabel::of(out.device());
-        let dtype = dtype_label(out.dtype());
-        session.record_op(&OpRecord {
-            name,
-            inputs: input_ids,
-            outputs: &[out_id],
-            shape: out.dims(),
-            dtype,
-            device: device.as_str(),
-            start_ns: start,
-            dur_ns: end.saturating_sub(start),
-            in_bytes,
-            out_bytes,
-            category: Some(category),
-            flops: None,
-        });
-        session.record_tensor(&TensorRecord {
-            id: out_id,
-            label: None,
-            shape: out.dims(),
-            dtype,
-            device: device.as_str(),
-            requires_grad: out.track_op(),
-            bytes: out_bytes,
-            category,
-        });
-        // An op that returns one of its inputs (or a parameter) allocates nothing new.
-        if !input_ids.contains(&out_id) {
-            self.inner
-                .alloc_step_id(out_id, out_id, out_bytes, device, category);
-        }
+        self.inner.record_op_output(name, inputs, &out, start, end);
         Ok(out)
     }
 }

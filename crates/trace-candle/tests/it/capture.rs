@@ -205,3 +205,31 @@ fn inputs_are_recorded_as_input_allocations() {
         ]
     );
 }
+
+#[test]
+fn ops_timed_by_the_caller_are_recorded_with_their_times() {
+    let (capture, sink) = capture(Phase::Infer);
+    let x = ones((3, 3));
+    let start = capture.session().now_ns();
+    let y = x.sqr().unwrap();
+    let end = capture.session().now_ns();
+    capture.record_op("sqr", &[&x], &y, start, end);
+    capture.step();
+    let trace = finish_and_read(&capture, &sink);
+    let op = events(&trace)
+        .find_map(|e| match e {
+            Event::Op(op) => Some(op.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!((op.ts, op.dur), (start, end - start));
+    assert_eq!((op.in_bytes, op.out_bytes), (36, 36));
+    assert_eq!(op.outputs, vec![tensor_id(&y)]);
+    let kinds: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Memory(m) => Some(m.kind),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, vec![AllocKind::Alloc, AllocKind::Free]);
+}
