@@ -70,25 +70,27 @@ impl<'a> Cur<'a> {
 
     #[inline]
     fn list(&mut self) -> Option<Vec<u64>> {
+        self.list_of(Some)
+    }
+
+    fn usize_list(&mut self) -> Option<Vec<usize>> {
+        self.list_of(|d| usize::try_from(d).ok())
+    }
+
+    #[inline]
+    fn list_of<T>(&mut self, conv: impl Fn(u64) -> Option<T>) -> Option<Vec<T>> {
         self.lit(b"[")?;
-        let mut v = Vec::new();
         if self.opt(b"]") {
-            return Some(v);
+            return Some(Vec::new());
         }
+        let mut v = Vec::with_capacity(4);
         loop {
-            v.push(self.u64()?);
+            v.push(conv(self.u64()?)?);
             if self.opt(b"]") {
                 return Some(v);
             }
             self.lit(b",")?;
         }
-    }
-
-    fn usize_list(&mut self) -> Option<Vec<usize>> {
-        self.list()?
-            .into_iter()
-            .map(|d| usize::try_from(d).ok())
-            .collect()
     }
 
     /// The line ends here.

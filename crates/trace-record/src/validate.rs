@@ -185,6 +185,14 @@ impl Validator {
         self.issues.push(Issue { line, kind });
     }
 
+    /// A reference to span `id`: resolved now when the span is known, else at the end.
+    #[inline]
+    fn span_ref(&mut self, line: u64, id: u64) {
+        if !self.spans.contains_key(&id) {
+            self.refs.push((line, id));
+        }
+    }
+
     /// Checks one event read at `line`.
     pub fn check(&mut self, line: u64, event: &Event) {
         self.events += 1;
@@ -247,12 +255,12 @@ impl Validator {
                     }
                 }
                 if let Some(s) = m.span {
-                    self.refs.push((line, s));
+                    self.span_ref(line, s);
                 }
             }
             Event::Op(_) | Event::Tensor(_) | Event::Marker(_) => {
                 if let Some(s) = event.span() {
-                    self.refs.push((line, s));
+                    self.span_ref(line, s);
                 }
             }
             Event::DeviceMemory(_) | Event::Gradient(_) | Event::Step(_) | Event::Counter(_) => {}
