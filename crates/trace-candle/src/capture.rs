@@ -416,9 +416,9 @@ impl Capture {
         }
         let _span = self.span(path, SpanKind::Module);
         let category = category_for(current_exec_step());
-        self.record_tensor(xs, Some("input"), Some(category));
+        self.record_tensor(xs, Some(MODULE_INPUT), Some(category));
         let out = f(xs)?;
-        self.record_tensor(&out, Some("output"), Some(category));
+        self.record_tensor(&out, Some(MODULE_OUTPUT), Some(category));
         // A module returning its input (identity, dropout in eval) allocates nothing.
         if tensor_id(&out) != tensor_id(xs) {
             self.record_step_alloc(&out, category);
@@ -440,6 +440,11 @@ impl Drop for PhaseGuard<'_> {
         EXEC_STEP.with(|c| c.set(self.prev));
     }
 }
+
+/// The label of a module span's input `tensor` event.
+pub const MODULE_INPUT: &str = "module_input";
+/// The label of a module span's output `tensor` event.
+pub const MODULE_OUTPUT: &str = "module_output";
 
 /// Most inputs an op records without allocating.
 const INLINE_INPUTS: usize = 8;

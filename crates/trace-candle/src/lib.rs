@@ -69,7 +69,9 @@ pub mod layer;
 #[cfg(feature = "nn")]
 pub mod train;
 
-pub use capture::{Capture, PhaseGuard, Probe, category_for, current_exec_step};
+pub use capture::{
+    Capture, MODULE_INPUT, MODULE_OUTPUT, PhaseGuard, Probe, category_for, current_exec_step,
+};
 pub use error::Error;
 pub use meta::{DeviceLabel, TensorMeta, dense_bytes, dtype_label, tensor_id};
 pub use module::{Profiled, ProfiledSequence, ProfiledT};

@@ -8,8 +8,8 @@
 //! opens its span inside the outer span, so the trace holds the module tree
 //! (`model` → `model/layers.0` → …).
 //!
-//! Each span carries a `tensor` event for the input (label `input`) and for the output
-//! (label `output`) with their shapes, and the output's allocation (activation bytes in the
+//! Each span carries a `tensor` event for the input (label `module_input`) and for the output
+//! (label `module_output`) with their shapes, and the output's allocation (activation bytes in the
 //! forward step), freed at the end of the step.
 
 use candle_core::{Module, ModuleT, Tensor};

@@ -87,8 +87,8 @@ fn profiled_modules_give_the_nested_span_tree_with_shapes() {
     assert_eq!(
         tensors,
         vec![
-            (s("input"), vec![3, 4], MemoryCategory::Activation),
-            (s("output"), vec![3, 4], MemoryCategory::Activation),
+            (s("module_input"), vec![3, 4], MemoryCategory::Activation),
+            (s("module_output"), vec![3, 4], MemoryCategory::Activation),
         ]
     );
     let allocs: Vec<_> = events(&trace)
