@@ -17,7 +17,14 @@ Exit codes:
      trace or trailer counts that do not match)
 
 A truncated trace (no trailer: a crash or kill -9) is analysed up to its last complete
-line and flagged incomplete; it is not an error.";
+line and flagged incomplete; it is not an error.
+
+JSON (--json): one object per command whose `schema` field names it and its version
+(`tracegraph.summary/1`, `tracegraph.ops/1`, ...). Field names are stable within a
+version: durations end in `_ns` (nanoseconds), sizes in `_bytes` (logical bytes,
+shape x dtype size), spreads are {count, mean, stddev, min, max}; a figure the trace
+has no evidence for is omitted, never written as 0. Durations are host time unless
+`timing` is `device_synchronized`.";
 
 /// Profile Candle programs and analyse their traces: where did the time go, where did the
 /// memory go, did the graph change between steps, what changed between two runs.

@@ -192,3 +192,36 @@ fn bad_input_names_file_line_and_field() {
     assert!(msg.contains("bad.jsonl") && msg.contains("line 8"), "{msg}");
     assert!(msg.contains("dur"), "{msg}");
 }
+
+#[test]
+fn physical_samples_beside_logical_per_device() {
+    let text = concat!(
+        r#"{"type":"header","schema":"tracegraph-trace","version":1,"run":{"run_id":"p","entrypoint":"e","phase":"train","device":"cuda:0","timing":"device_synchronized","start_unix_ns":0,"pid":1}}"#,
+        "\n",
+        r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":100,"cat":"activation","ts":1}"#,
+        "\n",
+        r#"{"type":"memory","action":"alloc","storage":2,"tensor":2,"bytes":40,"dev":"cpu","cat":"input","ts":2}"#,
+        "\n",
+        r#"{"type":"device_memory","dev":"cuda:0","used":5000,"reserved":8000,"ts":3}"#,
+        "\n",
+        r#"{"type":"device_memory","dev":"cuda:0","used":6000,"free":100,"ts":4}"#,
+        "\n",
+        r#"{"type":"memory","action":"free","storage":1,"tensor":1,"bytes":100,"cat":"activation","ts":5}"#,
+        "\n",
+    );
+    let t = load_str(text, "phys.jsonl", Default::default()).unwrap();
+    let m = memory_report(&t).unwrap();
+    let devs: Vec<&str> = m.devices.iter().map(|d| d.device.as_str()).collect();
+    assert_eq!(devs, ["cpu", "cuda:0"]);
+    let (cpu, gpu) = (&m.devices[0], &m.devices[1]);
+    assert_eq!((cpu.peak_bytes, cpu.end_bytes), (40, 40));
+    assert_eq!(cpu.peak_by_category.get(Category::Input), 40);
+    assert!(cpu.physical.is_none());
+    // Logical bytes are the allocations only; the physical figures stay beside them.
+    assert_eq!((gpu.peak_bytes, gpu.end_bytes), (100, 0));
+    let p = gpu.physical.as_ref().unwrap();
+    assert_eq!(p.samples, 2);
+    assert_eq!(p.max_used_bytes, Some(6000));
+    assert_eq!(p.max_reserved_bytes, Some(8000));
+    assert_eq!(p.min_free_bytes, Some(100));
+}

@@ -13,8 +13,8 @@ pub(crate) struct OpsArgs {
     pub(crate) trace: PathBuf,
     /// Sort column (descending; `name` ascending): name, count, total, self, mean, min, max,
     /// p95, bytes, share.
-    #[arg(long, default_value = "total", value_name = "COL")]
-    pub(crate) sort: String,
+    #[arg(long, default_value = "total", value_name = "COL", value_parser = parse_column)]
+    pub(crate) sort: OpColumn,
     /// One row per op name and input shapes.
     #[arg(long)]
     pub(crate) by_shape: bool,
@@ -26,9 +26,13 @@ pub(crate) struct OpsArgs {
     pub(crate) json: bool,
 }
 
+fn parse_column(s: &str) -> Result<OpColumn, String> {
+    OpColumn::parse(s).map_err(|e| e.to_string())
+}
+
 /// Runs `tracegraph ops`.
 pub(crate) fn run(args: &OpsArgs) -> anyhow::Result<Status> {
-    let sort = OpColumn::parse(&args.sort)?;
+    let sort = args.sort;
     let trace = load(&args.trace, false)?;
     let table = op_table(
         &trace,

@@ -35,7 +35,12 @@ fn missing_file_usage_and_validation_exit_codes() {
     let o = run_in(dir.path(), &["summary"]);
     assert_eq!(o.status.code(), Some(2));
     let o = run_in(dir.path(), &["ops", "x.jsonl", "--sort", "bogus"]);
-    assert_ne!(o.status.code(), Some(0));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown op table column"),
+        "{}",
+        stderr(&o)
+    );
     let o = run_in(dir.path(), &["--help"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("Exit codes:") && stdout(&o).contains("invalid trace"));
