@@ -129,6 +129,7 @@ impl Inner {
         output: &Tensor,
         start: u64,
         end: u64,
+        flops: Option<u64>,
     ) {
         let mut inline = [0u64; INLINE_INPUTS];
         let spilled: Vec<u64>;
@@ -159,7 +160,7 @@ impl Inner {
             in_bytes,
             out_bytes,
             category: Some(category),
-            flops: None,
+            flops,
         });
         self.session.record_tensor(&TensorRecord {
             id: out_id,
@@ -340,7 +341,7 @@ impl Capture {
     ) {
         if self.is_active() {
             self.inner
-                .record_op_output(name, inputs, output, start_ns, end_ns);
+                .record_op_output(name, inputs, output, start_ns, end_ns, None);
         }
     }
 
@@ -480,11 +481,36 @@ impl Probe {
         if !self.inner.session.is_active() {
             return f();
         }
-        self.op_active(name, inputs, f)
+        self.op_active(name, inputs, None, f)
+    }
+
+    /// Like [`Probe::op`], with the op's floating-point operation count (e.g. `2·m·n·k` for a
+    /// matmul) written in the `op` event's `flops` field.
+    #[inline]
+    pub fn op_with_flops<F>(
+        &self,
+        name: &str,
+        inputs: &[&Tensor],
+        flops: u64,
+        f: F,
+    ) -> candle_core::Result<Tensor>
+    where
+        F: FnOnce() -> candle_core::Result<Tensor>,
+    {
+        if !self.inner.session.is_active() {
+            return f();
+        }
+        self.op_active(name, inputs, Some(flops), f)
     }
 
     #[inline(never)]
-    fn op_active<F>(&self, name: &str, inputs: &[&Tensor], f: F) -> candle_core::Result<Tensor>
+    fn op_active<F>(
+        &self,
+        name: &str,
+        inputs: &[&Tensor],
+        flops: Option<u64>,
+        f: F,
+    ) -> candle_core::Result<Tensor>
     where
         F: FnOnce() -> candle_core::Result<Tensor>,
     {
@@ -501,7 +527,8 @@ impl Probe {
         }
         let end = session.now_ns();
 
-        self.inner.record_op_output(name, inputs, &out, start, end);
+        self.inner
+            .record_op_output(name, inputs, &out, start, end, flops);
         Ok(out)
     }
 }

@@ -269,7 +269,12 @@ impl Module for DemoLayer {
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         let p = self.probe.as_ref();
         let w = self.linear.weight();
-        let y = op(p, "matmul", &[xs, w], || xs.matmul(&w.t()?))?;
+        // [batch, in] × [in, out]: 2·batch·in·out floating-point operations.
+        let flops = 2 * (xs.elem_count() as u64) * (w.dim(0)? as u64);
+        let y = match p {
+            Some(p) => p.op_with_flops("matmul", &[xs, w], flops, || xs.matmul(&w.t()?))?,
+            None => xs.matmul(&w.t()?)?,
+        };
         let y = match self.linear.bias() {
             Some(b) => op(p, "add", &[&y, b], || y.broadcast_add(b))?,
             None => y,

@@ -48,6 +48,7 @@ fn probe_records_op_output_tensor_and_activation_alloc() {
     assert_eq!(op.in_bytes, 24 + 48);
     assert_eq!(op.out_bytes, 32);
     assert_eq!(op.category, Some(MemoryCategory::Activation));
+    assert_eq!(op.flops, None);
     let tensor = events(&trace)
         .find_map(|e| match e {
             Event::Tensor(t) => Some(t.clone()),
@@ -232,4 +233,24 @@ fn ops_timed_by_the_caller_are_recorded_with_their_times() {
         })
         .collect();
     assert_eq!(kinds, vec![AllocKind::Alloc, AllocKind::Free]);
+}
+
+#[test]
+fn a_flops_count_is_written_when_given() {
+    let (capture, sink) = capture(Phase::Infer);
+    let x = ones((2, 3));
+    let w = ones((3, 4));
+    capture
+        .probe()
+        .op_with_flops("matmul", &[&x, &w], 2 * 2 * 3 * 4, || x.matmul(&w))
+        .unwrap();
+    capture.step();
+    let trace = finish_and_read(&capture, &sink);
+    let flops: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Op(op) => Some(op.flops),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(flops, vec![Some(48)]);
 }

@@ -1,6 +1,7 @@
 //! The demo training run: the loss goes down, the run is deterministic, the trace validates.
 
-use trace_candle::demo::{MlpDemoConfig, run_mlp_demo};
+use trace_candle::demo::{CLASSES, FEATURES, HIDDEN, MlpDemoConfig, SAMPLES, run_mlp_demo};
+use trace_record::schema::Event;
 use trace_record::{ReadOptions, validate_file};
 
 #[test]
@@ -32,6 +33,25 @@ fn demo_loss_goes_down_and_the_trace_validates_strictly() {
     assert_eq!(v.counts.step, 6);
     assert_eq!(v.counts.gradient, 6 * 6);
     assert!(v.counts.op > 0 && v.counts.memory > 0);
+    // Matmuls carry their FLOP count: 2 · batch · in · out for each of the three layers.
+    let trace = trace_record::read_trace(&path).unwrap();
+    let mut flops: Vec<u64> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Op(op) if op.name == "matmul" => op.flops,
+            _ => None,
+        })
+        .take(3)
+        .collect();
+    flops.sort_unstable();
+    let (b, f, h, c) = (
+        SAMPLES as u64,
+        FEATURES as u64,
+        HIDDEN as u64,
+        CLASSES as u64,
+    );
+    assert_eq!(flops, vec![2 * b * h * c, 2 * b * f * h, 2 * b * h * h]);
 }
 
 #[test]
