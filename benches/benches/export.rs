@@ -1,3 +1,292 @@
-//! Benchmark suite `export` (being written).
+//! Benchmark suite `export`: Chrome trace export of a 1M-op trace (seconds, peak RSS) and export throughput.
+//!
+//! The trace is recorded with trace-record's `TraceSession` into a temp file: training steps
+//! of 1,000 ops (a step span with forward / backward / optimizer spans), each op with its
+//! tensor, op, allocation and free events (4 events per op). The export is measured the way a
+//! user runs it: `tracegraph export TRACE --format chrome -o OUT.json` with the release CLI,
+//! as a child process — wall time, and peak RSS of that process (`/usr/bin/time -v` when
+//! present, else the child's `VmHWM` polled every 5 ms). Targets: ≤ 5 s and ≤ 500 MB at 1M
+//! ops; the rows compare against the targets (ratio ≤ 1 meets them).
+//!
+//! Quick mode (`cargo xtask bench --quick export`) exports a 100k-op trace instead (rows named
+//! `..._100k_ops (quick)`), once. The full run exports the 1M-op trace 3 times (median time,
+//! largest RSS). A criterion group measures the in-process export of a 10k-op trace into a
+//! sink (ns per op) and the folded-stacks fold of the same trace.
 
-fn main() {}
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use trace_analyze::export::{ChromeOptions, folded_stacks, write_chrome};
+use trace_record::schema::{AllocKind, ExecStep, MemoryCategory, Phase, SpanKind};
+use trace_record::{
+    MemoryRecord, OpRecord, ReadOptions, Run, TensorRecord, TraceReader, TraceSession,
+};
+use tracegraph_benches::{Row, emit, emit_time, quick, target_dir};
+
+const OPS_PER_STEP: usize = 1000;
+const TARGET_SECONDS: f64 = 5.0;
+const TARGET_MB: f64 = 500.0;
+
+/// Records a trace of `ops` ops with a real `TraceSession`; returns the events written.
+fn record(path: &Path, ops: usize) -> u64 {
+    let session = TraceSession::open(path, Run::new("bench::export", Phase::Train, "cpu"))
+        .expect("open trace");
+    let shape = [32usize, 64];
+    let names = ["matmul", "add", "relu", "matmul", "add", "softmax"];
+    let mut id = 1u64;
+    let mut done = 0usize;
+    let mut prev: Option<(u64, MemoryCategory)> = None;
+    while done < ops {
+        session.step();
+        let _step = session.span("train_step", SpanKind::Function, None);
+        let in_step = OPS_PER_STEP.min(ops - done);
+        let phases = [
+            (
+                "forward",
+                ExecStep::Forward,
+                in_step / 2,
+                MemoryCategory::Activation,
+            ),
+            (
+                "backward",
+                ExecStep::Backward,
+                in_step / 4,
+                MemoryCategory::Gradient,
+            ),
+            (
+                "optimizer",
+                ExecStep::Optimizer,
+                in_step - in_step / 2 - in_step / 4,
+                MemoryCategory::Temporary,
+            ),
+        ];
+        for (name, exec, n, cat) in phases {
+            let _phase = session.span(name, SpanKind::Function, Some(exec));
+            for k in 0..n {
+                let out = id;
+                id += 1;
+                let start = session.now_ns();
+                let inputs = [out.saturating_sub(1)];
+                session.record_tensor(&TensorRecord {
+                    id: out,
+                    label: None,
+                    shape: &shape,
+                    dtype: "f32",
+                    device: "cpu",
+                    requires_grad: false,
+                    bytes: 8192,
+                    category: cat,
+                });
+                let dur = session.now_ns().saturating_sub(start).max(1);
+                session.record_op(&OpRecord {
+                    name: names[k % names.len()],
+                    inputs: &inputs,
+                    outputs: &[out],
+                    shape: &shape,
+                    dtype: "f32",
+                    device: "cpu",
+                    start_ns: start,
+                    dur_ns: dur,
+                    in_bytes: 8192,
+                    out_bytes: 8192,
+                    category: Some(cat),
+                    flops: None,
+                });
+                session.record_memory(&MemoryRecord {
+                    kind: AllocKind::Alloc,
+                    storage: out,
+                    tensor: out,
+                    bytes: 8192,
+                    device: "cpu",
+                    category: cat,
+                });
+                if let Some((p, pc)) = prev.replace((out, cat)) {
+                    session.record_memory(&MemoryRecord {
+                        kind: AllocKind::Free,
+                        storage: p,
+                        tensor: p,
+                        bytes: 8192,
+                        device: "cpu",
+                        category: pc,
+                    });
+                }
+            }
+        }
+        done += in_step;
+    }
+    let summary = session.finish().expect("finish trace");
+    summary.counts.total()
+}
+
+fn build_cli() -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "tracegraph"])
+        .current_dir(&root)
+        .status()
+        .expect("run cargo build");
+    assert!(
+        status.success(),
+        "cargo build --release -p tracegraph failed"
+    );
+    let exe = target_dir()
+        .join("release")
+        .join(format!("tracegraph{}", std::env::consts::EXE_SUFFIX));
+    assert!(exe.exists(), "{} missing", exe.display());
+    exe
+}
+
+fn proc_hwm(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}
+
+/// Runs `exe args` as a child; returns (wall time, peak RSS in bytes, how RSS was measured).
+fn measure(exe: &Path, args: &[&std::ffi::OsStr]) -> (Duration, u64, &'static str) {
+    let gnu_time = Path::new("/usr/bin/time");
+    let (mut cmd, how) = if gnu_time.exists() {
+        let mut t = Command::new(gnu_time);
+        t.arg("-v").arg(exe).args(args);
+        (t, "/usr/bin/time -v")
+    } else {
+        let mut c = Command::new(exe);
+        c.args(args);
+        (c, "VmHWM polled every 5 ms")
+    };
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("spawn tracegraph");
+    let pid = child.id();
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(s) = stderr {
+            for line in BufReader::new(s).lines().map_while(Result::ok) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        text
+    });
+    let mut hwm = 0u64;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if let Some(v) = proc_hwm(pid) {
+            hwm = hwm.max(v);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let wall = start.elapsed();
+    let err = reader.join().unwrap_or_default();
+    assert!(status.success(), "tracegraph export failed:\n{err}");
+    let from_time = err
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024);
+    match from_time {
+        Some(b) => (wall, b, how),
+        None => (wall, hwm, "VmHWM polled every 5 ms"),
+    }
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut c = tracegraph_benches::criterion();
+
+    // In-process throughput on a small trace (criterion).
+    let small = dir.path().join("export-10k.jsonl");
+    record(&small, 10_000);
+    let small_bytes = std::fs::read(&small).expect("read trace");
+    let mut group = c.benchmark_group("export");
+    group.bench_function("chrome_10k_ops", |b| {
+        b.iter(|| {
+            let mut reader =
+                TraceReader::new(&small_bytes[..], ReadOptions::default()).expect("header");
+            write_chrome(&mut reader, std::io::sink(), &ChromeOptions::default()).expect("export")
+        })
+    });
+    group.bench_function("folded_10k_ops", |b| {
+        b.iter(|| {
+            let mut reader =
+                TraceReader::new(&small_bytes[..], ReadOptions::default()).expect("header");
+            folded_stacks(&mut reader, None).expect("fold")
+        })
+    });
+    group.finish();
+    c.final_summary();
+    emit_time(
+        "export/chrome_10k_ops (in process, to a sink)",
+        "ns_per_op",
+        "export/chrome_10k_ops",
+        10_000.0,
+    );
+    emit_time(
+        "export/folded_10k_ops (in process)",
+        "ns_per_op",
+        "export/folded_10k_ops",
+        10_000.0,
+    );
+
+    // The 1M-op export with the release CLI, as a user runs it.
+    let (ops, label) = if quick() {
+        (100_000usize, "chrome_100k_ops (quick)")
+    } else {
+        (1_000_000usize, "chrome_1M_ops")
+    };
+    let cli = build_cli();
+    let trace = dir.path().join("export-big.jsonl");
+    let t0 = Instant::now();
+    let events = record(&trace, ops);
+    let trace_mb = std::fs::metadata(&trace).map_or(0, |m| m.len()) as f64 / 1e6;
+    eprintln!(
+        "export: recorded {ops} ops ({events} events, {trace_mb:.0} MB) in {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let out = dir.path().join("export-big.chrome.json");
+    let repeats = if quick() { 1 } else { 3 };
+    let mut times = Vec::new();
+    let mut rss = 0u64;
+    let mut how = "";
+    for _ in 0..repeats {
+        let (wall, peak, h) = measure(
+            &cli,
+            &[
+                "export".as_ref(),
+                trace.as_os_str(),
+                "--format".as_ref(),
+                "chrome".as_ref(),
+                "-o".as_ref(),
+                out.as_os_str(),
+            ],
+        );
+        times.push(wall.as_secs_f64());
+        rss = rss.max(peak);
+        how = h;
+    }
+    times.sort_by(f64::total_cmp);
+    let secs = times[times.len() / 2];
+    let out_mb = std::fs::metadata(&out).map_or(0, |m| m.len()) as f64 / 1e6;
+    eprintln!(
+        "export: {label}: median {secs:.2} s of {repeats}, peak RSS {:.1} MB ({how}), output {out_mb:.0} MB",
+        rss as f64 / 1e6
+    );
+    let bench = format!("export/{label} (release CLI, child process)");
+    emit(Row::new(&bench, "wall_seconds", secs, "s").vs("target", TARGET_SECONDS));
+    emit(Row::new(&bench, "peak_rss", rss as f64 / 1e6, "MB").vs("target", TARGET_MB));
+    emit(Row::new(
+        &bench,
+        "events_per_second",
+        events as f64 / secs,
+        "events/s",
+    ));
+    emit(Row::new(&bench, "output_size", out_mb, "MB"));
+}

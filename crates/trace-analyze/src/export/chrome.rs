@@ -24,7 +24,6 @@
 //! - Memory held while exporting: the open spans, one pending op per thread and the live
 //!   allocations (storage id → bytes). The output is written as it is produced.
 
-use std::collections::HashMap;
 use std::io::{BufRead, Write};
 
 use serde::Serialize;
@@ -33,6 +32,7 @@ use trace_record::schema::{AllocKind, Event, ExecStep, GradientState, MemoryCate
 
 use super::ExportError;
 use super::nest::{Adjustments, Interval, Nester, OUTSIDE_SPANS_TID};
+use crate::intern::FastMap;
 
 /// The thread id of the `steps` track.
 pub const STEPS_TID: u64 = 999_998;
@@ -222,6 +222,8 @@ fn cat_index(c: MemoryCategory) -> usize {
 /// Live logical bytes of one device.
 struct DeviceLive {
     name: String,
+    /// `{"ph":"C","name":"logical memory DEVICE","pid":P,"tid":0,"ts":` ready to copy.
+    head: Vec<u8>,
     bytes: [u64; 7],
     seen: [bool; 7],
 }
@@ -231,11 +233,13 @@ struct Chrome<W: Write> {
     out: Out<W>,
     pid: u64,
     filter: Option<u64>,
-    named_tids: HashMap<u64, ()>,
+    named_tids: FastMap<u64, ()>,
     devices: Vec<DeviceLive>,
-    device_index: HashMap<String, usize>,
+    device_index: FastMap<String, usize>,
+    /// The device of the last memory event (most events share one device).
+    last_device: Option<usize>,
     /// Live storage id → (device, category, bytes).
-    live: HashMap<u64, (usize, usize, u64)>,
+    live: FastMap<u64, (usize, usize, u64)>,
     summary: ChromeSummary,
     /// The open step: (index, start ns).
     open_step: Option<(u64, u64)>,
@@ -397,16 +401,31 @@ impl<W: Write> Chrome<W> {
     }
 
     fn device(&mut self, name: &str) -> usize {
-        if let Some(i) = self.device_index.get(name) {
-            return *i;
+        if let Some(i) = self.last_device
+            && self.devices.get(i).is_some_and(|d| d.name == name)
+        {
+            return i;
         }
-        let i = self.devices.len();
-        self.devices.push(DeviceLive {
-            name: name.to_string(),
-            bytes: [0; 7],
-            seen: [false; 7],
-        });
-        self.device_index.insert(name.to_string(), i);
+        let i = match self.device_index.get(name) {
+            Some(i) => *i,
+            None => {
+                let i = self.devices.len();
+                let mut head = b"{\"ph\":\"C\",\"name\":".to_vec();
+                push_json_str(&mut head, &format!("logical memory {name}"));
+                head.extend_from_slice(b",\"pid\":");
+                push_u64(&mut head, self.pid);
+                head.extend_from_slice(b",\"tid\":0,\"ts\":");
+                self.devices.push(DeviceLive {
+                    name: name.to_string(),
+                    head,
+                    bytes: [0; 7],
+                    seen: [false; 7],
+                });
+                self.device_index.insert(name.to_string(), i);
+                i
+            }
+        };
+        self.last_device = Some(i);
         i
     }
 
@@ -416,14 +435,7 @@ impl<W: Write> Chrome<W> {
         };
         let o = &mut self.out;
         o.begin();
-        o.raw("{\"ph\":\"C\",\"name\":");
-        let mut name = String::with_capacity(15 + d.name.len());
-        name.push_str("logical memory ");
-        name.push_str(&d.name);
-        o.str(&name);
-        o.raw(",\"pid\":");
-        o.u64(self.pid);
-        o.raw(",\"tid\":0,\"ts\":");
+        o.line.extend_from_slice(&d.head);
         o.us(ts);
         o.raw(",\"args\":{");
         let mut first = true;
@@ -698,10 +710,11 @@ where
         },
         pid,
         filter: opts.step,
-        named_tids: HashMap::new(),
+        named_tids: FastMap::default(),
         devices: Vec::new(),
-        device_index: HashMap::new(),
-        live: HashMap::new(),
+        device_index: FastMap::default(),
+        last_device: None,
+        live: FastMap::default(),
         summary: ChromeSummary {
             step_found: opts.step.is_none(),
             ..ChromeSummary::default()
@@ -759,6 +772,7 @@ where
     }
     c.close_step(last_ts)?;
     c.summary.adjustments = nester.adjustments();
+    c.summary.events_written = c.out.written;
     let summary = c.summary;
     let mut tail = Vec::new();
     tail.extend_from_slice(b"\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":");
@@ -784,8 +798,6 @@ where
     tail.extend_from_slice(b"}\n");
     c.out.w.write_all(&tail).map_err(ExportError::Write)?;
     c.out.w.flush().map_err(ExportError::Write)?;
-    let mut summary = summary;
-    summary.events_written = c.out.written;
     if let Some(step) = opts.step
         && !summary.step_found
     {

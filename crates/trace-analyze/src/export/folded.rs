@@ -15,7 +15,6 @@
 //! their recorded names, except that `;` becomes `:` and line breaks become spaces (the
 //! format's separators). Stacks with zero self time are left out.
 
-use std::collections::HashMap;
 use std::io::{BufRead, Write};
 
 use trace_record::TraceReader;
@@ -23,6 +22,7 @@ use trace_record::schema::Event;
 
 use super::ExportError;
 use super::nest::{Adjustments, Interval, Nester};
+use crate::intern::FastMap;
 
 /// Aggregated folded stacks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,9 +80,9 @@ pub fn folded_stacks<R: BufRead>(
 ) -> Result<FoldedStacks, ExportError> {
     let mut nester = Nester::new();
     // Interned path id → self ns. Op leaves are interned lazily (their parent path + name).
-    let mut weights: HashMap<u32, u64> = HashMap::new();
+    let mut weights: FastMap<u32, u64> = FastMap::default();
     // (parent path, op name) leaves seen, resolved to path ids after the stream ends.
-    let mut op_leaves: HashMap<u32, HashMap<String, u64>> = HashMap::new();
+    let mut op_leaves: FastMap<u32, FastMap<String, u64>> = FastMap::default();
     let mut step_found = step.is_none();
     let keep = |s: Option<u64>| step.is_none_or(|f| s == Some(f));
     let mut on = |_: &Nester, iv: Interval<'_>| match iv {

@@ -19,10 +19,10 @@
 //! innermost span is held back until the next event on its thread tells whether its end must
 //! be cut. Everything else streams.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 use trace_record::schema::{Event, ExecStep, OpEvent, SpanKind};
+
+use crate::intern::FastMap;
 
 /// The thread id used for ops whose span is unknown or already closed.
 pub const OUTSIDE_SPANS_TID: u64 = 999_999;
@@ -168,12 +168,12 @@ struct ThreadState {
 /// The streaming normaliser (see the module documentation).
 #[derive(Debug, Default)]
 pub struct Nester {
-    threads: HashMap<u64, ThreadState>,
+    threads: FastMap<u64, ThreadState>,
     /// Open span id → its thread.
-    open: HashMap<u64, u64>,
+    open: FastMap<u64, u64>,
     /// Path interner: entry `i` is (parent path, name); path 0 is the root (empty).
     paths: Vec<(u32, String)>,
-    path_index: HashMap<u32, HashMap<String, u32>>,
+    path_index: FastMap<u32, FastMap<String, u32>>,
     step: Option<u64>,
     last_ts: u64,
     adjustments: Adjustments,

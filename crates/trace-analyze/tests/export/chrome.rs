@@ -25,6 +25,10 @@ fn a_recorded_session_exports_well_formed_and_agrees_with_the_analyses() {
         0
     );
     assert_eq!(v["otherData"]["incomplete"], false);
+    assert_eq!(
+        v["otherData"]["summary"]["events_written"].as_u64(),
+        v["traceEvents"].as_array().map(|a| a.len() as u64)
+    );
 
     let text = std::str::from_utf8(&bytes).expect("utf-8");
     let trace = load_str(text, "session", LoadOptions::default()).expect("load");
