@@ -4,7 +4,7 @@
 //! - [`TraceSession`]: records spans, ops, tensors, memory, gradients, steps into a JSONL
 //!   trace with a PyTorch-style [`schema::Schedule`]; cheap when on, free when off.
 //! - [`TraceReader`] / [`read_trace`]: a streaming reader with typed errors ([`ReadError`]).
-//! - [`Validator`] / [`validate`] / [`validate_file`]: structural checks with line numbers.
+//! - [`Validator`] / [`validate()`] / [`validate_file`]: structural checks with line numbers.
 //!
 //! It knows nothing of Candle or of analysis. The format is documented in
 //! `docs/trace-schema.md`.
