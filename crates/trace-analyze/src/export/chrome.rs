@@ -669,6 +669,7 @@ fn push_f64(s: &mut String, v: f64) {
 /// Reads the rest of `reader` and writes it to `out` as Chrome Trace Event Format JSON;
 /// returns what was written. Events are consumed one at a time and the output is written as
 /// it is produced (wrap `out` in a `BufWriter`), so memory stays flat however long the trace.
+/// Parsing runs on a second thread, a few thousand events ahead (see [`super::for_each_event`]).
 ///
 /// Errors: a read error ([`ExportError::Read`]), a write error ([`ExportError::Write`]), or
 /// [`ExportError::StepNotFound`] when [`ChromeOptions::step`] names a step the trace does
@@ -695,7 +696,7 @@ pub fn write_chrome<R, W>(
     opts: &ChromeOptions,
 ) -> Result<ChromeSummary, ExportError>
 where
-    R: BufRead,
+    R: BufRead + Send,
     W: Write,
 {
     let header = reader.header().clone();
@@ -739,8 +740,7 @@ where
 
     let mut nester = Nester::new();
     let mut last_ts = 0u64;
-    for event in reader.by_ref() {
-        let event = event.map_err(ExportError::Read)?.event;
+    super::for_each_event(reader, |event| {
         if let Some(ts) = event.ts() {
             last_ts = last_ts.max(ts);
         }
@@ -762,10 +762,11 @@ where
             }
             other => c.side_event(&other, &nester)?,
         }
-        if let Some(e) = c.error.take() {
-            return Err(e);
+        match c.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-    }
+    })?;
     nester.finish(&mut |n: &Nester, iv: Interval<'_>| c.on_interval(n, iv));
     if let Some(e) = c.error.take() {
         return Err(e);

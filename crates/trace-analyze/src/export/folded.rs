@@ -74,7 +74,7 @@ fn frame_name(name: &str) -> String {
 /// assert!(folded.lines.iter().any(|(stack, _)| stack.ends_with(";matmul")));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn folded_stacks<R: BufRead>(
+pub fn folded_stacks<R: BufRead + Send>(
     reader: &mut TraceReader<R>,
     step: Option<u64>,
 ) -> Result<FoldedStacks, ExportError> {
@@ -111,15 +111,15 @@ pub fn folded_stacks<R: BufRead>(
             }
         }
     };
-    for event in reader.by_ref() {
-        let event = event.map_err(ExportError::Read)?.event;
+    super::for_each_event(reader, |event| {
         if let (Some(f), Event::Step(s)) = (step, &event)
             && s.index == f
         {
             step_found = true;
         }
         nester.push(event, &mut on);
-    }
+        Ok(())
+    })?;
     nester.finish(&mut on);
     for (parent, leaves) in op_leaves {
         for (name, w) in leaves {

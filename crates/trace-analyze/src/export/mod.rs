@@ -21,6 +21,11 @@ pub use folded::{FoldedStacks, folded_stacks};
 pub use html::{ReportData, ReportOptions, build_report, write_html};
 pub use nest::Adjustments;
 
+use std::io::BufRead;
+
+use trace_record::schema::Event;
+use trace_record::{ReadError, TraceReader};
+
 /// Errors of the exports.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -33,4 +38,55 @@ pub enum ExportError {
     /// `--step N` named a step that the trace does not have.
     #[error("step {0} is not in the trace (no `step` event with that index)")]
     StepNotFound(u64),
+}
+
+/// Events handed from the parsing thread to the exporter at a time.
+const BATCH: usize = 4096;
+/// Batches in flight between the threads (bounds the memory held to a few MB).
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// Calls `f` on every remaining event of `reader`, in order, stopping at the first error.
+///
+/// Parsing JSON is about half the cost of an export, so it runs on a scoped second thread
+/// that sends batches of [`BATCH`] events through a bounded channel ([`BATCHES_IN_FLIGHT`]
+/// batches), while `f` formats and writes on the calling thread. Memory stays bounded by
+/// the batches in flight; when `f` fails the parser stops at its next send.
+pub fn for_each_event<R, F>(reader: &mut TraceReader<R>, mut f: F) -> Result<(), ExportError>
+where
+    R: BufRead + Send,
+    F: FnMut(Event) -> Result<(), ExportError>,
+{
+    std::thread::scope(|scope| {
+        let (tx, rx) =
+            std::sync::mpsc::sync_channel::<Result<Vec<Event>, ReadError>>(BATCHES_IN_FLIGHT);
+        scope.spawn(move || {
+            let mut batch = Vec::with_capacity(BATCH);
+            for item in reader.by_ref() {
+                match item {
+                    Ok(line) => {
+                        batch.push(line.event);
+                        if batch.len() == BATCH {
+                            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                            if tx.send(Ok(full)).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                let _ = tx.send(Ok(batch));
+            }
+        });
+        for msg in rx {
+            for event in msg? {
+                f(event)?;
+            }
+        }
+        Ok(())
+    })
 }

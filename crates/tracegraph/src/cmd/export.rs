@@ -81,7 +81,7 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn export<R: std::io::BufRead, W: Write>(
+fn export<R: std::io::BufRead + Send, W: Write>(
     args: &ExportArgs,
     reader: &mut TraceReader<R>,
     out: W,
