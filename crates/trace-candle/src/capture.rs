@@ -456,8 +456,10 @@ const INLINE_INPUTS: usize = 8;
 /// device, start, duration, input and output bytes, category), a `tensor` event for the
 /// output and the output's allocation (freed at the end of the step), all in the thread's
 /// current span. The category comes from the thread's execution step. When the run's timing
-/// mode is `device_synchronized`, the device is synchronized before and after the closure so
-/// the duration is device time; otherwise it is host time (as the trace header says).
+/// mode is `device_synchronized`, the device is synchronized before the closure (the first
+/// input's device; an op without inputs has nothing pending to wait for on its own account)
+/// and after it (the output's device), so the duration is device time; otherwise it is host
+/// time (as the trace header says).
 /// Outside an active window a call costs one relaxed atomic load and runs the closure.
 #[derive(Debug, Clone)]
 pub struct Probe {
