@@ -457,9 +457,9 @@ const INLINE_INPUTS: usize = 8;
 /// output and the output's allocation (freed at the end of the step), all in the thread's
 /// current span. The category comes from the thread's execution step. When the run's timing
 /// mode is `device_synchronized`, the device is synchronized before the closure (the first
-/// input's device; an op without inputs has nothing pending to wait for on its own account)
-/// and after it (the output's device), so the duration is device time; otherwise it is host
-/// time (as the trace header says).
+/// input's device) and after it (the output's device), so the duration is device time;
+/// otherwise it is host time (as the trace header says). An op without inputs gets no
+/// synchronization before it, so device work queued earlier may be charged to it.
 /// Outside an active window a call costs one relaxed atomic load and runs the closure.
 #[derive(Debug, Clone)]
 pub struct Probe {
