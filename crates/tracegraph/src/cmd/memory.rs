@@ -43,6 +43,59 @@ fn alloc_table(list: &[Allocation]) -> String {
     t.render()
 }
 
+/// Live bytes over time as a row of block characters: each of `width` columns of equal time
+/// shows the most live in it (live bytes carry over between events). Columns outside every
+/// recorded step (`windows`, when the trace has steps) stay blank: a gap, not a zero.
+fn sparkline(
+    points: &[trace_analyze::memory::TimelinePoint],
+    width: usize,
+    windows: &[(u64, u64)],
+) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return String::new();
+    };
+    let span = (last.t_ns - first.t_ns).max(1);
+    let max = points
+        .iter()
+        .map(|p| p.live_bytes)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let col_of = |t: u64| {
+        ((((t - first.t_ns) as u128) * (width as u128 - 1)) / span as u128).min(width as u128 - 1)
+            as usize
+    };
+    let mut cols: Vec<Option<u64>> = vec![None; width];
+    for p in points {
+        let slot = &mut cols[col_of(p.t_ns)];
+        *slot = Some(slot.map_or(p.live_bytes, |v| v.max(p.live_bytes)));
+    }
+    let mut recorded = vec![windows.is_empty(); width];
+    for &(a, b) in windows {
+        if b < first.t_ns || a > last.t_ns {
+            continue;
+        }
+        let (ca, cb) = (col_of(a.max(first.t_ns)), col_of(b.min(last.t_ns)));
+        for r in &mut recorded[ca..=cb] {
+            *r = true;
+        }
+    }
+    let mut carry = 0u64;
+    cols.into_iter()
+        .zip(recorded)
+        .map(|(c, rec)| {
+            let v = c.unwrap_or(carry);
+            carry = v;
+            if rec || c.is_some() {
+                BLOCKS[((v as u128 * 7) / max as u128) as usize]
+            } else {
+                ' '
+            }
+        })
+        .collect()
+}
+
 /// Runs `tracegraph memory`.
 pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
     let trace = load(&args.trace, false)?;
@@ -61,6 +114,7 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
         write_stdout("memory: absent (the trace has no memory events)")?;
         return Ok(Status::Ok);
     };
+    let windows: Vec<(u64, u64)> = trace.steps.iter().map(|s| (s.start_ns, s.end_ns)).collect();
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -83,6 +137,16 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
             nsu(d.peak_at_ns),
             d.peak_live_allocations
         );
+        if d.timeline.len() > 1 {
+            let _ = writeln!(
+                o,
+                "live over time  {}  ({} .. {}, max {})",
+                sparkline(&d.timeline, 60, &windows),
+                nsu(d.timeline[0].t_ns),
+                nsu(d.timeline[d.timeline.len() - 1].t_ns),
+                bytesu(d.peak_bytes)
+            );
+        }
         let mut t = Table::new(&["category", ">at peak", ">at end"]);
         for c in Category::ALL {
             let (p, e) = (d.peak_by_category.get(c), d.end_by_category.get(c));
