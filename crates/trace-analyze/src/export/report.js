@@ -338,7 +338,12 @@
 
   function renderComparison() {
     var sec = document.getElementById("comparison-section"), host = section("comparison");
-    if (!data.comparison) { sec.hidden = true; return; }
+    if (!data.comparison) {
+      sec.hidden = true;
+      var link = document.querySelector('nav.toc a[href="#comparison-section"]');
+      if (link) link.hidden = true;
+      return;
+    }
     sec.hidden = false;
     host.appendChild(kv(data.comparison.summary));
     var total = 0;
