@@ -1,9 +1,11 @@
 //! The hand-written JSON Lines encoder shared by the session's hot path and [`encode_event`].
 //!
-//! Every line is written without allocation into a caller's reused `Vec<u8>`: integers with
-//! `itoa`, floats with `ryu` (shortest round-trip form; non-finite as `null`), strings escaped
-//! per RFC 8259 (quote, backslash and every control character; other unicode passes through as
-//! UTF-8). The key order is fixed: `type` first, which lets the reader dispatch on a prefix.
+//! Every line is written without allocation into a reused, already initialised buffer
+//! ([`LineBuf`]) through a cursor: each line first makes room for its worst case, then writes
+//! with plain stores (integers with SWAR arithmetic and fixed 8-byte stores, floats with `ryu`
+//! in shortest round-trip form and non-finite as `null`). Strings are escaped per RFC 8259
+//! (quote, backslash and every control character; other unicode passes through as UTF-8). The
+//! key order is fixed: `type` first, which lets the reader dispatch on a prefix.
 
 use crate::schema::logical_bytes;
 use crate::schema::{
@@ -24,6 +26,12 @@ use crate::session::{MemoryRecord, OpRecord, TensorRecord};
 /// assert_eq!(out, b"{\"type\":\"step\",\"index\":3,\"ts\":1500}\n");
 /// ```
 pub fn encode_event(event: &Event, default_device: &str, out: &mut Vec<u8>) {
+    let mut lb = LineBuf::from_vec(std::mem::take(out));
+    encode_into(event, default_device, &mut lb);
+    *out = lb.into_vec();
+}
+
+fn encode_into(event: &Event, default_device: &str, out: &mut LineBuf) {
     match event {
         Event::SpanStart(e) => {
             span_start(out, e.id, e.parent, &e.name, e.kind, e.step, e.thread, e.ts)
@@ -57,7 +65,7 @@ fn frame(out: &mut Vec<u8>, f: &Frame<'_>) {
     }
 }
 
-fn op_event(out: &mut Vec<u8>, e: &OpEvent, default_device: &str) {
+fn op_event(out: &mut LineBuf, e: &OpEvent, default_device: &str) {
     let r = OpRecord {
         name: &e.name,
         inputs: &e.inputs,
@@ -75,7 +83,7 @@ fn op_event(out: &mut Vec<u8>, e: &OpEvent, default_device: &str) {
     op(out, e.span, &r, default_device);
 }
 
-fn tensor_event(out: &mut Vec<u8>, e: &TensorEvent, default_device: &str) {
+fn tensor_event(out: &mut LineBuf, e: &TensorEvent, default_device: &str) {
     let r = TensorRecord {
         id: e.id,
         label: e.label.as_deref(),
@@ -89,7 +97,7 @@ fn tensor_event(out: &mut Vec<u8>, e: &TensorEvent, default_device: &str) {
     tensor(out, e.span, &r, default_device);
 }
 
-fn memory_event(out: &mut Vec<u8>, e: &MemoryEvent, default_device: &str) {
+fn memory_event(out: &mut LineBuf, e: &MemoryEvent, default_device: &str) {
     let r = MemoryRecord {
         kind: e.kind,
         storage: e.storage,
@@ -101,26 +109,239 @@ fn memory_event(out: &mut Vec<u8>, e: &MemoryEvent, default_device: &str) {
     memory(out, e.span, &r, default_device, e.ts);
 }
 
-// ---- primitives -------------------------------------------------------------------------
+// ---- the buffer and its cursor ------------------------------------------------------------
 
-#[inline]
-fn raw(out: &mut Vec<u8>, s: &[u8]) {
-    out.extend_from_slice(s);
+/// A reused output buffer: `buf` is fully initialised and `pos` bytes of it are used.
+#[derive(Debug, Default)]
+pub(crate) struct LineBuf {
+    buf: Vec<u8>,
+    pos: usize,
 }
 
-#[inline]
-pub(crate) fn uint(out: &mut Vec<u8>, v: u64) {
-    let mut b = itoa::Buffer::new();
-    out.extend_from_slice(b.format(v).as_bytes());
+impl LineBuf {
+    /// An empty buffer with `capacity` initialised bytes.
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        LineBuf {
+            buf: vec![0; capacity],
+            pos: 0,
+        }
+    }
+
+    fn from_vec(v: Vec<u8>) -> Self {
+        let pos = v.len();
+        LineBuf { buf: v, pos }
+    }
+
+    fn into_vec(mut self) -> Vec<u8> {
+        self.buf.truncate(self.pos);
+        self.buf
+    }
+
+    /// The bytes written.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf[..self.pos]
+    }
+
+    /// Bytes written.
+    pub(crate) fn len(&self) -> usize {
+        self.pos
+    }
+
+    /// Forgets the bytes written (keeps the memory).
+    pub(crate) fn clear(&mut self) {
+        self.pos = 0;
+    }
+
+    /// Appends raw bytes (a whole line, e.g. the header).
+    pub(crate) fn extend(&mut self, bytes: &[u8]) {
+        let mut c = self.cursor(bytes.len());
+        c.raw(bytes);
+        let pos = c.pos;
+        self.pos = pos;
+    }
+
+    /// A cursor with room for at least `bound` more bytes.
+    #[inline]
+    fn cursor(&mut self, bound: usize) -> Cur<'_> {
+        let need = self.pos + bound;
+        if need > self.buf.len() {
+            self.buf.resize(need.max(2 * self.buf.len()), 0);
+        }
+        Cur {
+            buf: &mut self.buf[..],
+            pos: self.pos,
+        }
+    }
 }
 
+/// Writes into an initialised slice that has room for the line (see [`LineBuf::cursor`]).
+struct Cur<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+/// Worst-case bytes of a string literal: quotes plus `\u00XX` for every byte.
 #[inline]
-fn float(out: &mut Vec<u8>, v: f64) {
-    if v.is_finite() {
-        let mut b = ryu::Buffer::new();
-        out.extend_from_slice(b.format_finite(v).as_bytes());
-    } else {
-        out.extend_from_slice(b"null");
+fn str_bound(s: &str) -> usize {
+    2 + 6 * s.len()
+}
+
+/// Worst-case bytes of an integer (20 digits) plus the slack of the 8-byte stores.
+const INT: usize = 24;
+
+/// Two-digit-per-lane SWAR: the 8 decimal digits of `v` (< 10^8), leading zeros included,
+/// one per byte (values 0-9), in reading order when stored little-endian.
+#[inline(always)]
+fn digits8(v: u64) -> u64 {
+    let x = (v / 10_000) | ((v % 10_000) << 32);
+    let hi = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    let y = hi | ((x - hi * 100) << 16);
+    let hi = ((y * 103) >> 10) & 0x000f_000f_000f_000f;
+    hi | ((y - hi * 10) << 8)
+}
+
+const ASCII_ZEROS: u64 = 0x3030_3030_3030_3030;
+const E8: u64 = 100_000_000;
+
+impl Cur<'_> {
+    #[inline(always)]
+    fn raw(&mut self, s: &[u8]) {
+        self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
+        self.pos += s.len();
+    }
+
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        self.buf[self.pos] = b;
+        self.pos += 1;
+    }
+
+    #[inline(always)]
+    fn word(&mut self, w: u64, len: usize) {
+        self.buf[self.pos..self.pos + 8].copy_from_slice(&w.to_le_bytes());
+        self.pos += len;
+    }
+
+    /// `v` (< 10^8) without leading zeros.
+    #[inline(always)]
+    fn var8(&mut self, v: u64) {
+        if v == 0 {
+            self.byte(b'0');
+            return;
+        }
+        let z = digits8(v);
+        let lead = (z.trailing_zeros() / 8) as usize;
+        self.word((z >> (8 * lead)) | ASCII_ZEROS, 8 - lead);
+    }
+
+    /// `v` in decimal: no call, no per-digit loop, 8-byte stores (needs [`INT`] bytes of room).
+    #[inline]
+    fn uint(&mut self, v: u64) {
+        if v < E8 {
+            self.var8(v);
+        } else if v < E8 * E8 {
+            self.var8(v / E8);
+            self.word(digits8(v % E8) | ASCII_ZEROS, 8);
+        } else {
+            self.var8(v / (E8 * E8));
+            self.word(digits8((v / E8) % E8) | ASCII_ZEROS, 8);
+            self.word(digits8(v % E8) | ASCII_ZEROS, 8);
+        }
+    }
+
+    #[inline]
+    fn float(&mut self, v: f64) {
+        if v.is_finite() {
+            let mut b = ryu::Buffer::new();
+            self.raw(b.format_finite(v).as_bytes());
+        } else {
+            self.raw(b"null");
+        }
+    }
+
+    /// `s` as a JSON string literal, quotes included (needs [`str_bound`] bytes of room).
+    #[inline]
+    fn string(&mut self, s: &str) {
+        self.byte(b'"');
+        let bytes = s.as_bytes();
+        if !bytes.iter().any(|&b| needs_escape(b)) {
+            self.raw(bytes);
+        } else {
+            self.escaped(bytes);
+        }
+        self.byte(b'"');
+    }
+
+    #[cold]
+    fn escaped(&mut self, bytes: &[u8]) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut start = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            if !needs_escape(b) {
+                continue;
+            }
+            self.raw(&bytes[start..i]);
+            match b {
+                b'"' => self.raw(b"\\\""),
+                b'\\' => self.raw(b"\\\\"),
+                b'\n' => self.raw(b"\\n"),
+                b'\r' => self.raw(b"\\r"),
+                b'\t' => self.raw(b"\\t"),
+                0x08 => self.raw(b"\\b"),
+                0x0c => self.raw(b"\\f"),
+                _ => {
+                    self.raw(b"\\u00");
+                    self.byte(HEX[usize::from(b >> 4)]);
+                    self.byte(HEX[usize::from(b & 0xf)]);
+                }
+            }
+            start = i + 1;
+        }
+        self.raw(&bytes[start..]);
+    }
+
+    #[inline]
+    fn uint_list(&mut self, vs: impl Iterator<Item = u64>) {
+        self.byte(b'[');
+        let mut first = true;
+        for v in vs {
+            if !first {
+                self.byte(b',');
+            }
+            first = false;
+            self.uint(v);
+        }
+        self.byte(b']');
+    }
+
+    #[inline]
+    fn device_field(&mut self, device: &str, default_device: &str) {
+        if !device.is_empty() && device != default_device {
+            self.raw(b",\"dev\":");
+            self.string(device);
+        }
+    }
+
+    #[inline]
+    fn opt_span(&mut self, span: Option<u64>) {
+        if let Some(s) = span {
+            self.raw(b",\"span\":");
+            self.uint(s);
+        }
+    }
+
+    #[inline]
+    fn ts_end(&mut self, ts: u64) {
+        self.raw(b",\"ts\":");
+        self.uint(ts);
+        self.raw(b"}\n");
+    }
+
+    #[inline]
+    fn cat(&mut self, c: MemoryCategory) {
+        self.byte(b'"');
+        self.raw(c.as_str().as_bytes());
+        self.byte(b'"');
     }
 }
 
@@ -128,84 +349,6 @@ fn float(out: &mut Vec<u8>, v: f64) {
 #[inline]
 fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
-}
-
-/// Appends `s` as a JSON string literal, quotes included.
-#[inline]
-pub(crate) fn string(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    let bytes = s.as_bytes();
-    if !bytes.iter().any(|&b| needs_escape(b)) {
-        out.extend_from_slice(bytes);
-    } else {
-        escaped(out, bytes);
-    }
-    out.push(b'"');
-}
-
-#[cold]
-fn escaped(out: &mut Vec<u8>, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        if !needs_escape(b) {
-            continue;
-        }
-        out.extend_from_slice(&bytes[start..i]);
-        match b {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            _ => {
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(b >> 4)]);
-                out.push(HEX[usize::from(b & 0xf)]);
-            }
-        }
-        start = i + 1;
-    }
-    out.extend_from_slice(&bytes[start..]);
-}
-
-#[inline]
-fn uint_list(out: &mut Vec<u8>, vs: impl Iterator<Item = u64>) {
-    out.push(b'[');
-    let mut first = true;
-    for v in vs {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        uint(out, v);
-    }
-    out.push(b']');
-}
-
-#[inline]
-fn device_field(out: &mut Vec<u8>, device: &str, default_device: &str) {
-    if !device.is_empty() && device != default_device {
-        raw(out, b",\"dev\":");
-        string(out, device);
-    }
-}
-
-#[inline]
-fn opt_span(out: &mut Vec<u8>, span: Option<u64>) {
-    if let Some(s) = span {
-        raw(out, b",\"span\":");
-        uint(out, s);
-    }
-}
-
-#[inline]
-fn ts_end(out: &mut Vec<u8>, ts: u64) {
-    raw(out, b",\"ts\":");
-    uint(out, ts);
-    raw(out, b"}\n");
 }
 
 fn kind_str(k: SpanKind) -> &'static [u8] {
@@ -224,163 +367,6 @@ fn step_str(s: ExecStep) -> &'static [u8] {
     }
 }
 
-fn cat(out: &mut Vec<u8>, c: MemoryCategory) {
-    out.push(b'"');
-    raw(out, c.as_str().as_bytes());
-    out.push(b'"');
-}
-
-// ---- event lines ------------------------------------------------------------------------
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn span_start(
-    out: &mut Vec<u8>,
-    id: u64,
-    parent: Option<u64>,
-    name: &str,
-    kind: SpanKind,
-    step: Option<ExecStep>,
-    thread: u64,
-    ts: u64,
-) {
-    raw(out, b"{\"type\":\"span_start\",\"id\":");
-    uint(out, id);
-    if let Some(p) = parent {
-        raw(out, b",\"parent\":");
-        uint(out, p);
-    }
-    raw(out, b",\"name\":");
-    string(out, name);
-    raw(out, b",\"kind\":\"");
-    raw(out, kind_str(kind));
-    out.push(b'"');
-    if let Some(s) = step {
-        raw(out, b",\"step\":\"");
-        raw(out, step_str(s));
-        out.push(b'"');
-    }
-    raw(out, b",\"thread\":");
-    uint(out, thread);
-    ts_end(out, ts);
-}
-
-pub(crate) fn span_end(out: &mut Vec<u8>, id: u64, ts: u64) {
-    raw(out, b"{\"type\":\"span_end\",\"id\":");
-    uint(out, id);
-    ts_end(out, ts);
-}
-
-pub(crate) fn op(out: &mut Vec<u8>, span: Option<u64>, r: &OpRecord<'_>, default_device: &str) {
-    raw(out, b"{\"type\":\"op\"");
-    opt_span(out, span);
-    raw(out, b",\"name\":");
-    string(out, r.name);
-    raw(out, b",\"in\":");
-    uint_list(out, r.inputs.iter().copied());
-    raw(out, b",\"out\":");
-    uint_list(out, r.outputs.iter().copied());
-    raw(out, b",\"shape\":");
-    uint_list(out, r.shape.iter().map(|&d| d as u64));
-    raw(out, b",\"dtype\":");
-    string(out, r.dtype);
-    device_field(out, r.device, default_device);
-    raw(out, b",\"ts\":");
-    uint(out, r.start_ns);
-    raw(out, b",\"dur\":");
-    uint(out, r.dur_ns);
-    raw(out, b",\"in_b\":");
-    uint(out, r.in_bytes);
-    if logical_bytes(r.shape, r.dtype) != Some(r.out_bytes) {
-        raw(out, b",\"out_b\":");
-        uint(out, r.out_bytes);
-    }
-    if let Some(c) = r.category {
-        raw(out, b",\"cat\":");
-        cat(out, c);
-    }
-    if let Some(f) = r.flops {
-        raw(out, b",\"flops\":");
-        uint(out, f);
-    }
-    raw(out, b"}\n");
-}
-
-pub(crate) fn tensor(
-    out: &mut Vec<u8>,
-    span: Option<u64>,
-    r: &TensorRecord<'_>,
-    default_device: &str,
-) {
-    raw(out, b"{\"type\":\"tensor\",\"id\":");
-    uint(out, r.id);
-    if let Some(l) = r.label {
-        raw(out, b",\"label\":");
-        string(out, l);
-    }
-    raw(out, b",\"shape\":");
-    uint_list(out, r.shape.iter().map(|&d| d as u64));
-    raw(out, b",\"dtype\":");
-    string(out, r.dtype);
-    device_field(out, r.device, default_device);
-    raw(out, b",\"grad\":");
-    raw(out, if r.requires_grad { b"true" } else { b"false" });
-    raw(out, b",\"bytes\":");
-    uint(out, r.bytes);
-    raw(out, b",\"cat\":");
-    cat(out, r.category);
-    opt_span(out, span);
-    raw(out, b"}\n");
-}
-
-pub(crate) fn memory(
-    out: &mut Vec<u8>,
-    span: Option<u64>,
-    r: &MemoryRecord<'_>,
-    default_device: &str,
-    ts: u64,
-) {
-    raw(
-        out,
-        match r.kind {
-            AllocKind::Alloc => b"{\"type\":\"memory\",\"action\":\"alloc\",\"storage\":",
-            AllocKind::Free => b"{\"type\":\"memory\",\"action\":\"free\",\"storage\":",
-        },
-    );
-    uint(out, r.storage);
-    raw(out, b",\"tensor\":");
-    uint(out, r.tensor);
-    raw(out, b",\"bytes\":");
-    uint(out, r.bytes);
-    device_field(out, r.device, default_device);
-    raw(out, b",\"cat\":");
-    cat(out, r.category);
-    opt_span(out, span);
-    ts_end(out, ts);
-}
-
-pub(crate) fn device_memory(
-    out: &mut Vec<u8>,
-    device: &str,
-    used: Option<u64>,
-    free: Option<u64>,
-    reserved: Option<u64>,
-    ts: u64,
-) {
-    raw(out, b"{\"type\":\"device_memory\",\"dev\":");
-    string(out, device);
-    for (key, v) in [
-        (&b",\"used\":"[..], used),
-        (&b",\"free\":"[..], free),
-        (&b",\"reserved\":"[..], reserved),
-    ] {
-        if let Some(v) = v {
-            raw(out, key);
-            uint(out, v);
-        }
-    }
-    ts_end(out, ts);
-}
-
 fn gradient_state(s: GradientState) -> &'static [u8] {
     match s {
         GradientState::Present => b"present",
@@ -390,42 +376,251 @@ fn gradient_state(s: GradientState) -> &'static [u8] {
     }
 }
 
+/// Runs `f` on a cursor with room for `bound` bytes and records what it wrote.
+#[inline(always)]
+fn line(out: &mut LineBuf, bound: usize, f: impl FnOnce(&mut Cur<'_>)) {
+    let mut c = out.cursor(bound);
+    f(&mut c);
+    let pos = c.pos;
+    out.pos = pos;
+}
+
+// ---- event lines ------------------------------------------------------------------------
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn span_start(
+    out: &mut LineBuf,
+    id: u64,
+    parent: Option<u64>,
+    name: &str,
+    kind: SpanKind,
+    step: Option<ExecStep>,
+    thread: u64,
+    ts: u64,
+) {
+    line(out, 128 + 4 * INT + str_bound(name), |c| {
+        c.raw(b"{\"type\":\"span_start\",\"id\":");
+        c.uint(id);
+        if let Some(p) = parent {
+            c.raw(b",\"parent\":");
+            c.uint(p);
+        }
+        c.raw(b",\"name\":");
+        c.string(name);
+        c.raw(b",\"kind\":\"");
+        c.raw(kind_str(kind));
+        c.byte(b'"');
+        if let Some(s) = step {
+            c.raw(b",\"step\":\"");
+            c.raw(step_str(s));
+            c.byte(b'"');
+        }
+        c.raw(b",\"thread\":");
+        c.uint(thread);
+        c.ts_end(ts);
+    });
+}
+
+pub(crate) fn span_end(out: &mut LineBuf, id: u64, ts: u64) {
+    line(out, 64 + 2 * INT, |c| {
+        c.raw(b"{\"type\":\"span_end\",\"id\":");
+        c.uint(id);
+        c.ts_end(ts);
+    });
+}
+
+pub(crate) fn op(out: &mut LineBuf, span: Option<u64>, r: &OpRecord<'_>, default_device: &str) {
+    let ints = r.inputs.len() + r.outputs.len() + r.shape.len() + 7;
+    let bound = 192 + INT * ints + str_bound(r.name) + str_bound(r.dtype) + str_bound(r.device);
+    let derived = logical_bytes(r.shape, r.dtype) == Some(r.out_bytes);
+    line(out, bound, |c| {
+        c.raw(b"{\"type\":\"op\"");
+        c.opt_span(span);
+        c.raw(b",\"name\":");
+        c.string(r.name);
+        c.raw(b",\"in\":");
+        c.uint_list(r.inputs.iter().copied());
+        c.raw(b",\"out\":");
+        c.uint_list(r.outputs.iter().copied());
+        c.raw(b",\"shape\":");
+        c.uint_list(r.shape.iter().map(|&d| d as u64));
+        c.raw(b",\"dtype\":");
+        c.string(r.dtype);
+        c.device_field(r.device, default_device);
+        c.raw(b",\"ts\":");
+        c.uint(r.start_ns);
+        c.raw(b",\"dur\":");
+        c.uint(r.dur_ns);
+        c.raw(b",\"in_b\":");
+        c.uint(r.in_bytes);
+        if !derived {
+            c.raw(b",\"out_b\":");
+            c.uint(r.out_bytes);
+        }
+        if let Some(cat) = r.category {
+            c.raw(b",\"cat\":");
+            c.cat(cat);
+        }
+        if let Some(f) = r.flops {
+            c.raw(b",\"flops\":");
+            c.uint(f);
+        }
+        c.raw(b"}\n");
+    });
+}
+
+pub(crate) fn tensor(
+    out: &mut LineBuf,
+    span: Option<u64>,
+    r: &TensorRecord<'_>,
+    default_device: &str,
+) {
+    let label = r.label.map_or(0, str_bound);
+    let bound = 192 + INT * (r.shape.len() + 3) + label + str_bound(r.dtype) + str_bound(r.device);
+    line(out, bound, |c| {
+        c.raw(b"{\"type\":\"tensor\",\"id\":");
+        c.uint(r.id);
+        if let Some(l) = r.label {
+            c.raw(b",\"label\":");
+            c.string(l);
+        }
+        c.raw(b",\"shape\":");
+        c.uint_list(r.shape.iter().map(|&d| d as u64));
+        c.raw(b",\"dtype\":");
+        c.string(r.dtype);
+        c.device_field(r.device, default_device);
+        c.raw(b",\"grad\":");
+        c.raw(if r.requires_grad { b"true" } else { b"false" });
+        c.raw(b",\"bytes\":");
+        c.uint(r.bytes);
+        c.raw(b",\"cat\":");
+        c.cat(r.category);
+        c.opt_span(span);
+        c.raw(b"}\n");
+    });
+}
+
+pub(crate) fn memory(
+    out: &mut LineBuf,
+    span: Option<u64>,
+    r: &MemoryRecord<'_>,
+    default_device: &str,
+    ts: u64,
+) {
+    line(out, 192 + 5 * INT + str_bound(r.device), |c| {
+        c.raw(match r.kind {
+            AllocKind::Alloc => b"{\"type\":\"memory\",\"action\":\"alloc\",\"storage\":",
+            AllocKind::Free => b"{\"type\":\"memory\",\"action\":\"free\",\"storage\":",
+        });
+        c.uint(r.storage);
+        c.raw(b",\"tensor\":");
+        c.uint(r.tensor);
+        c.raw(b",\"bytes\":");
+        c.uint(r.bytes);
+        c.device_field(r.device, default_device);
+        c.raw(b",\"cat\":");
+        c.cat(r.category);
+        c.opt_span(span);
+        c.ts_end(ts);
+    });
+}
+
+pub(crate) fn device_memory(
+    out: &mut LineBuf,
+    device: &str,
+    used: Option<u64>,
+    free: Option<u64>,
+    reserved: Option<u64>,
+    ts: u64,
+) {
+    line(out, 128 + 4 * INT + str_bound(device), |c| {
+        c.raw(b"{\"type\":\"device_memory\",\"dev\":");
+        c.string(device);
+        for (key, v) in [
+            (&b",\"used\":"[..], used),
+            (&b",\"free\":"[..], free),
+            (&b",\"reserved\":"[..], reserved),
+        ] {
+            if let Some(v) = v {
+                c.raw(key);
+                c.uint(v);
+            }
+        }
+        c.ts_end(ts);
+    });
+}
+
 pub(crate) fn gradient(
-    out: &mut Vec<u8>,
+    out: &mut LineBuf,
     param: &str,
     state: GradientState,
     norm: Option<f64>,
     ts: u64,
 ) {
-    raw(out, b"{\"type\":\"gradient\",\"param\":");
-    string(out, param);
-    raw(out, b",\"state\":\"");
-    raw(out, gradient_state(state));
-    out.push(b'"');
-    if let Some(n) = norm.filter(|n| n.is_finite()) {
-        raw(out, b",\"norm\":");
-        float(out, n);
+    line(out, 128 + 64 + INT + str_bound(param), |c| {
+        c.raw(b"{\"type\":\"gradient\",\"param\":");
+        c.string(param);
+        c.raw(b",\"state\":\"");
+        c.raw(gradient_state(state));
+        c.byte(b'"');
+        if let Some(n) = norm.filter(|n| n.is_finite()) {
+            c.raw(b",\"norm\":");
+            c.float(n);
+        }
+        c.ts_end(ts);
+    });
+}
+
+pub(crate) fn step(out: &mut LineBuf, index: u64, ts: u64) {
+    line(out, 64 + 2 * INT, |c| {
+        c.raw(b"{\"type\":\"step\",\"index\":");
+        c.uint(index);
+        c.ts_end(ts);
+    });
+}
+
+pub(crate) fn marker(out: &mut LineBuf, name: &str, span: Option<u64>, ts: u64) {
+    line(out, 64 + 2 * INT + str_bound(name), |c| {
+        c.raw(b"{\"type\":\"marker\",\"name\":");
+        c.string(name);
+        c.opt_span(span);
+        c.ts_end(ts);
+    });
+}
+
+pub(crate) fn counter(out: &mut LineBuf, name: &str, value: f64, ts: u64) {
+    line(out, 64 + 64 + INT + str_bound(name), |c| {
+        c.raw(b"{\"type\":\"counter\",\"name\":");
+        c.string(name);
+        c.raw(b",\"value\":");
+        c.float(value);
+        c.ts_end(ts);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LineBuf;
+
+    #[test]
+    fn integers_match_display() {
+        let mut vals: Vec<u64> = vec![0, 9, 10, 99, 100, 99_999_999, 100_000_000, u64::MAX];
+        let mut x = 1u64;
+        for _ in 0..20 {
+            vals.extend([x - 1, x, x + 1]);
+            x = x.saturating_mul(10);
+        }
+        let mut r = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            vals.push(r >> (r % 64));
+        }
+        for v in vals {
+            let mut lb = LineBuf::default();
+            super::line(&mut lb, super::INT, |c| c.uint(v));
+            assert_eq!(lb.bytes(), v.to_string().as_bytes(), "{v}");
+        }
     }
-    ts_end(out, ts);
-}
-
-pub(crate) fn step(out: &mut Vec<u8>, index: u64, ts: u64) {
-    raw(out, b"{\"type\":\"step\",\"index\":");
-    uint(out, index);
-    ts_end(out, ts);
-}
-
-pub(crate) fn marker(out: &mut Vec<u8>, name: &str, span: Option<u64>, ts: u64) {
-    raw(out, b"{\"type\":\"marker\",\"name\":");
-    string(out, name);
-    opt_span(out, span);
-    ts_end(out, ts);
-}
-
-pub(crate) fn counter(out: &mut Vec<u8>, name: &str, value: f64, ts: u64) {
-    raw(out, b"{\"type\":\"counter\",\"name\":");
-    string(out, name);
-    raw(out, b",\"value\":");
-    float(out, value);
-    ts_end(out, ts);
 }

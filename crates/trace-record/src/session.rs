@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::encode;
+use crate::encode::{self, LineBuf};
 use crate::schema::{
     AllocKind, EventCounts, EventType, ExecStep, GradientState, Header, MemoryCategory, Outcome,
     Phase, RunMeta, SCHEMA_NAME, SCHEMA_VERSION, Schedule, SpanKind, TimingMode, Trailer,
@@ -322,7 +322,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 struct Output {
     sink: Box<dyn Write + Send>,
-    buf: Vec<u8>,
+    buf: LineBuf,
     /// Counts of the events in `buf` (not yet written).
     pending: EventCounts,
     /// Counts of events written.
@@ -335,10 +335,10 @@ struct Output {
 
 impl Output {
     fn write_block(&mut self) {
-        if self.buf.is_empty() || self.error.is_some() {
+        if self.buf.len() == 0 || self.error.is_some() {
             return;
         }
-        match self.sink.write_all(&self.buf) {
+        match self.sink.write_all(self.buf.bytes()) {
             Ok(()) => {
                 self.bytes += self.buf.len() as u64;
                 for ty in EventType::ALL {
@@ -457,8 +457,10 @@ impl TraceSession {
                 versions,
             },
         };
-        let mut buf = Vec::with_capacity(BLOCK_BYTES + 4096);
-        encode::encode_header(&header, &mut buf);
+        let mut header_line = Vec::new();
+        encode::encode_header(&header, &mut header_line);
+        let mut buf = LineBuf::with_capacity(BLOCK_BYTES + 64 * 1024);
+        buf.extend(&header_line);
         let active = run.schedule.is_none_or(|s| s.is_active(0));
         TraceSession {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
@@ -535,7 +537,7 @@ impl TraceSession {
     /// Formats one line with `f` straight into the session's block buffer, under its lock
     /// (so lines never interleave and keep the order of the calls).
     #[inline]
-    fn emit(&self, ty: EventType, f: impl FnOnce(&mut Vec<u8>)) {
+    fn emit(&self, ty: EventType, f: impl FnOnce(&mut LineBuf)) {
         let mut out = lock(&self.out);
         if out.error.is_some() {
             out.dropped += 1;
@@ -752,7 +754,7 @@ impl TraceSession {
                 ts,
             };
             encode::encode_trailer(&trailer, &mut trailer_line);
-            out.buf.extend_from_slice(&trailer_line);
+            out.buf.extend(&trailer_line);
             out.write_block();
             out.flush_sink();
         }
