@@ -467,3 +467,70 @@ proptest! {
         check_nesting(&xs);
     }
 }
+
+/// A writer that fails once `limit` bytes were written.
+struct FailAfter {
+    left: usize,
+}
+
+impl Write for FailAfter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() > self.left {
+            return Err(std::io::Error::other("disk full"));
+        }
+        self.left -= buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_write_error_stops_the_export_and_the_parser() {
+    let mut bytes = Vec::new();
+    write_synthetic(
+        &mut bytes,
+        &SynthConfig {
+            ops: 20_000,
+            ops_per_step: 1000,
+            ..Default::default()
+        },
+    )
+    .expect("synthetic");
+    let mut reader = TraceReader::new(&bytes[..], ReadOptions::default()).expect("header");
+    let r = write_chrome(
+        &mut reader,
+        FailAfter { left: 10_000 },
+        &ChromeOptions::default(),
+    );
+    assert!(matches!(r, Err(ExportError::Write(_))), "{r:?}");
+}
+
+#[test]
+fn a_bad_line_is_a_read_error_with_its_line_number() {
+    let mut bytes = Vec::new();
+    write_synthetic(
+        &mut bytes,
+        &SynthConfig {
+            ops: 10_000,
+            ops_per_step: 1000,
+            ..Default::default()
+        },
+    )
+    .expect("synthetic");
+    // Corrupt line 30001 (well past the first batch handed between the threads).
+    let mut text = String::from_utf8(bytes).expect("utf-8");
+    let start = text
+        .match_indices('\n')
+        .nth(29_999)
+        .map(|(i, _)| i + 1)
+        .expect("enough lines");
+    text.insert_str(start, "{not json}\n");
+    let mut reader = TraceReader::new(text.as_bytes(), ReadOptions::default()).expect("header");
+    let r = write_chrome(&mut reader, std::io::sink(), &ChromeOptions::default());
+    match r {
+        Err(ExportError::Read(e)) => assert!(e.to_string().contains("line 30001"), "{e}"),
+        other => panic!("expected a read error, got {other:?}"),
+    }
+}
