@@ -4,39 +4,20 @@ use std::collections::HashMap;
 use std::mem::size_of;
 use std::sync::Arc;
 
-use graph_core::{Graph, OpId, Role, ValueId, ValueKey, ValueRef};
+use graph_core::Graph;
 
 use crate::bytes::RetainedBytes;
 
-/// The heap a graph owns directly (not counting its parents' contents).
+/// The heap a graph owns directly (not counting its parents' contents): graph-core's exact
+/// account of its own tables, plus the heap its payloads own.
 fn own_heap_bytes<Op: RetainedBytes>(g: &Graph<Op>) -> u64 {
-    let values = g.num_values() as u64;
-    let op_record = (size_of::<Op>() + size_of::<Role>() + 4 * size_of::<u32>()) as u64;
-    let mut total = values.saturating_mul(size_of::<ValueKey>() as u64);
-    total = total.saturating_add((g.num_ops() as u64).saturating_mul(op_record));
-    let mut op_inputs = 0u64;
-    let mut op_outputs = 0u64;
-    for op in g.ops() {
-        if !Op::HEAP_FREE {
-            total = total.saturating_add(op.payload().heap_bytes());
-        }
-        if let Role::Linearized { active } = op.role() {
-            total = total.saturating_add(active.capacity() as u64);
-        }
-        op_inputs = op_inputs.saturating_add(op.inputs().len() as u64);
-        op_outputs = op_outputs.saturating_add(op.outputs().len() as u64);
+    let tables = u64::try_from(g.arena_heap_bytes()).unwrap_or(u64::MAX);
+    if Op::HEAP_FREE {
+        return tables;
     }
-    let ids = op_outputs
-        .saturating_add(g.inputs().len() as u64)
-        .saturating_add(g.outputs().len() as u64);
-    total
-        .saturating_add(op_inputs.saturating_mul(size_of::<ValueRef>() as u64))
-        .saturating_add(ids.saturating_mul(size_of::<ValueId>() as u64))
-        .saturating_add(
-            (g.parents().len() as u64).saturating_mul(size_of::<Arc<Graph<Op>>>() as u64),
-        )
-        .saturating_add((g.canonical_ops().len() as u64).saturating_mul(size_of::<OpId>() as u64))
-        .saturating_add(values.saturating_mul(size_of::<u32>() as u64))
+    g.ops().fold(tables, |acc, op| {
+        acc.saturating_add(op.payload().heap_bytes())
+    })
 }
 
 /// Heap bytes of graphs held by one value: `inline` graphs stored in the value itself (their
@@ -45,13 +26,11 @@ fn own_heap_bytes<Op: RetainedBytes>(g: &Graph<Op>) -> u64 {
 ///
 /// # The rule for graphs
 ///
-/// A graph's own storage is estimated through graph-core's public accessors (it does not
-/// expose capacities): one [`ValueKey`] per value, one operation record (payload, [`Role`],
-/// two index ranges) per operation plus the payload's and the role's heap, one [`ValueRef`]
-/// per operation input, one [`ValueId`] per operation output, graph input and graph output,
-/// one `Arc` pointer per parent, and the canonical numbering (one [`OpId`] per live operation,
-/// one `u32` per value). graph-core's per-value identity hashes are computed lazily, on
-/// demand, and are not counted.
+/// A graph's own storage is [`Graph::arena_heap_bytes`] (graph-core's exact count of the heap
+/// of its arenas, walk tables, canonical numbering, linearized masks and, once computed, its
+/// per-value identity hashes) plus [`RetainedBytes::heap_bytes`] of every operation payload.
+/// A graph held through an `Arc` that the value alone keeps alive also costs its inline size
+/// and the `Arc`'s two counters.
 ///
 /// Parent graphs (and their parents) are visited once each, however many graphs of the value
 /// share them. A parent is charged only when the value keeps it alive on its own: every strong

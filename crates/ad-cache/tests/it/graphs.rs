@@ -223,6 +223,70 @@ fn graph_bytes_grow_with_the_graph() {
     assert!(b >= 1000 * per_op as u64);
 }
 
+/// A graph without parents with heap-owning payloads (names of different lengths) and a
+/// linearized operation's mask.
+fn named_graph(n: usize) -> Graph<String> {
+    let mut b = GraphBuilder::new();
+    let x = b.add_input(0);
+    let y = b.add_input(1);
+    let mut last = x;
+    for i in 0..n {
+        let name = "op".repeat(i % 5 + 1);
+        let role = if i % 3 == 0 {
+            Role::Linearized {
+                active: vec![true, false],
+            }
+        } else {
+            Role::Primary
+        };
+        let (_, v) = b.add_op1(name, &[last.into(), y.into()], role);
+        last = v;
+    }
+    b.set_outputs(&[last]);
+    b.build().unwrap()
+}
+
+#[test]
+fn graph_bytes_are_graph_cores_table_heap_plus_payload_heap() {
+    for n in [0, 1, 7, 300] {
+        let g = named_graph(n);
+        let payload_heap: u64 = g.ops().map(|op| op.payload().capacity() as u64).sum();
+        let check = |g: &Graph<String>| {
+            let expected = g.arena_heap_bytes() as u64 + payload_heap;
+            assert_eq!(g.heap_bytes(), expected, "{n} ops");
+            assert_eq!(graphs_heap_bytes(&[g], &[]), expected, "{n} ops");
+            assert_eq!(
+                g.retained_bytes(),
+                std::mem::size_of::<Graph<String>>() as u64 + expected,
+                "{n} ops"
+            );
+        };
+        check(&g);
+        // Value hashes are graph-core tables too once computed: still in agreement.
+        let before = g.arena_heap_bytes();
+        let _ = g.value_hashes();
+        assert!(n == 0 || g.arena_heap_bytes() > before);
+        check(&g);
+        // Held alone through an Arc: the graph, the Arc's counters and the same heap.
+        let arc = Arc::new(g);
+        assert_eq!(
+            graphs_heap_bytes::<String>(&[], &[&arc]),
+            std::mem::size_of::<Graph<String>>() as u64
+                + 2 * std::mem::size_of::<usize>() as u64
+                + arc.arena_heap_bytes() as u64
+                + payload_heap
+        );
+    }
+    // Heap-free payloads: exactly graph-core's figure.
+    let g = vecad::chain_graph(50, 3).unwrap();
+    if <VecOp as RetainedBytes>::HEAP_FREE {
+        assert_eq!(g.heap_bytes(), g.arena_heap_bytes() as u64);
+    } else {
+        let payload_heap: u64 = g.ops().map(|op| op.payload().heap_bytes()).sum();
+        assert_eq!(g.heap_bytes(), g.arena_heap_bytes() as u64 + payload_heap);
+    }
+}
+
 #[test]
 fn a_parent_the_caller_shares_is_not_charged_and_shared_parents_count_once() {
     let primal = Arc::new(vecad::chain_graph(200, 9).unwrap());
