@@ -225,6 +225,17 @@ impl<R: BufRead> TraceReader<R> {
 
     /// The next event, `None` at the end (trailer or end of input).
     pub fn next_event(&mut self) -> Result<Option<LineEvent>, ReadError> {
+        self.next_with(|line, event| LineEvent { line, event })
+    }
+
+    /// Reads the next event and hands it, with its line, to `f` (which may keep or drop it);
+    /// `None` at the end. Cheaper than [`next_event`](Self::next_event) when the event is
+    /// only inspected: it is not moved through the return value.
+    #[inline]
+    pub fn next_with<T>(
+        &mut self,
+        f: impl FnOnce(u64, Event) -> T,
+    ) -> Result<Option<T>, ReadError> {
         loop {
             if self.done {
                 return Ok(None);
@@ -279,7 +290,7 @@ impl<R: BufRead> TraceReader<R> {
             match parsed {
                 Parsed::Event(mut event) => {
                     fill_device(&mut event, &self.header.run.device);
-                    return Ok(Some(LineEvent { line, event }));
+                    return Ok(Some(f(line, event)));
                 }
                 Parsed::Trailer(t) => {
                     self.trailer = Some(t);

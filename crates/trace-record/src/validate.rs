@@ -341,10 +341,13 @@ pub struct Validation {
 pub fn validate_reader<R: BufRead>(mut reader: TraceReader<R>) -> Result<Validation, ReadError> {
     let mut v = Validator::new();
     let mut counts = EventCounts::default();
-    while let Some(e) = reader.next_event()? {
-        counts.add(e.event.event_type(), 1);
-        v.check(e.line, &e.event);
-    }
+    while reader
+        .next_with(|line, event| {
+            counts.add(event.event_type(), 1);
+            v.check(line, &event);
+        })?
+        .is_some()
+    {}
     Ok(Validation {
         incomplete: reader.is_incomplete(),
         partial_line: reader.partial_line(),
