@@ -48,9 +48,9 @@ const BATCHES_IN_FLIGHT: usize = 4;
 /// Calls `f` on every remaining event of `reader`, in order, stopping at the first error.
 ///
 /// Parsing JSON is about half the cost of an export, so it runs on a scoped second thread
-/// that sends batches of [`BATCH`] events through a bounded channel ([`BATCHES_IN_FLIGHT`]
-/// batches), while `f` formats and writes on the calling thread. Memory stays bounded by
-/// the batches in flight; when `f` fails the parser stops at its next send.
+/// that sends batches of 4,096 events through a bounded channel (at most 4 batches in
+/// flight), while `f` formats and writes on the calling thread. Memory stays bounded by the
+/// batches in flight; when `f` fails the parser stops at its next send.
 pub fn for_each_event<R, F>(reader: &mut TraceReader<R>, mut f: F) -> Result<(), ExportError>
 where
     R: BufRead + Send,
