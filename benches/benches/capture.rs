@@ -9,8 +9,7 @@
 //!   flips, so drift hits both alike) for a time budget (12 s quick, 60 s full), with two
 //!   pairs of trainers created in opposite orders (creation order alone biased an A/A run
 //!   by up to ~8% here); the figures are medians, robust to the preemptions of a shared
-//!   machine; `ns_per_step (min)` gives the fastest step of each (noise only adds time).
-//!   Target: ratio ≤ 1.05. `capture/train_step median_paired_ratio` is the median of the
+//!   machine. Target: ratio ≤ 1.05. `capture/train_step median_paired_ratio` is the median of the
 //!   per-round ratios (on / off of the same round).
 //! - `capture/probe_tiny_op ns_per_call`: `probe.op("affine", &[&x], || x.affine(2.0, 1.0))`
 //!   on a 4-element tensor inside an active window (two clock reads, op + tensor + alloc
@@ -105,11 +104,6 @@ fn train_step_rows() {
     emit(
         Row::new("capture/train_step", "ns_per_step (median)", on_ns, "ns")
             .vs("same step, no instrumentation (alternating)", off_ns),
-    );
-    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    emit(
-        Row::new("capture/train_step", "ns_per_step (min)", min(&t_on), "ns")
-            .vs("same step, no instrumentation (alternating)", min(&t_off)),
     );
     emit(Row::new(
         "capture/train_step",
