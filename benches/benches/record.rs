@@ -7,7 +7,8 @@
 //! with two inputs and one output, shape `[64, 128]`, `f32`, on the run's device, with
 //! increasing tensor ids and times, input and output bytes; candle-graph gets the same fields
 //! (its tensor ids are strings, built once up front so their formatting is not charged to it).
-//! Rows:
+//! Time rows use criterion's median sample (a few preempted samples dominate a mean on a
+//! shared machine). Rows:
 //! - `record/op ns_per_event`: one op event per call, one thread.
 //! - `record/op+tensor+alloc+free ns_per_event`: per op, an op, a tensor, an alloc and a free
 //!   (4 events).
@@ -31,7 +32,7 @@ use candle_graph::{
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use trace_record::schema::{AllocKind, MemoryCategory, Phase, Schedule, SpanKind};
 use trace_record::{MemoryRecord, OpRecord, ReadOptions, Run, TensorRecord, TraceSession};
-use tracegraph_benches::{Row, emit, emit_time, emit_time_ratio, quick};
+use tracegraph_benches::{Row, emit, quick};
 
 const SHAPE: [usize; 2] = [64, 128];
 const IN_BYTES: u64 = 2 * 64 * 128 * 4;
@@ -383,6 +384,21 @@ fn bench_read(c: &mut Criterion, dir: &Path, n: u64, label: &str) -> (u64, u64) 
     (ours_events, cg_events)
 }
 
+/// The median time of one iteration of criterion benchmark `id` (`group/function/param`),
+/// from criterion's `new/estimates.json` of this run. Medians, not means: on a shared
+/// 2-core machine a few preempted samples dominate a mean.
+fn median_ns(id: &str) -> Option<f64> {
+    let mut path = std::env::var_os("CRITERION_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tracegraph_benches::target_dir().join("criterion"));
+    for part in id.split('/') {
+        path.push(part);
+    }
+    path.push("new/estimates.json");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    v.get("median")?.get("point_estimate")?.as_f64()
+}
+
 fn main() {
     let mut c = tracegraph_benches::criterion();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -397,35 +413,30 @@ fn main() {
     c.final_summary();
 
     let cg = "candle-graph 0.7";
-    emit_time_ratio(
-        "record/op",
-        "ns_per_event",
-        "record/op/ours",
-        cg,
-        "record/op/candle-graph",
-        1.0,
-    );
-    emit_time_ratio(
+    let ratio = |bench: &str, id: &str, per: f64| match (
+        median_ns(&format!("{id}/ours")),
+        median_ns(&format!("{id}/candle-graph")),
+    ) {
+        (Some(o), Some(t)) => {
+            emit(Row::new(bench, "ns_per_event_median", o / per, "ns").vs(cg, t / per))
+        }
+        _ => eprintln!("bench-row: {bench} skipped (did not run)"),
+    };
+    ratio("record/op", "record/op", 1.0);
+    ratio(
         "record/op+tensor+alloc+free",
-        "ns_per_event",
-        "record/op+tensor+alloc+free/ours",
-        cg,
-        "record/op+tensor+alloc+free/candle-graph",
+        "record/op+tensor+alloc+free",
         4.0,
     );
-    emit_time_ratio(
-        "record/span+op",
-        "ns_per_event",
-        "record/span+op/ours",
-        cg,
-        "record/span+op/candle-graph",
-        3.0,
-    );
-    emit_time(
+    ratio("record/span+op", "record/span+op", 3.0);
+    let alone = |bench: &str, id: &str, metric: &str| match median_ns(id) {
+        Some(o) => emit(Row::new(bench, metric, o, "ns")),
+        None => eprintln!("bench-row: {bench} skipped (did not run)"),
+    };
+    alone(
         "record/two_threads",
-        "ns_per_event",
         "record/two_threads/ours",
-        1.0,
+        "ns_per_event_median",
     );
     emit(
         Row::new(
@@ -436,11 +447,11 @@ fn main() {
         )
         .vs(cg, cg_bytes),
     );
-    emit_time("record/inactive", "ns", "record/inactive/ours", 1.0);
+    alone("record/inactive", "record/inactive/ours", "ns_median");
     let read = format!("record/read_validate_{label}");
     match (
-        tracegraph_benches::criterion_mean_ns(&format!("{read}/ours")),
-        tracegraph_benches::criterion_mean_ns(&format!("{read}/candle-graph")),
+        median_ns(&format!("{read}/ours")),
+        median_ns(&format!("{read}/candle-graph")),
     ) {
         (Some(o), Some(t)) => emit(
             Row::new(

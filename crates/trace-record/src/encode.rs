@@ -229,13 +229,23 @@ impl Cur<'_> {
             self.byte(b'0');
             return;
         }
+        if v < 10_000 {
+            // Shape dimensions and small ids: the same SWAR on one 4-digit lane.
+            let hi = (v * 10_486) >> 20;
+            let y = hi | ((v - hi * 100) << 16);
+            let hi = ((y * 103) >> 10) & 0x000f_000f;
+            let z = hi | ((y - hi * 10) << 8);
+            let lead = (z.trailing_zeros() / 8) as usize;
+            self.word((z >> (8 * lead)) | ASCII_ZEROS, 4 - lead);
+            return;
+        }
         let z = digits8(v);
         let lead = (z.trailing_zeros() / 8) as usize;
         self.word((z >> (8 * lead)) | ASCII_ZEROS, 8 - lead);
     }
 
     /// `v` in decimal: no call, no per-digit loop, 8-byte stores (needs [`INT`] bytes of room).
-    #[inline]
+    #[inline(always)]
     fn uint(&mut self, v: u64) {
         if v < E8 {
             self.var8(v);
@@ -345,10 +355,23 @@ impl Cur<'_> {
     }
 }
 
+/// Bytes that need escaping inside a JSON string: control characters, quote, backslash.
+const ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
 /// Whether byte `b` needs escaping inside a JSON string.
-#[inline]
+#[inline(always)]
 fn needs_escape(b: u8) -> bool {
-    b < 0x20 || b == b'"' || b == b'\\'
+    ESCAPE[usize::from(b)]
 }
 
 fn kind_str(k: SpanKind) -> &'static [u8] {
@@ -604,7 +627,8 @@ mod tests {
 
     #[test]
     fn integers_match_display() {
-        let mut vals: Vec<u64> = vec![0, 9, 10, 99, 100, 99_999_999, 100_000_000, u64::MAX];
+        let mut vals: Vec<u64> = (0..20_000).collect();
+        vals.extend([99_999_999, 100_000_000, u64::MAX]);
         let mut x = 1u64;
         for _ in 0..20 {
             vals.extend([x - 1, x, x + 1]);

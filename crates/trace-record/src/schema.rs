@@ -591,11 +591,12 @@ fn out_bytes_unset() -> u64 {
 
 /// Size in bytes of one element of a Candle dtype name (`f32` → 4), if known.
 pub fn dtype_size(dtype: &str) -> Option<u64> {
-    Some(match dtype {
-        "u8" | "i8" | "bool" | "f8e4m3" | "f8e5m2" => 1,
-        "u16" | "i16" | "f16" | "bf16" => 2,
-        "u32" | "i32" | "f32" => 4,
-        "u64" | "i64" | "f64" => 8,
+    // Byte patterns compile to a few compares (no `memcmp` call): this runs per op event.
+    Some(match dtype.as_bytes() {
+        [b'u' | b'i', b'8'] | b"bool" | b"f8e4m3" | b"f8e5m2" => 1,
+        [b'u' | b'i' | b'f', b'1', b'6'] | b"bf16" => 2,
+        [b'u' | b'i' | b'f', b'3', b'2'] => 4,
+        [b'u' | b'i' | b'f', b'6', b'4'] => 8,
         _ => return None,
     })
 }
