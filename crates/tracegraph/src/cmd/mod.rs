@@ -49,12 +49,14 @@ pub(crate) fn load(path: &Path, strict: bool) -> anyhow::Result<Trace> {
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
     let reader = progress::ProgressReader::new(file, len, show, &path.display().to_string());
-    let trace = trace_analyze::load_reader(
+    let loaded = trace_analyze::load_reader(
         BufReader::with_capacity(256 * 1024, reader),
         &path.display().to_string(),
         LoadOptions { strict },
-    )?;
+    );
+    // Erase the bar before anything else is printed, error or not.
     progress::clear(show);
+    let trace = loaded?;
     if trace.is_incomplete() {
         eprintln!(
             "tracegraph: warning: {} is incomplete ({}); analysed up to its last complete line",
