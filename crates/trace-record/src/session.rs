@@ -3,9 +3,10 @@
 //! A session writes one JSONL trace (see [`crate::schema`]). It is `Send + Sync`; share it
 //! between threads with an `Arc`. Records take borrowed data and allocate nothing per event
 //! in steady state: each line is formatted by a hand-written encoder straight into the
-//! session's reused block buffer under its lock (so lines from different threads never
-//! interleave and keep the order of the calls), and written out in blocks of
-//! [`BLOCK_BYTES`]. The span stack is per thread (a reused thread-local vector).
+//! session's reused block buffer under its lock (or, when another thread holds the lock, into
+//! a reused per-thread buffer first), so lines from different threads never interleave, and
+//! the block is written out every [`BLOCK_BYTES`]. The span stack is per thread (a reused
+//! thread-local vector).
 //!
 //! Outside the schedule's active windows (and after `finish`) every record call returns after
 //! one relaxed atomic load.
@@ -37,7 +38,7 @@ use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::encode::{self, LineBuf};
@@ -334,6 +335,24 @@ struct Output {
 }
 
 impl Output {
+    /// Appends one line written by `f`, unless the session failed (counted as dropped) or
+    /// finished; writes the block when it is full.
+    #[inline]
+    fn append(&mut self, ty: EventType, f: impl FnOnce(&mut LineBuf)) {
+        if self.error.is_some() {
+            self.dropped += 1;
+            return;
+        }
+        if self.finished {
+            return;
+        }
+        f(&mut self.buf);
+        self.pending.add(ty, 1);
+        if self.buf.len() >= BLOCK_BYTES {
+            self.write_block();
+        }
+    }
+
     fn write_block(&mut self) {
         if self.buf.len() == 0 || self.error.is_some() {
             return;
@@ -374,6 +393,7 @@ struct StackEntry {
 }
 
 thread_local! {
+    static SCRATCH: RefCell<LineBuf> = RefCell::new(LineBuf::default());
     static STACK: RefCell<Vec<StackEntry>> = const { RefCell::new(Vec::new()) };
     static THREAD_NO: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
@@ -534,23 +554,30 @@ impl TraceSession {
         })
     }
 
-    /// Formats one line with `f` straight into the session's block buffer, under its lock
-    /// (so lines never interleave and keep the order of the calls).
+    /// Formats one line with `f` and appends it to the session's block buffer under its lock
+    /// (so lines never interleave and keep the order in which the lock is taken). When the
+    /// lock is free the line is formatted straight into the block; when another thread holds
+    /// it, the line is formatted first into a reused per-thread buffer, outside the lock, and
+    /// only copied in under it.
     #[inline]
     fn emit(&self, ty: EventType, f: impl FnOnce(&mut LineBuf)) {
-        let mut out = lock(&self.out);
-        if out.error.is_some() {
-            out.dropped += 1;
-            return;
+        match self.out.try_lock() {
+            Ok(mut out) => out.append(ty, f),
+            Err(TryLockError::Poisoned(p)) => p.into_inner().append(ty, f),
+            Err(TryLockError::WouldBlock) => self.emit_contended(ty, f),
         }
-        if out.finished {
-            return;
-        }
-        f(&mut out.buf);
-        out.pending.add(ty, 1);
-        if out.buf.len() >= BLOCK_BYTES {
-            out.write_block();
-        }
+    }
+
+    #[cold]
+    fn emit_contended(&self, ty: EventType, f: impl FnOnce(&mut LineBuf)) {
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut line) => {
+                line.clear();
+                f(&mut line);
+                lock(&self.out).append(ty, |b| b.extend(line.bytes()));
+            }
+            Err(_) => lock(&self.out).append(ty, f),
+        });
     }
 
     /// Opens a span on this thread; it ends when the guard drops. Its parent is the
