@@ -8,22 +8,22 @@ pub enum AnalyzeError {
     /// The trace could not be read: I/O, invalid JSON, a schema violation or an unsupported
     /// version. The message names the file and, for syntax and schema errors, the line and
     /// field.
-    #[error("{file}: {source}")]
+    ///
+    /// The message already contains the reader's error, so it is not repeated as a source.
+    #[error("{file}: {error}")]
     Read {
         /// The trace file (as given).
         file: String,
         /// What the reader reported.
-        #[source]
-        source: ReadError,
+        error: ReadError,
     },
     /// A file could not be opened.
-    #[error("{file}: {source}")]
+    #[error("{file}: {error}")]
     Io {
         /// The file (as given).
         file: String,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A step graph could not be built (the trace's ops do not form a valid graph).
     #[error("building a step graph: {0}")]
@@ -40,7 +40,7 @@ impl AnalyzeError {
         matches!(
             self,
             AnalyzeError::Read {
-                source: ReadError::Syntax { .. }
+                error: ReadError::Syntax { .. }
                     | ReadError::Schema { .. }
                     | ReadError::UnsupportedVersion { .. },
                 ..

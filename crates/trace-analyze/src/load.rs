@@ -30,9 +30,9 @@ pub struct LoadOptions {
 /// line and field) when it is not a valid trace. A truncated trace is not an error: it loads
 /// up to its last complete line with [`Outcome::Truncated`].
 pub fn load_path(path: &Path, opts: LoadOptions) -> Result<Trace, AnalyzeError> {
-    let file = File::open(path).map_err(|source| AnalyzeError::Io {
+    let file = File::open(path).map_err(|error| AnalyzeError::Io {
         file: path.display().to_string(),
-        source,
+        error,
     })?;
     load_reader(
         BufReader::with_capacity(256 * 1024, file),
@@ -72,9 +72,9 @@ pub fn load_reader<R: BufRead + Send>(
     source: &str,
     opts: LoadOptions,
 ) -> Result<Trace, AnalyzeError> {
-    let err = |source_err| AnalyzeError::Read {
+    let err = |error| AnalyzeError::Read {
         file: source.to_string(),
-        source: source_err,
+        error,
     };
     let options = ReadOptions {
         mode: if opts.strict {

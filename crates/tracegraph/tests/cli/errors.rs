@@ -19,6 +19,7 @@ fn schema_error_names_file_line_and_field_and_exits_3() {
             e.contains("bad.jsonl") && e.contains("line 8") && e.contains("dur"),
             "{e}"
         );
+        assert_eq!(e.matches("line 8").count(), 1, "said once: {e}");
     }
     std::fs::write(dir.path().join("syntax.jsonl"), "{not json\n").unwrap();
     let o = run_in(dir.path(), &["summary", "syntax.jsonl"]);
