@@ -46,6 +46,9 @@ pub struct SpanNode {
 }
 
 /// The span tree, nodes in depth-first order (children by total time, largest first).
+///
+/// Building it is O(n log n) in the spans; the nodes carry their full path strings, so the
+/// output itself grows with the sum of the path depths (small for real module trees).
 #[derive(Debug, Clone, Serialize)]
 pub struct SpanTree {
     /// How durations were measured.
