@@ -1,6 +1,6 @@
 //! Shared support for the benchmark suites: criterion configuration and summary rows.
 //!
-//! Every suite in `benches/benches/` builds its [`Criterion`] with [`criterion`], runs its
+//! Every suite in `benches/benches/` builds its [`Criterion`] with [`criterion()`], runs its
 //! groups, then reports one [`Row`] per figure with [`emit`] (or [`emit_time_ratio`] for a
 //! criterion measurement against a baseline measured in the same run). `cargo xtask bench`
 //! collects the rows into `target/bench-summary.json`.
