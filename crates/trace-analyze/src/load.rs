@@ -135,12 +135,7 @@ pub fn load_reader<R: BufRead + Send>(
                 wire::Outcome::Incomplete => Outcome::Incomplete,
             };
             trace.dropped = t.dropped;
-            trace.trailer_counts = Some(
-                wire::EventType::ALL
-                    .iter()
-                    .map(|&ty| (ty.as_str().to_string(), t.counts.get(ty)))
-                    .collect(),
-            );
+            trace.trailer_counts = Some(t.counts);
             trace.end_ns = trace.end_ns.max(t.ts);
         }
         None => trace.outcome = Outcome::Truncated,
@@ -261,9 +256,9 @@ impl Builder {
     fn event(&mut self, line: u64, e: Event) {
         self.t.work.add(1);
         self.validator.check(line, &e);
+        self.t.counts.by_type.add(e.event_type(), 1);
         match e {
             Event::SpanStart(s) => {
-                self.t.counts.span_start += 1;
                 let parent = s.parent.and_then(|p| self.span_index.get(&p).copied());
                 let exec_step = s
                     .step
@@ -287,7 +282,6 @@ impl Builder {
                 self.seen(s.ts);
             }
             Event::SpanEnd(s) => {
-                self.t.counts.span_end += 1;
                 if let Some(&i) = self.span_index.get(&s.id) {
                     let span = &mut self.t.spans[i as usize];
                     if span.end_ns.is_none() {
@@ -297,7 +291,6 @@ impl Builder {
                 self.seen(s.ts);
             }
             Event::Op(o) => {
-                self.t.counts.op += 1;
                 let span = o.span.and_then(|s| self.span_index.get(&s).copied());
                 let (thread, exec_step) = span.map_or((0, None), |s| {
                     let sp = &self.t.spans[s as usize];
@@ -331,13 +324,11 @@ impl Builder {
                 self.seen(o.ts.saturating_add(o.dur));
             }
             Event::Tensor(t) => {
-                self.t.counts.tensor += 1;
                 let shape = self.shape(&t.shape);
                 let label = t.label.as_deref().map(|l| self.t.strings.intern(l));
                 self.t.tensors.insert(t.id, TensorInfo { shape, label });
             }
             Event::Memory(m) => {
-                self.t.counts.memory += 1;
                 let device = self.t.strings.intern(&m.device);
                 self.t.memory.push(MemEvent {
                     t_ns: m.ts,
@@ -352,7 +343,6 @@ impl Builder {
                 self.seen(m.ts);
             }
             Event::DeviceMemory(d) => {
-                self.t.counts.device_memory += 1;
                 let device = self.t.strings.intern(&d.device);
                 self.t.physical.push(PhysSample {
                     t_ns: d.ts,
@@ -364,7 +354,6 @@ impl Builder {
                 self.seen(d.ts);
             }
             Event::Gradient(g) => {
-                self.t.counts.gradient += 1;
                 let c = &mut self.t.gradients;
                 match g.state {
                     wire::GradientState::Present => c.present += 1,
@@ -375,7 +364,6 @@ impl Builder {
                 self.seen(g.ts);
             }
             Event::Step(s) => {
-                self.t.counts.step += 1;
                 self.close_step(Some((s.index, s.ts)));
                 let n = self.t.ops.len() as u32;
                 self.t.steps.push(Step {
@@ -388,11 +376,9 @@ impl Builder {
                 self.seen(s.ts);
             }
             Event::Marker(m) => {
-                self.t.counts.marker += 1;
                 self.seen(m.ts);
             }
             Event::Counter(c) => {
-                self.t.counts.counter += 1;
                 self.seen(c.ts);
             }
         }

@@ -305,47 +305,20 @@ pub struct Issue {
     pub message: String,
 }
 
-/// Event counts by type, as read.
+/// Event counts by type, as read, plus the lines of unknown type that were skipped.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EventCounts {
-    /// `span_start` events.
-    pub span_start: u64,
-    /// `span_end` events.
-    pub span_end: u64,
-    /// `op` events.
-    pub op: u64,
-    /// `tensor` events.
-    pub tensor: u64,
-    /// `memory` events.
-    pub memory: u64,
-    /// `device_memory` events.
-    pub device_memory: u64,
-    /// `gradient` events.
-    pub gradient: u64,
-    /// `step` events.
-    pub step: u64,
-    /// `marker` events.
-    pub marker: u64,
-    /// `counter` events.
-    pub counter: u64,
+    /// Events read, by type (serialized flat: `span_start`, `span_end`, `op`, ...).
+    #[serde(flatten)]
+    pub by_type: trace_record::schema::EventCounts,
     /// Lines of an unknown event type that were skipped (lenient reading).
     pub unknown: u64,
 }
 
 impl EventCounts {
-    /// All events counted.
+    /// All events counted, unknown lines included.
     pub fn total(&self) -> u64 {
-        self.span_start
-            + self.span_end
-            + self.op
-            + self.tensor
-            + self.memory
-            + self.device_memory
-            + self.gradient
-            + self.step
-            + self.marker
-            + self.counter
-            + self.unknown
+        self.by_type.total() + self.unknown
     }
 }
 
@@ -403,7 +376,7 @@ pub struct Trace {
     /// How the run ended.
     pub outcome: Outcome,
     /// Counts per event type from the trailer, when there is one.
-    pub trailer_counts: Option<Vec<(String, u64)>>,
+    pub trailer_counts: Option<trace_record::schema::EventCounts>,
     /// Events the recorder said it dropped (from the trailer; 0 without one).
     pub dropped: u64,
     /// Event counts as read.

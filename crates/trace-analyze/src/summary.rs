@@ -132,25 +132,10 @@ pub struct Summary {
 
 /// Builds the summary of `trace`.
 pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeError> {
-    let counts_match_trailer = trace.trailer_counts.as_ref().map(|tc| {
-        tc.iter().all(|(name, n)| {
-            let c = &trace.counts;
-            let read = match name.as_str() {
-                "span_start" => c.span_start,
-                "span_end" => c.span_end,
-                "op" => c.op,
-                "tensor" => c.tensor,
-                "memory" => c.memory,
-                "device_memory" => c.device_memory,
-                "gradient" => c.gradient,
-                "step" => c.step,
-                "marker" => c.marker,
-                "counter" => c.counter,
-                _ => *n,
-            };
-            read == *n
-        })
-    });
+    let counts_match_trailer = trace
+        .trailer_counts
+        .as_ref()
+        .map(|tc| *tc == trace.counts.by_type);
     let health = Health {
         outcome: trace.outcome.clone(),
         incomplete: trace.is_incomplete(),
