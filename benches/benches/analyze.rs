@@ -9,10 +9,10 @@
 //! largest RSS) and runs candle-graph at 10k and 100k.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 use candle_graph::trace::{
     MemoryAction, MemoryCategory as CgCategory, MemoryEvent as CgMemory, OpEvent as CgOp,
@@ -22,7 +22,7 @@ use candle_graph::trace::{
 use candle_graph::{ExecutionPhase, ExecutionStep, TraceEvent};
 use trace_analyze::synth::{SynthConfig, write_synthetic};
 use trace_record::schema::{self as wire, Event};
-use tracegraph_benches::{Row, emit, emit_time, quick, target_dir};
+use tracegraph_benches::{Row, emit, emit_time, measure_child, quick, release_cli};
 
 const BASELINE_ENV: &str = "TRACEGRAPH_ANALYZE_BASELINE";
 const BASELINE: &str = "candle-graph 0.7.0 summary";
@@ -41,7 +41,7 @@ fn main() {
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");
-    let cli = build_cli();
+    let cli = release_cli();
     let mut c = tracegraph_benches::criterion();
 
     let sizes: [(usize, &str, bool); 3] = [
@@ -59,7 +59,7 @@ fn main() {
         for _ in 0..repeats {
             let mut cmd = Command::new(&cli);
             cmd.arg("summary").arg(&ours_path).arg("--json");
-            let m = measure(cmd, None).expect("tracegraph summary runs");
+            let m = measure_child(cmd, None).expect("tracegraph summary runs");
             assert!(m.ok, "tracegraph summary failed on {}", ours_path.display());
             times.push(m.wall.as_secs_f64());
             rss = rss.max(m.peak_rss.unwrap_or(0));
@@ -73,7 +73,7 @@ fn main() {
             let exe = std::env::current_exe().expect("own path");
             let mut cmd = Command::new(exe);
             cmd.env(BASELINE_ENV, &cg_path);
-            match measure(cmd, Some(BASELINE_LIMIT)) {
+            match measure_child(cmd, Some(BASELINE_LIMIT)) {
                 Some(m) if m.ok => {
                     baseline = Some((m.wall.as_secs_f64(), m.peak_rss.unwrap_or(0)));
                 }
@@ -152,26 +152,6 @@ fn main() {
     );
 }
 
-/// Builds the release CLI and returns its path.
-fn build_cli() -> PathBuf {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "tracegraph"])
-        .current_dir(&root)
-        .status()
-        .expect("run cargo build");
-    assert!(
-        status.success(),
-        "cargo build --release -p tracegraph failed"
-    );
-    let exe = target_dir()
-        .join("release")
-        .join(format!("tracegraph{}", std::env::consts::EXE_SUFFIX));
-    assert!(exe.exists(), "{} missing", exe.display());
-    exe
-}
-
 /// Writes a synthetic trace of `ops` ops; returns its event count.
 fn generate(path: &Path, ops: usize) -> u64 {
     let f = File::create(path).expect("create trace");
@@ -187,86 +167,6 @@ fn generate(path: &Path, ops: usize) -> u64 {
     .expect("write trace");
     w.flush().expect("flush");
     n
-}
-
-struct Measured {
-    ok: bool,
-    wall: Duration,
-    peak_rss: Option<u64>,
-}
-
-/// Runs `cmd` (stdout discarded) and measures wall time and peak RSS: with `/usr/bin/time -v`
-/// when present, else by polling `/proc/<pid>/status` (`VmHWM`). `None` when it ran past
-/// `limit` (it is killed).
-fn measure(cmd: Command, limit: Option<Duration>) -> Option<Measured> {
-    let gnu_time = Path::new("/usr/bin/time");
-    let mut cmd = if gnu_time.exists() {
-        let mut t = Command::new(gnu_time);
-        t.arg("-v").arg(cmd.get_program()).args(cmd.get_args());
-        for (k, v) in cmd.get_envs() {
-            if let Some(v) = v {
-                t.env(k, v);
-            }
-        }
-        t
-    } else {
-        cmd
-    };
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd.spawn().expect("spawn");
-    let pid = child.id();
-    let mut hwm = 0u64;
-    let stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(s) = stderr {
-            for line in BufReader::new(s).lines().map_while(Result::ok) {
-                text.push_str(&line);
-                text.push('\n');
-            }
-        }
-        text
-    });
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if let Some(l) = limit
-            && start.elapsed() > l
-        {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        if let Some(v) = proc_hwm(pid) {
-            hwm = hwm.max(v);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let wall = start.elapsed();
-    let err = reader.join().unwrap_or_default();
-    let from_time = err
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024);
-    if !status.success() {
-        eprintln!("{err}");
-    }
-    Some(Measured {
-        ok: status.success(),
-        wall,
-        peak_rss: from_time.or((hwm > 0).then_some(hwm)),
-    })
-}
-
-fn proc_hwm(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -13,17 +13,16 @@
 //! largest RSS). A criterion group measures the in-process export of a 10k-op trace into a
 //! sink (ns per op) and the folded-stacks fold of the same trace.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
 
 use trace_analyze::export::{ChromeOptions, folded_stacks, write_chrome};
 use trace_record::schema::{AllocKind, ExecStep, MemoryCategory, Phase, SpanKind};
 use trace_record::{
     MemoryRecord, OpRecord, ReadOptions, Run, TensorRecord, TraceReader, TraceSession,
 };
-use tracegraph_benches::{Row, emit, emit_time, quick, target_dir};
+use tracegraph_benches::{Row, emit, emit_time, measure_child, quick, release_cli};
 
 const OPS_PER_STEP: usize = 1000;
 const TARGET_SECONDS: f64 = 5.0;
@@ -120,84 +119,6 @@ fn record(path: &Path, ops: usize) -> u64 {
     summary.counts.total()
 }
 
-fn build_cli() -> PathBuf {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "tracegraph"])
-        .current_dir(&root)
-        .status()
-        .expect("run cargo build");
-    assert!(
-        status.success(),
-        "cargo build --release -p tracegraph failed"
-    );
-    let exe = target_dir()
-        .join("release")
-        .join(format!("tracegraph{}", std::env::consts::EXE_SUFFIX));
-    assert!(exe.exists(), "{} missing", exe.display());
-    exe
-}
-
-fn proc_hwm(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-}
-
-/// Runs `exe args` as a child; returns (wall time, peak RSS in bytes, how RSS was measured).
-fn measure(exe: &Path, args: &[&std::ffi::OsStr]) -> (Duration, u64, &'static str) {
-    let gnu_time = Path::new("/usr/bin/time");
-    let (mut cmd, how) = if gnu_time.exists() {
-        let mut t = Command::new(gnu_time);
-        t.arg("-v").arg(exe).args(args);
-        (t, "/usr/bin/time -v")
-    } else {
-        let mut c = Command::new(exe);
-        c.args(args);
-        (c, "VmHWM polled every 5 ms")
-    };
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd.spawn().expect("spawn tracegraph");
-    let pid = child.id();
-    let stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(s) = stderr {
-            for line in BufReader::new(s).lines().map_while(Result::ok) {
-                text.push_str(&line);
-                text.push('\n');
-            }
-        }
-        text
-    });
-    let mut hwm = 0u64;
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if let Some(v) = proc_hwm(pid) {
-            hwm = hwm.max(v);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let wall = start.elapsed();
-    let err = reader.join().unwrap_or_default();
-    assert!(status.success(), "tracegraph export failed:\n{err}");
-    let from_time = err
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024);
-    match from_time {
-        Some(b) => (wall, b, how),
-        None => (wall, hwm, "VmHWM polled every 5 ms"),
-    }
-}
-
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut c = tracegraph_benches::criterion();
@@ -242,7 +163,7 @@ fn main() {
     } else {
         (1_000_000usize, "chrome_1M_ops")
     };
-    let cli = build_cli();
+    let cli = release_cli();
     let trace = dir.path().join("export-big.jsonl");
     let t0 = Instant::now();
     let events = record(&trace, ops);
@@ -257,17 +178,14 @@ fn main() {
     let mut rss = 0u64;
     let mut how = "";
     for _ in 0..repeats {
-        let (wall, peak, h) = measure(
-            &cli,
-            &[
-                "export".as_ref(),
-                trace.as_os_str(),
-                "--format".as_ref(),
-                "chrome".as_ref(),
-                "-o".as_ref(),
-                out.as_os_str(),
-            ],
-        );
+        let mut cmd = Command::new(&cli);
+        cmd.arg("export")
+            .arg(&trace)
+            .args(["--format", "chrome", "-o"])
+            .arg(&out);
+        let m = measure_child(cmd, None).expect("no time limit");
+        assert!(m.ok, "tracegraph export failed:\n{}", m.stderr);
+        let (wall, peak, h) = (m.wall, m.peak_rss.unwrap_or(0), m.rss_source);
         times.push(wall.as_secs_f64());
         rss = rss.max(peak);
         how = h;

@@ -200,3 +200,120 @@ pub fn peak_rss_bytes() -> Option<u64> {
         })
         .map(|kb| kb * 1024)
 }
+
+/// Builds the release `tracegraph` CLI (`cargo build --release -p tracegraph`) and returns the
+/// path of its binary. Panics (the benchmark cannot run) when the build fails.
+pub fn release_cli() -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--release", "-p", "tracegraph"])
+        .current_dir(&root)
+        .status()
+        .expect("run cargo build");
+    assert!(
+        status.success(),
+        "cargo build --release -p tracegraph failed"
+    );
+    let exe = target_dir()
+        .join("release")
+        .join(format!("tracegraph{}", std::env::consts::EXE_SUFFIX));
+    assert!(exe.exists(), "{} missing", exe.display());
+    exe
+}
+
+/// What [`measure_child`] saw of one child process.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// Whether the child exited successfully.
+    pub ok: bool,
+    /// Wall time from spawn to exit.
+    pub wall: Duration,
+    /// Peak resident set size of the child in bytes, when it could be measured.
+    pub peak_rss: Option<u64>,
+    /// How `peak_rss` was measured.
+    pub rss_source: &'static str,
+    /// The child's standard error (with `/usr/bin/time -v`'s report when that was used).
+    pub stderr: String,
+}
+
+/// Peak RSS (`VmHWM`) of process `pid` so far, in bytes, if it can be read.
+fn proc_hwm(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}
+
+/// Runs `cmd` (stdout discarded) and measures its wall time and peak RSS: with
+/// `/usr/bin/time -v` when present, else by polling `/proc/<pid>/status` (`VmHWM`) every 5 ms.
+/// Returns `None` when it ran past `limit` (it is then killed).
+pub fn measure_child(cmd: std::process::Command, limit: Option<Duration>) -> Option<Measured> {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let gnu_time = std::path::Path::new("/usr/bin/time");
+    let (mut cmd, source) = if gnu_time.exists() {
+        let mut t = Command::new(gnu_time);
+        t.arg("-v").arg(cmd.get_program()).args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            if let Some(v) = v {
+                t.env(k, v);
+            }
+        }
+        (t, "/usr/bin/time -v")
+    } else {
+        (cmd, "VmHWM polled every 5 ms")
+    };
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let start = std::time::Instant::now();
+    let mut child = cmd.spawn().expect("spawn the measured command");
+    let pid = child.id();
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(s) = stderr {
+            for line in BufReader::new(s).lines().map_while(Result::ok) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        text
+    });
+    let mut hwm = 0u64;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait for the measured command") {
+            break st;
+        }
+        if let Some(l) = limit
+            && start.elapsed() > l
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        if let Some(v) = proc_hwm(pid) {
+            hwm = hwm.max(v);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let wall = start.elapsed();
+    let stderr = reader.join().unwrap_or_default();
+    let from_time = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024);
+    let (peak_rss, rss_source) = match from_time {
+        Some(b) => (Some(b), source),
+        None => ((hwm > 0).then_some(hwm), "VmHWM polled every 5 ms"),
+    };
+    Some(Measured {
+        ok: status.success(),
+        wall,
+        peak_rss,
+        rss_source,
+        stderr,
+    })
+}
