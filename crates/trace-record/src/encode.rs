@@ -310,6 +310,31 @@ impl Cur<'_> {
         self.raw(&bytes[start..]);
     }
 
+    /// `s` as a JSON string literal when the caller already knows whether it needs escaping
+    /// (`clean`: it does not).
+    #[inline(always)]
+    fn string_known(&mut self, s: &str, clean: bool) {
+        if clean {
+            self.byte(b'"');
+            self.raw(s.as_bytes());
+            self.byte(b'"');
+        } else {
+            self.string(s);
+        }
+    }
+
+    /// An integer formatted once by [`Digits::of`] (needs [`INT`] bytes of room).
+    #[inline(always)]
+    fn digits(&mut self, d: &Digits) {
+        self.word(d.words[0], d.first);
+        if d.n > 1 {
+            self.word(d.words[1], 8);
+            if d.n > 2 {
+                self.word(d.words[2], 8);
+            }
+        }
+    }
+
     #[inline]
     fn uint_list(&mut self, vs: impl Iterator<Item = u64>) {
         self.byte(b'[');
@@ -353,6 +378,80 @@ impl Cur<'_> {
         self.raw(c.as_str().as_bytes());
         self.byte(b'"');
     }
+}
+
+/// A decimal integer formatted once, held in registers (up to three 8-byte words of ASCII
+/// digits) and written into several lines with plain stores.
+#[derive(Clone, Copy)]
+struct Digits {
+    words: [u64; 3],
+    /// Digits in the first word (1-8).
+    first: usize,
+    /// Words used (1-3); the words after the first hold 8 digits each.
+    n: usize,
+}
+
+/// The ASCII digits of `v` (< 10^8) without leading zeros, as a little-endian word, and
+/// their count.
+#[inline(always)]
+fn var8_word(v: u64) -> (u64, usize) {
+    if v == 0 {
+        return (u64::from(b'0'), 1);
+    }
+    let (z, width) = if v < 10_000 {
+        let hi = (v * 10_486) >> 20;
+        let y = hi | ((v - hi * 100) << 16);
+        let hi = ((y * 103) >> 10) & 0x000f_000f;
+        (hi | ((y - hi * 10) << 8), 4)
+    } else {
+        (digits8(v), 8)
+    };
+    let lead = (z.trailing_zeros() / 8) as usize;
+    ((z >> (8 * lead)) | ASCII_ZEROS, width - lead)
+}
+
+impl Digits {
+    #[inline(always)]
+    fn of(v: u64) -> Self {
+        if v < E8 {
+            let (w, first) = var8_word(v);
+            Digits {
+                words: [w, 0, 0],
+                first,
+                n: 1,
+            }
+        } else if v < E8 * E8 {
+            let (w, first) = var8_word(v / E8);
+            Digits {
+                words: [w, digits8(v % E8) | ASCII_ZEROS, 0],
+                first,
+                n: 2,
+            }
+        } else {
+            let (w, first) = var8_word(v / (E8 * E8));
+            Digits {
+                words: [
+                    w,
+                    digits8((v / E8) % E8) | ASCII_ZEROS,
+                    digits8(v % E8) | ASCII_ZEROS,
+                ],
+                first,
+                n: 3,
+            }
+        }
+    }
+}
+
+/// Whether `s` is written without escapes.
+#[inline(always)]
+fn is_clean(s: &str) -> bool {
+    !s.as_bytes().iter().any(|&b| needs_escape(b))
+}
+
+/// Equal strings, with a pointer check first (callers usually pass the same label thrice).
+#[inline(always)]
+fn same_str(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
 /// Bytes that need escaping inside a JSON string: control characters, quote, backslash.
@@ -489,6 +588,138 @@ pub(crate) fn op(out: &mut LineBuf, span: Option<u64>, r: &OpRecord<'_>, default
             c.uint(f);
         }
         c.raw(b"}\n");
+    });
+}
+
+/// The lines of [`op`], [`tensor`] and (with `mem`, stamped at its time) [`memory`] in that
+/// order, byte for byte. When the three describe one output (the usual case: one output id
+/// equal to the tensor's and the storage's, the same shape, dtype, device and bytes, no
+/// label) the shared pieces are formatted once; otherwise the three encoders run in turn.
+pub(crate) fn op_with_output(
+    out: &mut LineBuf,
+    span: Option<u64>,
+    r: &OpRecord<'_>,
+    t: &TensorRecord<'_>,
+    mem: Option<(&MemoryRecord<'_>, u64)>,
+    default_device: &str,
+) {
+    let shared = matches!(r.outputs, [o] if *o == t.id)
+        && t.label.is_none()
+        && (std::ptr::eq(r.shape, t.shape) || r.shape == t.shape)
+        && same_str(r.dtype, t.dtype)
+        && same_str(r.device, t.device)
+        && mem.is_none_or(|(m, _)| {
+            m.storage == t.id
+                && m.tensor == t.id
+                && m.bytes == t.bytes
+                && same_str(m.device, t.device)
+        });
+    if !shared {
+        op(out, span, r, default_device);
+        tensor(out, span, t, default_device);
+        if let Some((m, ts)) = mem {
+            memory(out, span, m, default_device, ts);
+        }
+        return;
+    }
+    let id = Digits::of(t.id);
+    let bytes = Digits::of(t.bytes);
+    let span = span.map(Digits::of);
+    let dtype_clean = is_clean(r.dtype);
+    let show_dev = !r.device.is_empty() && r.device != default_device;
+    let dev_clean = !show_dev || is_clean(r.device);
+    let ints = r.inputs.len() + 2 * r.shape.len() + 20;
+    let bound = 3 * 192
+        + INT * ints
+        + str_bound(r.name)
+        + 2 * (str_bound(r.dtype) + str_bound(r.device))
+        + str_bound(t.device);
+    let derived = logical_bytes(r.shape, r.dtype) == Some(r.out_bytes);
+    line(out, bound, |c| {
+        // op
+        c.raw(b"{\"type\":\"op\"");
+        if let Some(s) = &span {
+            c.raw(b",\"span\":");
+            c.digits(s);
+        }
+        c.raw(b",\"name\":");
+        c.string(r.name);
+        c.raw(b",\"in\":");
+        c.uint_list(r.inputs.iter().copied());
+        c.raw(b",\"out\":[");
+        c.digits(&id);
+        c.raw(b"],\"shape\":");
+        c.uint_list(r.shape.iter().map(|&d| d as u64));
+        c.raw(b",\"dtype\":");
+        c.string_known(r.dtype, dtype_clean);
+        if show_dev {
+            c.raw(b",\"dev\":");
+            c.string_known(r.device, dev_clean);
+        }
+        c.raw(b",\"ts\":");
+        c.uint(r.start_ns);
+        c.raw(b",\"dur\":");
+        c.uint(r.dur_ns);
+        c.raw(b",\"in_b\":");
+        c.uint(r.in_bytes);
+        if !derived {
+            c.raw(b",\"out_b\":");
+            c.uint(r.out_bytes);
+        }
+        if let Some(cat) = r.category {
+            c.raw(b",\"cat\":");
+            c.cat(cat);
+        }
+        if let Some(f) = r.flops {
+            c.raw(b",\"flops\":");
+            c.uint(f);
+        }
+        c.raw(b"}\n");
+        // tensor
+        c.raw(b"{\"type\":\"tensor\",\"id\":");
+        c.digits(&id);
+        c.raw(b",\"shape\":");
+        c.uint_list(t.shape.iter().map(|&d| d as u64));
+        c.raw(b",\"dtype\":");
+        c.string_known(t.dtype, dtype_clean);
+        if show_dev {
+            c.raw(b",\"dev\":");
+            c.string_known(t.device, dev_clean);
+        }
+        c.raw(b",\"grad\":");
+        c.raw(if t.requires_grad { b"true" } else { b"false" });
+        c.raw(b",\"bytes\":");
+        c.digits(&bytes);
+        c.raw(b",\"cat\":");
+        c.cat(t.category);
+        if let Some(s) = &span {
+            c.raw(b",\"span\":");
+            c.digits(s);
+        }
+        c.raw(b"}\n");
+        // memory
+        if let Some((m, ts)) = mem {
+            c.raw(match m.kind {
+                AllocKind::Alloc => b"{\"type\":\"memory\",\"action\":\"alloc\",\"storage\":",
+                AllocKind::Free => b"{\"type\":\"memory\",\"action\":\"free\",\"storage\":",
+            });
+            c.digits(&id);
+            c.raw(b",\"tensor\":");
+            c.digits(&id);
+            c.raw(b",\"bytes\":");
+            c.digits(&bytes);
+            if show_dev {
+                c.raw(b",\"dev\":");
+                c.string_known(m.device, dev_clean);
+            }
+            c.raw(b",\"cat\":");
+            c.cat(m.category);
+            if let Some(s) = &span {
+                c.raw(b",\"span\":");
+                c.digits(s);
+            }
+            c.ts_end(ts);
+        }
     });
 }
 
@@ -645,6 +876,9 @@ mod tests {
             let mut lb = LineBuf::default();
             super::line(&mut lb, super::INT, |c| c.uint(v));
             assert_eq!(lb.bytes(), v.to_string().as_bytes(), "{v}");
+            let mut lb = LineBuf::default();
+            super::line(&mut lb, super::INT, |c| c.digits(&super::Digits::of(v)));
+            assert_eq!(lb.bytes(), v.to_string().as_bytes(), "digits {v}");
         }
     }
 }

@@ -335,19 +335,22 @@ struct Output {
 }
 
 impl Output {
-    /// Appends one line written by `f`, unless the session failed (counted as dropped) or
-    /// finished; writes the block when it is full.
+    /// Appends the lines written by `f`, one per entry of `types` (their event types, in
+    /// order), unless the session failed (all counted as dropped) or finished; writes the
+    /// block when it is full.
     #[inline]
-    fn append(&mut self, ty: EventType, f: impl FnOnce(&mut LineBuf)) {
+    fn append_lines(&mut self, types: &[EventType], f: impl FnOnce(&mut LineBuf)) {
         if self.error.is_some() {
-            self.dropped += 1;
+            self.dropped += types.len() as u64;
             return;
         }
         if self.finished {
             return;
         }
         f(&mut self.buf);
-        self.pending.add(ty, 1);
+        for &ty in types {
+            self.pending.add(ty, 1);
+        }
         if self.buf.len() >= BLOCK_BYTES {
             self.write_block();
         }
@@ -561,22 +564,29 @@ impl TraceSession {
     /// only copied in under it.
     #[inline]
     fn emit(&self, ty: EventType, f: impl FnOnce(&mut LineBuf)) {
+        self.emit_lines(&[ty], f);
+    }
+
+    /// Like [`emit`](Self::emit) for `f` writing one line per entry of `types` (their event
+    /// types, in order): the lines land adjacent in the trace, under one lock.
+    #[inline]
+    fn emit_lines(&self, types: &[EventType], f: impl FnOnce(&mut LineBuf)) {
         match self.out.try_lock() {
-            Ok(mut out) => out.append(ty, f),
-            Err(TryLockError::Poisoned(p)) => p.into_inner().append(ty, f),
-            Err(TryLockError::WouldBlock) => self.emit_contended(ty, f),
+            Ok(mut out) => out.append_lines(types, f),
+            Err(TryLockError::Poisoned(p)) => p.into_inner().append_lines(types, f),
+            Err(TryLockError::WouldBlock) => self.emit_contended(types, f),
         }
     }
 
     #[cold]
-    fn emit_contended(&self, ty: EventType, f: impl FnOnce(&mut LineBuf)) {
+    fn emit_contended(&self, types: &[EventType], f: impl FnOnce(&mut LineBuf)) {
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut line) => {
                 line.clear();
                 f(&mut line);
-                lock(&self.out).append(ty, |b| b.extend(line.bytes()));
+                lock(&self.out).append_lines(types, |b| b.extend(line.bytes()));
             }
-            Err(_) => lock(&self.out).append(ty, f),
+            Err(_) => lock(&self.out).append_lines(types, f),
         });
     }
 
@@ -686,6 +696,83 @@ impl TraceSession {
         self.emit(EventType::Memory, |b| {
             encode::memory(b, span, mem, &self.device, ts)
         });
+    }
+
+    /// Records an allocation or free stamped `ts_ns` (from [`now_ns`](Self::now_ns), e.g. the
+    /// end of the op that allocated) instead of now, in the thread's current span.
+    #[inline]
+    pub fn record_memory_at(&self, mem: &MemoryRecord<'_>, ts_ns: u64) {
+        if !self.is_active() {
+            return;
+        }
+        let span = self.current_span_raw();
+        self.emit(EventType::Memory, |b| {
+            encode::memory(b, span, mem, &self.device, ts_ns)
+        });
+    }
+
+    /// Records an executed op together with its output: the `op` event, the output's
+    /// `tensor` event and, when `alloc` is given, the output's `memory` event stamped at the
+    /// op's end (`start_ns + dur_ns`), all in the thread's current span.
+    ///
+    /// The lines are exactly those of [`record_op`](Self::record_op),
+    /// [`record_tensor`](Self::record_tensor) and [`record_memory_at`](Self::record_memory_at)
+    /// (with the op's end as the time) called in that order, but they are formatted in one
+    /// pass under one lock, with one span lookup and no clock read, and they stay adjacent in
+    /// the trace (no other thread's line falls between them). Nothing outside an active
+    /// window.
+    ///
+    /// ```
+    /// use trace_record::{MemoryRecord, OpRecord, Run, TensorRecord, TraceSession};
+    /// use trace_record::schema::{AllocKind, MemoryCategory, Phase};
+    ///
+    /// let (session, sink) = TraceSession::in_memory(Run::new("doc::op_output", Phase::Infer, "cpu"));
+    /// let t0 = session.now_ns();
+    /// let cat = MemoryCategory::Activation;
+    /// session.record_op_with_output(
+    ///     &OpRecord {
+    ///         name: "relu", inputs: &[1], outputs: &[2], shape: &[4], dtype: "f32",
+    ///         device: "cpu", start_ns: t0, dur_ns: 50, in_bytes: 16, out_bytes: 16,
+    ///         category: Some(cat), flops: None,
+    ///     },
+    ///     &TensorRecord {
+    ///         id: 2, label: None, shape: &[4], dtype: "f32", device: "cpu",
+    ///         requires_grad: false, bytes: 16, category: cat,
+    ///     },
+    ///     Some(&MemoryRecord {
+    ///         kind: AllocKind::Alloc, storage: 2, tensor: 2, bytes: 16, device: "cpu",
+    ///         category: cat,
+    ///     }),
+    /// );
+    /// let summary = session.finish().unwrap();
+    /// assert_eq!((summary.counts.op, summary.counts.tensor, summary.counts.memory), (1, 1, 1));
+    /// # let trace = trace_record::read_trace_bytes(&sink.bytes()).unwrap();
+    /// # assert_eq!(trace.events.len(), 3);
+    /// ```
+    #[inline]
+    pub fn record_op_with_output(
+        &self,
+        op: &OpRecord<'_>,
+        tensor: &TensorRecord<'_>,
+        alloc: Option<&MemoryRecord<'_>>,
+    ) {
+        if !self.is_active() {
+            return;
+        }
+        let span = self.current_span_raw();
+        let device: &str = &self.device;
+        match alloc {
+            Some(mem) => {
+                let ts = op.start_ns.saturating_add(op.dur_ns);
+                self.emit_lines(
+                    &[EventType::Op, EventType::Tensor, EventType::Memory],
+                    |b| encode::op_with_output(b, span, op, tensor, Some((mem, ts)), device),
+                );
+            }
+            None => self.emit_lines(&[EventType::Op, EventType::Tensor], |b| {
+                encode::op_with_output(b, span, op, tensor, None, device)
+            }),
+        }
     }
 
     /// Records what was found for a parameter's gradient (a non-finite norm is omitted).

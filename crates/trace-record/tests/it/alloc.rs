@@ -79,6 +79,42 @@ fn round(session: &TraceSession, i: u64) {
             category: MemoryCategory::Activation,
         });
     }
+    let shape = [32, 16];
+    let outputs = [i + 3];
+    session.record_op_with_output(
+        &OpRecord {
+            name: "relu",
+            inputs: &[i + 2],
+            outputs: &outputs,
+            shape: &shape,
+            dtype: "f32",
+            device: "cpu",
+            start_ns: t,
+            dur_ns: 40,
+            in_bytes: 2048,
+            out_bytes: 2048,
+            category: Some(MemoryCategory::Activation),
+            flops: None,
+        },
+        &TensorRecord {
+            id: i + 3,
+            label: None,
+            shape: &shape,
+            dtype: "f32",
+            device: "cpu",
+            requires_grad: true,
+            bytes: 2048,
+            category: MemoryCategory::Activation,
+        },
+        Some(&MemoryRecord {
+            kind: AllocKind::Alloc,
+            storage: i + 3,
+            tensor: i + 3,
+            bytes: 2048,
+            device: "cpu",
+            category: MemoryCategory::Activation,
+        }),
+    );
     session.record_gradient("layer.weight", GradientState::Present, Some(1.5));
     session.record_device_memory("cuda:0", Some(1), Some(2), None);
     session.record_marker("m");
@@ -102,8 +138,9 @@ fn steady_state_records_allocate_nothing() {
     assert_eq!(
         after - before,
         0,
-        "allocations in 20,000 rounds of 12 events"
+        "allocations in 20,000 rounds of 15 events"
     );
     let summary = session.finish().unwrap();
-    assert_eq!(summary.counts.op, 25_000);
+    assert_eq!(summary.counts.op, 50_000);
+    assert_eq!(summary.counts.memory, 75_000);
 }

@@ -2,6 +2,7 @@
 #![allow(unsafe_code)] // the counting global allocator in `alloc` needs `unsafe impl GlobalAlloc`
 
 mod alloc;
+mod combined;
 mod common;
 mod crash;
 mod doc_examples;
