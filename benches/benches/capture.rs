@@ -17,7 +17,11 @@
 //!   against the bare op. The overhead row (`overhead_ns`) is the difference. Target:
 //!   ≤ 200 ns. Its baseline is the floor trace-record sets: the same op, tensor and alloc
 //!   records plus two clock reads made directly on the session (no Candle op, no capture
-//!   logic), so the ratio shows how much of the overhead is this crate's own.
+//!   logic), so the ratio shows how much of the overhead is this crate's own. The probe
+//!   itself records through `TraceSession::record_op_with_output` (one lock, one span
+//!   lookup, no clock read of its own; the allocation is stamped at the op's end).
+//! - `capture/record_floor combined_ns`: those three events through that one combined call
+//!   plus two clock reads, against the three separate calls (the floor above).
 //! - `capture/step_end_free ns_per_alloc`: the step end that frees those allocations (run
 //!   every 256 probe calls, outside the probe's timed region), per free.
 //! - `capture/probe_inactive overhead_ns`: the same probe outside the active window (one
@@ -198,6 +202,27 @@ fn probe_groups(c: &mut Criterion) {
             timed
         })
     });
+    // The same three events through trace-record's combined call (one lock, one span
+    // lookup, the allocation stamped at the op's end), as the probe now records them.
+    g.bench_function("record_floor_combined", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let n = left.min(256);
+                let start = Instant::now();
+                for _ in 0..n {
+                    id += 1;
+                    let t0 = session.now_ns();
+                    let t1 = session.now_ns();
+                    record_combined(&session, id, t0, t1);
+                }
+                timed += start.elapsed();
+                left -= n;
+            }
+            timed
+        })
+    });
     let probe_off = inactive.probe();
     g.bench_function("inactive", |b| {
         b.iter(|| {
@@ -233,39 +258,62 @@ fn probe_groups(c: &mut Criterion) {
     }
 }
 
+/// The probe's three records for output `id` of an op timed from `t0` to `t1`.
+fn probe_records(
+    id: u64,
+    ids: &[u64; 2],
+    t0: u64,
+    t1: u64,
+) -> (OpRecord<'_>, TensorRecord<'static>, MemoryRecord<'static>) {
+    let cat = MemoryCategory::Activation;
+    (
+        OpRecord {
+            name: "affine",
+            inputs: &ids[..1],
+            outputs: &ids[1..],
+            shape: &[4],
+            dtype: "f32",
+            device: "cpu",
+            start_ns: t0,
+            dur_ns: t1 - t0,
+            in_bytes: 16,
+            out_bytes: 16,
+            category: Some(cat),
+            flops: None,
+        },
+        TensorRecord {
+            id,
+            label: None,
+            shape: &[4],
+            dtype: "f32",
+            device: "cpu",
+            requires_grad: false,
+            bytes: 16,
+            category: cat,
+        },
+        MemoryRecord {
+            kind: AllocKind::Alloc,
+            storage: id,
+            tensor: id,
+            bytes: 16,
+            device: "cpu",
+            category: cat,
+        },
+    )
+}
+
 fn record_three(session: &TraceSession, id: u64, t0: u64, t1: u64) {
-    session.record_op(&OpRecord {
-        name: "affine",
-        inputs: &[id - 1],
-        outputs: &[id],
-        shape: &[4],
-        dtype: "f32",
-        device: "cpu",
-        start_ns: t0,
-        dur_ns: t1 - t0,
-        in_bytes: 16,
-        out_bytes: 16,
-        category: Some(MemoryCategory::Activation),
-        flops: None,
-    });
-    session.record_tensor(&TensorRecord {
-        id,
-        label: None,
-        shape: &[4],
-        dtype: "f32",
-        device: "cpu",
-        requires_grad: false,
-        bytes: 16,
-        category: MemoryCategory::Activation,
-    });
-    session.record_memory(&MemoryRecord {
-        kind: AllocKind::Alloc,
-        storage: id,
-        tensor: id,
-        bytes: 16,
-        device: "cpu",
-        category: MemoryCategory::Activation,
-    });
+    let ids = [id - 1, id];
+    let (op, tensor, mem) = probe_records(id, &ids, t0, t1);
+    session.record_op(&op);
+    session.record_tensor(&tensor);
+    session.record_memory(&mem);
+}
+
+fn record_combined(session: &TraceSession, id: u64, t0: u64, t1: u64) {
+    let ids = [id - 1, id];
+    let (op, tensor, mem) = probe_records(id, &ids, t0, t1);
+    session.record_op_with_output(&op, &tensor, Some(&mem));
 }
 
 fn probe_rows() {
@@ -281,6 +329,17 @@ fn probe_rows() {
                     emit(overhead.vs("trace-record op+tensor+alloc+2 clock reads", floor))
                 }
                 None => emit(overhead),
+            }
+            if let (Some(three), Some(one)) = (
+                criterion_mean_ns("capture_probe/record_floor"),
+                criterion_mean_ns("capture_probe/record_floor_combined"),
+            ) {
+                emit(
+                    Row::new("capture/record_floor", "combined_ns", one, "ns").vs(
+                        "three separate calls (op, tensor, alloc) + 2 clock reads",
+                        three,
+                    ),
+                );
             }
             emit(Row::new(
                 "capture/probe_inactive",

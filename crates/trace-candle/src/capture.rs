@@ -97,9 +97,7 @@ impl Inner {
         category: MemoryCategory,
     ) -> bool {
         let mut a = self.allocations();
-        if (!a.persistent.is_empty() && a.persistent.contains(&storage))
-            || !a.step_ids.insert(storage)
-        {
+        if !a.claim_step(storage) {
             return false;
         }
         self.session.record_memory(&MemoryRecord {
@@ -110,18 +108,14 @@ impl Inner {
             device: device.as_str(),
             category,
         });
-        a.step.push(LiveAlloc {
-            storage,
-            tensor,
-            bytes,
-            device,
-            category,
-        });
+        a.push_step(storage, tensor, bytes, device, category);
         true
     }
 
     /// Records op `name` (inputs, output, times), the output's `tensor` event and its step
-    /// allocation, in the thread's current span. The caller checked the session is active.
+    /// allocation, in the thread's current span, through one
+    /// [`TraceSession::record_op_with_output`] call (one session lock, one span lookup; the
+    /// allocation is stamped at the op's end). The caller checked the session is active.
     fn record_op_output(
         &self,
         name: &str,
@@ -133,26 +127,31 @@ impl Inner {
     ) {
         let mut inline = [0u64; INLINE_INPUTS];
         let spilled: Vec<u64>;
+        let mut in_bytes = 0u64;
         let input_ids: &[u64] = if inputs.len() <= INLINE_INPUTS {
             for (slot, t) in inline.iter_mut().zip(inputs) {
                 *slot = tensor_id(t);
+                in_bytes = in_bytes.saturating_add(tensor_bytes(t));
             }
             &inline[..inputs.len()]
         } else {
             spilled = inputs.iter().map(|t| tensor_id(t)).collect();
+            in_bytes = inputs
+                .iter()
+                .fold(0u64, |n, t| n.saturating_add(tensor_bytes(t)));
             &spilled
         };
-        let in_bytes = inputs.iter().map(|t| tensor_bytes(t)).sum();
         let out_id = tensor_id(output);
         let out_bytes = tensor_bytes(output);
         let category = category_for(current_exec_step());
         let device = DeviceLabel::of(output.device());
         let dtype = dtype_label(output.dtype());
-        self.session.record_op(&OpRecord {
+        let shape = output.dims();
+        let op = OpRecord {
             name,
             inputs: input_ids,
             outputs: &[out_id],
-            shape: output.dims(),
+            shape,
             dtype,
             device: device.as_str(),
             start_ns: start,
@@ -161,21 +160,70 @@ impl Inner {
             out_bytes,
             category: Some(category),
             flops,
-        });
-        self.session.record_tensor(&TensorRecord {
+        };
+        let tensor = TensorRecord {
             id: out_id,
             label: None,
-            shape: output.dims(),
+            shape,
             dtype,
             device: device.as_str(),
             requires_grad: output.track_op(),
             bytes: out_bytes,
             category,
-        });
-        // An op that returns one of its inputs (or a parameter) allocates nothing new.
-        if !input_ids.contains(&out_id) {
-            self.alloc_step_id(out_id, out_id, out_bytes, device, category);
+        };
+        let alloc = MemoryRecord {
+            kind: AllocKind::Alloc,
+            storage: out_id,
+            tensor: out_id,
+            bytes: out_bytes,
+            device: device.as_str(),
+            category,
+        };
+        // An op that returns one of its inputs (or a parameter, or a storage already live in
+        // this step) allocates nothing new. The allocation is claimed and written under the
+        // allocations lock, so a step end on another thread cannot free it before it exists.
+        if input_ids.contains(&out_id) {
+            self.session.record_op_with_output(&op, &tensor, None);
+            return;
         }
+        let mut a = self.allocations();
+        if a.claim_step(out_id) {
+            self.session
+                .record_op_with_output(&op, &tensor, Some(&alloc));
+            a.push_step(out_id, out_id, out_bytes, device, category);
+        } else {
+            drop(a);
+            self.session.record_op_with_output(&op, &tensor, None);
+        }
+    }
+}
+
+impl Allocations {
+    /// Marks `storage` as allocated in this step; false when it is persistent or already
+    /// live in this step (then nothing is to be recorded).
+    #[inline]
+    fn claim_step(&mut self, storage: u64) -> bool {
+        (self.persistent.is_empty() || !self.persistent.contains(&storage))
+            && self.step_ids.insert(storage)
+    }
+
+    /// Remembers a claimed step allocation until the step's end frees it.
+    #[inline]
+    fn push_step(
+        &mut self,
+        storage: u64,
+        tensor: u64,
+        bytes: u64,
+        device: DeviceLabel,
+        category: MemoryCategory,
+    ) {
+        self.step.push(LiveAlloc {
+            storage,
+            tensor,
+            bytes,
+            device,
+            category,
+        });
     }
 }
 
