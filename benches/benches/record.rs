@@ -12,6 +12,8 @@
 //! - `record/op ns_per_event`: one op event per call, one thread.
 //! - `record/op+tensor+alloc+free ns_per_event`: per op, an op, a tensor, an alloc and a free
 //!   (4 events).
+//! - `record/op_with_output+free ns_per_event`: the same 4 events, the first three through one
+//!   `record_op_with_output` call, against the separate calls above.
 //! - `record/span+op ns_per_event`: per op, a span guard around it (3 events).
 //! - `record/two_threads ns_per_event`: two threads recording ops into one shared session,
 //!   wall time per event (candle-graph's session is not `Sync`: no baseline).
@@ -169,6 +171,51 @@ fn bench_record(c: &mut Criterion) {
                         category: MemoryCategory::Activation,
                     });
                 }
+            })
+        })
+    });
+    g.bench_function(BenchmarkId::new("op_with_output+free", "ours"), |b| {
+        b.iter_custom(|iters| {
+            time_ours(iters, |s, i| {
+                let id = ID0 + 3 * (i % 1_000_000);
+                let ids = [id, id + 1, id + 2];
+                let out = id + 2;
+                let mem = |kind| MemoryRecord {
+                    kind,
+                    storage: out,
+                    tensor: out,
+                    bytes: OUT_BYTES,
+                    device: "cpu",
+                    category: MemoryCategory::Activation,
+                };
+                s.record_op_with_output(
+                    &OpRecord {
+                        name: "matmul",
+                        inputs: &ids[..2],
+                        outputs: &ids[2..],
+                        shape: &SHAPE,
+                        dtype: "f32",
+                        device: "cpu",
+                        start_ns: T0 + i * 1000,
+                        dur_ns: 12_345,
+                        in_bytes: IN_BYTES,
+                        out_bytes: OUT_BYTES,
+                        category: None,
+                        flops: None,
+                    },
+                    &TensorRecord {
+                        id: out,
+                        label: None,
+                        shape: &SHAPE,
+                        dtype: "f32",
+                        device: "cpu",
+                        requires_grad: false,
+                        bytes: OUT_BYTES,
+                        category: MemoryCategory::Activation,
+                    },
+                    Some(&mem(AllocKind::Alloc)),
+                );
+                s.record_memory(&mem(AllocKind::Free));
             })
         })
     });
@@ -429,6 +476,21 @@ fn main() {
         4.0,
     );
     ratio("record/span+op", "record/span+op", 3.0);
+    match (
+        median_ns("record/op_with_output+free/ours"),
+        median_ns("record/op+tensor+alloc+free/ours"),
+    ) {
+        (Some(one), Some(sep)) => emit(
+            Row::new(
+                "record/op_with_output+free",
+                "ns_per_event_median",
+                one / 4.0,
+                "ns",
+            )
+            .vs("the same 4 events, separate calls", sep / 4.0),
+        ),
+        _ => eprintln!("bench-row: record/op_with_output+free skipped (did not run)"),
+    }
     let alone = |bench: &str, id: &str, metric: &str| match median_ns(id) {
         Some(o) => emit(Row::new(bench, metric, o, "ns")),
         None => eprintln!("bench-row: {bench} skipped (did not run)"),

@@ -502,8 +502,9 @@ const INLINE_INPUTS: usize = 8;
 ///
 /// Inside an active window a call records an `op` event (inputs, output, shape, dtype,
 /// device, start, duration, input and output bytes, category), a `tensor` event for the
-/// output and the output's allocation (freed at the end of the step), all in the thread's
-/// current span. The category comes from the thread's execution step. When the run's timing
+/// output and the output's allocation (stamped at the op's end, freed at the end of the
+/// step), all in the thread's current span, as three adjacent lines written by one
+/// [`TraceSession::record_op_with_output`] call. The category comes from the thread's execution step. When the run's timing
 /// mode is `device_synchronized`, the device is synchronized before the closure (the first
 /// input's device) and after it (the output's device), so the duration is device time;
 /// otherwise it is host time (as the trace header says). An op without inputs gets no

@@ -76,6 +76,49 @@ fn probe_records_op_output_tensor_and_activation_alloc() {
 }
 
 #[test]
+fn probe_lines_are_adjacent_and_the_alloc_is_stamped_at_the_op_end() {
+    let (capture, sink) = capture(Phase::Infer);
+    let probe = capture.probe();
+    let x = ones((2, 2));
+    let mut ys = Vec::new();
+    for _ in 0..3 {
+        ys.push(probe.op("exp", &[&x], || x.exp()).unwrap());
+    }
+    // An op returning its input: op and tensor lines, no allocation.
+    let same = probe.op("identity", &[&x], || Ok(x.clone())).unwrap();
+    assert_eq!(tensor_id(&same), tensor_id(&x));
+    capture.step();
+    let trace = finish_and_read(&capture, &sink);
+    let evs: Vec<&Event> = events(&trace).collect();
+    let mut ops = 0;
+    for (i, e) in evs.iter().enumerate() {
+        let Event::Op(op) = e else { continue };
+        ops += 1;
+        let out = op.outputs[0];
+        match evs.get(i + 1) {
+            Some(Event::Tensor(t)) => assert_eq!(t.id, out),
+            other => panic!("op {out} followed by {other:?}"),
+        }
+        match (op.name.as_str(), evs.get(i + 2)) {
+            ("identity", Some(Event::Memory(m))) => {
+                assert_ne!((m.kind, m.storage), (AllocKind::Alloc, out))
+            }
+            ("identity", _) => {}
+            (_, Some(Event::Memory(m))) => {
+                assert_eq!((m.kind, m.storage, m.tensor), (AllocKind::Alloc, out, out));
+                assert_eq!(m.ts, op.ts + op.dur);
+            }
+            (_, other) => panic!("op {out}: no allocation after its tensor: {other:?}"),
+        }
+    }
+    assert_eq!(ops, 4);
+    let allocs = events(&trace)
+        .filter(|e| matches!(e, Event::Memory(m) if m.kind == AllocKind::Alloc))
+        .count();
+    assert_eq!(allocs, 3);
+}
+
+#[test]
 fn categories_follow_the_execution_step() {
     let (capture, sink) = capture(Phase::Train);
     let probe = capture.probe();
