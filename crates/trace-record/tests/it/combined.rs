@@ -4,7 +4,7 @@
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
-use trace_record::schema::{AllocKind, MemoryCategory, Phase, SpanKind};
+use trace_record::schema::{AllocKind, Event, MemoryCategory, Phase, SpanKind};
 use trace_record::{MemoryRecord, OpRecord, Run, TensorRecord, TraceSession};
 
 /// An allocation's kind and its overrides of storage, owning tensor and bytes (`None`: the
@@ -242,4 +242,86 @@ fn shared_output_golden() {
             r#"{"type":"memory","action":"alloc","storage":123456789012,"tensor":123456789012,"bytes":32768,"dev":"cuda:0","cat":"activation","span":1,"ts":1250}"#,
         ]
     );
+}
+
+#[test]
+fn lines_stay_adjacent_when_threads_contend() {
+    const THREADS: u64 = 4;
+    const PER_THREAD: u64 = 20_000;
+    let (session, sink) = TraceSession::in_memory(Run::new("tests::combined", Phase::Train, "cpu"));
+    let session = std::sync::Arc::new(session);
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let session = std::sync::Arc::clone(&session);
+            std::thread::spawn(move || {
+                let _span = session.span("worker", SpanKind::Function, None);
+                for i in 0..PER_THREAD {
+                    let id = t * PER_THREAD + i;
+                    let outputs = [id];
+                    let cat = MemoryCategory::Activation;
+                    session.record_op_with_output(
+                        &OpRecord {
+                            name: "op",
+                            inputs: &[t],
+                            outputs: &outputs,
+                            shape: &[2],
+                            dtype: "f32",
+                            device: "cpu",
+                            start_ns: i,
+                            dur_ns: 1,
+                            in_bytes: 8,
+                            out_bytes: 8,
+                            category: Some(cat),
+                            flops: None,
+                        },
+                        &TensorRecord {
+                            id,
+                            label: None,
+                            shape: &[2],
+                            dtype: "f32",
+                            device: "cpu",
+                            requires_grad: false,
+                            bytes: 8,
+                            category: cat,
+                        },
+                        Some(&MemoryRecord {
+                            kind: AllocKind::Alloc,
+                            storage: id,
+                            tensor: id,
+                            bytes: 8,
+                            device: "cpu",
+                            category: cat,
+                        }),
+                    );
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let summary = session.finish().unwrap();
+    assert_eq!(summary.counts.memory, THREADS * PER_THREAD);
+    let trace = trace_record::read_trace_bytes(&sink.bytes()).unwrap();
+    assert!(trace_record::validate(&trace).is_empty());
+    let events: Vec<&Event> = trace.events.iter().map(|e| &e.event).collect();
+    let mut seen = vec![false; (THREADS * PER_THREAD) as usize];
+    for (i, e) in events.iter().enumerate() {
+        let Event::Op(op) = e else { continue };
+        let id = op.outputs[0];
+        match (events.get(i + 1), events.get(i + 2)) {
+            (Some(Event::Tensor(t)), Some(Event::Memory(m))) => {
+                assert_eq!(
+                    (t.id, m.storage, t.span, m.span),
+                    (id, id, op.span, op.span)
+                );
+            }
+            other => panic!("op {id} not followed by its tensor and alloc: {other:?}"),
+        }
+        assert!(
+            !std::mem::replace(&mut seen[id as usize], true),
+            "op {id} twice"
+        );
+    }
+    assert!(seen.iter().all(|&s| s), "an op is missing");
 }
