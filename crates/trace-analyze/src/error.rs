@@ -10,7 +10,9 @@ pub enum AnalyzeError {
     /// field.
     ///
     /// The message already contains the reader's error, so it is not repeated as a source.
-    #[error("{file}: {error}")]
+    /// An unsupported version is reported at line 1, field `version` (the header), like every
+    /// other schema error.
+    #[error("{file}: {}", located(error))]
     Read {
         /// The trace file (as given).
         file: String,
@@ -31,6 +33,15 @@ pub enum AnalyzeError {
     /// An argument of an analysis was invalid (e.g. an unknown column name).
     #[error("{0}")]
     InvalidArgument(String),
+}
+
+/// The reader's message, prefixed with the header's line and field where the reader's own
+/// message has no location (an unsupported version).
+fn located(error: &ReadError) -> String {
+    match error {
+        ReadError::UnsupportedVersion { .. } => format!("line 1, field `version`: {error}"),
+        _ => error.to_string(),
+    }
 }
 
 impl AnalyzeError {

@@ -49,12 +49,16 @@ pub(crate) fn render(s: &Summary) -> String {
     let h = &s.health;
     let _ = writeln!(
         o,
-        "health    {}; {} lines, {} events, {} dropped, {} issue(s){}",
+        "health    {}; {} lines, {} events, {} dropped, {} issue(s){}{}",
         outcome_text(&h.outcome),
         h.lines,
         h.events.total(),
         h.dropped,
         h.issue_count,
+        match h.events.unknown {
+            0 => String::new(),
+            n => format!("; {n} line(s) of unknown event type skipped"),
+        },
         match h.counts_match_trailer {
             Some(false) => "; trailer counts do not match the events read",
             _ => "",

@@ -25,6 +25,18 @@ fn schema_error_names_file_line_and_field_and_exits_3() {
     let o = run_in(dir.path(), &["summary", "syntax.jsonl"]);
     assert_eq!(o.status.code(), Some(3));
     assert!(stderr(&o).contains("syntax.jsonl") && stderr(&o).contains("line 1"));
+    // An unsupported version names the header's line and field like any schema error.
+    let future = small_text().replacen(r#""version":1"#, r#""version":7"#, 1);
+    std::fs::write(dir.path().join("future.jsonl"), future).unwrap();
+    for cmd in ["summary", "validate"] {
+        let o = run_in(dir.path(), &[cmd, "future.jsonl"]);
+        assert_eq!(o.status.code(), Some(3), "{cmd}");
+        let e = stderr(&o);
+        assert!(
+            e.contains("future.jsonl: line 1, field `version`: unsupported trace schema version 7"),
+            "{e}"
+        );
+    }
 }
 
 #[test]
@@ -61,6 +73,31 @@ fn missing_file_usage_and_validation_exit_codes() {
             .status
             .code(),
         Some(0)
+    );
+}
+
+#[test]
+fn unknown_event_types_are_skipped_and_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = small_text().replacen(
+        r#"{"type":"step","index":1"#,
+        "{\"type\":\"from_the_future\",\"x\":1}\n{\"type\":\"step\",\"index\":1",
+        1,
+    );
+    std::fs::write(dir.path().join("future.jsonl"), text).unwrap();
+    let o = run_in(dir.path(), &["summary", "future.jsonl"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("1 line(s) of unknown event type skipped"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run_in(dir.path(), &["validate", "--strict", "future.jsonl"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        stderr(&o).contains("line 23, field `type`"),
+        "{}",
+        stderr(&o)
     );
 }
 
