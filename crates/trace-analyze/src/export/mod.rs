@@ -29,15 +29,22 @@ use trace_record::{ReadError, TraceReader};
 /// Errors of the exports.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
-    /// Reading the trace failed.
+    /// Reading the trace failed. The message contains the reader's error (line and field),
+    /// so it is not repeated as a source.
     #[error("reading the trace: {0}")]
-    Read(#[from] trace_record::ReadError),
+    Read(trace_record::ReadError),
     /// Writing the output failed.
     #[error("writing the export: {0}")]
     Write(#[source] std::io::Error),
     /// `--step N` named a step that the trace does not have.
     #[error("step {0} is not in the trace (no `step` event with that index)")]
     StepNotFound(u64),
+}
+
+impl From<ReadError> for ExportError {
+    fn from(e: ReadError) -> Self {
+        ExportError::Read(e)
+    }
 }
 
 /// Events handed from the parsing thread to the exporter at a time.

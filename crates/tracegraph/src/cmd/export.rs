@@ -5,6 +5,7 @@ use std::io::{BufReader, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
+use trace_analyze::AnalyzeError;
 use trace_analyze::export::{Adjustments, ChromeOptions, ExportError, folded_stacks, write_chrome};
 use trace_record::{ReadOptions, TraceReader};
 
@@ -47,7 +48,10 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
         BufReader::with_capacity(256 * 1024, src),
         ReadOptions::default(),
     )
-    .with_context(|| format!("cannot read trace {name}"))?;
+    .map_err(|error| AnalyzeError::Read {
+        file: name.clone(),
+        error,
+    })?;
     let to_stdout = args.output.as_os_str() == "-";
     let result = if to_stdout {
         let out = std::io::stdout().lock();
@@ -62,7 +66,7 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
         // Leave no half-written or empty export behind.
         let _ = std::fs::remove_file(&args.output);
     }
-    let (adjustments, what) = result.with_context(|| format!("exporting {name}"))?;
+    let (adjustments, what) = result.map_err(|e| located(e, &name))?;
     if reader.is_incomplete() {
         eprintln!(
             "tracegraph: warning: {name} is incomplete (no complete trailer); exported up to its last complete line"
@@ -79,6 +83,21 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
         eprintln!("tracegraph: wrote {what} to {}", args.output.display());
     }
     Ok(())
+}
+
+/// A read error in the middle of the trace becomes the loader's error (file, line, field;
+/// exit code 3 for an invalid trace, like every other command); anything else says it
+/// happened while exporting `name`.
+fn located(e: anyhow::Error, name: &str) -> anyhow::Error {
+    match e.downcast::<ExportError>() {
+        Ok(ExportError::Read(error)) => AnalyzeError::Read {
+            file: name.to_string(),
+            error,
+        }
+        .into(),
+        Ok(other) => anyhow::Error::new(other).context(format!("exporting {name}")),
+        Err(e) => e.context(format!("exporting {name}")),
+    }
 }
 
 fn export<R: std::io::BufRead + Send, W: Write>(

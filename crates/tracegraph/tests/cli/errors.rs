@@ -21,6 +21,18 @@ fn schema_error_names_file_line_and_field_and_exits_3() {
         );
         assert_eq!(e.matches("line 8").count(), 1, "said once: {e}");
     }
+    // The exports report it the same way: once, with the documented exit code.
+    for format in ["chrome", "folded"] {
+        let o = run_in(
+            dir.path(),
+            &["export", "bad.jsonl", "--format", format, "-o", "out"],
+        );
+        assert_eq!(o.status.code(), Some(3), "{format}");
+        let e = stderr(&o);
+        assert!(e.contains("bad.jsonl: line 8, field `dur`"), "{e}");
+        assert_eq!(e.matches("line 8").count(), 1, "said once: {e}");
+        assert!(!dir.path().join("out").exists());
+    }
     std::fs::write(dir.path().join("syntax.jsonl"), "{not json\n").unwrap();
     let o = run_in(dir.path(), &["summary", "syntax.jsonl"]);
     assert_eq!(o.status.code(), Some(3));
@@ -28,8 +40,13 @@ fn schema_error_names_file_line_and_field_and_exits_3() {
     // An unsupported version names the header's line and field like any schema error.
     let future = small_text().replacen(r#""version":1"#, r#""version":7"#, 1);
     std::fs::write(dir.path().join("future.jsonl"), future).unwrap();
-    for cmd in ["summary", "validate"] {
-        let o = run_in(dir.path(), &[cmd, "future.jsonl"]);
+    for args in [
+        &["summary", "future.jsonl"][..],
+        &["validate", "future.jsonl"],
+        &["export", "future.jsonl", "-o", "out.json"],
+    ] {
+        let cmd = args[0];
+        let o = run_in(dir.path(), args);
         assert_eq!(o.status.code(), Some(3), "{cmd}");
         let e = stderr(&o);
         assert!(
