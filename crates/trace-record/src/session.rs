@@ -191,7 +191,7 @@ impl Schedule {
         let pos = s % cycle;
         if pos < self.wait {
             StepAction::None
-        } else if pos < self.wait + self.warmup {
+        } else if pos < self.wait.saturating_add(self.warmup) {
             StepAction::Warmup
         } else {
             StepAction::Record

@@ -92,3 +92,16 @@ fn session_writes_only_active_steps() {
         assert_eq!(steps, marked, "{s:?}");
     }
 }
+
+#[test]
+fn huge_phase_lengths_do_not_overflow() {
+    // `wait + warmup` past u64::MAX (a schedule read from user configuration) must not panic
+    // in debug builds; the cycle saturates, so such a schedule records nothing reachable.
+    let s = sched(0, u64::MAX - 1, 5, 1, 0);
+    assert_eq!(s.action(u64::MAX - 1), StepAction::Warmup);
+    assert_eq!(s.action(0), StepAction::None);
+    let s = sched(3, 2, u64::MAX, u64::MAX, 0);
+    assert_eq!(s.action(4), StepAction::None);
+    assert_eq!(s.action(5), StepAction::Warmup);
+    assert_eq!(s.action(u64::MAX), StepAction::Warmup);
+}
