@@ -669,7 +669,8 @@ fn residual_eval(l: &Graph<VecOp>, p: &Evaluation) -> Result<Evaluation, VecAdEr
 /// A deterministic pseudo-random primal graph of about `n_ops` operations (all live) over two
 /// inputs of the same length, with one scalar output (`sum` of the last value), for tests,
 /// benchmarks and examples. Each operation reads the previous value and, for binary ones, a
-/// recent earlier value. Values stay bounded (every `exp` reads a `sin`).
+/// recent earlier value. Every `exp` reads a `sin` and `sin`/`cos` bound their results, but
+/// runs of products (and sums) grow, so derivatives can be large (thousands to millions).
 ///
 /// # Errors
 /// None in practice; graph-core validation errors are passed on.
