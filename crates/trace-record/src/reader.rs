@@ -25,7 +25,7 @@
 //! ```
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
@@ -34,6 +34,11 @@ use crate::schema::{
     Event, EventCounts, EventType, Header, MIN_SCHEMA_VERSION, OUT_BYTES_UNSET, Outcome,
     SCHEMA_NAME, SCHEMA_VERSION, Trailer, logical_bytes,
 };
+
+/// The longest line the reader accepts (64 MiB, newline excluded). A longer line (a corrupt
+/// file, or binary data without newlines) is a [`ReadError::Syntax`] error at its first byte
+/// past the limit instead of being read into memory whole.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// Errors reading a trace.
 #[derive(Debug, thiserror::Error)]
@@ -208,12 +213,24 @@ impl<R: BufRead> TraceReader<R> {
     /// terminated by a newline; `line` is not advanced at end of input.
     fn fill_line(&mut self) -> Result<bool, ReadError> {
         self.buf.clear();
-        let n = self.src.read_until(b'\n', &mut self.buf)?;
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        let n = (&mut self.src)
+            .take(limit)
+            .read_until(b'\n', &mut self.buf)?;
         if n == 0 {
             return Ok(false);
         }
         self.line += 1;
         let complete = self.buf.last() == Some(&b'\n');
+        if !complete && self.buf.len() > MAX_LINE_BYTES {
+            self.buf.clear();
+            self.done = true;
+            return Err(ReadError::Syntax {
+                line: self.line,
+                column: limit,
+                message: format!("line longer than {MAX_LINE_BYTES} bytes"),
+            });
+        }
         if complete {
             self.buf.pop();
             if self.buf.last() == Some(&b'\r') {

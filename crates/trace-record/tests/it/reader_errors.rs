@@ -227,3 +227,41 @@ fn io_errors_are_typed() {
     let err = trace_record::read_trace("/nonexistent/trace.jsonl").unwrap_err();
     assert!(matches!(err, ReadError::Io(_)), "{err}");
 }
+
+/// A trace whose third line is a valid `marker` line of exactly `len` bytes (newline
+/// excluded), followed by a step line.
+fn trace_with_marker_of_len(len: usize) -> impl std::io::BufRead {
+    use std::io::Read;
+    let text = trace_text(&[r#"{"type":"step","index":1,"ts":1}"#]);
+    let (head, tail) = (&br#"{"type":"marker","name":""#[..], &br#"","ts":1}"#[..]);
+    let name = std::io::repeat(b'a').take((len - head.len() - tail.len()) as u64);
+    let src = std::io::Cursor::new(text.into_bytes())
+        .chain(head)
+        .chain(name)
+        .chain(tail)
+        .chain(&b"\n{\"type\":\"step\",\"index\":2,\"ts\":2}\n"[..]);
+    std::io::BufReader::new(src)
+}
+
+#[test]
+fn an_overlong_line_is_a_syntax_error_not_read_whole() {
+    let max = trace_record::MAX_LINE_BYTES;
+    // One byte past the limit (a corrupt file, binary data without newlines): an error at that
+    // line, and the reader stops there.
+    let mut reader =
+        TraceReader::new(trace_with_marker_of_len(max + 1), ReadOptions::default()).unwrap();
+    assert!(reader.next_event().unwrap().is_some());
+    match reader.next_event() {
+        Err(ReadError::Syntax { line, .. }) => assert_eq!(line, 3),
+        other => panic!(
+            "expected a syntax error, got {:?}",
+            other.map(|e| e.map(|e| e.line))
+        ),
+    }
+    assert!(reader.next_event().unwrap().is_none());
+    // A line of exactly the limit is read.
+    let mut reader =
+        TraceReader::new(trace_with_marker_of_len(max), ReadOptions::default()).unwrap();
+    let lines: Vec<u64> = (&mut reader).map(|e| e.unwrap().line).collect();
+    assert_eq!(lines, [2, 3, 4]);
+}
