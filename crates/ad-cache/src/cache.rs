@@ -266,10 +266,13 @@ impl<K: CacheKey, V> State<K, V> {
             out.push(slot);
             return;
         }
+        // User code (`same_key`) runs before any mutation, so a panic there leaves the state
+        // exactly as it was.
+        let same = self.lru.peek(&fp).map(|old| old.key.same_key(&slot.key));
         bump(&mut self.counters.inserts);
         if let Some(old) = self.lru.pop(&fp) {
             self.retained_bytes = self.retained_bytes.saturating_sub(old.bytes);
-            if old.key.same_key(&slot.key) {
+            if same == Some(true) {
                 bump(&mut self.counters.replacements);
             } else {
                 bump(&mut self.counters.collisions);
@@ -309,7 +312,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// * **Single flight**: [`get_or_insert_with`](Cache::get_or_insert_with) runs the computation
 ///   once for all threads that miss on the same key at once.
 /// * **Poisoning**: a panic in another thread never makes a call fail; the state is recovered.
-///   User code runs under the lock only in [`CacheKey::same_key`], before any mutation;
+///   User code runs under the lock only in [`CacheKey::same_key`], before any mutation
+///   (a lookup has already promoted the entry it compares: a panic leaves it most recent);
 ///   evicted values are dropped after the lock is released.
 ///
 /// A hit takes the lock, promotes the entry and clones the `Arc`: it allocates nothing.

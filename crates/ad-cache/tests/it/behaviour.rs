@@ -235,6 +235,29 @@ fn a_poisoned_lock_never_fails_a_lookup() {
 }
 
 #[test]
+fn a_key_comparison_panicking_in_insert_leaves_the_cache_as_it_was() {
+    let cache: Cache<PanicKey, Blob> = Cache::new();
+    let key = PanicKey {
+        id: 1,
+        explode: false,
+    };
+    cache.insert(key.clone(), blob(1, 10));
+    let before = cache.stats();
+    let bomb = PanicKey {
+        id: 1,
+        explode: true,
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| cache.insert(bomb, blob(2, 20))));
+    assert!(result.is_err(), "the comparison panicked under the lock");
+    // User code runs before any mutation: the old entry, its bytes and the counters stay.
+    assert_eq!(cache.get(&key).map(|v| v.id), Some(1));
+    let after = cache.stats();
+    assert_eq!(after.entries, 1);
+    assert_eq!(after.retained_bytes, before.retained_bytes);
+    assert_eq!(after.inserts, before.inserts);
+}
+
+#[test]
 fn cache_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Cache<u64, Blob>>();
