@@ -306,7 +306,15 @@ impl<R: BufRead> TraceReader<R> {
             }
             match parsed {
                 Parsed::Event(mut event) => {
-                    fill_device(&mut event, &self.header.run.device);
+                    if !fill_device(&mut event, &self.header.run.device) {
+                        return Err(schema_err(
+                            line,
+                            "out_b",
+                            "missing field `out_b` (required when `shape` × `dtype` has no \
+                             known size)"
+                                .into(),
+                        ));
+                    }
                     return Ok(Some(f(line, event)));
                 }
                 Parsed::Trailer(t) => {
@@ -389,22 +397,29 @@ pub fn read_trace_bytes(bytes: &[u8]) -> Result<Trace, ReadError> {
     Trace::from_reader(TraceReader::new(bytes, ReadOptions::default())?)
 }
 
-/// Fills what the writer omits: the header's device and derivable output bytes.
-fn fill_device(event: &mut Event, device: &str) {
+/// Fills what the writer omits: the header's device and derivable output bytes. False when
+/// an op omits `out_b` but its size cannot be derived (unknown dtype or overflow): the
+/// writer never does that, and a made-up zero would pass for evidence.
+#[must_use]
+fn fill_device(event: &mut Event, device: &str) -> bool {
     let d = match event {
         Event::Op(e) => {
             if e.out_bytes == OUT_BYTES_UNSET {
-                e.out_bytes = logical_bytes(&e.shape, &e.dtype).unwrap_or(0);
+                match logical_bytes(&e.shape, &e.dtype) {
+                    Some(b) => e.out_bytes = b,
+                    None => return false,
+                }
             }
             &mut e.device
         }
         Event::Tensor(e) => &mut e.device,
         Event::Memory(e) => &mut e.device,
-        _ => return,
+        _ => return true,
     };
     if d.is_empty() {
         d.push_str(device);
     }
+    true
 }
 
 fn schema_err(line: u64, field: &str, message: String) -> ReadError {

@@ -73,6 +73,23 @@ fn schema_errors_name_line_and_field() {
             2,
             "counts.op",
         ),
+        // `out_b` may be omitted only when `shape` × dtype size gives it: otherwise the
+        // reader would have to make up a number (in either key order).
+        (
+            &[
+                r#"{"type":"op","name":"a","in":[],"out":[],"shape":[2],"dtype":"f32","ts":0,"dur":0,"in_b":0}"#,
+                r#"{"type":"op","name":"a","in":[],"out":[],"shape":[2],"dtype":"mystery","ts":0,"dur":0,"in_b":0}"#,
+            ],
+            3,
+            "out_b",
+        ),
+        (
+            &[
+                r#"{"name":"a","type":"op","in":[],"out":[],"shape":[4294967296,4294967296],"dtype":"f32","ts":0,"dur":0,"in_b":0}"#,
+            ],
+            2,
+            "out_b",
+        ),
     ];
     for (lines, line, field) in cases {
         let (l, f) = schema_error(&trace_text(lines));
