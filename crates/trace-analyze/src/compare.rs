@@ -222,7 +222,8 @@ pub fn compare(
     }
     // Step times.
     let st = |t: &Trace| {
-        let v: Vec<u64> = t.steps.iter().map(|s| s.duration_ns()).collect();
+        // Whole steps only: a step cut off by a truncation is a prefix, not a step time.
+        let v: Vec<u64> = t.complete_steps().iter().map(|s| s.duration_ns()).collect();
         Spread::of(&v)
     };
     let (bs, cs) = (st(base), st(candidate));
@@ -327,11 +328,20 @@ pub fn compare(
     // Graphs.
     let (bg, cg): (GraphReport, GraphReport) =
         (graph_report(base, cache)?, graph_report(candidate, cache)?);
-    let n = bg.steps.len().max(cg.steps.len());
+    // Whole steps only: the step a truncated trace ends in is a prefix of a graph.
+    let whole = |r: &GraphReport| -> Vec<(u64, String)> {
+        r.steps
+            .iter()
+            .filter(|s| !s.partial)
+            .map(|s| (s.step, s.fingerprint.clone()))
+            .collect()
+    };
+    let (bw, cw) = (whole(&bg), whole(&cg));
+    let n = bw.len().max(cw.len());
     let graphs: Vec<StepGraphPair> = (0..n)
         .map(|i| {
-            let b = bg.steps.get(i).map(|s| (s.step, s.fingerprint.clone()));
-            let c = cg.steps.get(i).map(|s| (s.step, s.fingerprint.clone()));
+            let b = bw.get(i).cloned();
+            let c = cw.get(i).cloned();
             let equal = matches!((&b, &c), (Some(x), Some(y)) if x.1 == y.1);
             StepGraphPair {
                 position: i,

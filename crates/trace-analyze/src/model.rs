@@ -419,6 +419,18 @@ impl Trace {
         matches!(self.outcome, Outcome::Truncated | Outcome::Incomplete)
     }
 
+    /// The last step when the trace is incomplete: the run stopped somewhere inside it, so
+    /// its time and its graph are only a prefix and are not compared with whole steps.
+    pub fn partial_step(&self) -> Option<&Step> {
+        self.steps.last().filter(|_| self.is_incomplete())
+    }
+
+    /// The steps that ran to their end: every step but a [`Trace::partial_step`].
+    pub fn complete_steps(&self) -> &[Step] {
+        let n = self.steps.len() - usize::from(self.partial_step().is_some());
+        &self.steps[..n]
+    }
+
     /// The string of an interned id.
     pub fn str(&self, sym: Sym) -> &str {
         self.strings.resolve(sym)

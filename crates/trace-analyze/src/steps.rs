@@ -366,8 +366,13 @@ pub struct StepGraph {
     pub ops: usize,
     /// Wall time of the step.
     pub duration_ns: u64,
-    /// True when the fingerprint differs from the previous step's.
+    /// True when the fingerprint differs from the previous step's (never for a partial step).
     pub changed: bool,
+    /// True for the last step of an incomplete trace ([`Trace::partial_step`]): its graph is
+    /// a prefix, so it is neither compared with the step before nor counted in
+    /// `distinct_graphs` and `stable_from_step`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     /// For a changed step (not the first), where it first differs from the previous step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<StepDiff>,
@@ -453,11 +458,15 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
     let mut steps = Vec::with_capacity(trace.steps.len());
     let mut prev: Option<(u64, graph_core::Fingerprint, Vec<CanonOp>)> = None;
     let mut distinct: FastMap<u128, ()> = FastMap::default();
+    let whole = trace.complete_steps().len();
     for (i, st) in trace.steps.iter().enumerate() {
+        let partial = i >= whole;
         let canon = canonical_ops(trace, trace.step_ops(i));
         let g = Arc::new(build_step_graph(trace, &canon, &mut pool)?);
         let fp = g.fingerprint();
-        distinct.insert(fp.0, ());
+        if !partial {
+            distinct.insert(fp.0, ());
+        }
         let analysis = match cache.get_or_insert_with(StepKey(Arc::clone(&g)), || {
             trace.work.add(g.num_ops() as u64);
             Ok::<_, std::convert::Infallible>(analyse_step_graph(&g))
@@ -466,6 +475,7 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
             Err(never) => match never {},
         };
         let (changed, diff) = match &prev {
+            _ if partial => (false, None),
             None => (false, None),
             Some((pidx, pfp, pcanon)) => {
                 if *pfp == fp {
@@ -490,13 +500,14 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
             ops: canon.len(),
             duration_ns: st.duration_ns(),
             changed,
+            partial,
             diff,
             analysis,
         });
         prev = Some((st.index, fp, canon));
     }
-    let stable_from_step = steps.last().map(|last| {
-        let mut k = steps.len() - 1;
+    let stable_from_step = steps[..whole].last().map(|last| {
+        let mut k = whole - 1;
         while k > 0 && steps[k - 1].fingerprint == last.fingerprint {
             k -= 1;
         }

@@ -42,7 +42,7 @@ pub struct Health {
 /// Step wall times.
 #[derive(Debug, Clone, Serialize)]
 pub struct StepTimes {
-    /// Steps recorded.
+    /// Whole steps timed (a [`StepTimes::partial_step`] is not counted).
     pub count: usize,
     /// Sum of step times.
     pub total_ns: u64,
@@ -52,6 +52,10 @@ pub struct StepTimes {
     /// 95th percentile step time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p95_ns: Option<u64>,
+    /// The step cut off by the end of an incomplete trace (its recorded index): left out of
+    /// the step times above, which cover whole steps only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial_step: Option<u64>,
 }
 
 /// Peak logical memory of one device.
@@ -147,12 +151,17 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         issue_count: trace.issues.len(),
         issues: trace.issues.iter().take(LISTED).cloned().collect(),
     };
-    let mut durs: Vec<u64> = trace.steps.iter().map(|s| s.duration_ns()).collect();
+    let mut durs: Vec<u64> = trace
+        .complete_steps()
+        .iter()
+        .map(|s| s.duration_ns())
+        .collect();
     let steps = StepTimes {
-        count: trace.steps.len(),
+        count: durs.len(),
         total_ns: durs.iter().sum(),
         spread: Spread::of(&durs),
         p95_ns: percentile(&mut durs, 95.0),
+        partial_step: trace.partial_step().map(|s| s.index),
     };
     let table = op_table(
         trace,
@@ -180,7 +189,12 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         steps: g.steps.len(),
         distinct_graphs: g.distinct_graphs,
         stable_from_step: g.stable_from_step,
-        last_fingerprint: g.steps.last().map(|s| s.fingerprint.clone()),
+        last_fingerprint: g
+            .steps
+            .iter()
+            .rev()
+            .find(|s| !s.partial)
+            .map(|s| s.fingerprint.clone()),
         changed_steps: g
             .steps
             .iter()

@@ -17,7 +17,9 @@ Exit codes:
      trace or trailer counts that do not match)
 
 A truncated trace (no trailer: a crash or kill -9) is analysed up to its last complete
-line and flagged incomplete; it is not an error.
+line and flagged incomplete; it is not an error. The step it ends in is listed as
+partial and left out of step times, graph stability and comparisons (`partial_step`,
+`partial` in JSON).
 
 JSON (--json): one object per command whose `schema` field names it and its version
 (`tracegraph.summary/1`, `tracegraph.ops/1`, ...). Field names are stable within a

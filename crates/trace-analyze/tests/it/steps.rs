@@ -96,3 +96,39 @@ fn small_trace_step_diff() {
     );
     assert_eq!(r.stable_from_step, Some(1));
 }
+
+#[test]
+fn the_step_a_truncated_trace_ends_in_is_partial_not_a_change_or_a_step_time() {
+    // The demo-like trace cut inside step 1: only step 1's first op was written.
+    let text = std::fs::read_to_string(crate::common::data("small.jsonl")).unwrap();
+    let cut = text
+        .find(r#"{"type":"op","span":5,"name":"linear""#)
+        .unwrap();
+    let t = trace_analyze::load_str(&text[..cut], "cut.jsonl", Default::default()).unwrap();
+    assert!(t.is_incomplete());
+    assert_eq!(t.steps.len(), 2);
+    assert_eq!(t.partial_step().map(|s| s.index), Some(1));
+    assert_eq!(t.complete_steps().len(), 1);
+    let r = graph_report(&t, &new_step_cache()).unwrap();
+    assert_eq!(r.steps.len(), 2, "the partial step is still listed");
+    assert!(r.steps[1].partial && !r.steps[1].changed && r.steps[1].diff.is_none());
+    assert!(!r.steps[0].partial);
+    assert_eq!((r.distinct_graphs, r.stable_from_step), (1, Some(0)));
+    let s = trace_analyze::summary::summarize(&t, &new_step_cache()).unwrap();
+    assert_eq!((s.steps.count, s.steps.total_ns), (1, 300));
+    assert_eq!(s.steps.partial_step, Some(1));
+    assert_eq!(s.graph.changed_steps.len(), 0);
+    assert_eq!(
+        s.graph.last_fingerprint.as_deref(),
+        Some(r.steps[0].fingerprint.as_str())
+    );
+    // Compared with the whole trace: step times and graphs of whole steps only.
+    let c = trace_analyze::compare::compare(&small(), &t, &new_step_cache()).unwrap();
+    assert_eq!(c.graphs.len(), 2);
+    assert!(c.graphs[0].equal && c.graphs[1].candidate.is_none());
+    assert_eq!(c.graphs_equal, 1);
+    // A complete trace has no partial step.
+    let whole = small();
+    assert!(whole.partial_step().is_none());
+    assert_eq!(whole.complete_steps().len(), 2);
+}

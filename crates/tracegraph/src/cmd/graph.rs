@@ -55,7 +55,9 @@ pub(crate) fn run(args: &GraphArgs) -> anyhow::Result<Status> {
             s.analysis.values.to_string(),
             s.analysis.depth.to_string(),
             nsu(s.duration_ns),
-            if s.changed {
+            if s.partial {
+                "partial (trace ends in it)".into()
+            } else if s.changed {
                 "yes".into()
             } else {
                 String::new()

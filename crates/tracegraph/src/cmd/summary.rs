@@ -86,9 +86,16 @@ pub(crate) fn render(s: &Summary) -> String {
                 nsu(sp.max)
             );
         }
-        None => {
+        None if s.steps.partial_step.is_none() => {
             let _ = writeln!(o, "steps     none recorded (no step events)");
         }
+        None => {}
+    }
+    if let Some(k) = s.steps.partial_step {
+        let _ = writeln!(
+            o,
+            "          step {k} left out: the trace ends inside it (incomplete)"
+        );
     }
     let _ = writeln!(o);
     let _ = writeln!(o, "top ops by self time ({})", timing_text(s.timing));
