@@ -137,23 +137,25 @@ struct Slot<K, V> {
     bytes: u64,
 }
 
-/// What a single-flight computation ended with.
-enum FlightState<V> {
+/// What a single-flight computation ended with, with the key it computed for: waiters match
+/// flights by fingerprint and confirm the key when it is done. The flight holds no copy of
+/// the key while it runs, so the entry is priced ([`RetainedBytes`]) exactly as by
+/// [`Cache::insert`] (an `Arc` the key alone holds is charged).
+enum FlightState<K, V> {
     Pending,
-    Ready(Arc<V>),
-    Failed(Arc<dyn Any + Send + Sync>),
-    /// The computing thread panicked or its error type did not match; waiters retry.
+    Ready(K, Arc<V>),
+    Failed(K, Arc<dyn Any + Send + Sync>),
+    /// The computing thread panicked; waiters retry.
     Abandoned,
 }
 
 struct Flight<K, V> {
-    key: K,
-    state: Mutex<FlightState<V>>,
+    state: Mutex<FlightState<K, V>>,
     done: Condvar,
 }
 
 impl<K, V> Flight<K, V> {
-    fn finish(&self, state: FlightState<V>) {
+    fn finish(&self, state: FlightState<K, V>) {
         *lock(&self.state) = state;
         self.done.notify_all();
     }
@@ -401,19 +403,18 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                 }
                 counted = true;
                 match st.in_flight.get(&fp) {
-                    Some(flight) if flight.key.same_key(&key) => Some(Arc::clone(flight)),
-                    Some(_) => None, // A colliding key is being computed: compute alone.
+                    // The flight may be for a colliding key: confirmed when it is done.
+                    Some(flight) => Arc::clone(flight),
                     None => {
                         let flight = Arc::new(Flight {
-                            key: key.clone(),
                             state: Mutex::new(FlightState::Pending),
                             done: Condvar::new(),
                         });
                         st.in_flight.insert(fp, Arc::clone(&flight));
                         drop(st);
                         let Some(f) = f.take() else {
-                            // Unreachable: `f` is taken once, and only here or below, each
-                            // followed by a return. Retire the flight rather than panic.
+                            // Unreachable: `f` is taken only here, followed by a return.
+                            // Retire the flight rather than panic.
                             self.retire(fp, &flight, FlightState::Abandoned);
                             continue;
                         };
@@ -421,29 +422,21 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                     }
                 }
             };
-            match flight {
-                Some(flight) => {
-                    let mut s = lock(&flight.state);
-                    while matches!(*s, FlightState::Pending) {
-                        s = flight.done.wait(s).unwrap_or_else(PoisonError::into_inner);
-                    }
-                    match &*s {
-                        FlightState::Ready(v) => return Ok(Arc::clone(v)),
-                        FlightState::Failed(e) => {
-                            if let Some(e) = e.downcast_ref::<E>() {
-                                return Err(e.clone());
-                            }
-                        }
-                        FlightState::Pending | FlightState::Abandoned => {}
-                    }
-                    // Abandoned (or an error of another type): look up again.
-                }
-                None => {
-                    let Some(f) = f.take() else { continue };
-                    let value = f()?;
-                    return Ok(self.insert(key, value));
-                }
+            let mut s = lock(&flight.state);
+            while matches!(*s, FlightState::Pending) {
+                s = flight.done.wait(s).unwrap_or_else(PoisonError::into_inner);
             }
+            match &*s {
+                FlightState::Ready(k, v) if k.same_key(&key) => return Ok(Arc::clone(v)),
+                FlightState::Failed(k, e) if k.same_key(&key) => {
+                    if let Some(e) = e.downcast_ref::<E>() {
+                        return Err(e.clone());
+                    }
+                }
+                _ => {}
+            }
+            // Abandoned, another key's flight, or an error of another type: look up again
+            // (the flight is gone by now; this thread may lead the next one).
         }
     }
 
@@ -474,7 +467,9 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
         match f() {
             Ok(value) => {
                 let value = Arc::new(value);
+                // Priced before the waiters' copy of the key exists, as `insert` prices it.
                 let bytes = entry_bytes(&key, value.as_ref());
+                let done_key = key.clone();
                 let mut evicted = Vec::new();
                 let mut st = self.state();
                 // `store` may run `same_key` (user code); until the flight is finished the
@@ -491,7 +486,7 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                 if let Some(flight) = guard.flight.take() {
                     remove_flight(&mut st, fp, &flight);
                     drop(st);
-                    flight.finish(FlightState::Ready(Arc::clone(&value)));
+                    flight.finish(FlightState::Ready(done_key, Arc::clone(&value)));
                 } else {
                     drop(st);
                 }
@@ -500,7 +495,7 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
             }
             Err(e) => {
                 if let Some(flight) = guard.flight.take() {
-                    self.retire(fp, &flight, FlightState::Failed(Arc::new(e.clone())));
+                    self.retire(fp, &flight, FlightState::Failed(key, Arc::new(e.clone())));
                 }
                 Err(e)
             }
@@ -567,7 +562,7 @@ impl<K: CacheKey, V> Cache<K, V> {
         lock(&self.state)
     }
 
-    fn retire(&self, fp: u128, flight: &Arc<Flight<K, V>>, end: FlightState<V>) {
+    fn retire(&self, fp: u128, flight: &Arc<Flight<K, V>>, end: FlightState<K, V>) {
         remove_flight(&mut self.state(), fp, flight);
         flight.finish(end);
     }

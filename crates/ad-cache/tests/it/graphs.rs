@@ -404,3 +404,22 @@ fn linearize_key_fingerprint_is_the_documented_encoding() {
     assert_eq!(key.fingerprint(), Fingerprint::of_bytes(&bytes));
     assert_eq!(domain, "tracegraph.ad-cache.linearize-key");
 }
+
+#[test]
+fn get_or_insert_with_prices_an_entry_like_insert() {
+    // The caller hands the key's graph to the cache (no other reference): both ways of
+    // storing must charge it, and the same amount.
+    let key = || GraphKey::new(unary(VecOp::Sin));
+    let by_insert: Cache<GraphKey<VecOp>, u64> = Cache::new();
+    by_insert.insert(key(), 1);
+    let by_flight: Cache<GraphKey<VecOp>, u64> = Cache::new();
+    by_flight
+        .get_or_insert_with(key(), || Ok::<_, std::convert::Infallible>(1))
+        .unwrap();
+    let charged = by_insert.retained_bytes();
+    assert!(
+        charged > key().retained_bytes() / 2,
+        "the sole-owned graph is charged"
+    );
+    assert_eq!(by_flight.retained_bytes(), charged);
+}
