@@ -134,31 +134,60 @@ pub struct GradientFact {
 
 /// The state and L2 norm of one gradient tensor: `non_finite` (no norm) when any entry is NaN
 /// or infinite, `zero` when every entry is zero, `present` otherwise. The sum of squares is
-/// accumulated in `f64`.
+/// accumulated in `f64`; when it underflows to zero or overflows while the entries are finite
+/// (tiny or huge `f64` gradients) the norm is recomputed with scaling, so such a gradient is
+/// still `present` (its norm omitted only if the norm itself exceeds `f64::MAX`).
 pub fn gradient_state(grad: &Tensor) -> candle_core::Result<(GradientState, Option<f64>)> {
     let flat = grad.flatten_all()?;
-    let (sum_sq, finite) = match grad.dtype() {
-        DType::F32 => sum_squares(flat.to_vec1::<f32>()?.into_iter().map(f64::from)),
-        DType::F64 => sum_squares(flat.to_vec1::<f64>()?.into_iter()),
-        _ => sum_squares(flat.to_dtype(DType::F64)?.to_vec1::<f64>()?.into_iter()),
-    };
-    Ok(if !finite || !sum_sq.is_finite() {
-        (GradientState::NonFinite, None)
-    } else if sum_sq == 0.0 {
-        (GradientState::Zero, Some(0.0))
-    } else {
-        (GradientState::Present, Some(sum_sq.sqrt()))
+    Ok(match grad.dtype() {
+        DType::F32 => state_of(&flat.to_vec1::<f32>()?, |&v| f64::from(v)),
+        DType::F64 => state_of(&flat.to_vec1::<f64>()?, |&v| v),
+        _ => state_of(&flat.to_dtype(DType::F64)?.to_vec1::<f64>()?, |&v| v),
     })
 }
 
-fn sum_squares(values: impl Iterator<Item = f64>) -> (f64, bool) {
+fn state_of<T>(values: &[T], to_f64: impl Fn(&T) -> f64) -> (GradientState, Option<f64>) {
     let mut sum = 0.0;
     let mut finite = true;
+    let mut nonzero = false;
     for v in values {
+        let v = to_f64(v);
         finite &= v.is_finite();
+        nonzero |= v != 0.0;
         sum += v * v;
     }
-    (sum, finite)
+    if !finite {
+        return (GradientState::NonFinite, None);
+    }
+    if !nonzero {
+        return (GradientState::Zero, Some(0.0));
+    }
+    let norm = if sum.is_finite() && sum > 0.0 {
+        sum.sqrt()
+    } else {
+        scaled_norm(values.iter().map(to_f64))
+    };
+    (GradientState::Present, norm.is_finite().then_some(norm))
+}
+
+/// The L2 norm of finite values without overflow or underflow of the squares (the scaled
+/// sum of LAPACK's `dnrm2`).
+fn scaled_norm(values: impl Iterator<Item = f64>) -> f64 {
+    let mut scale = 0.0f64;
+    let mut ssq = 1.0f64;
+    for v in values {
+        let a = v.abs();
+        if a == 0.0 {
+            continue;
+        }
+        if scale < a {
+            ssq = 1.0 + ssq * (scale / a) * (scale / a);
+            scale = a;
+        } else {
+            ssq += (a / scale) * (a / scale);
+        }
+    }
+    scale * ssq.sqrt()
 }
 
 /// Capture of a training loop: parameters, gradients, optimizer state and step spans.

@@ -89,6 +89,29 @@ fn gradient_states_present_zero_non_finite_missing() {
 }
 
 #[test]
+fn tiny_and_huge_finite_gradients_are_present_with_their_norm() {
+    let dev = Device::Cpu;
+    // The squares underflow to 0: still a gradient, not `zero`.
+    let tiny = Tensor::new(&[3e-200f64, 4e-200], &dev).unwrap();
+    let (state, norm) = gradient_state(&tiny).unwrap();
+    assert_eq!(state, GradientState::Present);
+    let norm = norm.unwrap();
+    assert!((norm / 5e-200 - 1.0).abs() < 1e-12, "{norm}");
+    // The squares overflow: every entry is finite, so not `non_finite`.
+    let huge = Tensor::new(&[3e200f64, -4e200], &dev).unwrap();
+    let (state, norm) = gradient_state(&huge).unwrap();
+    assert_eq!(state, GradientState::Present);
+    let norm = norm.unwrap();
+    assert!((norm / 5e200 - 1.0).abs() < 1e-12, "{norm}");
+    // Finite entries whose norm exceeds f64::MAX: present, without a norm.
+    let past = Tensor::new(&[f64::MAX, f64::MAX], &dev).unwrap();
+    assert_eq!(
+        gradient_state(&past).unwrap(),
+        (GradientState::Present, None)
+    );
+}
+
+#[test]
 fn nan_gradient_is_non_finite_and_unused_variable_is_missing() {
     let (capture, sink) = capture(Phase::Train);
     let dev = Device::Cpu;
