@@ -482,12 +482,14 @@ fn steps_data(
     opts: &ReportOptions,
     caps: &mut Vec<String>,
 ) -> Option<StepsData> {
-    if trace.steps.is_empty() {
+    // Whole steps only: the step an incomplete trace ends in is a prefix of a step.
+    let steps = trace.complete_steps();
+    if steps.is_empty() {
         return None;
     }
     let changed: std::collections::HashMap<u64, bool> =
         graphs.steps.iter().map(|g| (g.step, g.changed)).collect();
-    let total = trace.steps.len();
+    let total = steps.len();
     let group = total.div_ceil(opts.max_step_bars.max(1)).max(1);
     let mut d = StepsData {
         index: Vec::new(),
@@ -499,7 +501,13 @@ fn steps_data(
             trace.run.timing.as_str()
         ),
     };
-    for chunk in trace.steps.chunks(group) {
+    if let Some(p) = trace.partial_step() {
+        d.note.push_str(&format!(
+            " Step {} is left out: the trace ends inside it (incomplete).",
+            p.index
+        ));
+    }
+    for chunk in steps.chunks(group) {
         let Some(first) = chunk.first() else { continue };
         d.index.push(first.index);
         d.duration_ns

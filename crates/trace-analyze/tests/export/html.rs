@@ -232,3 +232,19 @@ fn a_large_trace_is_capped_and_the_caps_are_stated() {
     write_html(&data, &mut out).expect("write");
     assert!(out.len() < 200_000, "{} bytes", out.len());
 }
+
+#[test]
+fn the_step_chart_leaves_out_the_step_a_truncated_trace_ends_in() {
+    let bytes = session_trace(3);
+    let text = std::str::from_utf8(&bytes).expect("utf-8");
+    // Cut just after the last step's boundary and a few lines into it.
+    let last = text.rfind(r#"{"type":"step""#).expect("a step line");
+    let cut = last + text[last..].find('\n').expect("line end") + 1;
+    let trace = load(&bytes[..cut], "cut.jsonl");
+    let partial = trace.partial_step().expect("partial step").index;
+    let data = build_report(&trace, None, &ReportOptions::default()).expect("report");
+    let steps = data.steps.expect("steps");
+    assert!(!steps.index.contains(&partial), "{:?}", steps.index);
+    assert_eq!(steps.index.len(), trace.steps.len() - 1);
+    assert!(steps.note.contains("is left out"), "{}", steps.note);
+}
