@@ -185,11 +185,18 @@ pub enum VecAdError {
 }
 
 /// The values of one evaluated graph, by [`ValueId`] (`None` for dead values).
+///
+/// A graph reading this one as a parent names values by the ids of the parent *it was built
+/// with*, which may be another, structurally equal graph numbered differently (a cache hit
+/// returns a transform built for an equal graph). [`eval`] therefore reads parent values by
+/// their canonical index, which structurally equal graphs share.
 #[derive(Debug, Clone)]
 pub struct Evaluation {
     fingerprint: Fingerprint,
     values: Vec<Option<Vec<f64>>>,
     outputs: Vec<ValueId>,
+    /// The value id of each canonical index of the evaluated graph.
+    by_canonical: Vec<ValueId>,
 }
 
 impl Evaluation {
@@ -210,15 +217,22 @@ impl Evaluation {
 }
 
 fn fetch<'a>(
+    g: &Graph<VecOp>,
     r: ValueRef,
     local: &'a [Option<Vec<f64>>],
     parents: &'a [&Evaluation],
 ) -> Result<&'a [f64], VecAdError> {
     let v = match r {
         ValueRef::Local(v) => local.get(v.index()).and_then(|x| x.as_deref()),
-        ValueRef::Parent { parent, value } => {
-            parents.get(parent.index()).and_then(|e| e.value(value))
-        }
+        // `value` is numbered in `g`'s parent; the evaluation may be of an equal graph
+        // numbered differently: go through the canonical index both share.
+        ValueRef::Parent { parent, value } => g
+            .parent(parent)
+            .and_then(|p| p.canonical_index(value))
+            .and_then(|c| {
+                let e = parents.get(parent.index())?;
+                e.value(*e.by_canonical.get(c as usize)?)
+            }),
     };
     v.ok_or(VecAdError::Missing { value: r })
 }
@@ -272,10 +286,10 @@ pub fn eval(
                 outputs: outs.len(),
             });
         }
-        let a = fetch(ins[0], &values, parents)?;
+        let a = fetch(g, ins[0], &values, parents)?;
         let result = match payload {
             VecOp::Add | VecOp::Mul => {
-                let b = fetch(ins[1], &values, parents)?;
+                let b = fetch(g, ins[1], &values, parents)?;
                 if a.len() != b.len() {
                     return Err(VecAdError::Length {
                         op: id,
@@ -296,7 +310,7 @@ pub fn eval(
             VecOp::Exp => a.iter().map(|x| x.exp()).collect(),
             VecOp::Sum => vec![a.iter().sum()],
             VecOp::Broadcast => {
-                let like = fetch(ins[1], &values, parents)?;
+                let like = fetch(g, ins[1], &values, parents)?;
                 if a.len() != 1 {
                     return Err(VecAdError::Length {
                         op: id,
@@ -311,10 +325,17 @@ pub fn eval(
         };
         values[outs[0].index()] = Some(result);
     }
+    let mut by_canonical = vec![ValueId(u32::MAX); g.num_values()];
+    for v in g.value_ids() {
+        if let Some(c) = g.canonical_index(v) {
+            by_canonical[c as usize] = v;
+        }
+    }
     Ok(Evaluation {
         fingerprint: g.fingerprint(),
         values,
         outputs: g.outputs().to_vec(),
+        by_canonical,
     })
 }
 

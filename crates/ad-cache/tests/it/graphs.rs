@@ -423,3 +423,50 @@ fn get_or_insert_with_prices_an_entry_like_insert() {
     );
     assert_eq!(by_flight.retained_bytes(), charged);
 }
+
+/// `f(x, y) = sum(sin(x) * exp(y))`, its operations added in either order (the same graph,
+/// numbered differently).
+fn renumbered(sin_first: bool) -> Arc<Graph<VecOp>> {
+    let mut b = GraphBuilder::new();
+    let x = b.add_input(0);
+    let y = b.add_input(1);
+    let p = Role::Primary;
+    let (s, e) = if sin_first {
+        let s = b.add_op1(VecOp::Sin, &[x.into()], p.clone()).1;
+        (s, b.add_op1(VecOp::Exp, &[y.into()], p.clone()).1)
+    } else {
+        let e = b.add_op1(VecOp::Exp, &[y.into()], p.clone()).1;
+        (b.add_op1(VecOp::Sin, &[x.into()], p.clone()).1, e)
+    };
+    let (_, m) = b.add_op1(VecOp::Mul, &[s.into(), e.into()], p.clone());
+    let (_, out) = b.add_op1(VecOp::Sum, &[m.into()], p);
+    b.set_outputs(&[out]);
+    Arc::new(b.build().unwrap())
+}
+
+#[test]
+fn a_transform_hit_for_a_renumbered_graph_evaluates_against_it() {
+    let (a, b) = (renumbered(true), renumbered(false));
+    assert_eq!(a.fingerprint(), b.fingerprint());
+    let cache: Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>> = Cache::new();
+    let from_a = cache
+        .get_or_insert_with(LinearizeKey::new(Arc::clone(&a), &[0]).unwrap(), || {
+            vecad::vjp(&a, &[0])
+        })
+        .unwrap();
+    // `b` hits `a`'s transform, whose parents are `a`: evaluating it with `b`'s values must
+    // read them by position in the canonical numbering, not by `a`'s arena ids.
+    let hit = cache
+        .get(&LinearizeKey::new(Arc::clone(&b), &[0]).unwrap())
+        .unwrap();
+    assert!(Arc::ptr_eq(&from_a, &hit));
+    let (x, y) = ([0.3, -1.2], [0.7, 0.1]);
+    let own = vecad::vjp(&b, &[0]).unwrap();
+    let expected = vecad::eval_vjp(&b, &own, &[&x, &y], &[&[1.0]]).unwrap();
+    let got = vecad::eval_vjp(&b, &hit, &[&x, &y], &[&[1.0]]).unwrap();
+    assert_eq!(got, expected);
+    for (i, (xi, yi)) in x.iter().zip(y).enumerate() {
+        assert!((expected[0][i] - xi.cos() * yi.exp()).abs() < 1e-12);
+        assert!((expected[1][i] - xi.sin() * yi.exp()).abs() < 1e-12);
+    }
+}
