@@ -171,13 +171,32 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         }
     }
     let _ = writeln!(o);
-    let n = c.graphs.len();
+    // Steps present in one trace only are not "different graphs": say how many there are.
+    let paired = c
+        .graphs
+        .iter()
+        .filter(|g| g.base.is_some() && g.candidate.is_some())
+        .count();
+    let only_base = c.graphs.iter().filter(|g| g.candidate.is_none()).count();
+    let only_cand = c.graphs.iter().filter(|g| g.base.is_none()).count();
+    let mut unpaired = String::new();
+    if only_base > 0 {
+        let _ = write!(unpaired, "; {only_base} step(s) only in base");
+    }
+    if only_cand > 0 {
+        let _ = write!(unpaired, "; {only_cand} step(s) only in candidate");
+    }
     let _ = writeln!(
         o,
-        "step graphs: {} of {} paired step(s) have equal fingerprints",
-        c.graphs_equal, n
+        "step graphs: {} of {} paired step(s) have equal fingerprints{}",
+        c.graphs_equal, paired, unpaired
     );
-    for g in c.graphs.iter().filter(|g| !g.equal).take(args.limit) {
+    for g in c
+        .graphs
+        .iter()
+        .filter(|g| !g.equal && g.base.is_some() && g.candidate.is_some())
+        .take(args.limit)
+    {
         let _ = writeln!(
             o,
             "  position {}: base {} vs candidate {}",

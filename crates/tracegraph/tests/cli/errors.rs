@@ -137,3 +137,24 @@ fn truncated_trace_is_analysed_and_flagged() {
     let o = run_in(dir.path(), &["validate", "--strict", "cut.jsonl"]);
     assert_eq!(o.status.code(), Some(4));
 }
+
+#[test]
+fn compare_counts_steps_present_in_one_trace_only_apart_from_changed_graphs() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = small_text();
+    std::fs::write(dir.path().join("small.jsonl"), &text).unwrap();
+    // Cut inside step 1: step 0 is whole, step 1 is partial and left out.
+    let at = text.find(r#"{"type":"span_start","id":4"#).unwrap();
+    let cut = at + text[at..].find('\n').unwrap() + 1;
+    std::fs::write(dir.path().join("cut.jsonl"), &text[..cut]).unwrap();
+    let o = run_in(dir.path(), &["compare", "small.jsonl", "cut.jsonl"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(
+            "step graphs: 1 of 1 paired step(s) have equal fingerprints; 1 step(s) only in base"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("vs candidate (none)"), "{out}");
+}
