@@ -4,6 +4,14 @@
 //! fingerprint, so the cache confirms a fingerprint match exactly: pointer equality first,
 //! graph-core's [`structural_eq`] otherwise. Key fingerprints use their own domain tags (see
 //! each constructor) and graph-core's stable encoding, never `std`'s hashers.
+//!
+//! What a hit means: the key's graphs are *structurally* equal to the ones the value was
+//! built for ([`structural_eq`]: same inputs, live operations and outputs up to
+//! renumbering). So a cached value must not depend on what equality ignores: arena ids
+//! ([`ValueId`], `OpId`) of the key's graphs — name values of a key graph by
+//! [`Graph::canonical_index`] instead, as [`vecad::eval`](crate::vecad::eval) reads parent
+//! values — and operations no output depends on (dead code), which neither the fingerprint
+//! nor the comparison sees.
 
 use std::sync::Arc;
 
