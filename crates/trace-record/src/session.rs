@@ -824,6 +824,9 @@ impl TraceSession {
 
     /// Ends the current step and starts the next: advances the schedule and, when the new
     /// step is recorded, writes a `step` event. Returns the new step's index.
+    ///
+    /// Call it from one thread (the training loop): two concurrent calls each advance the
+    /// index, but the window they leave switched on or off may be the older step's.
     pub fn step(&self) -> u64 {
         let index = self.step.fetch_add(1, Ordering::Relaxed) + 1;
         if self.finished.load(Ordering::Relaxed) {
@@ -840,6 +843,10 @@ impl TraceSession {
 
     /// Writes the trailer (outcome complete) and flushes. Returns the summary, or the first
     /// I/O error (everything written before it stays readable).
+    ///
+    /// End span guards first: a span still open when the session finishes has no `span_end`
+    /// in the trace (its guard's later drop writes nothing), and validation reports it as
+    /// left open.
     pub fn finish(&self) -> Result<Summary, TraceError> {
         self.close(Outcome::Complete)
     }
