@@ -451,3 +451,69 @@ fn dead_code_does_not_contribute() {
     assert_eq!(g.fingerprint(), mlp().fingerprint());
     assert!(structural_eq(&g, &mlp()));
 }
+
+#[test]
+fn wide_operations_and_long_encodings_keep_the_documented_layout() {
+    // One op with 1000 operands (alternating the input and a parent value: over 16 KiB of
+    // operands, written outside the reserved fast path), then 600 narrow ops, so the
+    // encoding spans several 16 KiB chunks. Rebuilt by hand from docs/fingerprint.md.
+    let parent = Arc::new(mlp());
+    let r = parent.outputs()[0];
+    let pidx = u64::from(parent.canonical_index(r).expect("live"));
+    let mut b = GraphBuilder::new();
+    let p = b.add_parent(parent.clone());
+    let x = b.add_input(7);
+    let operands: Vec<ValueRef> = (0..1000)
+        .map(|i| {
+            if i % 2 == 0 {
+                x.into()
+            } else {
+                ValueRef::Parent {
+                    parent: p,
+                    value: r,
+                }
+            }
+        })
+        .collect();
+    let (_, mut v) = b.add_op1(TOp::Add, &operands, Role::Primary);
+    for i in 0..600 {
+        v = b.add_op1(TOp::Const(i), &[v.into()], Role::Transposed).1;
+    }
+    b.set_outputs(&[v]);
+    let g = b.build().expect("valid");
+
+    let mut bytes = Vec::new();
+    let domain = b"tracegraph.graph-core.fingerprint";
+    bytes.extend_from_slice(&(domain.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(domain);
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&7u64.to_le_bytes());
+    bytes.extend_from_slice(&[1, 0, 0, 0]); // op record, role 0
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&1000u64.to_le_bytes());
+    for i in 0..1000 {
+        if i % 2 == 0 {
+            bytes.extend_from_slice(&0u64.to_le_bytes());
+        } else {
+            bytes.extend_from_slice(&(pidx | 1 << 32).to_le_bytes());
+            bytes.extend_from_slice(&parent.fingerprint().to_le_bytes());
+        }
+    }
+    bytes.push(0); // payload: TOp::Add
+    for i in 0..600u64 {
+        bytes.extend_from_slice(&[1, 2, 0, 0]); // op record, role 2 (Transposed)
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&1u64.to_le_bytes());
+        bytes.extend_from_slice(&(i + 1).to_le_bytes()); // the previous op's output
+        bytes.push(2);
+        bytes.extend_from_slice(&(i as i64).to_le_bytes());
+    }
+    bytes.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0]);
+    bytes.extend_from_slice(&601u64.to_le_bytes());
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&601u32.to_le_bytes());
+    assert!(bytes.len() > 2 * 16 * 1024);
+    assert_eq!(g.fingerprint(), Fingerprint::of_bytes(&bytes));
+    assert_eq!(g.compute_fingerprint(), g.fingerprint());
+}
