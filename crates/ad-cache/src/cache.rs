@@ -382,7 +382,9 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
     /// Single flight: when several threads miss on an equal key at once, `f` runs in one of
     /// them; the others wait and receive the same `Arc` — or a clone of the same error. An
     /// error is never cached: the next call computes again. If the computing thread panics,
-    /// the waiters retry (one of them computes). Every call counts exactly one hit or miss.
+    /// the waiters retry (one of them computes); so does a thread that waited on the flight
+    /// of another key with the same fingerprint (a collision): it never receives that key's
+    /// value. Every call counts exactly one hit or miss.
     ///
     /// # Errors
     /// The error of `f`, whether `f` ran in this thread or in the one it waited for.
