@@ -606,7 +606,7 @@ fn spans_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> T
     t.total_rows = tree.nodes.len();
     t.empty = "No spans in this trace.".to_string();
     t.note = Some(format!(
-        "{} spans aggregated into {} paths; {} durations; self = total minus child spans. Click ▾ to fold a subtree.",
+        "{} spans aggregated into {} paths; {} durations; self = total minus child spans and the span's own ops. Click ▾ to fold a subtree.",
         tree.span_count,
         tree.nodes.len(),
         tree.timing.as_str()

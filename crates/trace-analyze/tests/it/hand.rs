@@ -98,10 +98,18 @@ fn span_tree_total_self_spread_and_exec_step() {
     );
     let fs = fwd.per_step.unwrap();
     assert!((fs.mean - 115.0).abs() < 1e-9 && (fs.stddev - 25.0).abs() < 1e-9);
+    // Self time leaves out the time covered by the span's own ops, counted once where ops
+    // nest: step 0 [10,150] minus the union [20,120] of linear ⊃ {matmul, add} = 40;
+    // step 1 [310,400] minus linear [320,370] ⊃ matmul = 40.
+    assert_eq!(fwd.self_ns, 80);
+    let fss = fwd.per_step_self.unwrap();
+    assert_eq!((fss.count, fss.min, fss.max), (2, 40, 40));
     // Allocations made in forward spans: 256 + 128 + 1024.
     assert_eq!(fwd.alloc_bytes, 1408);
     let bwd = tree.node("train_step/backward").unwrap();
     assert_eq!((bwd.count, bwd.exec_step), (1, Some(ExecStep::Backward)));
+    // [150,280] minus matmul_bwd [160,260].
+    assert_eq!((bwd.total_ns, bwd.self_ns), (130, 30));
     assert_eq!(bwd.parent, Some(0));
 }
 
