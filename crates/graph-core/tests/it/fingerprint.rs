@@ -278,6 +278,19 @@ fn unordered_is_a_multiset() {
 }
 
 #[test]
+fn unordered_pairs_that_cancel_in_the_xor_stay_apart() {
+    // Multisets with equal counts and equal XORs (pairs cancel): only the sum tells them
+    // apart, and it must.
+    let of = |items: &[&str]| Fingerprint::of_unordered(items.iter().copied());
+    assert_ne!(of(&["x", "x"]), of(&["y", "y"]));
+    assert_ne!(of(&["x", "y", "y"]), of(&["x", "z", "z"]));
+    assert_ne!(of(&["x", "x", "y", "y"]), of(&["z", "z", "w", "w"]));
+    assert_ne!(of(&["x", "x", "y", "y"]), of(&["x", "x", "x", "x"]));
+    // Equal XORs from different counts.
+    assert_ne!(of(&["x"]), of(&["x", "y", "y"]));
+}
+
+#[test]
 fn canonical_under_renumbering() {
     // The MLP built with its operations and values created in a different order.
     let mut b = GraphBuilder::new();
