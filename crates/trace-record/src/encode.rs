@@ -551,6 +551,30 @@ pub(crate) fn span_end(out: &mut LineBuf, id: u64, ts: u64) {
     });
 }
 
+/// The end of an op line, from `ts` to the newline: shared by [`op`] and [`op_with_output`].
+/// `out_b` is written only when it is not derivable (`derived` = shape × dtype size matches).
+fn op_tail(c: &mut Cur<'_>, r: &OpRecord<'_>, derived: bool) {
+    c.raw(b",\"ts\":");
+    c.uint(r.start_ns);
+    c.raw(b",\"dur\":");
+    c.uint(r.dur_ns);
+    c.raw(b",\"in_b\":");
+    c.uint(r.in_bytes);
+    if !derived {
+        c.raw(b",\"out_b\":");
+        c.uint(r.out_bytes);
+    }
+    if let Some(cat) = r.category {
+        c.raw(b",\"cat\":");
+        c.cat(cat);
+    }
+    if let Some(f) = r.flops {
+        c.raw(b",\"flops\":");
+        c.uint(f);
+    }
+    c.raw(b"}\n");
+}
+
 pub(crate) fn op(out: &mut LineBuf, span: Option<u64>, r: &OpRecord<'_>, default_device: &str) {
     let ints = r.inputs.len() + r.outputs.len() + r.shape.len() + 7;
     let bound = 192 + INT * ints + str_bound(r.name) + str_bound(r.dtype) + str_bound(r.device);
@@ -569,25 +593,7 @@ pub(crate) fn op(out: &mut LineBuf, span: Option<u64>, r: &OpRecord<'_>, default
         c.raw(b",\"dtype\":");
         c.string(r.dtype);
         c.device_field(r.device, default_device);
-        c.raw(b",\"ts\":");
-        c.uint(r.start_ns);
-        c.raw(b",\"dur\":");
-        c.uint(r.dur_ns);
-        c.raw(b",\"in_b\":");
-        c.uint(r.in_bytes);
-        if !derived {
-            c.raw(b",\"out_b\":");
-            c.uint(r.out_bytes);
-        }
-        if let Some(cat) = r.category {
-            c.raw(b",\"cat\":");
-            c.cat(cat);
-        }
-        if let Some(f) = r.flops {
-            c.raw(b",\"flops\":");
-            c.uint(f);
-        }
-        c.raw(b"}\n");
+        op_tail(c, r, derived);
     });
 }
 
@@ -656,25 +662,7 @@ pub(crate) fn op_with_output(
             c.raw(b",\"dev\":");
             c.string_known(r.device, dev_clean);
         }
-        c.raw(b",\"ts\":");
-        c.uint(r.start_ns);
-        c.raw(b",\"dur\":");
-        c.uint(r.dur_ns);
-        c.raw(b",\"in_b\":");
-        c.uint(r.in_bytes);
-        if !derived {
-            c.raw(b",\"out_b\":");
-            c.uint(r.out_bytes);
-        }
-        if let Some(cat) = r.category {
-            c.raw(b",\"cat\":");
-            c.cat(cat);
-        }
-        if let Some(f) = r.flops {
-            c.raw(b",\"flops\":");
-            c.uint(f);
-        }
-        c.raw(b"}\n");
+        op_tail(c, r, derived);
         // tensor
         c.raw(b"{\"type\":\"tensor\",\"id\":");
         c.digits(&id);
