@@ -25,11 +25,11 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ad_cache::vecad::{self, VecOp};
 use ad_cache::{Cache, CacheLimits, LinearizeKey, VjpTransform};
 use criterion::Criterion;
 use lru::LruCache;
 use tracegraph_benches::{Row, criterion_mean_ns, emit, emit_time_ratio};
+use vecad::VecOp;
 
 const HOT: u64 = 64;
 

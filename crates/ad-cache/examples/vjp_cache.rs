@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ad_cache::vecad::{self, VecAdError, VecOp};
-use ad_cache::{Cache, LinearizeKey, VjpTransform};
+use ad_cache::{Cache, CacheLimits, LinearizeKey, VjpTransform};
+use vecad::{VecAdError, VecOp};
 
 fn main() -> Result<(), VecAdError> {
     // Three "recorded" programs of different sizes, as an AD engine would see them each step.
@@ -14,8 +14,10 @@ fn main() -> Result<(), VecAdError> {
         .into_iter()
         .map(|(ops, seed)| vecad::chain_graph(ops, seed).map(Arc::new))
         .collect::<Result<_, _>>()?;
-    let cache: Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>> =
-        Cache::new().with_max_retained_bytes(Some(32 << 20));
+    let cache: Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>> = Cache::with_limits(CacheLimits {
+        max_retained_bytes: Some(32 << 20),
+        ..CacheLimits::default()
+    });
 
     let x = [0.1, -0.4, 0.7];
     let y = [0.5, 0.2, -0.3];

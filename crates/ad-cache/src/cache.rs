@@ -43,27 +43,38 @@ impl CacheKey for u64 {
     }
 }
 
-/// The default entry limit.
-pub const DEFAULT_MAX_ENTRIES: NonZeroUsize = NonZeroUsize::new(128).unwrap();
-
-/// The default retained-bytes limit: 64 MiB.
-pub const DEFAULT_MAX_RETAINED_BYTES: u64 = 64 << 20;
-
 /// The two limits a cache keeps: at most `max_entries` entries and, when set, at most
-/// `max_retained_bytes` retained bytes (the sum of the entries' [`RetainedBytes`]).
+/// `max_retained_bytes` retained bytes (the sum of the entries' charges, see
+/// [`RetainedBytes`]).
+///
+/// This is the one way to set limits: give them to [`Cache::with_limits`] when creating a
+/// cache, or to [`Cache::set_limits`] later; [`Cache::new`] uses the default
+/// (128 entries, 64 MiB). Change one field with a struct update:
+///
+/// ```
+/// use ad_cache::{Cache, CacheLimits};
+/// let cache: Cache<u64, Vec<u8>> = Cache::with_limits(CacheLimits {
+///     max_retained_bytes: Some(1 << 20),
+///     ..CacheLimits::default()
+/// });
+/// assert_eq!(cache.limits().max_entries.get(), 128);
+/// cache.set_limits(CacheLimits { max_retained_bytes: None, ..cache.limits() });
+/// assert_eq!(cache.limits().max_retained_bytes, None);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheLimits {
     /// The most entries kept (default 128).
     pub max_entries: NonZeroUsize,
-    /// The most retained bytes kept, or `None` for no byte limit (default 64 MiB).
+    /// The most retained bytes kept, or `None` for no byte limit (default `Some(64 MiB)`).
     pub max_retained_bytes: Option<u64>,
 }
 
 impl Default for CacheLimits {
+    /// 128 entries and 64 MiB.
     fn default() -> Self {
         CacheLimits {
-            max_entries: DEFAULT_MAX_ENTRIES,
-            max_retained_bytes: Some(DEFAULT_MAX_RETAINED_BYTES),
+            max_entries: NonZeroUsize::new(128).unwrap_or(NonZeroUsize::MIN),
+            max_retained_bytes: Some(64 << 20),
         }
     }
 }
@@ -322,7 +333,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// ```
 /// use ad_cache::Cache;
-/// let cache: Cache<u64, Vec<f64>> = Cache::new().with_max_retained_bytes(Some(1 << 20));
+/// use ad_cache::CacheLimits;
+/// let cache: Cache<u64, Vec<f64>> = Cache::with_limits(CacheLimits {
+///     max_retained_bytes: Some(1 << 20),
+///     ..CacheLimits::default()
+/// });
 /// let v = cache.get_or_insert_with(7, || Ok::<_, std::convert::Infallible>(vec![1.0; 4]));
 /// assert_eq!(v.unwrap().len(), 4);
 /// assert!(cache.get(&7).is_some());
@@ -520,7 +535,8 @@ fn remove_flight<K, V>(st: &mut State<K, V>, fp: u128, flight: &Arc<Flight<K, V>
 }
 
 impl<K: CacheKey, V> Cache<K, V> {
-    /// An empty cache with the default limits (128 entries, 64 MiB).
+    /// An empty cache with the default limits ([`CacheLimits::default`]: 128 entries,
+    /// 64 MiB).
     pub fn new() -> Self {
         Self::with_limits(CacheLimits::default())
     }
@@ -536,28 +552,6 @@ impl<K: CacheKey, V> Cache<K, V> {
                 counters: Counters::ZERO,
             }),
         }
-    }
-
-    /// Builder: the entry limit.
-    #[must_use]
-    pub fn with_max_entries(self, max_entries: NonZeroUsize) -> Self {
-        let limits = CacheLimits {
-            max_entries,
-            ..self.limits()
-        };
-        self.set_limits(limits);
-        self
-    }
-
-    /// Builder: the retained-bytes limit (`None`: no byte limit).
-    #[must_use]
-    pub fn with_max_retained_bytes(self, max_retained_bytes: Option<u64>) -> Self {
-        let limits = CacheLimits {
-            max_retained_bytes,
-            ..self.limits()
-        };
-        self.set_limits(limits);
-        self
     }
 
     fn state(&self) -> MutexGuard<'_, State<K, V>> {

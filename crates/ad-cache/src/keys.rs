@@ -9,8 +9,8 @@
 //! built for ([`structural_eq`]: same inputs, live operations and outputs up to
 //! renumbering). So a cached value must not depend on what equality ignores: arena ids
 //! ([`ValueId`], `OpId`) of the key's graphs — name values of a key graph by
-//! [`Graph::canonical_index`] instead, as [`vecad::eval`](crate::vecad::eval) reads parent
-//! values — and operations no output depends on (dead code), which neither the fingerprint
+//! [`Graph::canonical_index`] instead, as the reference engine `vecad` reads parent values —
+//! and operations no output depends on (dead code), which neither the fingerprint
 //! nor the comparison sees.
 
 use std::sync::Arc;
@@ -81,11 +81,14 @@ impl<Op> GraphKey<Op> {
         GraphKey { graph, fingerprint }
     }
 
-    /// A key that claims `fingerprint` for `graph`, for fingerprints computed elsewhere (read
-    /// back from a trace, say). A wrong fingerprint cannot make the cache return another
-    /// graph's value: hits are confirmed by structural equality; it only causes misses.
-    pub fn with_fingerprint(graph: Arc<Graph<Op>>, fingerprint: Fingerprint) -> Self {
-        GraphKey { graph, fingerprint }
+    /// The same key claiming `fingerprint` instead of its own, for fingerprints computed
+    /// elsewhere (read back from a trace, say) or forced in tests. Every key type has this
+    /// method with this meaning. A wrong fingerprint cannot make the cache return another
+    /// key's value (hits are confirmed by exact equality); it only causes misses.
+    #[must_use]
+    pub fn with_fingerprint(mut self, fingerprint: Fingerprint) -> Self {
+        self.fingerprint = fingerprint;
+        self
     }
 
     /// The graph.
@@ -165,18 +168,12 @@ impl<Op> LinearizeKey<Op> {
         }
     }
 
-    /// A key that claims `fingerprint` (see [`GraphKey::with_fingerprint`]: a wrong one only
-    /// causes misses, never a wrong hit).
-    pub fn with_fingerprint(
-        graph: Arc<Graph<Op>>,
-        outputs: &[u32],
-        fingerprint: Fingerprint,
-    ) -> Self {
-        LinearizeKey {
-            graph,
-            outputs: outputs.into(),
-            fingerprint,
-        }
+    /// The same key claiming `fingerprint` instead of its own (see
+    /// [`GraphKey::with_fingerprint`]: a wrong one only causes misses, never a wrong hit).
+    #[must_use]
+    pub fn with_fingerprint(mut self, fingerprint: Fingerprint) -> Self {
+        self.fingerprint = fingerprint;
+        self
     }
 
     /// The recorded graph.
@@ -254,8 +251,61 @@ impl StableHash for TransformKind {
     }
 }
 
+/// The named parts of a traced derivative request, from which [`TracedKey::new`] builds its
+/// key.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ad_cache::{TracedKey, TracedKeyParts, TransformKind};
+/// use graph_core::{GraphBuilder, Role};
+///
+/// let mut b = GraphBuilder::<u32>::new();
+/// let x = b.add_input(7);
+/// let (_, y) = b.add_op1(1, &[x.into()], Role::Primary);
+/// b.set_outputs(&[y]);
+/// let g = Arc::new(b.build()?);
+///
+/// let key = TracedKey::new(TracedKeyParts {
+///     kind: TransformKind::Vjp,
+///     roots: vec![Arc::clone(&g)],
+///     output_root: 0,
+///     output: y,
+///     wrt: 7,
+///     aliases: vec![],
+/// })?;
+/// assert_eq!(key.output().root, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct TracedKeyParts<Op> {
+    /// Which derivative.
+    pub kind: TransformKind,
+    /// The root graphs (their order matters).
+    pub roots: Vec<Arc<Graph<Op>>>,
+    /// The root (index into `roots`) the output value lives in.
+    pub output_root: u32,
+    /// The output value, numbered in that root; it must be live there.
+    pub output: ValueId,
+    /// The graph-input key differentiated with respect to (the
+    /// [`ValueKey::Input`](graph_core::ValueKey::Input) key).
+    pub wrt: u64,
+    /// The alias map: pairs (input key, the input key whose storage it shares), in any
+    /// order; duplicates are ignored.
+    pub aliases: Vec<(u64, u64)>,
+}
+
+/// The output a traced key names: a root and the value's canonical index there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TracedOutput {
+    /// The root (index into [`TracedKey::roots`]).
+    pub root: u32,
+    /// The value's [`Graph::canonical_index`] in that root (equal for differently numbered,
+    /// structurally equal roots).
+    pub canonical: u32,
+}
+
 /// The key of a traced derivative request: the kind, the root graphs, the output value, the
-/// input differentiated with respect to, and the alias map.
+/// input differentiated with respect to, and the alias map, built from [`TracedKeyParts`].
 ///
 /// * Roots are hashed through their cached fingerprints, each of which already covers the
 ///   root's parents (graph-core hashes a parent through its own cached fingerprint): parents
@@ -273,27 +323,27 @@ impl StableHash for TransformKind {
 pub struct TracedKey<Op> {
     kind: TransformKind,
     roots: Box<[Arc<Graph<Op>>]>,
-    output: (u32, u32),
+    output: TracedOutput,
     wrt: u64,
     aliases: Box<[(u64, u64)]>,
     fingerprint: Fingerprint,
 }
 
 impl<Op> TracedKey<Op> {
-    /// The key asking for `kind` of value `output` of root `output_root` with respect to the
-    /// input keyed `wrt`, given the alias map `aliases` (in any order; duplicates ignored).
+    /// The key of the request `parts`.
     ///
     /// # Errors
     /// [`KeyError::NoSuchRoot`] or [`KeyError::DeadOutput`] when the output is not a live
     /// value of an existing root.
-    pub fn new(
-        kind: TransformKind,
-        roots: Vec<Arc<Graph<Op>>>,
-        output_root: u32,
-        output: ValueId,
-        wrt: u64,
-        aliases: impl IntoIterator<Item = (u64, u64)>,
-    ) -> Result<Self, KeyError> {
+    pub fn new(parts: TracedKeyParts<Op>) -> Result<Self, KeyError> {
+        let TracedKeyParts {
+            kind,
+            roots,
+            output_root,
+            output,
+            wrt,
+            aliases,
+        } = parts;
         let root = roots
             .get(output_root as usize)
             .ok_or(KeyError::NoSuchRoot {
@@ -304,7 +354,7 @@ impl<Op> TracedKey<Op> {
             root: output_root,
             value: output,
         })?;
-        let mut aliases: Vec<(u64, u64)> = aliases.into_iter().collect();
+        let mut aliases = aliases;
         aliases.sort_unstable();
         aliases.dedup();
         let mut alias_fp = UnorderedFingerprint::new();
@@ -324,15 +374,18 @@ impl<Op> TracedKey<Op> {
         Ok(TracedKey {
             kind,
             roots: roots.into_boxed_slice(),
-            output: (output_root, canonical),
+            output: TracedOutput {
+                root: output_root,
+                canonical,
+            },
             wrt,
             aliases: aliases.into_boxed_slice(),
             fingerprint: h.finish(),
         })
     }
 
-    /// The same key claiming `fingerprint` instead (see [`GraphKey::with_fingerprint`]: a
-    /// wrong one only causes misses, never a wrong hit).
+    /// The same key claiming `fingerprint` instead of its own (see
+    /// [`GraphKey::with_fingerprint`]: a wrong one only causes misses, never a wrong hit).
     #[must_use]
     pub fn with_fingerprint(mut self, fingerprint: Fingerprint) -> Self {
         self.fingerprint = fingerprint;
@@ -349,8 +402,8 @@ impl<Op> TracedKey<Op> {
         &self.roots
     }
 
-    /// The output: root index and the value's canonical index in that root.
-    pub fn output(&self) -> (u32, u32) {
+    /// The output: its root and its canonical index there.
+    pub fn output(&self) -> TracedOutput {
         self.output
     }
 
@@ -359,7 +412,7 @@ impl<Op> TracedKey<Op> {
         self.wrt
     }
 
-    /// The alias map, sorted.
+    /// The alias map, sorted, without duplicates.
     pub fn aliases(&self) -> &[(u64, u64)] {
         &self.aliases
     }

@@ -4,10 +4,12 @@
 //! JVP graphs, transposed VJP graphs, plans, analyses). This crate memoizes them in a
 //! [`Cache`]:
 //!
-//! * **Bounded**: at most [`CacheLimits::max_entries`] entries (default 128) and
-//!   [`CacheLimits::max_retained_bytes`] retained bytes (default 64 MiB), least recently used
-//!   first out; [`Cache::set_limits`] applies new limits at once. A value larger than the byte
-//!   limit alone is returned to the caller but not retained, and evicts nothing.
+//! * **Bounded**: at most [`CacheLimits::max_entries`] entries and
+//!   [`CacheLimits::max_retained_bytes`] retained bytes, least recently used first out. Limits
+//!   are set one way: a [`CacheLimits`] given to [`Cache::with_limits`], or later to
+//!   [`Cache::set_limits`], which applies them at once ([`Cache::new`] takes the default, 128
+//!   entries and 64 MiB). A value larger than the byte limit alone is returned to the caller
+//!   but not retained, and evicts nothing.
 //! * **Retained bytes** come from the [`RetainedBytes`] trait, a deep logical estimate
 //!   computed once per entry at insert (implemented for primitives, `Vec`, `Box`, `Arc`,
 //!   `String`, slices and graph-core [`Graph`](graph_core::Graph)s).
@@ -21,8 +23,11 @@
 //!
 //! AD keys and values: [`GraphKey`] (anything derived from one graph), [`LinearizeKey`]
 //! (eager linearization of a recorded graph at some outputs), [`TracedKey`] (a traced JVP or
-//! VJP request) and the cached [`LinearizedGraph`] and [`VjpTransform`]. [`vecad`] is a small
-//! differentiable operation set on `f64` vectors with a real `linearize` and `transpose`.
+//! VJP request, built from named [`TracedKeyParts`]) and the cached [`LinearizedGraph`] and
+//! [`VjpTransform`]. Every key has `with_fingerprint`, which makes it claim a fingerprint
+//! computed elsewhere (a wrong one only causes misses). A reference AD engine that builds
+//! these values (the workspace's unpublished `vecad` crate) drives the tests, the
+//! `vjp_cache` example and the benchmarks.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -51,16 +56,14 @@ mod bytes;
 mod cache;
 mod graph_bytes;
 mod keys;
-pub mod vecad;
 
 pub use bytes::RetainedBytes;
-pub use cache::{
-    Cache, CacheKey, CacheLimits, CacheStats, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_RETAINED_BYTES,
-};
+pub use cache::{Cache, CacheKey, CacheLimits, CacheStats};
 pub use graph_bytes::graphs_heap_bytes;
 pub use keys::{
     GRAPH_KEY_DOMAIN, GraphKey, KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, LinearizeKey,
-    LinearizedGraph, TRACED_KEY_DOMAIN, TracedKey, TransformKind, VjpTransform,
+    LinearizedGraph, TRACED_KEY_DOMAIN, TracedKey, TracedKeyParts, TracedOutput, TransformKind,
+    VjpTransform,
 };
 
 pub use graph_core::Fingerprint;

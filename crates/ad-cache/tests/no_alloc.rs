@@ -6,8 +6,8 @@ use std::cell::Cell;
 
 use std::sync::Arc;
 
-use ad_cache::vecad::{self, VecOp};
 use ad_cache::{Cache, LinearizeKey, VjpTransform};
+use vecad::VecOp;
 
 /// Counts allocations made by the current thread while counting is on.
 struct Counting;

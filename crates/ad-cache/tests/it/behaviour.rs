@@ -30,7 +30,10 @@ fn defaults_are_128_entries_and_64_mib() {
 
 #[test]
 fn evicts_least_recently_used_by_count() {
-    let cache: Cache<u64, Blob> = Cache::new().with_max_entries(n(3));
+    let cache: Cache<u64, Blob> = Cache::with_limits(CacheLimits {
+        max_entries: n(3),
+        ..CacheLimits::default()
+    });
     for k in 1..=3 {
         cache.insert(k, blob(k, 0));
     }
@@ -45,9 +48,10 @@ fn evicts_least_recently_used_by_count() {
 #[test]
 fn evicts_by_bytes_until_both_limits_hold() {
     let w = entry_weight(100);
-    let cache: Cache<u64, Blob> = Cache::new()
-        .with_max_entries(n(10))
-        .with_max_retained_bytes(Some(3 * w));
+    let cache: Cache<u64, Blob> = Cache::with_limits(CacheLimits {
+        max_entries: n(10),
+        max_retained_bytes: Some(3 * w),
+    });
     for k in 1..=3 {
         cache.insert(k, blob(k, 100));
     }
@@ -62,7 +66,10 @@ fn evicts_by_bytes_until_both_limits_hold() {
 
 #[test]
 fn oversize_entry_is_returned_not_retained_and_evicts_nothing() {
-    let cache: Cache<u64, Blob> = Cache::new().with_max_retained_bytes(Some(1000));
+    let cache: Cache<u64, Blob> = Cache::with_limits(CacheLimits {
+        max_retained_bytes: Some(1000),
+        ..CacheLimits::default()
+    });
     for k in 1..=4 {
         cache.insert(k, blob(k, 10));
     }
@@ -84,7 +91,10 @@ fn oversize_entry_is_returned_not_retained_and_evicts_nothing() {
 
 #[test]
 fn shrinking_limits_evicts_at_once() {
-    let cache: Cache<u64, Blob> = Cache::new().with_max_retained_bytes(None);
+    let cache: Cache<u64, Blob> = Cache::with_limits(CacheLimits {
+        max_retained_bytes: None,
+        ..CacheLimits::default()
+    });
     for k in 1..=6 {
         cache.insert(k, blob(k, 10 * k));
     }

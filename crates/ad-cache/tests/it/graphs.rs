@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use ad_cache::vecad::{self, VecOp};
 use ad_cache::{
     Cache, CacheKey, Fingerprint, GraphKey, LinearizeKey, LinearizedGraph, RetainedBytes,
-    TracedKey, TransformKind, VjpTransform, graphs_heap_bytes,
+    TracedKey, TracedKeyParts, TransformKind, VjpTransform, graphs_heap_bytes,
 };
 use graph_core::{Graph, GraphBuilder, Role, ValueId};
+use vecad::VecOp;
 
 fn unary(op: VecOp) -> Arc<Graph<VecOp>> {
     let mut b = GraphBuilder::new();
@@ -28,8 +28,12 @@ fn two_graphs_forced_onto_one_fingerprint_never_share_a_transform() {
     let exp = unary(VecOp::Exp);
     assert_ne!(sin.fingerprint(), exp.fingerprint());
     let forced = Fingerprint(0xDEAD_BEEF);
-    let key_sin = LinearizeKey::with_fingerprint(Arc::clone(&sin), &[0], forced);
-    let key_exp = LinearizeKey::with_fingerprint(Arc::clone(&exp), &[0], forced);
+    let key_sin = LinearizeKey::new(Arc::clone(&sin), &[0])
+        .unwrap()
+        .with_fingerprint(forced);
+    let key_exp = LinearizeKey::new(Arc::clone(&exp), &[0])
+        .unwrap()
+        .with_fingerprint(forced);
     let cache: Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>> = Cache::new();
 
     let t_sin = cache
@@ -64,24 +68,24 @@ fn traced_keys_forced_onto_one_fingerprint_are_told_apart() {
     let sin = unary(VecOp::Sin);
     let cos = unary(VecOp::Cos);
     let out = |g: &Arc<Graph<VecOp>>| g.outputs()[0];
-    let a = TracedKey::new(
-        TransformKind::Vjp,
-        vec![Arc::clone(&sin)],
-        0,
-        out(&sin),
-        0,
-        [],
-    )
+    let a = TracedKey::new(TracedKeyParts {
+        kind: TransformKind::Vjp,
+        roots: vec![Arc::clone(&sin)],
+        output_root: 0,
+        output: out(&sin),
+        wrt: 0,
+        aliases: vec![],
+    })
     .unwrap()
     .with_fingerprint(Fingerprint(1));
-    let b = TracedKey::new(
-        TransformKind::Vjp,
-        vec![Arc::clone(&cos)],
-        0,
-        out(&cos),
-        0,
-        [],
-    )
+    let b = TracedKey::new(TracedKeyParts {
+        kind: TransformKind::Vjp,
+        roots: vec![Arc::clone(&cos)],
+        output_root: 0,
+        output: out(&cos),
+        wrt: 0,
+        aliases: vec![],
+    })
     .unwrap()
     .with_fingerprint(Fingerprint(1));
     let cache: Cache<TracedKey<VecOp>, VjpTransform<VecOp>> = Cache::new();
@@ -150,14 +154,14 @@ fn traced_key_fields_and_canonical_outputs() {
     let g1 = two_outputs(true);
     let g2 = two_outputs(false);
     let key = |g: &Arc<Graph<VecOp>>, kind, slot: usize, wrt, aliases: Vec<(u64, u64)>| {
-        TracedKey::new(
+        TracedKey::new(TracedKeyParts {
             kind,
-            vec![Arc::clone(g)],
-            0,
-            g.outputs()[slot],
+            roots: vec![Arc::clone(g)],
+            output_root: 0,
+            output: g.outputs()[slot],
             wrt,
             aliases,
-        )
+        })
         .unwrap()
     };
     let base = key(&g1, TransformKind::Vjp, 0, 3, vec![(1, 2), (5, 6)]);
@@ -176,38 +180,45 @@ fn traced_key_fields_and_canonical_outputs() {
         assert!(!base.same_key(&other), "{other:?}");
     }
     // Several roots sharing a parent: the order of roots matters, each root enters once.
-    let two = TracedKey::new(
-        TransformKind::Vjp,
-        vec![Arc::clone(&g1), unary(VecOp::Exp)],
-        0,
-        g1.outputs()[0],
-        3,
-        [],
-    )
+    let two = TracedKey::new(TracedKeyParts {
+        kind: TransformKind::Vjp,
+        roots: vec![Arc::clone(&g1), unary(VecOp::Exp)],
+        output_root: 0,
+        output: g1.outputs()[0],
+        wrt: 3,
+        aliases: vec![],
+    })
     .unwrap();
-    let swapped = TracedKey::new(
-        TransformKind::Vjp,
-        vec![unary(VecOp::Exp), Arc::clone(&g1)],
-        1,
-        g1.outputs()[0],
-        3,
-        [],
-    )
+    let swapped = TracedKey::new(TracedKeyParts {
+        kind: TransformKind::Vjp,
+        roots: vec![unary(VecOp::Exp), Arc::clone(&g1)],
+        output_root: 1,
+        output: g1.outputs()[0],
+        wrt: 3,
+        aliases: vec![],
+    })
     .unwrap();
     assert_ne!(two.fingerprint(), swapped.fingerprint());
     assert!(matches!(
-        TracedKey::new(
-            TransformKind::Vjp,
-            vec![Arc::clone(&g1)],
-            1,
-            ValueId(0),
-            0,
-            []
-        ),
+        TracedKey::new(TracedKeyParts {
+            kind: TransformKind::Vjp,
+            roots: vec![Arc::clone(&g1)],
+            output_root: 1,
+            output: ValueId(0),
+            wrt: 0,
+            aliases: vec![]
+        }),
         Err(ad_cache::KeyError::NoSuchRoot { .. })
     ));
     assert!(matches!(
-        TracedKey::new(TransformKind::Vjp, vec![g1], 0, ValueId(99), 0, []),
+        TracedKey::new(TracedKeyParts {
+            kind: TransformKind::Vjp,
+            roots: vec![g1],
+            output_root: 0,
+            output: ValueId(99),
+            wrt: 0,
+            aliases: vec![]
+        }),
         Err(ad_cache::KeyError::DeadOutput { .. })
     ));
 }

@@ -6,4 +6,3 @@ mod common;
 mod graphs;
 mod model;
 mod stress;
-mod vecad;

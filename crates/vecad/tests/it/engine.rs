@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use ad_cache::vecad::{self, VecAdError, VecOp};
 use graph_core::{Graph, GraphBuilder, Role};
 use proptest::prelude::*;
+use vecad::{VecAdError, VecOp};
 
 /// f(x, y) = [ broadcast(sum(x*y), x) * exp(sin x) - cos y,  sum(x),  zeros_like(x) ].
 fn mixed_graph() -> Graph<VecOp> {

@@ -1,6 +1,7 @@
-//! A small differentiable operation set on `f64` vectors over graph-core: evaluation, `linearize`, `transpose`.
+//! vecad: a reference AD engine on `f64` vectors over graph-core (evaluation, `linearize`, `transpose`), for ad-cache's tests, example and benches.
 //!
-//! This is a real (if tiny) AD transform to cache. Values are `f64` vectors; operations are
+//! This is a real (if tiny) AD transform to cache; it is not published. It produces
+//! ad-cache's cached value types ([`LinearizedGraph`], [`VjpTransform`]). Values are `f64` vectors; operations are
 //! [`VecOp`]s: elementwise `Add`, `Mul`, `Neg`, `Sin`, `Cos`, `Exp`, the reduction `Sum`
 //! (n → 1), `Broadcast` (a length-1 value to the length of a second, shape-only operand) and
 //! `ZerosLike` (zeros of an operand's length, for absent tangents).
@@ -21,7 +22,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ad_cache::vecad::{self, VecOp};
+//! use vecad::VecOp;
 //! use graph_core::{GraphBuilder, Role};
 //!
 //! // f(x) = sum(sin(x))
@@ -36,7 +37,7 @@
 //! let x0 = [0.0, 1.0];
 //! let grad = vecad::eval_vjp(&f, &t, &[&x0], &[&[1.0]])?;
 //! assert!((grad[0][1] - 1.0f64.cos()).abs() < 1e-12); // d/dx sum(sin x) = cos x
-//! # Ok::<(), ad_cache::vecad::VecAdError>(())
+//! # Ok::<(), vecad::VecAdError>(())
 //! ```
 
 use std::sync::Arc;
@@ -46,8 +47,7 @@ use graph_core::{
     ValueId, ValueRef,
 };
 
-use crate::bytes::RetainedBytes;
-use crate::keys::{LinearizedGraph, VjpTransform};
+use ad_cache::{LinearizedGraph, RetainedBytes, VjpTransform};
 
 /// An operation on `f64` vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -692,6 +692,8 @@ fn residual_eval(l: &Graph<VecOp>, p: &Evaluation) -> Result<Evaluation, VecAdEr
 /// benchmarks and examples. Each operation reads the previous value and, for binary ones, a
 /// recent earlier value. Every `exp` reads a `sin` and `sin`/`cos` bound their results, but
 /// runs of products (and sums) grow, so derivatives can be large (thousands to millions).
+/// Each seed draws its own pseudo-random sequence (SplitMix64), so different seeds give
+/// different graphs except by rare coincidence of the drawn operations.
 ///
 /// # Errors
 /// None in practice; graph-core validation errors are passed on.
@@ -700,12 +702,16 @@ pub fn chain_graph(n_ops: usize, seed: u64) -> Result<Graph<VecOp>, VecAdError> 
     let x = b.add_input(0);
     let y = b.add_input(1);
     let mut live = vec![x, y];
-    let mut s = seed | 1;
+    // SplitMix64: every seed (0 included) starts its own stream, and the first output is a
+    // bijection of the seed, so distinct seeds never share a sequence. (An xorshift state of
+    // `seed | 1` made seeds 2 and 3 give the same graph.)
+    let mut s = seed;
     let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
+        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
     };
     let mut last = x;
     while b.num_ops() + 1 < n_ops.max(2) {
