@@ -9,8 +9,8 @@
 
 use crate::schema::logical_bytes;
 use crate::schema::{
-    AllocKind, Event, ExecStep, Frame, GradientState, Header, MemoryCategory, MemoryEvent, OpEvent,
-    SpanKind, TensorEvent, Trailer,
+    Event, ExecStep, Frame, GradientState, Header, MemoryCategory, MemoryEvent, OpEvent, SpanKind,
+    TensorEvent, Trailer,
 };
 use crate::session::{MemoryRecord, OpRecord, TensorRecord};
 
@@ -372,10 +372,16 @@ impl Cur<'_> {
         self.raw(b"}\n");
     }
 
-    #[inline]
+    #[inline(always)]
     fn cat(&mut self, c: MemoryCategory) {
+        c.with_str(|s| self.name(s.as_bytes()));
+    }
+
+    /// A wire name (known to need no escaping) as a string literal.
+    #[inline(always)]
+    fn name(&mut self, s: &[u8]) {
         self.byte(b'"');
-        self.raw(c.as_str().as_bytes());
+        self.raw(s);
         self.byte(b'"');
     }
 }
@@ -473,31 +479,6 @@ fn needs_escape(b: u8) -> bool {
     ESCAPE[usize::from(b)]
 }
 
-fn kind_str(k: SpanKind) -> &'static [u8] {
-    match k {
-        SpanKind::Function => b"function",
-        SpanKind::Module => b"module",
-        SpanKind::Op => b"op",
-    }
-}
-
-fn step_str(s: ExecStep) -> &'static [u8] {
-    match s {
-        ExecStep::Forward => b"forward",
-        ExecStep::Backward => b"backward",
-        ExecStep::Optimizer => b"optimizer",
-    }
-}
-
-fn gradient_state(s: GradientState) -> &'static [u8] {
-    match s {
-        GradientState::Present => b"present",
-        GradientState::Missing => b"missing",
-        GradientState::Zero => b"zero",
-        GradientState::NonFinite => b"non_finite",
-    }
-}
-
 /// Runs `f` on a cursor with room for `bound` bytes and records what it wrote.
 #[inline(always)]
 fn line(out: &mut LineBuf, bound: usize, f: impl FnOnce(&mut Cur<'_>)) {
@@ -529,13 +510,11 @@ pub(crate) fn span_start(
         }
         c.raw(b",\"name\":");
         c.string(name);
-        c.raw(b",\"kind\":\"");
-        c.raw(kind_str(kind));
-        c.byte(b'"');
+        c.raw(b",\"kind\":");
+        kind.with_str(|s| c.name(s.as_bytes()));
         if let Some(s) = step {
-            c.raw(b",\"step\":\"");
-            c.raw(step_str(s));
-            c.byte(b'"');
+            c.raw(b",\"step\":");
+            s.with_str(|s| c.name(s.as_bytes()));
         }
         c.raw(b",\"thread\":");
         c.uint(thread);
@@ -687,10 +666,9 @@ pub(crate) fn op_with_output(
         c.raw(b"}\n");
         // memory
         if let Some((m, ts)) = mem {
-            c.raw(match m.kind {
-                AllocKind::Alloc => b"{\"type\":\"memory\",\"action\":\"alloc\",\"storage\":",
-                AllocKind::Free => b"{\"type\":\"memory\",\"action\":\"free\",\"storage\":",
-            });
+            c.raw(b"{\"type\":\"memory\",\"action\":");
+            m.kind.with_str(|s| c.name(s.as_bytes()));
+            c.raw(b",\"storage\":");
             c.digits(&id);
             c.raw(b",\"tensor\":");
             c.digits(&id);
@@ -750,10 +728,9 @@ pub(crate) fn memory(
     ts: u64,
 ) {
     line(out, 192 + 5 * INT + str_bound(r.device), |c| {
-        c.raw(match r.kind {
-            AllocKind::Alloc => b"{\"type\":\"memory\",\"action\":\"alloc\",\"storage\":",
-            AllocKind::Free => b"{\"type\":\"memory\",\"action\":\"free\",\"storage\":",
-        });
+        c.raw(b"{\"type\":\"memory\",\"action\":");
+        r.kind.with_str(|s| c.name(s.as_bytes()));
+        c.raw(b",\"storage\":");
         c.uint(r.storage);
         c.raw(b",\"tensor\":");
         c.uint(r.tensor);
@@ -802,9 +779,8 @@ pub(crate) fn gradient(
     line(out, 128 + 64 + INT + str_bound(param), |c| {
         c.raw(b"{\"type\":\"gradient\",\"param\":");
         c.string(param);
-        c.raw(b",\"state\":\"");
-        c.raw(gradient_state(state));
-        c.byte(b'"');
+        c.raw(b",\"state\":");
+        state.with_str(|s| c.name(s.as_bytes()));
         if let Some(n) = norm.filter(|n| n.is_finite()) {
             c.raw(b",\"norm\":");
             c.float(n);

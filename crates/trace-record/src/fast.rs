@@ -7,8 +7,7 @@
 //! checks this against serde on encoded and on mutated lines).
 
 use crate::schema::{
-    AllocKind, Event, ExecStep, MemoryCategory, MemoryEvent, OUT_BYTES_UNSET, OpEvent, SpanEnd,
-    SpanKind, SpanStart, StepEvent, TensorEvent,
+    Event, MemoryEvent, OUT_BYTES_UNSET, OpEvent, SpanEnd, SpanStart, StepEvent, TensorEvent,
 };
 
 struct Cur<'a> {
@@ -100,9 +99,10 @@ impl<'a> Cur<'a> {
         (self.i == self.b.len()).then_some(())
     }
 
-    fn category(&mut self) -> Option<MemoryCategory> {
-        let s = self.str()?;
-        MemoryCategory::ALL.into_iter().find(|c| c.as_str() == s)
+    /// A schema enum by its wire name.
+    #[inline]
+    fn name<T: std::str::FromStr>(&mut self) -> Option<T> {
+        self.str()?.parse().ok()
     }
 
     fn opt_u64(&mut self, key: &[u8]) -> Option<Option<u64>> {
@@ -174,7 +174,7 @@ fn op(c: &mut Cur<'_>) -> Option<Event> {
     let in_bytes = c.u64()?;
     let out_bytes = c.opt_u64(b",\"out_b\":")?.unwrap_or(OUT_BYTES_UNSET);
     let category = if c.opt(b",\"cat\":") {
-        Some(c.category()?)
+        Some(c.name()?)
     } else {
         None
     };
@@ -204,19 +204,9 @@ fn span_start(c: &mut Cur<'_>) -> Option<Event> {
     c.lit(b",\"name\":")?;
     let name = c.str()?.to_string();
     c.lit(b",\"kind\":")?;
-    let kind = match c.str()? {
-        "function" => SpanKind::Function,
-        "module" => SpanKind::Module,
-        "op" => SpanKind::Op,
-        _ => return None,
-    };
+    let kind = c.name()?;
     let step = if c.opt(b",\"step\":") {
-        Some(match c.str()? {
-            "forward" => ExecStep::Forward,
-            "backward" => ExecStep::Backward,
-            "optimizer" => ExecStep::Optimizer,
-            _ => return None,
-        })
+        Some(c.name()?)
     } else {
         None
     };
@@ -238,11 +228,7 @@ fn span_start(c: &mut Cur<'_>) -> Option<Event> {
 
 fn memory(c: &mut Cur<'_>) -> Option<Event> {
     c.lit(b"memory\",\"action\":")?;
-    let kind = match c.str()? {
-        "alloc" => AllocKind::Alloc,
-        "free" => AllocKind::Free,
-        _ => return None,
-    };
+    let kind = c.name()?;
     c.lit(b",\"storage\":")?;
     let storage = c.u64()?;
     c.lit(b",\"tensor\":")?;
@@ -251,7 +237,7 @@ fn memory(c: &mut Cur<'_>) -> Option<Event> {
     let bytes = c.u64()?;
     let device = c.device()?;
     c.lit(b",\"cat\":")?;
-    let category = c.category()?;
+    let category = c.name()?;
     let span = c.opt_u64(b",\"span\":")?;
     c.lit(b",\"ts\":")?;
     let ts = c.u64()?;
@@ -291,7 +277,7 @@ fn tensor(c: &mut Cur<'_>) -> Option<Event> {
     c.lit(b",\"bytes\":")?;
     let bytes = c.u64()?;
     c.lit(b",\"cat\":")?;
-    let category = c.category()?;
+    let category = c.name()?;
     let span = c.opt_u64(b",\"span\":")?;
     c.end()?;
     Some(Event::Tensor(TensorEvent {

@@ -18,8 +18,8 @@ pub mod validate;
 
 pub use encode::{encode_event, encode_header, encode_trailer};
 pub use reader::{
-    LineEvent, MAX_LINE_BYTES, ReadError, ReadMode, ReadOptions, Trace, TraceReader, read_trace,
-    read_trace_bytes,
+    LineEvent, MAX_LINE_BYTES, ParsedTrace, ReadError, ReadMode, ReadOptions, TraceReader,
+    read_trace, read_trace_bytes,
 };
 pub use session::{
     BLOCK_BYTES, MemoryRecord, MemorySink, OpRecord, Run, SpanGuard, SpanId, StepAction, Summary,

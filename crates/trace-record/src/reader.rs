@@ -32,7 +32,7 @@ use serde::de::DeserializeOwned;
 
 use crate::schema::{
     Event, EventCounts, EventType, Header, MIN_SCHEMA_VERSION, OUT_BYTES_UNSET, Outcome,
-    SCHEMA_NAME, SCHEMA_VERSION, Trailer, logical_bytes,
+    OutcomeKind, SCHEMA_NAME, SCHEMA_VERSION, Trailer, logical_bytes,
 };
 
 /// The longest line the reader accepts (64 MiB, newline excluded). A longer line (a corrupt
@@ -354,7 +354,7 @@ impl<R: BufRead> Iterator for TraceReader<R> {
 
 /// A whole trace read into memory.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Trace {
+pub struct ParsedTrace {
     /// The header.
     pub header: Header,
     /// Every event with its line.
@@ -369,14 +369,14 @@ pub struct Trace {
     pub skipped_unknown: u64,
 }
 
-impl Trace {
+impl ParsedTrace {
     /// Reads every event from `reader`.
-    pub fn from_reader<R: BufRead>(mut reader: TraceReader<R>) -> Result<Trace, ReadError> {
+    pub fn from_reader<R: BufRead>(mut reader: TraceReader<R>) -> Result<ParsedTrace, ReadError> {
         let mut events = Vec::new();
         while let Some(e) = reader.next_event()? {
             events.push(e);
         }
-        Ok(Trace {
+        Ok(ParsedTrace {
             incomplete: reader.is_incomplete(),
             partial_line: reader.partial,
             skipped_unknown: reader.skipped,
@@ -388,13 +388,13 @@ impl Trace {
 }
 
 /// Reads the whole trace at `path` (lenient mode).
-pub fn read_trace(path: impl AsRef<Path>) -> Result<Trace, ReadError> {
-    Trace::from_reader(TraceReader::open(path, ReadOptions::default())?)
+pub fn read_trace(path: impl AsRef<Path>) -> Result<ParsedTrace, ReadError> {
+    ParsedTrace::from_reader(TraceReader::open(path, ReadOptions::default())?)
 }
 
 /// Reads a whole trace from bytes (lenient mode).
-pub fn read_trace_bytes(bytes: &[u8]) -> Result<Trace, ReadError> {
-    Trace::from_reader(TraceReader::new(bytes, ReadOptions::default())?)
+pub fn read_trace_bytes(bytes: &[u8]) -> Result<ParsedTrace, ReadError> {
+    ParsedTrace::from_reader(TraceReader::new(bytes, ReadOptions::default())?)
 }
 
 /// Fills what the writer omits: the header's device and derivable output bytes. False when
@@ -455,7 +455,7 @@ struct TagOnly {
 /// `#[serde(flatten)]` so errors keep their column.
 #[derive(serde::Deserialize)]
 struct RawTrailer {
-    outcome: RawOutcome,
+    outcome: OutcomeKind,
     #[serde(default)]
     reason: Option<String>,
     counts: EventCounts,
@@ -463,20 +463,12 @@ struct RawTrailer {
     ts: u64,
 }
 
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum RawOutcome {
-    Complete,
-    Failed,
-    Incomplete,
-}
-
 fn parse_trailer(line: &[u8], no: u64) -> Result<Trailer, ReadError> {
     let raw: RawTrailer = from_slice_at(line, no)?;
     let outcome = match raw.outcome {
-        RawOutcome::Complete => Outcome::Complete,
-        RawOutcome::Incomplete => Outcome::Incomplete,
-        RawOutcome::Failed => Outcome::Failed {
+        OutcomeKind::Complete => Outcome::Complete,
+        OutcomeKind::Incomplete => Outcome::Incomplete,
+        OutcomeKind::Failed => Outcome::Failed {
             reason: raw
                 .reason
                 .ok_or_else(|| schema_err(no, "reason", "missing field `reason`".into()))?,

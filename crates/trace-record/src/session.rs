@@ -363,9 +363,7 @@ impl Output {
         match self.sink.write_all(self.buf.bytes()) {
             Ok(()) => {
                 self.bytes += self.buf.len() as u64;
-                for ty in EventType::ALL {
-                    self.counts.add(ty, self.pending.get(ty));
-                }
+                self.counts += self.pending;
             }
             Err(e) => {
                 self.dropped += self.pending.total();

@@ -22,7 +22,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io::BufRead;
 use std::path::Path;
 
-use crate::reader::{ReadError, ReadOptions, Trace, TraceReader};
+use crate::reader::{ParsedTrace, ReadError, ReadOptions, TraceReader};
 use crate::schema::{AllocKind, Event, EventCounts, Header, Trailer};
 
 /// A structural problem in a trace.
@@ -310,7 +310,7 @@ impl Validator {
 }
 
 /// Validates a trace read into memory.
-pub fn validate(trace: &Trace) -> Vec<Issue> {
+pub fn validate(trace: &ParsedTrace) -> Vec<Issue> {
     let mut v = Validator::new();
     for e in &trace.events {
         v.check(e.line, &e.event);

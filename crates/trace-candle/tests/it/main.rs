@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use trace_candle::Capture;
 use trace_record::schema::{Event, Phase, TimingMode};
-use trace_record::{MemorySink, ReadOptions, Run, Trace, TraceReader, TraceSession};
+use trace_record::{MemorySink, ParsedTrace as Trace, ReadOptions, Run, TraceReader, TraceSession};
 
 /// A capture recording every step into memory.
 pub(crate) fn capture(phase: Phase) -> (Capture, MemorySink) {

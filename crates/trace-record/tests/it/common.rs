@@ -1,7 +1,7 @@
 //! Shared helpers: runs, headers and small trace builders.
 
 use trace_record::schema::{Header, Phase, RunMeta, SCHEMA_NAME, SCHEMA_VERSION, TimingMode};
-use trace_record::{Run, Trace, Validator};
+use trace_record::{ParsedTrace, Run, Validator};
 
 /// A run for tests.
 pub(crate) fn run() -> Run {
@@ -43,7 +43,7 @@ pub(crate) fn trace_text(lines: &[&str]) -> String {
 }
 
 /// Validates a read trace.
-pub(crate) fn issues(trace: &Trace) -> Vec<trace_record::Issue> {
+pub(crate) fn issues(trace: &ParsedTrace) -> Vec<trace_record::Issue> {
     let mut v = Validator::new();
     for e in &trace.events {
         v.check(e.line, &e.event);

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use trace_record::schema::*;
-use trace_record::{ReadOptions, Trace, TraceReader};
+use trace_record::{ParsedTrace, ReadOptions, TraceReader};
 
 use crate::common::header;
 
@@ -221,7 +221,7 @@ fn the_doc_examples_form_one_valid_trace() {
     let mut text = doc_lines.join("\n");
     text.push('\n');
     let trace =
-        Trace::from_reader(TraceReader::new(text.as_bytes(), ReadOptions::strict()).unwrap())
+        ParsedTrace::from_reader(TraceReader::new(text.as_bytes(), ReadOptions::strict()).unwrap())
             .unwrap_or_else(|e| panic!("doc examples: {e}"));
     let (h, events, trailer) = examples();
     assert_eq!(trace.header, h);

@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use trace_record::schema::Event;
-use trace_record::{ReadOptions, Trace, TraceReader};
+use trace_record::{ParsedTrace, ReadOptions, TraceReader};
 
 use crate::common::header;
 use crate::roundtrip::event;
@@ -16,7 +16,7 @@ fn read_one(line: &[u8]) -> Result<Vec<Event>, ()> {
     bytes.extend_from_slice(line);
     bytes.push(b'\n');
     let reader = TraceReader::new(&bytes[..], ReadOptions::strict()).map_err(|_| ())?;
-    let trace = Trace::from_reader(reader).map_err(|_| ())?;
+    let trace = ParsedTrace::from_reader(reader).map_err(|_| ())?;
     Ok(trace.events.into_iter().map(|e| e.event).collect())
 }
 

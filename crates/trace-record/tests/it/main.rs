@@ -15,3 +15,4 @@ mod schedule;
 mod session;
 mod threads;
 mod validation;
+mod vocab;

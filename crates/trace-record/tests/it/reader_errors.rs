@@ -1,12 +1,12 @@
 //! Reader errors name the line and field; versions N and N-1; lenient vs strict; truncation.
 
 use trace_record::schema::{Event, SCHEMA_VERSION};
-use trace_record::{ReadError, ReadOptions, Trace, TraceReader, read_trace_bytes};
+use trace_record::{ParsedTrace, ReadError, ReadOptions, TraceReader, read_trace_bytes};
 
 use crate::common::trace_text;
 
-fn read(text: &str, options: ReadOptions) -> Result<Trace, ReadError> {
-    Trace::from_reader(TraceReader::new(text.as_bytes(), options)?)
+fn read(text: &str, options: ReadOptions) -> Result<ParsedTrace, ReadError> {
+    ParsedTrace::from_reader(TraceReader::new(text.as_bytes(), options)?)
 }
 
 fn schema_error(text: &str) -> (u64, String) {

@@ -8,12 +8,19 @@
 //! ([`RunMeta::start_unix_ns`]).
 //!
 //! The device of `op`, `tensor` and `memory` events is omitted on the wire when it equals the
-//! header's [`RunMeta::device`]; the reader ([`crate::reader`]) fills it back in, so a read
+//! header's [`RunMeta::device`]; the reader ([`crate::TraceReader`]) fills it back in, so a read
 //! event always carries its device. See `docs/trace-schema.md` for an example of every line.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
+
+mod vocab;
+
+pub use vocab::{
+    AllocKind, EventType, ExecStep, GradientState, MemoryCategory, OutcomeKind, ParseEnumError,
+    Phase, SpanKind, TimingMode,
+};
 
 /// The schema name written in every header.
 pub const SCHEMA_NAME: &str = "tracegraph-trace";
@@ -21,120 +28,6 @@ pub const SCHEMA_NAME: &str = "tracegraph-trace";
 pub const SCHEMA_VERSION: u32 = 1;
 /// The oldest schema version the reader accepts (`SCHEMA_VERSION - 1`).
 pub const MIN_SCHEMA_VERSION: u32 = SCHEMA_VERSION.saturating_sub(1);
-
-/// Whether the run trains or only infers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// A training run (forward, backward, optimizer steps).
-    Train,
-    /// An inference run.
-    Infer,
-}
-
-/// How durations were measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TimingMode {
-    /// Host wall time: device work may still be running when an op "ends".
-    Host,
-    /// The device was synchronized around every timed region, so durations include device work.
-    DeviceSynchronized,
-}
-
-/// What a span stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SpanKind {
-    /// A user function or region.
-    Function,
-    /// A model module (`Linear`, `Attention`, ...).
-    Module,
-    /// A single tensor operation.
-    Op,
-}
-
-/// The training step a span belongs to (PyTorch's execution steps).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExecStep {
-    /// The forward pass.
-    Forward,
-    /// The backward pass (gradient computation).
-    Backward,
-    /// The optimizer update.
-    Optimizer,
-}
-
-/// What a piece of memory holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MemoryCategory {
-    /// Model parameters (weights, biases).
-    Parameter,
-    /// Activations kept for or produced by the forward pass.
-    Activation,
-    /// Gradients.
-    Gradient,
-    /// Optimizer state (moments, ...).
-    OptimizerState,
-    /// Model inputs (data batches, targets).
-    Input,
-    /// Short-lived temporaries.
-    Temporary,
-    /// Anything else.
-    Other,
-}
-
-impl MemoryCategory {
-    /// Every category, in declaration order.
-    pub const ALL: [MemoryCategory; 7] = [
-        MemoryCategory::Parameter,
-        MemoryCategory::Activation,
-        MemoryCategory::Gradient,
-        MemoryCategory::OptimizerState,
-        MemoryCategory::Input,
-        MemoryCategory::Temporary,
-        MemoryCategory::Other,
-    ];
-
-    /// The wire name (`"optimizer_state"`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MemoryCategory::Parameter => "parameter",
-            MemoryCategory::Activation => "activation",
-            MemoryCategory::Gradient => "gradient",
-            MemoryCategory::OptimizerState => "optimizer_state",
-            MemoryCategory::Input => "input",
-            MemoryCategory::Temporary => "temporary",
-            MemoryCategory::Other => "other",
-        }
-    }
-}
-
-/// Whether a memory event allocates or frees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AllocKind {
-    /// Storage was allocated.
-    Alloc,
-    /// Storage was released.
-    Free,
-}
-
-/// What was found for a parameter's gradient.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GradientState {
-    /// A finite, non-zero gradient.
-    Present,
-    /// No gradient was produced for the parameter.
-    Missing,
-    /// A gradient that is exactly zero everywhere.
-    Zero,
-    /// A gradient with NaN or infinite entries.
-    NonFinite,
-}
 
 /// A PyTorch-style profiling schedule, advanced by `TraceSession::step`.
 ///
@@ -205,7 +98,7 @@ pub struct Header {
 }
 
 /// How a session ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
     /// `finish()` was called and every event was written.
@@ -219,7 +112,33 @@ pub enum Outcome {
     Incomplete,
 }
 
-/// Number of events written, by type.
+impl Outcome {
+    /// The outcome without its reason.
+    pub const fn kind(&self) -> OutcomeKind {
+        match self {
+            Outcome::Complete => OutcomeKind::Complete,
+            Outcome::Failed { .. } => OutcomeKind::Failed,
+            Outcome::Incomplete => OutcomeKind::Incomplete,
+        }
+    }
+
+    /// The wire name of the outcome (`complete`, `failed`, `incomplete`).
+    pub const fn as_str(&self) -> &'static str {
+        self.kind().as_str()
+    }
+}
+
+/// Number of events, by type: the trailer's counts, and a counter usable by any reader.
+///
+/// ```
+/// use trace_record::schema::{EventCounts, EventType};
+/// let mut counts = EventCounts::default();
+/// counts[EventType::Op] += 2;
+/// counts.add(EventType::Step, 1);
+/// counts += EventCounts { op: 1, ..EventCounts::default() };
+/// assert_eq!((counts.op, counts[EventType::Step], counts.total()), (3, 1, 4));
+/// assert_eq!(counts.iter().filter(|&(_, n)| n > 0).count(), 2);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default)]
 pub struct EventCounts {
@@ -248,40 +167,50 @@ pub struct EventCounts {
 impl EventCounts {
     /// The sum over every type.
     pub fn total(&self) -> u64 {
-        self.span_start
-            + self.span_end
-            + self.op
-            + self.tensor
-            + self.memory
-            + self.device_memory
-            + self.gradient
-            + self.step
-            + self.marker
-            + self.counter
+        self.iter().map(|(_, n)| n).sum()
     }
 
-    /// Adds one event of type `ty`.
+    /// Adds `n` events of type `ty`.
+    #[inline]
     pub fn add(&mut self, ty: EventType, n: u64) {
-        *self.slot(ty) += n;
+        self[ty] += n;
     }
 
     /// The count for one type.
+    #[inline]
     pub fn get(&self, ty: EventType) -> u64 {
-        match ty {
-            EventType::SpanStart => self.span_start,
-            EventType::SpanEnd => self.span_end,
-            EventType::Op => self.op,
-            EventType::Tensor => self.tensor,
-            EventType::Memory => self.memory,
-            EventType::DeviceMemory => self.device_memory,
-            EventType::Gradient => self.gradient,
-            EventType::Step => self.step,
-            EventType::Marker => self.marker,
-            EventType::Counter => self.counter,
-        }
+        self[ty]
     }
 
-    fn slot(&mut self, ty: EventType) -> &mut u64 {
+    /// Every type with its count, in [`EventType::ALL`] order (zeros included).
+    pub fn iter(&self) -> impl Iterator<Item = (EventType, u64)> + '_ {
+        EventType::ALL.into_iter().map(|ty| (ty, self[ty]))
+    }
+}
+
+impl std::ops::Index<EventType> for EventCounts {
+    type Output = u64;
+
+    #[inline]
+    fn index(&self, ty: EventType) -> &u64 {
+        match ty {
+            EventType::SpanStart => &self.span_start,
+            EventType::SpanEnd => &self.span_end,
+            EventType::Op => &self.op,
+            EventType::Tensor => &self.tensor,
+            EventType::Memory => &self.memory,
+            EventType::DeviceMemory => &self.device_memory,
+            EventType::Gradient => &self.gradient,
+            EventType::Step => &self.step,
+            EventType::Marker => &self.marker,
+            EventType::Counter => &self.counter,
+        }
+    }
+}
+
+impl std::ops::IndexMut<EventType> for EventCounts {
+    #[inline]
+    fn index_mut(&mut self, ty: EventType) -> &mut u64 {
         match ty {
             EventType::SpanStart => &mut self.span_start,
             EventType::SpanEnd => &mut self.span_end,
@@ -293,6 +222,15 @@ impl EventCounts {
             EventType::Step => &mut self.step,
             EventType::Marker => &mut self.marker,
             EventType::Counter => &mut self.counter,
+        }
+    }
+}
+
+impl std::ops::AddAssign for EventCounts {
+    /// Adds every type's count.
+    fn add_assign(&mut self, other: EventCounts) {
+        for ty in EventType::ALL {
+            self[ty] += other[ty];
         }
     }
 }
@@ -309,80 +247,6 @@ pub struct Trailer {
     pub dropped: u64,
     /// When the session ended, ns since its start.
     pub ts: u64,
-}
-
-/// The `type` of an event line, without its payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum EventType {
-    /// `span_start`
-    SpanStart,
-    /// `span_end`
-    SpanEnd,
-    /// `op`
-    Op,
-    /// `tensor`
-    Tensor,
-    /// `memory`
-    Memory,
-    /// `device_memory`
-    DeviceMemory,
-    /// `gradient`
-    Gradient,
-    /// `step`
-    Step,
-    /// `marker`
-    Marker,
-    /// `counter`
-    Counter,
-}
-
-impl EventType {
-    /// Every event type.
-    pub const ALL: [EventType; 10] = [
-        EventType::SpanStart,
-        EventType::SpanEnd,
-        EventType::Op,
-        EventType::Tensor,
-        EventType::Memory,
-        EventType::DeviceMemory,
-        EventType::Gradient,
-        EventType::Step,
-        EventType::Marker,
-        EventType::Counter,
-    ];
-
-    /// The wire name (the value of `"type"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::SpanStart => "span_start",
-            EventType::SpanEnd => "span_end",
-            EventType::Op => "op",
-            EventType::Tensor => "tensor",
-            EventType::Memory => "memory",
-            EventType::DeviceMemory => "device_memory",
-            EventType::Gradient => "gradient",
-            EventType::Step => "step",
-            EventType::Marker => "marker",
-            EventType::Counter => "counter",
-        }
-    }
-
-    /// The type named `s` on the wire, if it is one.
-    pub fn from_wire(s: &[u8]) -> Option<EventType> {
-        Some(match s {
-            b"span_start" => EventType::SpanStart,
-            b"span_end" => EventType::SpanEnd,
-            b"op" => EventType::Op,
-            b"tensor" => EventType::Tensor,
-            b"memory" => EventType::Memory,
-            b"device_memory" => EventType::DeviceMemory,
-            b"gradient" => EventType::Gradient,
-            b"step" => EventType::Step,
-            b"marker" => EventType::Marker,
-            b"counter" => EventType::Counter,
-            _ => return None,
-        })
-    }
 }
 
 /// `span_start`: a span opened on a thread.

@@ -1,0 +1,247 @@
+//! The schema's enum vocabulary: one table per enum giving every variant its wire name.
+//!
+//! Each enum is declared once with [`wire_enum!`]; the macro derives the traits analysis
+//! needs (`Copy`, `Eq`, `Hash`, `Ord` in declaration order) and generates, from the one list
+//! of `Variant = "wire_name"` pairs, the serde names, [`as_str`](SpanKind::as_str),
+//! [`FromStr`](std::str::FromStr) (error [`ParseEnumError`]), [`Display`](std::fmt::Display)
+//! (the wire name, honouring width and alignment) and the `ALL` array (declaration order).
+
+use serde::{Deserialize, Serialize};
+
+/// A string that is not the wire name of any variant of a schema enum.
+///
+/// ```
+/// use trace_record::schema::SpanKind;
+/// let err = "widget".parse::<SpanKind>().unwrap_err();
+/// assert_eq!(err.to_string(), "unknown span kind `widget` (expected one of: function, module, op)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{found}` (expected one of: {})", expected.join(", "))]
+pub struct ParseEnumError {
+    /// What was being parsed (`span kind`, `memory category`, ...).
+    pub what: &'static str,
+    /// The string that matched no variant.
+    pub found: String,
+    /// The wire names accepted, in declaration order.
+    pub expected: &'static [&'static str],
+}
+
+/// Declares a schema enum from one `Variant = "wire_name"` table (see the module docs).
+macro_rules! wire_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident ($what:literal) {
+            $( $(#[$vmeta:meta])* $variant:ident = $wire:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+        )]
+        pub enum $name {
+            $( $(#[$vmeta])* #[serde(rename = $wire)] $variant, )+
+        }
+
+        impl $name {
+            /// Every variant, in declaration order (the order of `Ord`).
+            pub const ALL: [$name; [$($wire),+].len()] = [$($name::$variant),+];
+
+            /// The wire names, in declaration order.
+            const NAMES: &'static [&'static str] = &[$($wire),+];
+
+            /// The wire name (as written in a trace).
+            #[inline]
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $wire, )+
+                }
+            }
+
+            /// The position of this variant in `ALL` (for per-variant counter arrays).
+            #[inline]
+            pub const fn index(self) -> usize {
+                self as usize
+            }
+
+            /// Calls `f` with the wire name, monomorphised per variant so that every call
+            /// sees a constant string (the encoder's fixed-size copies).
+            #[inline(always)]
+            #[allow(dead_code)]
+            pub(crate) fn with_str<T>(self, f: impl FnOnce(&'static str) -> T) -> T {
+                match self {
+                    $( $name::$variant => f($wire), )+
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = ParseEnumError;
+
+            /// Parses a wire name.
+            fn from_str(s: &str) -> Result<Self, ParseEnumError> {
+                match s {
+                    $( $wire => Ok($name::$variant), )+
+                    _ => Err(ParseEnumError {
+                        what: $what,
+                        found: s.to_string(),
+                        expected: $name::NAMES,
+                    }),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            /// The wire name.
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+    };
+}
+
+wire_enum! {
+    /// Whether the run trains or only infers.
+    pub enum Phase ("phase") {
+        /// A training run (forward, backward, optimizer steps).
+        Train = "train",
+        /// An inference run.
+        Infer = "infer",
+    }
+}
+
+wire_enum! {
+    /// How durations were measured.
+    pub enum TimingMode ("timing mode") {
+        /// Host wall time: device work may still be running when an op "ends".
+        Host = "host",
+        /// The device was synchronized around every timed region, so durations include
+        /// device work.
+        DeviceSynchronized = "device_synchronized",
+    }
+}
+
+wire_enum! {
+    /// What a span stands for.
+    pub enum SpanKind ("span kind") {
+        /// A user function or region.
+        Function = "function",
+        /// A model module (`Linear`, `Attention`, ...).
+        Module = "module",
+        /// A single tensor operation.
+        Op = "op",
+    }
+}
+
+wire_enum! {
+    /// The training step a span belongs to (PyTorch's execution steps).
+    pub enum ExecStep ("execution step") {
+        /// The forward pass.
+        Forward = "forward",
+        /// The backward pass (gradient computation).
+        Backward = "backward",
+        /// The optimizer update.
+        Optimizer = "optimizer",
+    }
+}
+
+wire_enum! {
+    /// What a piece of memory holds (logical bytes). `ALL` is also the report order.
+    pub enum MemoryCategory ("memory category") {
+        /// Model parameters (weights, biases).
+        Parameter = "parameter",
+        /// Activations kept for or produced by the forward pass.
+        Activation = "activation",
+        /// Gradients.
+        Gradient = "gradient",
+        /// Optimizer state (moments, ...).
+        OptimizerState = "optimizer_state",
+        /// Model inputs (data batches, targets).
+        Input = "input",
+        /// Short-lived temporaries.
+        Temporary = "temporary",
+        /// Anything else.
+        Other = "other",
+    }
+}
+
+impl MemoryCategory {
+    /// True for memory expected to stay allocated for the whole run (parameters and
+    /// optimizer state), so still being live at the end is not a leak.
+    pub const fn is_persistent(self) -> bool {
+        matches!(
+            self,
+            MemoryCategory::Parameter | MemoryCategory::OptimizerState
+        )
+    }
+}
+
+wire_enum! {
+    /// Whether a memory event allocates or frees.
+    pub enum AllocKind ("memory action") {
+        /// Storage was allocated.
+        Alloc = "alloc",
+        /// Storage was released.
+        Free = "free",
+    }
+}
+
+wire_enum! {
+    /// What was found for a parameter's gradient.
+    pub enum GradientState ("gradient state") {
+        /// A finite, non-zero gradient.
+        Present = "present",
+        /// No gradient was produced for the parameter.
+        Missing = "missing",
+        /// A gradient that is exactly zero everywhere.
+        Zero = "zero",
+        /// A gradient with NaN or infinite entries.
+        NonFinite = "non_finite",
+    }
+}
+
+wire_enum! {
+    /// How a session ended, without the failure's reason (the trailer's `outcome` field;
+    /// see [`Outcome`](super::Outcome)).
+    pub enum OutcomeKind ("outcome") {
+        /// `finish()` was called and every event was written.
+        Complete = "complete",
+        /// The session failed; the trailer says why.
+        Failed = "failed",
+        /// The session was dropped without `finish()`.
+        Incomplete = "incomplete",
+    }
+}
+
+wire_enum! {
+    /// The `type` of an event line, without its payload.
+    pub enum EventType ("event type") {
+        /// `span_start`
+        SpanStart = "span_start",
+        /// `span_end`
+        SpanEnd = "span_end",
+        /// `op`
+        Op = "op",
+        /// `tensor`
+        Tensor = "tensor",
+        /// `memory`
+        Memory = "memory",
+        /// `device_memory`
+        DeviceMemory = "device_memory",
+        /// `gradient`
+        Gradient = "gradient",
+        /// `step`
+        Step = "step",
+        /// `marker`
+        Marker = "marker",
+        /// `counter`
+        Counter = "counter",
+    }
+}
+
+impl EventType {
+    /// The type named `s` on the wire, if it is one.
+    #[inline]
+    pub fn from_wire(s: &[u8]) -> Option<EventType> {
+        std::str::from_utf8(s).ok()?.parse().ok()
+    }
+}
