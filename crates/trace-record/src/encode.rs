@@ -1,12 +1,12 @@
-//! The hand-written JSON Lines encoder shared by the session's hot path and [`encode_event`].
+//! The event-line encoder shared by the session's hot path and [`encode_event`].
 //!
 //! Every line is written without allocation into a reused, already initialised buffer
-//! ([`LineBuf`]) through a cursor: each line first makes room for its worst case, then writes
-//! with plain stores (integers with SWAR arithmetic and fixed 8-byte stores, floats with `ryu`
-//! in shortest round-trip form and non-finite as `null`). Strings are escaped per RFC 8259
-//! (quote, backslash and every control character; other unicode passes through as UTF-8). The
-//! key order is fixed: `type` first, which lets the reader dispatch on a prefix.
+//! ([`LineBuf`]) through the JSON writer's cursor ([`crate::json`]): each line first makes
+//! room for its worst case, then writes with plain stores. The key order is fixed: `type`
+//! first, which lets the reader dispatch on a prefix; optional fields are omitted when absent,
+//! the run's device and derivable output bytes too.
 
+use crate::json::{Cur, Digits, INT, LineBuf, is_clean, str_bound};
 use crate::schema::logical_bytes;
 use crate::schema::{
     Event, ExecStep, Frame, GradientState, Header, MemoryCategory, MemoryEvent, OpEvent, SpanKind,
@@ -109,246 +109,14 @@ fn memory_event(out: &mut LineBuf, e: &MemoryEvent, default_device: &str) {
     memory(out, e.span, &r, default_device, e.ts);
 }
 
-// ---- the buffer and its cursor ------------------------------------------------------------
-
-/// A reused output buffer: `buf` is fully initialised and `pos` bytes of it are used.
-#[derive(Debug, Default)]
-pub(crate) struct LineBuf {
-    buf: Vec<u8>,
-    pos: usize,
-}
-
-impl LineBuf {
-    /// An empty buffer with `capacity` initialised bytes.
-    pub(crate) fn with_capacity(capacity: usize) -> Self {
-        LineBuf {
-            buf: vec![0; capacity],
-            pos: 0,
-        }
-    }
-
-    fn from_vec(v: Vec<u8>) -> Self {
-        let pos = v.len();
-        LineBuf { buf: v, pos }
-    }
-
-    fn into_vec(mut self) -> Vec<u8> {
-        self.buf.truncate(self.pos);
-        self.buf
-    }
-
-    /// The bytes written.
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.buf[..self.pos]
-    }
-
-    /// Bytes written.
-    pub(crate) fn len(&self) -> usize {
-        self.pos
-    }
-
-    /// Forgets the bytes written (keeps the memory).
-    pub(crate) fn clear(&mut self) {
-        self.pos = 0;
-    }
-
-    /// Appends raw bytes (a whole line, e.g. the header).
-    pub(crate) fn extend(&mut self, bytes: &[u8]) {
-        let mut c = self.cursor(bytes.len());
-        c.raw(bytes);
-        let pos = c.pos;
-        self.pos = pos;
-    }
-
-    /// A cursor with room for at least `bound` more bytes.
-    #[inline]
-    fn cursor(&mut self, bound: usize) -> Cur<'_> {
-        let need = self.pos + bound;
-        if need > self.buf.len() {
-            self.buf.resize(need.max(2 * self.buf.len()), 0);
-        }
-        Cur {
-            buf: &mut self.buf[..],
-            pos: self.pos,
-        }
-    }
-}
-
-/// Writes into an initialised slice that has room for the line (see [`LineBuf::cursor`]).
-struct Cur<'a> {
-    buf: &'a mut [u8],
-    pos: usize,
-}
-
-/// Worst-case bytes of a string literal: quotes plus `\u00XX` for every byte.
-#[inline]
-fn str_bound(s: &str) -> usize {
-    2 + 6 * s.len()
-}
-
-/// Worst-case bytes of an integer (20 digits) plus the slack of the 8-byte stores.
-const INT: usize = 24;
-
-/// Two-digit-per-lane SWAR: the 8 decimal digits of `v` (< 10^8), leading zeros included,
-/// one per byte (values 0-9), in reading order when stored little-endian.
+/// Equal strings, with a pointer check first (callers usually pass the same label thrice).
 #[inline(always)]
-fn digits8(v: u64) -> u64 {
-    let x = (v / 10_000) | ((v % 10_000) << 32);
-    let hi = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
-    let y = hi | ((x - hi * 100) << 16);
-    let hi = ((y * 103) >> 10) & 0x000f_000f_000f_000f;
-    hi | ((y - hi * 10) << 8)
+fn same_str(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
-const ASCII_ZEROS: u64 = 0x3030_3030_3030_3030;
-const E8: u64 = 100_000_000;
-
+/// Pieces of event lines shared by several encoders.
 impl Cur<'_> {
-    #[inline(always)]
-    fn raw(&mut self, s: &[u8]) {
-        self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
-        self.pos += s.len();
-    }
-
-    #[inline(always)]
-    fn byte(&mut self, b: u8) {
-        self.buf[self.pos] = b;
-        self.pos += 1;
-    }
-
-    #[inline(always)]
-    fn word(&mut self, w: u64, len: usize) {
-        self.buf[self.pos..self.pos + 8].copy_from_slice(&w.to_le_bytes());
-        self.pos += len;
-    }
-
-    /// `v` (< 10^8) without leading zeros.
-    #[inline(always)]
-    fn var8(&mut self, v: u64) {
-        if v == 0 {
-            self.byte(b'0');
-            return;
-        }
-        if v < 10_000 {
-            // Shape dimensions and small ids: the same SWAR on one 4-digit lane.
-            let hi = (v * 10_486) >> 20;
-            let y = hi | ((v - hi * 100) << 16);
-            let hi = ((y * 103) >> 10) & 0x000f_000f;
-            let z = hi | ((y - hi * 10) << 8);
-            let lead = (z.trailing_zeros() / 8) as usize;
-            self.word((z >> (8 * lead)) | ASCII_ZEROS, 4 - lead);
-            return;
-        }
-        let z = digits8(v);
-        let lead = (z.trailing_zeros() / 8) as usize;
-        self.word((z >> (8 * lead)) | ASCII_ZEROS, 8 - lead);
-    }
-
-    /// `v` in decimal: no call, no per-digit loop, 8-byte stores (needs [`INT`] bytes of room).
-    #[inline(always)]
-    fn uint(&mut self, v: u64) {
-        if v < E8 {
-            self.var8(v);
-        } else if v < E8 * E8 {
-            self.var8(v / E8);
-            self.word(digits8(v % E8) | ASCII_ZEROS, 8);
-        } else {
-            self.var8(v / (E8 * E8));
-            self.word(digits8((v / E8) % E8) | ASCII_ZEROS, 8);
-            self.word(digits8(v % E8) | ASCII_ZEROS, 8);
-        }
-    }
-
-    #[inline]
-    fn float(&mut self, v: f64) {
-        if v.is_finite() {
-            let mut b = ryu::Buffer::new();
-            self.raw(b.format_finite(v).as_bytes());
-        } else {
-            self.raw(b"null");
-        }
-    }
-
-    /// `s` as a JSON string literal, quotes included (needs [`str_bound`] bytes of room).
-    #[inline]
-    fn string(&mut self, s: &str) {
-        self.byte(b'"');
-        let bytes = s.as_bytes();
-        if !bytes.iter().any(|&b| needs_escape(b)) {
-            self.raw(bytes);
-        } else {
-            self.escaped(bytes);
-        }
-        self.byte(b'"');
-    }
-
-    #[cold]
-    fn escaped(&mut self, bytes: &[u8]) {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut start = 0;
-        for (i, &b) in bytes.iter().enumerate() {
-            if !needs_escape(b) {
-                continue;
-            }
-            self.raw(&bytes[start..i]);
-            match b {
-                b'"' => self.raw(b"\\\""),
-                b'\\' => self.raw(b"\\\\"),
-                b'\n' => self.raw(b"\\n"),
-                b'\r' => self.raw(b"\\r"),
-                b'\t' => self.raw(b"\\t"),
-                0x08 => self.raw(b"\\b"),
-                0x0c => self.raw(b"\\f"),
-                _ => {
-                    self.raw(b"\\u00");
-                    self.byte(HEX[usize::from(b >> 4)]);
-                    self.byte(HEX[usize::from(b & 0xf)]);
-                }
-            }
-            start = i + 1;
-        }
-        self.raw(&bytes[start..]);
-    }
-
-    /// `s` as a JSON string literal when the caller already knows whether it needs escaping
-    /// (`clean`: it does not).
-    #[inline(always)]
-    fn string_known(&mut self, s: &str, clean: bool) {
-        if clean {
-            self.byte(b'"');
-            self.raw(s.as_bytes());
-            self.byte(b'"');
-        } else {
-            self.string(s);
-        }
-    }
-
-    /// An integer formatted once by [`Digits::of`] (needs [`INT`] bytes of room).
-    #[inline(always)]
-    fn digits(&mut self, d: &Digits) {
-        self.word(d.words[0], d.first);
-        if d.n > 1 {
-            self.word(d.words[1], 8);
-            if d.n > 2 {
-                self.word(d.words[2], 8);
-            }
-        }
-    }
-
-    #[inline]
-    fn uint_list(&mut self, vs: impl Iterator<Item = u64>) {
-        self.byte(b'[');
-        let mut first = true;
-        for v in vs {
-            if !first {
-                self.byte(b',');
-            }
-            first = false;
-            self.uint(v);
-        }
-        self.byte(b']');
-    }
-
     #[inline]
     fn device_field(&mut self, device: &str, default_device: &str) {
         if !device.is_empty() && device != default_device {
@@ -386,110 +154,6 @@ impl Cur<'_> {
     }
 }
 
-/// A decimal integer formatted once, held in registers (up to three 8-byte words of ASCII
-/// digits) and written into several lines with plain stores.
-#[derive(Clone, Copy)]
-struct Digits {
-    words: [u64; 3],
-    /// Digits in the first word (1-8).
-    first: usize,
-    /// Words used (1-3); the words after the first hold 8 digits each.
-    n: usize,
-}
-
-/// The ASCII digits of `v` (< 10^8) without leading zeros, as a little-endian word, and
-/// their count.
-#[inline(always)]
-fn var8_word(v: u64) -> (u64, usize) {
-    if v == 0 {
-        return (u64::from(b'0'), 1);
-    }
-    let (z, width) = if v < 10_000 {
-        let hi = (v * 10_486) >> 20;
-        let y = hi | ((v - hi * 100) << 16);
-        let hi = ((y * 103) >> 10) & 0x000f_000f;
-        (hi | ((y - hi * 10) << 8), 4)
-    } else {
-        (digits8(v), 8)
-    };
-    let lead = (z.trailing_zeros() / 8) as usize;
-    ((z >> (8 * lead)) | ASCII_ZEROS, width - lead)
-}
-
-impl Digits {
-    #[inline(always)]
-    fn of(v: u64) -> Self {
-        if v < E8 {
-            let (w, first) = var8_word(v);
-            Digits {
-                words: [w, 0, 0],
-                first,
-                n: 1,
-            }
-        } else if v < E8 * E8 {
-            let (w, first) = var8_word(v / E8);
-            Digits {
-                words: [w, digits8(v % E8) | ASCII_ZEROS, 0],
-                first,
-                n: 2,
-            }
-        } else {
-            let (w, first) = var8_word(v / (E8 * E8));
-            Digits {
-                words: [
-                    w,
-                    digits8((v / E8) % E8) | ASCII_ZEROS,
-                    digits8(v % E8) | ASCII_ZEROS,
-                ],
-                first,
-                n: 3,
-            }
-        }
-    }
-}
-
-/// Whether `s` is written without escapes.
-#[inline(always)]
-fn is_clean(s: &str) -> bool {
-    !s.as_bytes().iter().any(|&b| needs_escape(b))
-}
-
-/// Equal strings, with a pointer check first (callers usually pass the same label thrice).
-#[inline(always)]
-fn same_str(a: &str, b: &str) -> bool {
-    std::ptr::eq(a, b) || a == b
-}
-
-/// Bytes that need escaping inside a JSON string: control characters, quote, backslash.
-const ESCAPE: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        t[i] = true;
-        i += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
-
-/// Whether byte `b` needs escaping inside a JSON string.
-#[inline(always)]
-fn needs_escape(b: u8) -> bool {
-    ESCAPE[usize::from(b)]
-}
-
-/// Runs `f` on a cursor with room for `bound` bytes and records what it wrote.
-#[inline(always)]
-fn line(out: &mut LineBuf, bound: usize, f: impl FnOnce(&mut Cur<'_>)) {
-    let mut c = out.cursor(bound);
-    f(&mut c);
-    let pos = c.pos;
-    out.pos = pos;
-}
-
-// ---- event lines ------------------------------------------------------------------------
-
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn span_start(
     out: &mut LineBuf,
@@ -501,7 +165,7 @@ pub(crate) fn span_start(
     thread: u64,
     ts: u64,
 ) {
-    line(out, 128 + 4 * INT + str_bound(name), |c| {
+    out.write(128 + 4 * INT + str_bound(name), |c| {
         c.raw(b"{\"type\":\"span_start\",\"id\":");
         c.uint(id);
         if let Some(p) = parent {
@@ -523,7 +187,7 @@ pub(crate) fn span_start(
 }
 
 pub(crate) fn span_end(out: &mut LineBuf, id: u64, ts: u64) {
-    line(out, 64 + 2 * INT, |c| {
+    out.write(64 + 2 * INT, |c| {
         c.raw(b"{\"type\":\"span_end\",\"id\":");
         c.uint(id);
         c.ts_end(ts);
@@ -558,7 +222,7 @@ pub(crate) fn op(out: &mut LineBuf, span: Option<u64>, r: &OpRecord<'_>, default
     let ints = r.inputs.len() + r.outputs.len() + r.shape.len() + 7;
     let bound = 192 + INT * ints + str_bound(r.name) + str_bound(r.dtype) + str_bound(r.device);
     let derived = logical_bytes(r.shape, r.dtype) == Some(r.out_bytes);
-    line(out, bound, |c| {
+    out.write(bound, |c| {
         c.raw(b"{\"type\":\"op\"");
         c.opt_span(span);
         c.raw(b",\"name\":");
@@ -620,7 +284,7 @@ pub(crate) fn op_with_output(
         + 2 * (str_bound(r.dtype) + str_bound(r.device))
         + str_bound(t.device);
     let derived = logical_bytes(r.shape, r.dtype) == Some(r.out_bytes);
-    line(out, bound, |c| {
+    out.write(bound, |c| {
         // op
         c.raw(b"{\"type\":\"op\"");
         if let Some(s) = &span {
@@ -697,7 +361,7 @@ pub(crate) fn tensor(
 ) {
     let label = r.label.map_or(0, str_bound);
     let bound = 192 + INT * (r.shape.len() + 3) + label + str_bound(r.dtype) + str_bound(r.device);
-    line(out, bound, |c| {
+    out.write(bound, |c| {
         c.raw(b"{\"type\":\"tensor\",\"id\":");
         c.uint(r.id);
         if let Some(l) = r.label {
@@ -727,7 +391,7 @@ pub(crate) fn memory(
     default_device: &str,
     ts: u64,
 ) {
-    line(out, 192 + 5 * INT + str_bound(r.device), |c| {
+    out.write(192 + 5 * INT + str_bound(r.device), |c| {
         c.raw(b"{\"type\":\"memory\",\"action\":");
         r.kind.with_str(|s| c.name(s.as_bytes()));
         c.raw(b",\"storage\":");
@@ -752,7 +416,7 @@ pub(crate) fn device_memory(
     reserved: Option<u64>,
     ts: u64,
 ) {
-    line(out, 128 + 4 * INT + str_bound(device), |c| {
+    out.write(128 + 4 * INT + str_bound(device), |c| {
         c.raw(b"{\"type\":\"device_memory\",\"dev\":");
         c.string(device);
         for (key, v) in [
@@ -776,7 +440,7 @@ pub(crate) fn gradient(
     norm: Option<f64>,
     ts: u64,
 ) {
-    line(out, 128 + 64 + INT + str_bound(param), |c| {
+    out.write(128 + 64 + INT + str_bound(param), |c| {
         c.raw(b"{\"type\":\"gradient\",\"param\":");
         c.string(param);
         c.raw(b",\"state\":");
@@ -790,7 +454,7 @@ pub(crate) fn gradient(
 }
 
 pub(crate) fn step(out: &mut LineBuf, index: u64, ts: u64) {
-    line(out, 64 + 2 * INT, |c| {
+    out.write(64 + 2 * INT, |c| {
         c.raw(b"{\"type\":\"step\",\"index\":");
         c.uint(index);
         c.ts_end(ts);
@@ -798,7 +462,7 @@ pub(crate) fn step(out: &mut LineBuf, index: u64, ts: u64) {
 }
 
 pub(crate) fn marker(out: &mut LineBuf, name: &str, span: Option<u64>, ts: u64) {
-    line(out, 64 + 2 * INT + str_bound(name), |c| {
+    out.write(64 + 2 * INT + str_bound(name), |c| {
         c.raw(b"{\"type\":\"marker\",\"name\":");
         c.string(name);
         c.opt_span(span);
@@ -807,42 +471,11 @@ pub(crate) fn marker(out: &mut LineBuf, name: &str, span: Option<u64>, ts: u64) 
 }
 
 pub(crate) fn counter(out: &mut LineBuf, name: &str, value: f64, ts: u64) {
-    line(out, 64 + 64 + INT + str_bound(name), |c| {
+    out.write(64 + 64 + INT + str_bound(name), |c| {
         c.raw(b"{\"type\":\"counter\",\"name\":");
         c.string(name);
         c.raw(b",\"value\":");
         c.float(value);
         c.ts_end(ts);
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::LineBuf;
-
-    #[test]
-    fn integers_match_display() {
-        let mut vals: Vec<u64> = (0..20_000).collect();
-        vals.extend([99_999_999, 100_000_000, u64::MAX]);
-        let mut x = 1u64;
-        for _ in 0..20 {
-            vals.extend([x - 1, x, x + 1]);
-            x = x.saturating_mul(10);
-        }
-        let mut r = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..100_000 {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            vals.push(r >> (r % 64));
-        }
-        for v in vals {
-            let mut lb = LineBuf::default();
-            super::line(&mut lb, super::INT, |c| c.uint(v));
-            assert_eq!(lb.bytes(), v.to_string().as_bytes(), "{v}");
-            let mut lb = LineBuf::default();
-            super::line(&mut lb, super::INT, |c| c.digits(&super::Digits::of(v)));
-            assert_eq!(lb.bytes(), v.to_string().as_bytes(), "digits {v}");
-        }
-    }
 }

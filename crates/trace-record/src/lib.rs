@@ -11,6 +11,8 @@
 
 mod encode;
 mod fast;
+pub mod json;
+mod pipeline;
 pub mod reader;
 pub mod schema;
 pub mod session;

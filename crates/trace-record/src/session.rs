@@ -41,7 +41,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::encode::{self, LineBuf};
+use crate::encode;
+use crate::json::LineBuf;
 use crate::schema::{
     AllocKind, EventCounts, EventType, ExecStep, GradientState, Header, MemoryCategory, Outcome,
     Phase, RunMeta, SCHEMA_NAME, SCHEMA_VERSION, Schedule, SpanKind, TimingMode, Trailer,

@@ -9,6 +9,8 @@ mod doc_examples;
 mod escape;
 mod fast_path;
 mod io_errors;
+mod json;
+mod pipeline;
 mod reader_errors;
 mod roundtrip;
 mod schedule;
