@@ -168,3 +168,74 @@ fn validate_file_streams_and_counts() {
         "line 3: free of storage 3 that is not allocated"
     );
 }
+
+/// 250,000 spans and allocations with ids `i << 40` (structure in the high bits only)
+/// validate correctly; the id maps' hasher spreading such ids over buckets is checked in
+/// `validate.rs`'s unit tests (a multiplicative hasher made this quadratic).
+#[test]
+fn structured_ids_validate() {
+    use trace_record::Validator;
+    use trace_record::schema::{
+        AllocKind, Event, MemoryCategory, MemoryEvent, SpanEnd, SpanKind, SpanStart,
+    };
+    let n = 250_000u64;
+    let mut v = Validator::new();
+    let mut line = 1;
+    let mut check = |v: &mut Validator, e: Event| {
+        line += 1;
+        v.check(line, &e);
+        line
+    };
+    let memory = |kind, i: u64| {
+        Event::Memory(MemoryEvent {
+            kind,
+            storage: i << 40,
+            tensor: i,
+            bytes: 4,
+            device: "cpu".into(),
+            category: MemoryCategory::Activation,
+            span: Some(i << 40),
+            ts: 2 * i,
+        })
+    };
+    for i in 0..n {
+        let id = i << 40;
+        check(
+            &mut v,
+            Event::SpanStart(SpanStart {
+                id,
+                parent: None,
+                name: "s".into(),
+                kind: SpanKind::Function,
+                step: None,
+                thread: 1,
+                ts: 2 * i,
+            }),
+        );
+        check(&mut v, memory(AllocKind::Alloc, i));
+        check(&mut v, Event::SpanEnd(SpanEnd { id, ts: 2 * i + 1 }));
+    }
+    // Free every other allocation; then one free too many and one duplicate allocation.
+    for i in (0..n).step_by(2) {
+        check(&mut v, memory(AllocKind::Free, i));
+    }
+    let double_free = check(&mut v, memory(AllocKind::Free, 0));
+    let double_alloc = check(&mut v, memory(AllocKind::Alloc, 1));
+    assert_eq!(v.events(), 3 * n + n / 2 + 2);
+    assert_eq!(
+        v.finish(),
+        [
+            Issue {
+                line: double_free,
+                kind: IssueKind::FreeWithoutAlloc { storage: 0 },
+            },
+            Issue {
+                line: double_alloc,
+                kind: IssueKind::DuplicateAlloc {
+                    storage: 1 << 40,
+                    first_line: 6,
+                },
+            },
+        ]
+    );
+}
