@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ad_cache::{Cache, CacheLimits, LinearizeKey, VjpTransform};
-use vecad::{VecAdError, VecOp};
+use vecad::VecOp;
 
-fn main() -> Result<(), VecAdError> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Three "recorded" programs of different sizes, as an AD engine would see them each step.
     let programs: Vec<Arc<graph_core::Graph<VecOp>>> = [(2_000, 1), (500, 2), (8_000, 3)]
         .into_iter()
         .map(|(ops, seed)| vecad::chain_graph(ops, seed).map(Arc::new))
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, vecad::VecAdError>>()?;
     let cache: Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>> = Cache::with_limits(CacheLimits {
         max_retained_bytes: Some(32 << 20),
         ..CacheLimits::default()
@@ -29,8 +29,7 @@ fn main() -> Result<(), VecAdError> {
             } else {
                 Arc::new((**program).clone())
             };
-            let key = LinearizeKey::new(Arc::clone(&recorded), &[0])
-                .map_err(|_| VecAdError::NotLinearized)?;
+            let key = LinearizeKey::new(Arc::clone(&recorded), &[0])?;
             let start = Instant::now();
             let transform = cache.get_or_insert_with(key, || vecad::vjp(&recorded, &[0]))?;
             let took = start.elapsed();

@@ -1,31 +1,79 @@
-//! The `RetainedBytes` trait: a deep, logical estimate of the bytes a cache entry keeps alive.
+//! The `RetainedBytes` trait and its `HeapMeter`: what a cache entry (key and value together) keeps alive, each shared allocation once.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A deep, logical estimate of what a value keeps alive.
+/// A deep, logical estimate of what a value keeps alive, reported to a [`HeapMeter`].
 ///
 /// # The rule
 ///
-/// [`RetainedBytes::retained_bytes`] is the value's inline size ([`std::mem::size_of_val`]) plus
-/// [`RetainedBytes::heap_bytes`], the heap memory the value *owns*: a `Vec`'s whole capacity, a
-/// `String`'s capacity, a `Box`'s pointee, recursively. It is a logical estimate (allocator
-/// headers and padding of the heap blocks are not counted), not process RSS. All arithmetic
-/// saturates at `u64::MAX`.
+/// A value retains its inline size ([`std::mem::size_of_val`]) plus the heap memory it
+/// *owns*: a `Vec`'s whole capacity, a `String`'s capacity, a `Box`'s pointee, recursively.
+/// It is a logical estimate (allocator headers and padding of the heap blocks are not
+/// counted), not process RSS. All arithmetic saturates at `u64::MAX`.
 ///
-/// Shared ownership is charged only when the value is its sole owner: an [`Arc`] is charged in
-/// full (pointee, its heap, and the two reference counts) when the value holds the only strong
-/// reference and there is no weak one; otherwise it is charged nothing beyond its pointer,
-/// because whoever else holds it keeps it alive whether or not the cache does. The test runs
-/// once, when the cache computes the entry's size at insert; later changes of the reference
-/// counts do not re-price an entry.
+/// Shared ownership is decided for everything being priced *together*: a cache prices an
+/// entry's key and value in one [`HeapMeter`], so an allocation both of them reach (say the
+/// recorded graph a key holds and the transform in the value reads from) is charged once.
+///
+/// * [`HeapMeter::arc`]: an `Arc` the value shares. It is charged (pointee, its heap, the
+///   two reference counts), once however often it is reached, when every strong reference to
+///   it comes from what is being priced (the key, the value, and the allocations already
+///   charged) and there is no weak reference; otherwise nothing, because whoever else holds
+///   it keeps it alive whether or not the cache does.
+/// * [`HeapMeter::owned_arc`]: an `Arc` the value *owns* by contract whatever its reference
+///   count, charged in full (once) when its holder is. Keys use it for the graphs they are
+///   built from: the caller usually still holds a recorded graph when the entry is stored
+///   and drops it right after, leaving the cache its only owner. (A caller that keeps the
+///   graph alive is over-charged by it, never under-charged.)
+///
+/// The reference counts are read once, when the entry is priced at insert; later changes do
+/// not re-price an entry.
+///
+/// Implement [`visit_heap`](RetainedBytes::visit_heap); the provided methods price a value
+/// on its own.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ad_cache::{HeapMeter, RetainedBytes};
+///
+/// struct Node {
+///     name: String,
+///     shared: Arc<Vec<u64>>,
+/// }
+///
+/// impl RetainedBytes for Node {
+///     fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+///         self.name.visit_heap(meter);
+///         meter.arc(&self.shared);
+///     }
+/// }
+///
+/// let shared = Arc::new(vec![0u64; 100]);
+/// let node = Node { name: "x".repeat(10), shared: Arc::clone(&shared) };
+/// // `shared` is also held here: not charged.
+/// assert_eq!(node.heap_bytes(), 10);
+/// drop(shared);
+/// // Now the node alone keeps it alive: the Vec, its 800 bytes and the two counts.
+/// assert_eq!(node.heap_bytes(), 10 + 24 + 800 + 16);
+/// ```
 pub trait RetainedBytes {
     /// True when values of this type own no heap memory at all, so containers can skip
-    /// walking their elements. Leave it `false` unless [`heap_bytes`](Self::heap_bytes) is
-    /// always zero.
+    /// walking their elements. Leave it `false` unless
+    /// [`visit_heap`](Self::visit_heap) never reports anything.
     const HEAP_FREE: bool = false;
 
-    /// Bytes of heap memory owned by this value, beyond its inline size.
-    fn heap_bytes(&self) -> u64;
+    /// Reports the heap memory this value owns beyond its inline size to `meter`: bytes it
+    /// owns outright with [`HeapMeter::add`] (or by visiting its fields), shared allocations
+    /// with [`HeapMeter::arc`] or [`HeapMeter::owned_arc`].
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>);
+
+    /// Heap bytes this value keeps alive on its own, beyond its inline size.
+    fn heap_bytes(&self) -> u64 {
+        let mut meter = HeapMeter::new();
+        self.visit_heap(&mut meter);
+        meter.total()
+    }
 
     /// Inline size plus [`heap_bytes`](Self::heap_bytes), saturating.
     fn retained_bytes(&self) -> u64 {
@@ -33,13 +81,175 @@ pub trait RetainedBytes {
     }
 }
 
+/// An `Arc` reached while pricing, type-erased so its pointee can be walked later.
+trait SharedAlloc<'a> {
+    fn strong_weak(&self) -> (usize, usize);
+    /// The pointee's inline size plus the two reference counts.
+    fn block_bytes(&self) -> u64;
+    fn visit_pointee(&'a self, meter: &mut HeapMeter<'a>);
+}
+
+impl<'a, T: RetainedBytes + ?Sized> SharedAlloc<'a> for Arc<T> {
+    fn strong_weak(&self) -> (usize, usize) {
+        (Arc::strong_count(self), Arc::weak_count(self))
+    }
+    fn block_bytes(&self) -> u64 {
+        let inner: &T = self;
+        (std::mem::size_of_val(inner) as u64)
+            .saturating_add(2 * std::mem::size_of::<usize>() as u64)
+    }
+    fn visit_pointee(&'a self, meter: &mut HeapMeter<'a>) {
+        let inner: &'a T = self;
+        inner.visit_heap(meter);
+    }
+}
+
+struct Shared<'a> {
+    alloc: &'a (dyn SharedAlloc<'a> + 'a),
+    /// Bytes its pointee owns outright (found while walking it).
+    own: u64,
+    /// References from holders not decided yet.
+    pending: usize,
+    /// References from charged holders.
+    owned_refs: usize,
+    /// A charged holder owns it by contract ([`HeapMeter::owned_arc`]).
+    claimed: bool,
+}
+
+/// Collects what values report through [`RetainedBytes::visit_heap`] and decides which
+/// shared allocations they keep alive (see the rule on [`RetainedBytes`]).
+///
+/// Walks are iterative over shared allocations: a chain of a million `Arc`s (graph parents,
+/// say) is walked without deep recursion.
+#[derive(Default)]
+pub struct HeapMeter<'a> {
+    /// Bytes owned outright by the values priced (not through an `Arc`).
+    root: u64,
+    shared: Vec<Shared<'a>>,
+    index: HashMap<*const (), usize>,
+    /// (holder: `None` for the values priced, index of the allocation, by contract).
+    edges: Vec<(Option<usize>, usize, bool)>,
+    /// The allocation whose pointee is being walked, if any.
+    current: Option<usize>,
+    /// Allocations discovered whose pointees are not walked yet.
+    unwalked: Vec<usize>,
+}
+
+impl std::fmt::Debug for HeapMeter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeapMeter")
+            .field("owned_bytes", &self.root)
+            .field("shared_allocations", &self.shared.len())
+            .finish()
+    }
+}
+
+impl<'a> HeapMeter<'a> {
+    /// An empty meter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reports `bytes` of heap memory owned outright by the value being walked.
+    pub fn add(&mut self, bytes: u64) {
+        match self.current {
+            None => self.root = self.root.saturating_add(bytes),
+            Some(i) => self.shared[i].own = self.shared[i].own.saturating_add(bytes),
+        }
+    }
+
+    /// Reports an `Arc` the value shares: charged when what is being priced holds every
+    /// strong reference to it (see [`RetainedBytes`]).
+    pub fn arc<T: RetainedBytes + ?Sized>(&mut self, arc: &'a Arc<T>) {
+        self.reference(arc, false);
+    }
+
+    /// Reports an `Arc` the value owns by contract: charged in full whenever the value is,
+    /// whatever its reference count (see [`RetainedBytes`]).
+    pub fn owned_arc<T: RetainedBytes + ?Sized>(&mut self, arc: &'a Arc<T>) {
+        self.reference(arc, true);
+    }
+
+    fn reference<T: RetainedBytes + ?Sized>(&mut self, arc: &'a Arc<T>, claimed: bool) {
+        let key = Arc::as_ptr(arc).cast::<()>();
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let i = self.shared.len();
+                self.index.insert(key, i);
+                self.shared.push(Shared {
+                    alloc: arc,
+                    own: 0,
+                    pending: 0,
+                    owned_refs: 0,
+                    claimed: false,
+                });
+                self.unwalked.push(i);
+                i
+            }
+        };
+        self.shared[i].pending += 1;
+        self.edges.push((self.current, i, claimed));
+    }
+
+    /// The bytes charged for everything reported so far: what was owned outright, plus the
+    /// shared allocations kept alive by it.
+    pub fn total(mut self) -> u64 {
+        // Discovery: walk each shared allocation's pointee once, iteratively (pointees
+        // report their own `Arc`s, which are queued, not walked recursively).
+        while let Some(i) = self.unwalked.pop() {
+            let alloc = self.shared[i].alloc;
+            let saved = self.current.replace(i);
+            alloc.visit_pointee(&mut self);
+            self.current = saved;
+        }
+        // Decide holders before what they hold (Kahn's order over the reference DAG).
+        let mut out: Vec<Vec<(usize, bool)>> = vec![Vec::new(); self.shared.len()];
+        for &(holder, child, claimed) in &self.edges {
+            match holder {
+                Some(h) => out[h].push((child, claimed)),
+                None => {
+                    let c = &mut self.shared[child];
+                    c.owned_refs += 1;
+                    c.claimed |= claimed;
+                    c.pending -= 1;
+                }
+            }
+        }
+        let mut ready: Vec<usize> = (0..self.shared.len())
+            .filter(|&i| self.shared[i].pending == 0)
+            .collect();
+        let mut total = self.root;
+        while let Some(i) = ready.pop() {
+            let s = &self.shared[i];
+            let (strong, weak) = s.alloc.strong_weak();
+            let owned = s.claimed || (s.owned_refs == strong && weak == 0);
+            if owned {
+                total = total
+                    .saturating_add(s.alloc.block_bytes())
+                    .saturating_add(s.own);
+            }
+            for &(c, claimed) in &out[i] {
+                let child = &mut self.shared[c];
+                if owned {
+                    child.owned_refs += 1;
+                    child.claimed |= claimed;
+                }
+                child.pending -= 1;
+                if child.pending == 0 {
+                    ready.push(c);
+                }
+            }
+        }
+        total
+    }
+}
+
 macro_rules! heap_free {
     ($($t:ty),* $(,)?) => {$(
         impl RetainedBytes for $t {
             const HEAP_FREE: bool = true;
-            fn heap_bytes(&self) -> u64 {
-                0
-            }
+            fn visit_heap<'a>(&'a self, _: &mut HeapMeter<'a>) {}
         }
     )*};
 }
@@ -62,6 +272,7 @@ heap_free!(
     isize,
     f32,
     f64,
+    str,
     std::num::NonZeroUsize,
     std::num::NonZeroU64,
 );
@@ -73,85 +284,85 @@ fn mul_bytes(count: usize, size: usize) -> u64 {
 
 impl<T: RetainedBytes> RetainedBytes for [T] {
     const HEAP_FREE: bool = T::HEAP_FREE;
-    fn heap_bytes(&self) -> u64 {
-        if T::HEAP_FREE {
-            return 0;
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        if !T::HEAP_FREE {
+            for x in self {
+                x.visit_heap(meter);
+            }
         }
-        self.iter()
-            .fold(0u64, |acc, x| acc.saturating_add(x.heap_bytes()))
     }
 }
 
 impl<T: RetainedBytes, const N: usize> RetainedBytes for [T; N] {
     const HEAP_FREE: bool = T::HEAP_FREE;
-    fn heap_bytes(&self) -> u64 {
-        self.as_slice().heap_bytes()
-    }
-}
-
-impl RetainedBytes for str {
-    const HEAP_FREE: bool = true;
-    fn heap_bytes(&self) -> u64 {
-        0
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        self.as_slice().visit_heap(meter);
     }
 }
 
 impl<T: RetainedBytes> RetainedBytes for Vec<T> {
-    fn heap_bytes(&self) -> u64 {
-        mul_bytes(self.capacity(), std::mem::size_of::<T>())
-            .saturating_add(self.as_slice().heap_bytes())
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        meter.add(mul_bytes(self.capacity(), std::mem::size_of::<T>()));
+        self.as_slice().visit_heap(meter);
     }
 }
 
 impl RetainedBytes for String {
-    fn heap_bytes(&self) -> u64 {
-        self.capacity() as u64
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        meter.add(self.capacity() as u64);
     }
 }
 
+/// A `Box` owns its pointee: its inline size and its heap.
 impl<T: RetainedBytes + ?Sized> RetainedBytes for Box<T> {
-    fn heap_bytes(&self) -> u64 {
-        let inner: &T = self;
-        inner.retained_bytes()
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        let inner: &'a T = self;
+        meter.add(std::mem::size_of_val(inner) as u64);
+        inner.visit_heap(meter);
     }
 }
 
+/// An `Arc` field is shared: [`HeapMeter::arc`] decides whether it is charged.
 impl<T: RetainedBytes + ?Sized> RetainedBytes for Arc<T> {
-    /// The pointee, its heap and the two counts when this is the sole owner; else zero.
-    fn heap_bytes(&self) -> u64 {
-        if Arc::strong_count(self) == 1 && Arc::weak_count(self) == 0 {
-            let inner: &T = self;
-            inner
-                .retained_bytes()
-                .saturating_add(2 * std::mem::size_of::<usize>() as u64)
-        } else {
-            0
-        }
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        meter.arc(self);
     }
 }
 
 impl<T: RetainedBytes> RetainedBytes for Option<T> {
     const HEAP_FREE: bool = T::HEAP_FREE;
-    fn heap_bytes(&self) -> u64 {
-        self.as_ref().map_or(0, T::heap_bytes)
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        if let Some(x) = self {
+            x.visit_heap(meter);
+        }
     }
 }
 
 impl<A: RetainedBytes, B: RetainedBytes> RetainedBytes for (A, B) {
     const HEAP_FREE: bool = A::HEAP_FREE && B::HEAP_FREE;
-    fn heap_bytes(&self) -> u64 {
-        self.0.heap_bytes().saturating_add(self.1.heap_bytes())
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        self.0.visit_heap(meter);
+        self.1.visit_heap(meter);
     }
 }
 
 impl<A: RetainedBytes, B: RetainedBytes, C: RetainedBytes> RetainedBytes for (A, B, C) {
     const HEAP_FREE: bool = A::HEAP_FREE && B::HEAP_FREE && C::HEAP_FREE;
-    fn heap_bytes(&self) -> u64 {
-        self.0
-            .heap_bytes()
-            .saturating_add(self.1.heap_bytes())
-            .saturating_add(self.2.heap_bytes())
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        self.0.visit_heap(meter);
+        self.1.visit_heap(meter);
+        self.2.visit_heap(meter);
     }
+}
+
+/// What a cache entry retains: the inline sizes of its key and value, and everything they
+/// keep alive together, each shared allocation once.
+pub(crate) fn entry_bytes<K: RetainedBytes, V: RetainedBytes>(key: &K, value: &V) -> u64 {
+    let inline = (std::mem::size_of::<K>() as u64).saturating_add(std::mem::size_of::<V>() as u64);
+    let mut meter = HeapMeter::new();
+    key.visit_heap(&mut meter);
+    value.visit_heap(&mut meter);
+    inline.saturating_add(meter.total())
 }
 
 #[cfg(test)]
@@ -186,11 +397,89 @@ mod tests {
     fn shared_arc_is_not_charged() {
         let a = Arc::new(vec![0u8; 100]);
         let sole = a.heap_bytes();
-        assert!(sole >= 100 + 24);
+        assert_eq!(sole, 100 + 24 + 16);
         let other = Arc::clone(&a);
         assert_eq!(a.heap_bytes(), 0);
         drop(other);
         assert_eq!(a.heap_bytes(), sole);
+        let weak = Arc::downgrade(&a);
+        assert_eq!(
+            a.heap_bytes(),
+            0,
+            "a weak reference may upgrade: not charged"
+        );
+        drop(weak);
+    }
+
+    #[test]
+    fn an_arc_reached_twice_by_the_priced_values_is_charged_once() {
+        let a = Arc::new(vec![0u64; 10]);
+        let pair = (Arc::clone(&a), Arc::clone(&a));
+        // The caller's `a` is a third reference: nothing charged.
+        assert_eq!(pair.heap_bytes(), 0);
+        drop(a);
+        assert_eq!(pair.heap_bytes(), 80 + 24 + 16);
+        // Key and value priced together: the same rule across both.
+        let key = Arc::clone(&pair.0);
+        drop(pair);
+        let value = vec![Arc::clone(&key)];
+        let both = entry_bytes(&key, &value);
+        let inline = (std::mem::size_of_val(&key) + std::mem::size_of_val(&value)) as u64;
+        assert_eq!(both, inline + 8 + 80 + 24 + 16);
+        assert_eq!(key.heap_bytes(), 0, "priced apart, neither charges it");
+    }
+
+    #[test]
+    fn nested_arcs_are_charged_when_their_holder_is() {
+        let inner = Arc::new(vec![1u8; 50]);
+        let outer = Arc::new(vec![Arc::clone(&inner)]);
+        // The caller holds `inner`: the outer block is charged, the inner one not.
+        assert_eq!(outer.heap_bytes(), 8 + 24 + 16);
+        drop(inner);
+        assert_eq!(outer.heap_bytes(), 8 + 24 + 16 + 50 + 24 + 16);
+        // A holder that is not charged does not make its children charged.
+        let other = Arc::clone(&outer);
+        assert_eq!(outer.heap_bytes(), 0);
+        drop(other);
+    }
+
+    #[test]
+    fn owned_arcs_are_charged_whatever_their_count() {
+        struct Key(Arc<Vec<u8>>);
+        impl RetainedBytes for Key {
+            fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+                meter.owned_arc(&self.0);
+            }
+        }
+        let g = Arc::new(vec![0u8; 40]);
+        let key = Key(Arc::clone(&g));
+        assert_eq!(key.heap_bytes(), 40 + 24 + 16);
+        // Reached again through a shared reference: still once.
+        assert_eq!(entry_bytes(&key, &Arc::clone(&g)) - 16, 40 + 24 + 16);
+    }
+
+    #[test]
+    fn a_long_chain_of_arcs_does_not_recurse() {
+        struct Link(Option<Arc<Link>>);
+        impl RetainedBytes for Link {
+            fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+                if let Some(next) = &self.0 {
+                    meter.arc(next);
+                }
+            }
+        }
+        let n = 200_000u64;
+        let mut head = Link(None);
+        for _ in 0..n {
+            head = Link(Some(Arc::new(head)));
+        }
+        let per = (std::mem::size_of::<Link>() + 16) as u64;
+        assert_eq!(head.heap_bytes(), n * per);
+        // Dropping the chain recursively would overflow the stack: unlink it iteratively.
+        let mut next = head.0.take();
+        while let Some(arc) = next {
+            next = Arc::try_unwrap(arc).ok().and_then(|mut l| l.0.take());
+        }
     }
 
     #[test]

@@ -5,11 +5,12 @@ use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, ThreadId};
 
 use lru::LruCache;
 
 use crate::Fingerprint;
-use crate::bytes::RetainedBytes;
+use crate::bytes::{RetainedBytes, entry_bytes};
 
 /// A cache key: a 128-bit fingerprint used to find the entry, and an exact equality that
 /// confirms it.
@@ -25,9 +26,22 @@ pub trait CacheKey: Clone + Send + Sync + 'static {
     /// built from graphs).
     fn fingerprint(&self) -> Fingerprint;
 
-    /// Exact equality of the full key, called only on a fingerprint match (under the cache's
-    /// lock). Compare pointers first where keys hold `Arc`s.
+    /// Exact equality of the full key, called only on a fingerprint match, **without** the
+    /// cache's lock (other threads keep using the cache while a long comparison runs).
+    /// Compare pointers first where keys hold `Arc`s.
     fn same_key(&self, other: &Self) -> bool;
+
+    /// An exact answer to [`same_key`](CacheKey::same_key) when one is cheap (integers,
+    /// short fields, pointer equality of the `Arc`s keys hold), or `None` to have the cache
+    /// call `same_key` outside its lock. It runs under the cache's lock, so it must never
+    /// walk a graph and should not panic; when it returns `Some`, it must agree with
+    /// `same_key`. The default is `None` (every hit is confirmed outside the lock, which
+    /// costs a second lock acquisition).
+    #[inline]
+    fn quick_eq(&self, other: &Self) -> Option<bool> {
+        let _ = other;
+        None
+    }
 }
 
 /// `u64` keys: the fingerprint is the value itself (no two keys share one), equality is `==`.
@@ -40,6 +54,38 @@ impl CacheKey for u64 {
     #[inline]
     fn same_key(&self, other: &Self) -> bool {
         self == other
+    }
+
+    #[inline]
+    fn quick_eq(&self, other: &Self) -> Option<bool> {
+        Some(self == other)
+    }
+}
+
+/// Why [`Cache::get_or_insert_with`] returned no value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CacheError<E> {
+    /// The computation failed (in this thread, or in the thread this one waited for).
+    #[error("computing the cached value failed")]
+    Compute(#[source] E),
+    /// The value for this key is being computed by this very thread: the request was made
+    /// from inside its own computation, directly or through other calls. Waiting would
+    /// never end, so the request fails at once.
+    #[error("re-entrant request: the value for key {fingerprint} is being computed by this thread")]
+    Reentrant {
+        /// The key's fingerprint.
+        fingerprint: Fingerprint,
+    },
+}
+
+impl<E> CacheError<E> {
+    /// The computation's error, if that is what this is.
+    pub fn into_compute(self) -> Option<E> {
+        match self {
+            CacheError::Compute(e) => Some(e),
+            CacheError::Reentrant { .. } => None,
+        }
     }
 }
 
@@ -87,7 +133,8 @@ pub struct CacheStats {
     /// Retained bytes of the entries held now.
     pub retained_bytes: u64,
     /// The most retained bytes held at once since creation or the last
-    /// [`reset_stats`](Cache::reset_stats).
+    /// [`reset_stats`](Cache::reset_stats), taken after each insert's evictions: it never
+    /// exceeds the byte limit in force at the time.
     pub peak_retained_bytes: u64,
     /// Lookups (`get`, `get_or_insert_with`) that found their key.
     pub hits: u64,
@@ -143,17 +190,21 @@ impl BuildHasher for BuildFingerprintHasher {
 }
 
 struct Slot<K, V> {
-    key: K,
+    /// Shared so that a lookup can compare it with [`CacheKey::same_key`] after releasing the
+    /// lock, while other threads evict or replace the entry.
+    key: Arc<K>,
     value: Arc<V>,
     bytes: u64,
 }
 
-/// What a single-flight computation ended with, with the key it computed for: waiters match
-/// flights by fingerprint and confirm the key when it is done. The flight holds no copy of
-/// the key while it runs, so the entry is priced ([`RetainedBytes`]) exactly as by
-/// [`Cache::insert`] (an `Arc` the key alone holds is charged).
+/// What a single-flight computation is at, with the key it computes for: waiters match
+/// flights by fingerprint and confirm the key. The leader takes the key back out before
+/// pricing the entry, so the entry is priced ([`RetainedBytes`]) exactly as by
+/// [`Cache::insert`] (the flight's copy of the key is not alive then).
 enum FlightState<K, V> {
-    Pending,
+    Running(K),
+    /// The leader has taken its key back to store the entry; it finishes shortly.
+    Storing,
     Ready(K, Arc<V>),
     Failed(K, Arc<dyn Any + Send + Sync>),
     /// The computing thread panicked; waiters retry.
@@ -161,6 +212,8 @@ enum FlightState<K, V> {
 }
 
 struct Flight<K, V> {
+    /// The thread computing the value: a request from it for the same key is re-entrant.
+    leader: ThreadId,
     state: Mutex<FlightState<K, V>>,
     done: Condvar,
 }
@@ -215,28 +268,37 @@ struct State<K, V> {
 /// Entries taken out under the lock, dropped after it is released.
 type Evicted<K, V> = Vec<Slot<K, V>>;
 
+/// The entry under a fingerprint, compared with a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// No entry has the fingerprint.
+    Empty,
+    /// The entry is the key's.
+    Same,
+    /// The entry is another key's (a collision).
+    Other,
+}
+
 impl<K: CacheKey, V> State<K, V> {
-    /// Looks `key` up, promoting it on a hit; when `count`, counts a hit, or a miss (and a
-    /// collision).
-    fn lookup(&mut self, fp: u128, key: &K, count: bool) -> Option<Arc<V>> {
-        match self.lru.get(&fp) {
-            Some(slot) if slot.key.same_key(key) => {
-                let v = Arc::clone(&slot.value);
-                if count {
-                    bump(&mut self.counters.hits);
-                }
-                Some(v)
+    /// After a [`Cache::probe`]: on a hit promotes the entry (only the one hit) and returns
+    /// its value; when `count`, counts a hit, or a miss (and a collision).
+    fn take_hit(&mut self, fp: u128, found: Found, count: bool) -> Option<Arc<V>> {
+        if found == Found::Same
+            && let Some(slot) = self.lru.get(&fp)
+        {
+            let v = Arc::clone(&slot.value);
+            if count {
+                bump(&mut self.counters.hits);
             }
-            found => {
-                if count {
-                    if found.is_some() {
-                        bump(&mut self.counters.collisions);
-                    }
-                    bump(&mut self.counters.misses);
-                }
-                None
-            }
+            return Some(v);
         }
+        if count {
+            if found == Found::Other {
+                bump(&mut self.counters.collisions);
+            }
+            bump(&mut self.counters.misses);
+        }
+        None
     }
 
     fn note_retained(&mut self) {
@@ -267,9 +329,10 @@ impl<K: CacheKey, V> State<K, V> {
                 .is_some_and(|max| self.retained_bytes > max)
     }
 
-    /// Stores `slot` unless it is larger than the byte limit alone, then evicts least recently
-    /// used entries (never the new one) until both limits hold.
-    fn store(&mut self, fp: u128, slot: Slot<K, V>, out: &mut Evicted<K, V>) {
+    /// Stores `slot` (`found`: what [`Cache::probe`] found under `fp`, for this state) unless
+    /// it is larger than the byte limit alone, then evicts least recently used entries
+    /// (never the new one) until both limits hold. The peak is taken after eviction.
+    fn store(&mut self, fp: u128, slot: Slot<K, V>, found: Found, out: &mut Evicted<K, V>) {
         if self
             .limits
             .max_retained_bytes
@@ -279,13 +342,10 @@ impl<K: CacheKey, V> State<K, V> {
             out.push(slot);
             return;
         }
-        // User code (`same_key`) runs before any mutation, so a panic there leaves the state
-        // exactly as it was.
-        let same = self.lru.peek(&fp).map(|old| old.key.same_key(&slot.key));
         bump(&mut self.counters.inserts);
         if let Some(old) = self.lru.pop(&fp) {
             self.retained_bytes = self.retained_bytes.saturating_sub(old.bytes);
-            if same == Some(true) {
+            if found == Found::Same {
                 bump(&mut self.counters.replacements);
             } else {
                 bump(&mut self.counters.collisions);
@@ -296,10 +356,10 @@ impl<K: CacheKey, V> State<K, V> {
         }
         self.retained_bytes = self.retained_bytes.saturating_add(slot.bytes);
         self.lru.push(fp, slot);
-        self.note_retained();
         while self.lru.len() > 1 && self.over_limits() {
             self.evict_one(out);
         }
+        self.note_retained();
     }
 
     fn enforce_limits(&mut self, out: &mut Evicted<K, V>) {
@@ -318,22 +378,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// * **Limits** ([`CacheLimits`]): at most `max_entries` entries and at most
 ///   `max_retained_bytes` retained bytes; least recently used entries are evicted until both
 ///   hold. A value whose own size exceeds the byte limit is returned but not retained, evicts
-///   nothing and is counted in [`CacheStats::rejected`]. An insert never evicts itself.
-/// * **Retained bytes** of an entry are `key.retained_bytes() + value.retained_bytes()`,
-///   computed once at insert (see [`RetainedBytes`] for what is charged).
-/// * **Collision safety**: see [`CacheKey`].
+///   nothing and is counted in [`CacheStats::rejected`]. An insert never evicts itself, so
+///   [`CacheStats::peak_retained_bytes`] (taken after eviction) never exceeds the byte limit.
+/// * **Retained bytes** of an entry are what its key and value keep alive *together*, each
+///   shared allocation once, computed at insert (see [`RetainedBytes`] for what is charged).
+/// * **Collision safety**: see [`CacheKey`]. Exact key comparisons
+///   ([`CacheKey::same_key`]) run without the cache's lock; only the entry actually hit is
+///   promoted to most recently used.
 /// * **Single flight**: [`get_or_insert_with`](Cache::get_or_insert_with) runs the computation
-///   once for all threads that miss on the same key at once.
+///   once for all threads that miss on the same key at once. A request for a key from
+///   inside that key's own computation fails at once with [`CacheError::Reentrant`].
 /// * **Poisoning**: a panic in another thread never makes a call fail; the state is recovered.
-///   User code runs under the lock only in [`CacheKey::same_key`], before any mutation
-///   (a lookup has already promoted the entry it compares: a panic leaves it most recent);
-///   evicted values are dropped after the lock is released.
+///   No user code runs under the lock except [`CacheKey::quick_eq`]; evicted values are
+///   dropped after the lock is released.
 ///
-/// A hit takes the lock, promotes the entry and clones the `Arc`: it allocates nothing.
+/// A hit whose key [`quick_eq`](CacheKey::quick_eq) confirms takes the lock once, promotes the
+/// entry and clones the `Arc`: it allocates nothing.
 ///
 /// ```
-/// use ad_cache::Cache;
-/// use ad_cache::CacheLimits;
+/// use ad_cache::{Cache, CacheLimits};
 /// let cache: Cache<u64, Vec<f64>> = Cache::with_limits(CacheLimits {
 ///     max_retained_bytes: Some(1 << 20),
 ///     ..CacheLimits::default()
@@ -377,14 +440,15 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
         let bytes = entry_bytes(&key, value.as_ref());
         let mut evicted = Vec::new();
         {
-            let mut st = self.state();
+            let (mut st, found) = self.probe(fp, &key);
             st.store(
                 fp,
                 Slot {
-                    key,
+                    key: Arc::new(key),
                     value: Arc::clone(&value),
                     bytes,
                 },
+                found,
                 &mut evicted,
             );
         }
@@ -401,9 +465,16 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
     /// of another key with the same fingerprint (a collision): it never receives that key's
     /// value. Every call counts exactly one hit or miss.
     ///
+    /// Re-entrancy: a request made from inside `f` (on the thread running it) for an equal
+    /// key fails at once with [`CacheError::Reentrant`] instead of waiting for itself; one
+    /// for a colliding key computes its own value. Requests for other keys work as usual.
+    /// (A cycle of computations across threads, each waiting for the other's key, is not
+    /// detected.)
+    ///
     /// # Errors
-    /// The error of `f`, whether `f` ran in this thread or in the one it waited for.
-    pub fn get_or_insert_with<E, F>(&self, key: K, f: F) -> Result<Arc<V>, E>
+    /// [`CacheError::Compute`] with the error of `f`, whether `f` ran in this thread or in
+    /// the one it waited for; [`CacheError::Reentrant`] as above.
+    pub fn get_or_insert_with<E, F>(&self, key: K, f: F) -> Result<Arc<V>, CacheError<E>>
     where
         E: Clone + Send + Sync + 'static,
         F: FnOnce() -> Result<V, E>,
@@ -413,18 +484,19 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
         let mut f = Some(f);
         loop {
             let flight = {
-                let mut st = self.state();
+                let (mut st, found) = self.probe(fp, &key);
                 // A retry (after an abandoned flight) is not counted again.
-                if let Some(v) = st.lookup(fp, &key, !counted) {
+                if let Some(v) = st.take_hit(fp, found, !counted) {
                     return Ok(v);
                 }
                 counted = true;
                 match st.in_flight.get(&fp) {
-                    // The flight may be for a colliding key: confirmed when it is done.
+                    // The flight may be for a colliding key: confirmed below.
                     Some(flight) => Arc::clone(flight),
                     None => {
                         let flight = Arc::new(Flight {
-                            state: Mutex::new(FlightState::Pending),
+                            leader: thread::current().id(),
+                            state: Mutex::new(FlightState::Storing),
                             done: Condvar::new(),
                         });
                         st.in_flight.insert(fp, Arc::clone(&flight));
@@ -439,18 +511,49 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                     }
                 }
             };
-            let mut s = lock(&flight.state);
-            while matches!(*s, FlightState::Pending) {
-                s = flight.done.wait(s).unwrap_or_else(PoisonError::into_inner);
-            }
-            match &*s {
-                FlightState::Ready(k, v) if k.same_key(&key) => return Ok(Arc::clone(v)),
-                FlightState::Failed(k, e) if k.same_key(&key) => {
-                    if let Some(e) = e.downcast_ref::<E>() {
-                        return Err(e.clone());
+            if flight.leader == thread::current().id() {
+                // This thread runs that flight and is inside its computation: waiting would
+                // never end.
+                let running_same = match &*lock(&flight.state) {
+                    FlightState::Running(k) => Some(k.clone()),
+                    _ => None,
+                };
+                match running_same {
+                    Some(k) if k.same_key(&key) => {
+                        return Err(CacheError::Reentrant {
+                            fingerprint: Fingerprint(fp),
+                        });
+                    }
+                    _ => {
+                        // A colliding key: compute its own value without single flight.
+                        let Some(f) = f.take() else { continue };
+                        let value = f().map_err(CacheError::Compute)?;
+                        return Ok(self.insert(key, value));
                     }
                 }
-                _ => {}
+            }
+            let mut s = lock(&flight.state);
+            while matches!(*s, FlightState::Running(_) | FlightState::Storing) {
+                s = flight.done.wait(s).unwrap_or_else(PoisonError::into_inner);
+            }
+            let done = match &*s {
+                FlightState::Ready(k, v) => Some((k.clone(), Ok(Arc::clone(v)))),
+                FlightState::Failed(k, e) => Some((k.clone(), Err(Arc::clone(e)))),
+                _ => None,
+            };
+            drop(s);
+            // The flight's key is compared without holding any lock.
+            if let Some((k, outcome)) = done
+                && k.same_key(&key)
+            {
+                match outcome {
+                    Ok(v) => return Ok(v),
+                    Err(e) => {
+                        if let Some(e) = e.downcast_ref::<E>() {
+                            return Err(CacheError::Compute(e.clone()));
+                        }
+                    }
+                }
             }
             // Abandoned, another key's flight, or an error of another type: look up again
             // (the flight is gone by now; this thread may lead the next one).
@@ -458,7 +561,13 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
     }
 
     /// Runs `f` as the single flight for `fp`, stores its value and wakes the waiters.
-    fn lead<E, F>(&self, fp: u128, key: K, flight: Arc<Flight<K, V>>, f: F) -> Result<Arc<V>, E>
+    fn lead<E, F>(
+        &self,
+        fp: u128,
+        key: K,
+        flight: Arc<Flight<K, V>>,
+        f: F,
+    ) -> Result<Arc<V>, CacheError<E>>
     where
         E: Clone + Send + Sync + 'static,
         F: FnOnce() -> Result<V, E>,
@@ -476,28 +585,43 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                 }
             }
         }
+        // The flight holds the key while `f` runs (for re-entrant requests to recognise it)
+        // and gives it back before the entry is priced.
+        *lock(&flight.state) = FlightState::Running(key);
         let mut guard = Guard {
             cache: self,
             fp,
             flight: Some(flight),
         };
-        match f() {
+        let result = f();
+        let Some(key) = guard.flight.as_ref().and_then(|flight| {
+            match std::mem::replace(&mut *lock(&flight.state), FlightState::Storing) {
+                FlightState::Running(k) => Some(k),
+                _ => None,
+            }
+        }) else {
+            // Unreachable: only this thread changes a running flight's state. The guard
+            // retires it as abandoned; the value is still returned.
+            return result.map(Arc::new).map_err(CacheError::Compute);
+        };
+        match result {
             Ok(value) => {
                 let value = Arc::new(value);
                 // Priced before the waiters' copy of the key exists, as `insert` prices it.
                 let bytes = entry_bytes(&key, value.as_ref());
                 let done_key = key.clone();
                 let mut evicted = Vec::new();
-                let mut st = self.state();
-                // `store` may run `same_key` (user code); until the flight is finished the
+                // `probe` may run `same_key` (user code); until the flight is finished the
                 // guard stays armed, so a panic there still releases the waiters.
+                let (mut st, found) = self.probe(fp, &key);
                 st.store(
                     fp,
                     Slot {
-                        key,
+                        key: Arc::new(key),
                         value: Arc::clone(&value),
                         bytes,
                     },
+                    found,
                     &mut evicted,
                 );
                 if let Some(flight) = guard.flight.take() {
@@ -514,14 +638,10 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                 if let Some(flight) = guard.flight.take() {
                     self.retire(fp, &flight, FlightState::Failed(key, Arc::new(e.clone())));
                 }
-                Err(e)
+                Err(CacheError::Compute(e))
             }
         }
     }
-}
-
-fn entry_bytes<K: RetainedBytes, V: RetainedBytes>(key: &K, value: &V) -> u64 {
-    key.retained_bytes().saturating_add(value.retained_bytes())
 }
 
 fn remove_flight<K, V>(st: &mut State<K, V>, fp: u128, flight: &Arc<Flight<K, V>>) {
@@ -558,6 +678,36 @@ impl<K: CacheKey, V> Cache<K, V> {
         lock(&self.state)
     }
 
+    /// Locks the state and finds out whether the entry under `fp` is `key`'s. A comparison
+    /// that [`CacheKey::quick_eq`] cannot answer runs on a shared copy of the entry's key
+    /// with the lock released; the lock is then taken again and the answer kept only if the
+    /// same entry is still there (else the probe starts over). The answer holds for the
+    /// state behind the returned guard.
+    fn probe(&self, fp: u128, key: &K) -> (MutexGuard<'_, State<K, V>>, Found) {
+        loop {
+            let st = self.state();
+            let candidate = match st.lru.peek(&fp) {
+                None => return (st, Found::Empty),
+                Some(slot) => match slot.key.quick_eq(key) {
+                    Some(true) => return (st, Found::Same),
+                    Some(false) => return (st, Found::Other),
+                    None => Arc::clone(&slot.key),
+                },
+            };
+            drop(st);
+            let same = candidate.same_key(key);
+            let st = self.state();
+            if st
+                .lru
+                .peek(&fp)
+                .is_some_and(|slot| Arc::ptr_eq(&slot.key, &candidate))
+            {
+                drop(candidate);
+                return (st, if same { Found::Same } else { Found::Other });
+            }
+        }
+    }
+
     fn retire(&self, fp: u128, flight: &Arc<Flight<K, V>>, end: FlightState<K, V>) {
         remove_flight(&mut self.state(), fp, flight);
         flight.finish(end);
@@ -581,27 +731,26 @@ impl<K: CacheKey, V> Cache<K, V> {
     }
 
     /// The value for `key`, if cached (and promotes it to most recently used). Counts a hit
-    /// or a miss; a fingerprint match with an unequal key is a miss and a collision.
+    /// or a miss; a fingerprint match with an unequal key is a miss and a collision (and
+    /// promotes nothing).
     pub fn get(&self, key: &K) -> Option<Arc<V>> {
         let fp = key.fingerprint().0;
-        self.state().lookup(fp, key, true)
+        let (mut st, found) = self.probe(fp, key);
+        st.take_hit(fp, found, true)
     }
 
     /// True when `key` is cached; counts nothing and does not promote.
     pub fn contains(&self, key: &K) -> bool {
         let fp = key.fingerprint().0;
-        self.state()
-            .lru
-            .peek(&fp)
-            .is_some_and(|slot| slot.key.same_key(key))
+        self.probe(fp, key).1 == Found::Same
     }
 
     /// Removes `key`'s entry, returning its value. Not counted as an eviction.
     pub fn remove(&self, key: &K) -> Option<Arc<V>> {
         let fp = key.fingerprint().0;
         let slot = {
-            let mut st = self.state();
-            if !st.lru.peek(&fp).is_some_and(|slot| slot.key.same_key(key)) {
+            let (mut st, found) = self.probe(fp, key);
+            if found != Found::Same {
                 return None;
             }
             let slot = st.lru.pop(&fp)?;
@@ -653,7 +802,7 @@ impl<K: CacheKey, V> Cache<K, V> {
         self.state()
             .lru
             .iter()
-            .map(|(_, slot)| (slot.key.clone(), slot.bytes))
+            .map(|(_, slot)| (K::clone(&slot.key), slot.bytes))
             .collect()
     }
 

@@ -19,9 +19,8 @@ use graph_core::{
     Fingerprint, Graph, StableHash, StableHasher, UnorderedFingerprint, ValueId, structural_eq,
 };
 
-use crate::bytes::RetainedBytes;
+use crate::bytes::{HeapMeter, RetainedBytes};
 use crate::cache::CacheKey;
-use crate::graph_bytes::graphs_heap_bytes;
 
 /// Why a key could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -121,11 +120,15 @@ impl<Op: PartialEq + Send + Sync + 'static> CacheKey for GraphKey<Op> {
     fn same_key(&self, other: &Self) -> bool {
         same_graph(&self.graph, &other.graph)
     }
+    fn quick_eq(&self, other: &Self) -> Option<bool> {
+        Arc::ptr_eq(&self.graph, &other.graph).then_some(true)
+    }
 }
 
+/// The key owns its graph ([`HeapMeter::owned_arc`]): charged in full, once.
 impl<Op: RetainedBytes> RetainedBytes for GraphKey<Op> {
-    fn heap_bytes(&self) -> u64 {
-        graphs_heap_bytes(&[], &[&self.graph])
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        meter.owned_arc(&self.graph);
     }
 }
 
@@ -213,13 +216,22 @@ impl<Op: PartialEq + Send + Sync + 'static> CacheKey for LinearizeKey<Op> {
     fn same_key(&self, other: &Self) -> bool {
         self.outputs == other.outputs && same_graph(&self.graph, &other.graph)
     }
+    fn quick_eq(&self, other: &Self) -> Option<bool> {
+        if self.outputs != other.outputs {
+            Some(false)
+        } else if Arc::ptr_eq(&self.graph, &other.graph) {
+            Some(true)
+        } else {
+            None
+        }
+    }
 }
 
+/// The key owns its recorded graph ([`HeapMeter::owned_arc`]) and its slot list.
 impl<Op: RetainedBytes> RetainedBytes for LinearizeKey<Op> {
-    fn heap_bytes(&self) -> u64 {
-        self.outputs
-            .heap_bytes()
-            .saturating_add(graphs_heap_bytes(&[], &[&self.graph]))
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        self.outputs.visit_heap(meter);
+        meter.owned_arc(&self.graph);
     }
 }
 
@@ -460,23 +472,39 @@ impl<Op: PartialEq + Send + Sync + 'static> CacheKey for TracedKey<Op> {
                 .zip(other.roots.iter())
                 .all(|(a, b)| same_graph(a, b))
     }
-}
-
-impl<Op: RetainedBytes> RetainedBytes for TracedKey<Op> {
-    fn heap_bytes(&self) -> u64 {
-        let arcs: Vec<&Arc<Graph<Op>>> = self.roots.iter().collect();
-        mul(self.roots.len(), size_of_val_arc::<Op>())
-            .saturating_add(self.aliases.heap_bytes())
-            .saturating_add(graphs_heap_bytes(&[], &arcs))
+    fn quick_eq(&self, other: &Self) -> Option<bool> {
+        if self.kind != other.kind
+            || self.output != other.output
+            || self.wrt != other.wrt
+            || self.roots.len() != other.roots.len()
+            || self.aliases != other.aliases
+        {
+            Some(false)
+        } else if self
+            .roots
+            .iter()
+            .zip(other.roots.iter())
+            .all(|(a, b)| Arc::ptr_eq(a, b))
+        {
+            Some(true)
+        } else {
+            None
+        }
     }
 }
 
-fn size_of_val_arc<Op>() -> usize {
-    std::mem::size_of::<Arc<Graph<Op>>>()
-}
-
-fn mul(n: usize, size: usize) -> u64 {
-    (n as u64).saturating_mul(size as u64)
+/// The key owns its root graphs ([`HeapMeter::owned_arc`]), their list and the alias map;
+/// the roots' parents are shared allocations.
+impl<Op: RetainedBytes> RetainedBytes for TracedKey<Op> {
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        meter.add(
+            (self.roots.len() as u64).saturating_mul(std::mem::size_of::<Arc<Graph<Op>>>() as u64),
+        );
+        for r in &self.roots {
+            meter.owned_arc(r);
+        }
+        self.aliases.visit_heap(meter);
+    }
 }
 
 /// A linearized (JVP) graph: `graph` maps tangents of the primal inputs to tangents of the
@@ -493,10 +521,10 @@ pub struct LinearizedGraph<Op> {
 }
 
 impl<Op: RetainedBytes> RetainedBytes for LinearizedGraph<Op> {
-    fn heap_bytes(&self) -> u64 {
-        graphs_heap_bytes(&[&self.graph], &[])
-            .saturating_add(self.tangent_inputs.capacity() as u64 * 4)
-            .saturating_add(self.tangent_outputs.capacity() as u64 * 4)
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        self.graph.visit_heap(meter);
+        meter.add((self.tangent_inputs.capacity() as u64).saturating_mul(4));
+        meter.add((self.tangent_outputs.capacity() as u64).saturating_mul(4));
     }
 }
 
@@ -511,8 +539,11 @@ pub struct VjpTransform<Op> {
     pub transposed: Graph<Op>,
 }
 
+/// The residual graph is reached twice (this field and the transposed graph's parent):
+/// charged once, when nothing outside holds it.
 impl<Op: RetainedBytes> RetainedBytes for VjpTransform<Op> {
-    fn heap_bytes(&self) -> u64 {
-        graphs_heap_bytes(&[&self.transposed], &[&self.residual])
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        meter.arc(&self.residual);
+        self.transposed.visit_heap(meter);
     }
 }

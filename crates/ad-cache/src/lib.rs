@@ -11,13 +11,19 @@
 //!   entries and 64 MiB). A value larger than the byte limit alone is returned to the caller
 //!   but not retained, and evicts nothing.
 //! * **Retained bytes** come from the [`RetainedBytes`] trait, a deep logical estimate
-//!   computed once per entry at insert (implemented for primitives, `Vec`, `Box`, `Arc`,
+//!   computed once per entry at insert, for its key and value *together* in one
+//!   [`HeapMeter`], so that an allocation both reach (a recorded graph the key holds and the
+//!   transform reads from) is charged once (implemented for primitives, `Vec`, `Box`, `Arc`,
 //!   `String`, slices and graph-core [`Graph`](graph_core::Graph)s).
 //! * **Collision safe**: a [`CacheKey`] has a 128-bit fingerprint to find its entry and an
 //!   exact equality to confirm it; a fingerprint match with an unequal key is a miss, counted
 //!   in [`CacheStats::collisions`], and never returns the other key's value.
 //! * **Single flight**: [`Cache::get_or_insert_with`] computes a missing value once for all
-//!   threads asking at the same time; an error reaches every waiter and is not cached.
+//!   threads asking at the same time; an error reaches every waiter and is not cached. A
+//!   request for a key from inside its own computation fails at once
+//!   ([`CacheError::Reentrant`]) instead of waiting for itself.
+//! * **Parallel hits**: exact key comparisons run outside the cache's lock, so hits on
+//!   re-recorded (equal but not identical) graphs proceed in parallel.
 //! * **Observable**: [`Cache::stats`] (hits, misses, inserts, evictions, bytes, …),
 //!   [`Cache::clear`], [`Cache::reset_stats`].
 //!
@@ -44,10 +50,10 @@
 //! let cache: Cache<GraphKey<u32>, usize> = Cache::new();
 //! let n = cache.get_or_insert_with(GraphKey::new(Arc::clone(&g)), || {
 //!     Ok::<_, std::convert::Infallible>(g.canonical_ops().len())
-//! });
-//! assert_eq!(*n.unwrap(), 1);
+//! })?;
+//! assert_eq!(*n, 1);
 //! assert!(cache.get(&GraphKey::new(g)).is_some());
-//! # Ok::<(), graph_core::GraphError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 #![forbid(unsafe_code)]
@@ -57,9 +63,8 @@ mod cache;
 mod graph_bytes;
 mod keys;
 
-pub use bytes::RetainedBytes;
-pub use cache::{Cache, CacheKey, CacheLimits, CacheStats};
-pub use graph_bytes::graphs_heap_bytes;
+pub use bytes::{HeapMeter, RetainedBytes};
+pub use cache::{Cache, CacheError, CacheKey, CacheLimits, CacheStats};
 pub use keys::{
     GRAPH_KEY_DOMAIN, GraphKey, KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, LinearizeKey,
     LinearizedGraph, TRACED_KEY_DOMAIN, TracedKey, TracedKeyParts, TracedOutput, TransformKind,

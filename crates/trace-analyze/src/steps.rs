@@ -16,7 +16,7 @@ use crate::intern::FastMap;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use ad_cache::{Cache, CacheKey, CacheLimits, CacheStats, RetainedBytes};
+use ad_cache::{Cache, CacheKey, CacheLimits, CacheStats, HeapMeter, RetainedBytes};
 use graph_core::{Graph, GraphBuilder, Role, StableHash, StableHasher, ValueId, ValueRef};
 use serde::Serialize;
 
@@ -219,13 +219,15 @@ pub struct OpCount {
 }
 
 impl RetainedBytes for StepGraphAnalysis {
-    fn heap_bytes(&self) -> u64 {
-        (self.op_counts.capacity() * std::mem::size_of::<OpCount>()
-            + self
-                .op_counts
-                .iter()
-                .map(|c| c.name.capacity())
-                .sum::<usize>()) as u64
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        meter.add(
+            (self.op_counts.capacity() * std::mem::size_of::<OpCount>()
+                + self
+                    .op_counts
+                    .iter()
+                    .map(|c| c.name.capacity())
+                    .sum::<usize>()) as u64,
+        );
     }
 }
 
@@ -279,11 +281,13 @@ pub struct StepKey(pub Arc<Graph<StepOp>>);
 /// The key keeps its graph alive: charged as its arenas (ops with payload handles, values,
 /// edges); payload strings are shared with the trace's pool and not charged.
 impl RetainedBytes for StepKey {
-    fn heap_bytes(&self) -> u64 {
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
         let g = &self.0;
         let edges: usize = g.ops().map(|o| o.inputs().len() + o.outputs().len()).sum();
-        (g.num_ops() * (std::mem::size_of::<StepOp>() + 48) + g.num_values() * 24 + edges * 12)
-            as u64
+        meter.add(
+            (g.num_ops() * (std::mem::size_of::<StepOp>() + 48) + g.num_values() * 24 + edges * 12)
+                as u64,
+        );
     }
 }
 
@@ -472,7 +476,9 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
             Ok::<_, std::convert::Infallible>(analyse_step_graph(&g))
         }) {
             Ok(a) => a,
-            Err(never) => match never {},
+            // Only a re-entrant request can fail here, and the computation above never asks
+            // the cache: analyse without it should that ever change.
+            Err(_) => Arc::new(analyse_step_graph(&g)),
         };
         let (changed, diff) = match &prev {
             _ if partial => (false, None),

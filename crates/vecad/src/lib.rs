@@ -47,7 +47,7 @@ use graph_core::{
     ValueId, ValueRef,
 };
 
-use ad_cache::{LinearizedGraph, RetainedBytes, VjpTransform};
+use ad_cache::{HeapMeter, LinearizedGraph, RetainedBytes, VjpTransform};
 
 /// An operation on `f64` vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,9 +109,7 @@ impl StableHash for VecOp {
 
 impl RetainedBytes for VecOp {
     const HEAP_FREE: bool = true;
-    fn heap_bytes(&self) -> u64 {
-        0
-    }
+    fn visit_heap<'a>(&'a self, _: &mut HeapMeter<'a>) {}
 }
 
 /// Why a graph could not be evaluated, linearized or transposed.

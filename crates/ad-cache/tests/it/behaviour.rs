@@ -4,7 +4,7 @@ use std::num::NonZeroUsize;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Barrier};
 
-use ad_cache::{Cache, CacheKey, CacheLimits, Fingerprint, RetainedBytes};
+use ad_cache::{Cache, CacheError, CacheKey, CacheLimits, Fingerprint, HeapMeter, RetainedBytes};
 
 use crate::common::{Blob, entry_weight};
 
@@ -60,8 +60,83 @@ fn evicts_by_bytes_until_both_limits_hold() {
     cache.insert(9, blob(9, 100 + w));
     assert_eq!(keys(&cache), [9, 3]);
     assert_eq!(cache.retained_bytes(), 3 * w);
-    assert_eq!(cache.stats().peak_retained_bytes, 5 * w);
+    // The peak is taken after eviction: it never reads above the limit (it read 5 * w).
+    assert_eq!(cache.stats().peak_retained_bytes, 3 * w);
     assert_eq!(cache.stats().evictions, 2);
+}
+
+#[test]
+fn the_peak_never_exceeds_the_byte_limit() {
+    // Issue 15: with a 1000 B limit the peak read 1264 B (taken before eviction).
+    let cache: Cache<u64, Blob> = Cache::with_limits(CacheLimits {
+        max_retained_bytes: Some(1000),
+        ..CacheLimits::default()
+    });
+    for k in 0..200u64 {
+        let weight = (k * 37) % 600;
+        if k % 2 == 0 {
+            cache.insert(k, blob(k, weight));
+        } else {
+            cache
+                .get_or_insert_with(k, || Ok::<_, ()>(blob(k, weight)))
+                .unwrap();
+        }
+        let s = cache.stats();
+        assert!(s.retained_bytes <= 1000);
+        assert!(
+            s.peak_retained_bytes <= 1000,
+            "peak {}",
+            s.peak_retained_bytes
+        );
+    }
+    assert!(cache.stats().evictions > 0, "the limit was exercised");
+}
+
+#[test]
+fn a_reentrant_request_for_the_key_being_computed_fails_at_once() {
+    let cache: Cache<u64, Blob> = Cache::new();
+    let outer = cache.get_or_insert_with(1, || {
+        // Inside key 1's computation: asking for key 1 again used to wait for itself forever.
+        let inner = cache.get_or_insert_with(1, || Ok::<_, String>(blob(2, 0)));
+        assert_eq!(
+            inner.unwrap_err(),
+            CacheError::Reentrant {
+                fingerprint: 1u64.fingerprint()
+            }
+        );
+        // Other keys work as usual from inside a computation.
+        let other = cache.get_or_insert_with(7, || Ok::<_, String>(blob(7, 0)));
+        assert_eq!(other.unwrap().id, 7);
+        Ok::<_, String>(blob(1, 0))
+    });
+    assert_eq!(outer.unwrap().id, 1);
+    assert_eq!(cache.get(&1).unwrap().id, 1);
+    let s = cache.stats();
+    // Outer miss, re-entrant miss, key 7's miss, then the final hit.
+    assert_eq!((s.misses, s.hits, s.inserts), (3, 1, 2));
+}
+
+#[test]
+fn a_reentrant_request_for_a_colliding_key_computes_its_own_value() {
+    use crate::common::ForcedKey;
+    let cache: Cache<ForcedKey, Blob> = Cache::new();
+    let a = ForcedKey {
+        fingerprint: 5,
+        id: 1,
+    };
+    let b = ForcedKey {
+        fingerprint: 5,
+        id: 2,
+    };
+    let outer = cache.get_or_insert_with(a.clone(), || {
+        let inner = cache.get_or_insert_with(b.clone(), || Ok::<_, ()>(blob(2, 0)));
+        assert_eq!(inner.unwrap().id, 2, "b gets its own value, not an error");
+        Ok::<_, ()>(blob(1, 0))
+    });
+    assert_eq!(outer.unwrap().id, 1);
+    // One entry per fingerprint: a's store displaced b's.
+    assert_eq!(cache.get(&a).unwrap().id, 1);
+    assert!(cache.get(&b).is_none());
 }
 
 #[test]
@@ -161,7 +236,7 @@ fn replacement_and_remove() {
 fn an_error_is_returned_and_not_cached() {
     let cache: Cache<u64, Blob> = Cache::new();
     let r = cache.get_or_insert_with(1, || Err::<Blob, _>("boom".to_string()));
-    assert_eq!(r.unwrap_err(), "boom");
+    assert_eq!(r.unwrap_err(), CacheError::Compute("boom".to_string()));
     assert!(cache.is_empty());
     let r = cache.get_or_insert_with(1, || Ok::<_, String>(blob(1, 0)));
     assert_eq!(r.unwrap().id, 1);
@@ -213,9 +288,7 @@ impl CacheKey for PanicKey {
 }
 
 impl RetainedBytes for PanicKey {
-    fn heap_bytes(&self) -> u64 {
-        0
-    }
+    fn visit_heap<'a>(&'a self, _: &mut HeapMeter<'a>) {}
 }
 
 #[test]
@@ -231,7 +304,7 @@ fn a_poisoned_lock_never_fails_a_lookup() {
         explode: true,
     };
     let result = catch_unwind(AssertUnwindSafe(|| cache.get(&bomb)));
-    assert!(result.is_err(), "the comparison panicked under the lock");
+    assert!(result.is_err(), "the comparison panicked");
     assert_eq!(cache.get(&key).unwrap().id, 1);
     cache.insert(
         PanicKey {
@@ -258,7 +331,7 @@ fn a_key_comparison_panicking_in_insert_leaves_the_cache_as_it_was() {
         explode: true,
     };
     let result = catch_unwind(AssertUnwindSafe(|| cache.insert(bomb, blob(2, 20))));
-    assert!(result.is_err(), "the comparison panicked under the lock");
+    assert!(result.is_err(), "the comparison panicked");
     // User code runs before any mutation: the old entry, its bytes and the counters stay.
     assert_eq!(cache.get(&key).map(|v| v.id), Some(1));
     let after = cache.stats();
@@ -271,4 +344,86 @@ fn a_key_comparison_panicking_in_insert_leaves_the_cache_as_it_was() {
 fn cache_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Cache<u64, Blob>>();
+}
+
+/// A key whose exact comparison, when gated, meets the test twice on a barrier: once on
+/// entering, once before returning.
+#[derive(Debug, Clone)]
+struct GatedKey {
+    id: u64,
+    gate: Option<Arc<Barrier>>,
+}
+
+impl CacheKey for GatedKey {
+    fn fingerprint(&self) -> Fingerprint {
+        self.id.fingerprint()
+    }
+    fn same_key(&self, other: &Self) -> bool {
+        if let Some(gate) = self.gate.as_ref().or(other.gate.as_ref()) {
+            gate.wait();
+            gate.wait();
+        }
+        self.id == other.id
+    }
+}
+
+impl RetainedBytes for GatedKey {
+    fn visit_heap<'a>(&'a self, _: &mut HeapMeter<'a>) {}
+}
+
+#[test]
+fn exact_key_comparisons_run_without_the_cache_lock() {
+    let cache: Arc<Cache<GatedKey, Blob>> = Arc::new(Cache::new());
+    let plain = |id| GatedKey { id, gate: None };
+    cache.insert(plain(1), blob(1, 0));
+    let gate = Arc::new(Barrier::new(2));
+    let prober = {
+        let cache = Arc::clone(&cache);
+        let key = GatedKey {
+            id: 1,
+            gate: Some(Arc::clone(&gate)),
+        };
+        std::thread::spawn(move || cache.get(&key).map(|v| v.id))
+    };
+    gate.wait(); // the prober is inside `same_key` now
+    // The cache stays usable meanwhile (it used to hold its lock during the comparison).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = {
+        let cache = Arc::clone(&cache);
+        std::thread::spawn(move || {
+            cache.insert(plain(2), blob(2, 0));
+            let got = cache.get(&plain(2)).map(|v| v.id);
+            let _ = tx.send(got);
+        })
+    };
+    let during = rx.recv_timeout(std::time::Duration::from_secs(10));
+    gate.wait(); // let the comparison return
+    assert_eq!(
+        during,
+        Ok(Some(2)),
+        "insert and get ran while a comparison was running"
+    );
+    assert_eq!(prober.join().unwrap(), Some(1));
+    worker.join().unwrap();
+    assert_eq!(cache.stats().hits, 2);
+}
+
+#[test]
+fn a_collision_does_not_promote_the_other_keys_entry() {
+    use crate::common::ForcedKey;
+    let cache: Cache<ForcedKey, Blob> = Cache::with_limits(CacheLimits {
+        max_entries: n(2),
+        ..CacheLimits::default()
+    });
+    let key = |fingerprint, id| ForcedKey { fingerprint, id };
+    cache.insert(key(1, 1), blob(1, 0));
+    cache.insert(key(2, 2), blob(2, 0));
+    // Same fingerprint as the oldest entry, another key: a miss that must not refresh it.
+    assert!(cache.get(&key(1, 99)).is_none());
+    cache.insert(key(3, 3), blob(3, 0));
+    assert!(cache.contains(&key(2, 2)), "the entry used last survives");
+    assert!(
+        !cache.contains(&key(1, 1)),
+        "the least recently used one is evicted"
+    );
 }

@@ -1,6 +1,6 @@
 //! Shared test helpers: a value with a chosen weight and a key with a chosen fingerprint.
 
-use ad_cache::{CacheKey, Fingerprint, RetainedBytes};
+use ad_cache::{CacheKey, Fingerprint, HeapMeter, RetainedBytes};
 
 /// A cached value whose heap weight is chosen by the test.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,8 +10,8 @@ pub(crate) struct Blob {
 }
 
 impl RetainedBytes for Blob {
-    fn heap_bytes(&self) -> u64 {
-        self.weight
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        meter.add(self.weight);
     }
 }
 
@@ -38,7 +38,5 @@ impl CacheKey for ForcedKey {
 
 impl RetainedBytes for ForcedKey {
     const HEAP_FREE: bool = true;
-    fn heap_bytes(&self) -> u64 {
-        0
-    }
+    fn visit_heap<'a>(&'a self, _: &mut HeapMeter<'a>) {}
 }

@@ -2,7 +2,7 @@
 
 use std::num::NonZeroUsize;
 
-use ad_cache::{Cache, CacheLimits, CacheStats};
+use ad_cache::{Cache, CacheError, CacheLimits, CacheStats};
 use proptest::prelude::*;
 
 use crate::common::{Blob, entry_weight};
@@ -38,6 +38,8 @@ struct Model {
     limits: CacheLimits,
     stats: CacheStats,
     lookups: u64,
+    /// A `SetLimits` since the last reset: the peak may be above today's limit.
+    limits_shrank: bool,
 }
 
 impl Model {
@@ -88,10 +90,11 @@ impl Model {
             self.stats.replacements += 1;
         }
         self.entries.insert(0, (key, value, w));
-        self.stats.peak_retained_bytes = self.stats.peak_retained_bytes.max(self.retained());
         while self.entries.len() > 1 && self.over() {
             self.evict_lru();
         }
+        // The peak is taken after eviction.
+        self.stats.peak_retained_bytes = self.stats.peak_retained_bytes.max(self.retained());
     }
 }
 
@@ -107,6 +110,9 @@ fn check(cache: &Cache<u64, Blob>, model: &Model) -> Result<(), TestCaseError> {
     prop_assert!(got.len() <= limits.max_entries.get());
     if let Some(max) = limits.max_retained_bytes {
         prop_assert!(retained <= max, "retained {retained} > limit {max}");
+        if !model.limits_shrank {
+            prop_assert!(stats.peak_retained_bytes <= max, "peak above the limit");
+        }
     }
     prop_assert_eq!(stats.hits + stats.misses, model.lookups);
     let mut want_stats = model.stats;
@@ -131,6 +137,7 @@ proptest! {
             limits,
             stats: CacheStats::default(),
             lookups: 0,
+            limits_shrank: false,
         };
         for (i, op) in ops.into_iter().enumerate() {
             let id = i as u64;
@@ -152,7 +159,7 @@ proptest! {
                     });
                     match model.get(key) {
                         Some(old) => prop_assert_eq!(got.map(|a| (*a).clone()), Ok(old)),
-                        None if fail => prop_assert_eq!(got, Err(id)),
+                        None if fail => prop_assert_eq!(got, Err(CacheError::Compute(id))),
                         None => {
                             prop_assert_eq!(got.map(|a| (*a).clone()), Ok(v.clone()));
                             model.insert(key, v);
@@ -166,6 +173,7 @@ proptest! {
                     };
                     cache.set_limits(limits);
                     model.limits = limits;
+                    model.limits_shrank = true;
                     while model.over() {
                         model.evict_lru();
                     }
@@ -180,6 +188,7 @@ proptest! {
                     model.stats = CacheStats::default();
                     model.stats.peak_retained_bytes = model.retained();
                     model.lookups = 0;
+                    model.limits_shrank = false;
                 }
             }
             check(&cache, &model)?;
