@@ -3,8 +3,14 @@
 //! - [`schema`]: the wire types ([`schema::Header`], [`schema::Event`], [`schema::Trailer`]).
 //! - [`TraceSession`]: records spans, ops, tensors, memory, gradients, steps into a JSONL
 //!   trace with a PyTorch-style [`schema::Schedule`]; cheap when on, free when off.
-//! - [`TraceReader`] / [`read_trace`]: a streaming reader with typed errors ([`ReadError`]).
+//! - [`TraceReader`] / [`read_trace`] ([`ParsedTrace`]): a streaming reader with typed errors
+//!   ([`ReadError`]); [`TraceReader::for_each_batched`] parses on a second thread.
 //! - [`Validator`] / [`validate()`] / [`validate_file`]: structural checks with line numbers.
+//! - [`encode_event`] / [`encode_header`] / [`encode_trailer`]: the lines a session writes.
+//! - [`json`]: the JSON writer the encoder is built on, for exporters and generators.
+//!
+//! Every item has one path: the wire types under [`schema`], the JSON writer under [`json`],
+//! everything else at the crate root.
 //!
 //! It knows nothing of Candle or of analysis. The format is documented in
 //! `docs/trace-schema.md`.
@@ -13,10 +19,10 @@ mod encode;
 mod fast;
 pub mod json;
 mod pipeline;
-pub mod reader;
+mod reader;
 pub mod schema;
-pub mod session;
-pub mod validate;
+mod session;
+mod validate;
 
 pub use encode::{encode_event, encode_header, encode_trailer};
 pub use reader::{

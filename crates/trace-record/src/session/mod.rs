@@ -32,24 +32,20 @@
 //! ```
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::encode;
 use crate::json::LineBuf;
 use crate::schema::{
-    AllocKind, EventCounts, EventType, ExecStep, GradientState, Header, MemoryCategory, Outcome,
-    Phase, RunMeta, SCHEMA_NAME, SCHEMA_VERSION, Schedule, SpanKind, TimingMode, Trailer,
+    EventCounts, EventType, ExecStep, GradientState, Header, Outcome, RunMeta, SCHEMA_NAME,
+    SCHEMA_VERSION, Schedule, SpanKind, TimingMode, Trailer,
 };
-
-/// Buffered bytes that trigger a block write.
-pub const BLOCK_BYTES: usize = 256 * 1024;
 
 /// Errors of a recording session.
 #[derive(Debug, thiserror::Error)]
@@ -70,211 +66,15 @@ pub enum TraceError {
     AlreadyFinished,
 }
 
-/// What a session is asked to record: the run's metadata and optional schedule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Run {
-    /// The program entry point being profiled.
-    pub entrypoint: String,
-    /// Training or inference.
-    pub phase: Phase,
-    /// The run's device.
-    pub device: String,
-    /// How durations are measured (default [`TimingMode::Host`]).
-    pub timing: TimingMode,
-    /// A run id; a fresh one (`<pid>-<unix ns>`) when `None`.
-    pub run_id: Option<String>,
-    /// Rank in a distributed run.
-    pub rank: Option<u32>,
-    /// World size in a distributed run.
-    pub world_size: Option<u32>,
-    /// User tags.
-    pub tags: BTreeMap<String, String>,
-    /// Library versions (`trace-record`'s own is always added).
-    pub versions: BTreeMap<String, String>,
-    /// Which steps are recorded; `None` records everything.
-    pub schedule: Option<Schedule>,
-}
+mod output;
+mod records;
+mod run;
 
-impl Run {
-    /// A run with host timing, no schedule, no tags.
-    pub fn new(entrypoint: impl Into<String>, phase: Phase, device: impl Into<String>) -> Self {
-        Run {
-            entrypoint: entrypoint.into(),
-            phase,
-            device: device.into(),
-            timing: TimingMode::Host,
-            run_id: None,
-            rank: None,
-            world_size: None,
-            tags: BTreeMap::new(),
-            versions: BTreeMap::new(),
-            schedule: None,
-        }
-    }
+pub use output::{BLOCK_BYTES, MemorySink};
+pub use records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
+pub use run::{Run, StepAction};
 
-    /// Sets the timing mode.
-    pub fn timing(mut self, timing: TimingMode) -> Self {
-        self.timing = timing;
-        self
-    }
-
-    /// Sets the run id.
-    pub fn run_id(mut self, id: impl Into<String>) -> Self {
-        self.run_id = Some(id.into());
-        self
-    }
-
-    /// Sets the rank and world size of a distributed run.
-    pub fn rank(mut self, rank: u32, world_size: u32) -> Self {
-        self.rank = Some(rank);
-        self.world_size = Some(world_size);
-        self
-    }
-
-    /// Adds a user tag.
-    pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.tags.insert(key.into(), value.into());
-        self
-    }
-
-    /// Adds a library version.
-    pub fn version(mut self, library: impl Into<String>, version: impl Into<String>) -> Self {
-        self.versions.insert(library.into(), version.into());
-        self
-    }
-
-    /// Sets the schedule.
-    pub fn schedule(mut self, schedule: Schedule) -> Self {
-        self.schedule = Some(schedule);
-        self
-    }
-}
-
-/// What a schedule does at a step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StepAction {
-    /// Nothing is recorded (skip_first, wait, or after the last cycle).
-    None,
-    /// Warm-up: nothing is written.
-    Warmup,
-    /// Recorded.
-    Record,
-}
-
-impl Schedule {
-    /// A schedule that records every step.
-    pub fn always() -> Self {
-        Schedule {
-            skip_first: 0,
-            wait: 0,
-            warmup: 0,
-            active: 1,
-            repeat: 0,
-        }
-    }
-
-    /// What happens at `step` (0-based), with PyTorch's `torch.profiler.schedule` semantics.
-    pub fn action(&self, step: u64) -> StepAction {
-        if step < self.skip_first {
-            return StepAction::None;
-        }
-        let s = step - self.skip_first;
-        let cycle = self
-            .wait
-            .saturating_add(self.warmup)
-            .saturating_add(self.active);
-        if cycle == 0 || self.active == 0 {
-            return StepAction::None;
-        }
-        if self.repeat > 0 && s / cycle >= self.repeat {
-            return StepAction::None;
-        }
-        let pos = s % cycle;
-        if pos < self.wait {
-            StepAction::None
-        } else if pos < self.wait.saturating_add(self.warmup) {
-            StepAction::Warmup
-        } else {
-            StepAction::Record
-        }
-    }
-
-    /// Whether `step` is recorded.
-    pub fn is_active(&self, step: u64) -> bool {
-        self.action(step) == StepAction::Record
-    }
-}
-
-/// A span id (as written in `span_start`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SpanId(pub u64);
-
-/// An executed op, borrowed from the caller. The span is the thread's current span.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct OpRecord<'a> {
-    /// The op's name.
-    pub name: &'a str,
-    /// Input tensor ids.
-    pub inputs: &'a [u64],
-    /// Output tensor ids.
-    pub outputs: &'a [u64],
-    /// The output's shape.
-    pub shape: &'a [usize],
-    /// The output's dtype.
-    pub dtype: &'a str,
-    /// The device (omitted on the wire when it is the run's device).
-    pub device: &'a str,
-    /// Start, from [`TraceSession::now_ns`].
-    pub start_ns: u64,
-    /// Duration in ns.
-    pub dur_ns: u64,
-    /// Logical input bytes.
-    pub in_bytes: u64,
-    /// Logical output bytes.
-    pub out_bytes: u64,
-    /// What the output holds, when known.
-    pub category: Option<MemoryCategory>,
-    /// Estimated FLOPs, when known.
-    pub flops: Option<u64>,
-}
-
-/// A tensor's metadata, borrowed from the caller. The span is the thread's current span.
-#[derive(Debug, Clone, Copy)]
-pub struct TensorRecord<'a> {
-    /// The tensor id.
-    pub id: u64,
-    /// An optional label (parameter name, ...).
-    pub label: Option<&'a str>,
-    /// The shape.
-    pub shape: &'a [usize],
-    /// The dtype.
-    pub dtype: &'a str,
-    /// The device.
-    pub device: &'a str,
-    /// Whether it tracks gradients.
-    pub requires_grad: bool,
-    /// Logical bytes.
-    pub bytes: u64,
-    /// What it holds.
-    pub category: MemoryCategory,
-}
-
-/// An allocation or free, borrowed from the caller. Time and span are taken by the session.
-#[derive(Debug, Clone, Copy)]
-pub struct MemoryRecord<'a> {
-    /// Alloc or free.
-    pub kind: AllocKind,
-    /// The storage id.
-    pub storage: u64,
-    /// The owning tensor id.
-    pub tensor: u64,
-    /// Bytes.
-    pub bytes: u64,
-    /// The device.
-    pub device: &'a str,
-    /// What it holds.
-    pub category: MemoryCategory,
-}
+use output::{Output, SharedVec, lock};
 
 /// What `finish` reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,99 +89,6 @@ pub struct Summary {
     pub dropped: u64,
     /// The outcome written in the trailer.
     pub outcome: Outcome,
-}
-
-/// The bytes written by an in-memory session (see [`TraceSession::in_memory`]).
-#[derive(Debug, Clone, Default)]
-pub struct MemorySink {
-    bytes: Arc<Mutex<Vec<u8>>>,
-}
-
-impl MemorySink {
-    /// A copy of everything written so far (blocks are written when full and at finish).
-    pub fn bytes(&self) -> Vec<u8> {
-        lock(&self.bytes).clone()
-    }
-}
-
-struct SharedVec(Arc<Mutex<Vec<u8>>>);
-
-impl Write for SharedVec {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        lock(&self.0).extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock cannot leave the buffers in a state worse than partial
-    // data, which the format tolerates; keep going.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-struct Output {
-    sink: Box<dyn Write + Send>,
-    buf: LineBuf,
-    /// Counts of the events in `buf` (not yet written).
-    pending: EventCounts,
-    /// Counts of events written.
-    counts: EventCounts,
-    bytes: u64,
-    dropped: u64,
-    error: Option<io::Error>,
-    finished: bool,
-}
-
-impl Output {
-    /// Appends the lines written by `f`, one per entry of `types` (their event types, in
-    /// order), unless the session failed (all counted as dropped) or finished; writes the
-    /// block when it is full.
-    #[inline]
-    fn append_lines(&mut self, types: &[EventType], f: impl FnOnce(&mut LineBuf)) {
-        if self.error.is_some() {
-            self.dropped += types.len() as u64;
-            return;
-        }
-        if self.finished {
-            return;
-        }
-        f(&mut self.buf);
-        for &ty in types {
-            self.pending.add(ty, 1);
-        }
-        if self.buf.len() >= BLOCK_BYTES {
-            self.write_block();
-        }
-    }
-
-    fn write_block(&mut self) {
-        if self.buf.len() == 0 || self.error.is_some() {
-            return;
-        }
-        match self.sink.write_all(self.buf.bytes()) {
-            Ok(()) => {
-                self.bytes += self.buf.len() as u64;
-                self.counts += self.pending;
-            }
-            Err(e) => {
-                self.dropped += self.pending.total();
-                self.error = Some(e);
-            }
-        }
-        self.pending = EventCounts::default();
-        self.buf.clear();
-    }
-
-    fn flush_sink(&mut self) {
-        if self.error.is_none()
-            && let Err(e) = self.sink.flush()
-        {
-            self.error = Some(e);
-        }
-    }
 }
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);

@@ -1,0 +1,140 @@
+//! What a session records: the [`Run`] builder and the schedule's per-step decisions.
+
+use std::collections::BTreeMap;
+
+use crate::schema::{Phase, Schedule, TimingMode};
+
+/// What a session is asked to record: the run's metadata and optional schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// The program entry point being profiled.
+    pub entrypoint: String,
+    /// Training or inference.
+    pub phase: Phase,
+    /// The run's device.
+    pub device: String,
+    /// How durations are measured (default [`TimingMode::Host`]).
+    pub timing: TimingMode,
+    /// A run id; a fresh one (`<pid>-<unix ns>`) when `None`.
+    pub run_id: Option<String>,
+    /// Rank in a distributed run.
+    pub rank: Option<u32>,
+    /// World size in a distributed run.
+    pub world_size: Option<u32>,
+    /// User tags.
+    pub tags: BTreeMap<String, String>,
+    /// Library versions (`trace-record`'s own is always added).
+    pub versions: BTreeMap<String, String>,
+    /// Which steps are recorded; `None` records everything.
+    pub schedule: Option<Schedule>,
+}
+
+impl Run {
+    /// A run with host timing, no schedule, no tags.
+    pub fn new(entrypoint: impl Into<String>, phase: Phase, device: impl Into<String>) -> Self {
+        Run {
+            entrypoint: entrypoint.into(),
+            phase,
+            device: device.into(),
+            timing: TimingMode::Host,
+            run_id: None,
+            rank: None,
+            world_size: None,
+            tags: BTreeMap::new(),
+            versions: BTreeMap::new(),
+            schedule: None,
+        }
+    }
+
+    /// Sets the timing mode.
+    pub fn timing(mut self, timing: TimingMode) -> Self {
+        self.timing = timing;
+        self
+    }
+
+    /// Sets the run id.
+    pub fn run_id(mut self, id: impl Into<String>) -> Self {
+        self.run_id = Some(id.into());
+        self
+    }
+
+    /// Sets the rank and world size of a distributed run.
+    pub fn rank(mut self, rank: u32, world_size: u32) -> Self {
+        self.rank = Some(rank);
+        self.world_size = Some(world_size);
+        self
+    }
+
+    /// Adds a user tag.
+    pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(key.into(), value.into());
+        self
+    }
+
+    /// Adds a library version.
+    pub fn version(mut self, library: impl Into<String>, version: impl Into<String>) -> Self {
+        self.versions.insert(library.into(), version.into());
+        self
+    }
+
+    /// Sets the schedule.
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = Some(schedule);
+        self
+    }
+}
+
+/// What a schedule does at a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepAction {
+    /// Nothing is recorded (skip_first, wait, or after the last cycle).
+    None,
+    /// Warm-up: nothing is written.
+    Warmup,
+    /// Recorded.
+    Record,
+}
+
+impl Schedule {
+    /// A schedule that records every step.
+    pub fn always() -> Self {
+        Schedule {
+            skip_first: 0,
+            wait: 0,
+            warmup: 0,
+            active: 1,
+            repeat: 0,
+        }
+    }
+
+    /// What happens at `step` (0-based), with PyTorch's `torch.profiler.schedule` semantics.
+    pub fn action(&self, step: u64) -> StepAction {
+        if step < self.skip_first {
+            return StepAction::None;
+        }
+        let s = step - self.skip_first;
+        let cycle = self
+            .wait
+            .saturating_add(self.warmup)
+            .saturating_add(self.active);
+        if cycle == 0 || self.active == 0 {
+            return StepAction::None;
+        }
+        if self.repeat > 0 && s / cycle >= self.repeat {
+            return StepAction::None;
+        }
+        let pos = s % cycle;
+        if pos < self.wait {
+            StepAction::None
+        } else if pos < self.wait.saturating_add(self.warmup) {
+            StepAction::Warmup
+        } else {
+            StepAction::Record
+        }
+    }
+
+    /// Whether `step` is recorded.
+    pub fn is_active(&self, step: u64) -> bool {
+        self.action(step) == StepAction::Record
+    }
+}
