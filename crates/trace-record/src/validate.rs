@@ -89,10 +89,10 @@ pub struct Issue {
     pub kind: IssueKind,
 }
 
-impl std::fmt::Display for Issue {
+impl std::fmt::Display for IssueKind {
+    /// What is wrong, without the line (`span 3 never ended`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}: ", self.line)?;
-        match &self.kind {
+        match self {
             IssueKind::DuplicateSpan { id, first_line } => {
                 write!(f, "span {id} started again (first at line {first_line})")
             }
@@ -120,6 +120,24 @@ impl std::fmt::Display for Issue {
                 "storage {storage} allocated again (live since line {first_line})"
             ),
         }
+    }
+}
+
+impl std::fmt::Display for Issue {
+    /// `line N: ` and the kind's message.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.kind)
+    }
+}
+
+impl serde::Serialize for Issue {
+    /// `{"line":N,"message":"..."}` (the message is the kind's `Display`).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Issue", 2)?;
+        st.serialize_field("line", &self.line)?;
+        st.serialize_field("message", &self.kind.to_string())?;
+        st.end()
     }
 }
 

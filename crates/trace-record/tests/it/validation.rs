@@ -239,3 +239,17 @@ fn structured_ids_validate() {
         ]
     );
 }
+
+#[test]
+fn issues_display_and_serialize_with_their_message() {
+    let issue = Issue {
+        line: 7,
+        kind: IssueKind::SpanLeftOpen { id: 3 },
+    };
+    assert_eq!(issue.kind.to_string(), "span 3 never ended");
+    assert_eq!(issue.to_string(), "line 7: span 3 never ended");
+    assert_eq!(
+        serde_json::to_string(&issue).unwrap(),
+        r#"{"line":7,"message":"span 3 never ended"}"#
+    );
+}
