@@ -165,9 +165,9 @@ pub struct EventCounts {
 }
 
 impl EventCounts {
-    /// The sum over every type.
+    /// The sum over every type (saturating: a trailer read from a file may hold any counts).
     pub fn total(&self) -> u64 {
-        self.iter().map(|(_, n)| n).sum()
+        self.iter().fold(0, |sum, (_, n)| sum.saturating_add(n))
     }
 
     /// Adds `n` events of type `ty`.

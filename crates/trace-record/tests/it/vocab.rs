@@ -155,6 +155,12 @@ fn event_counts_are_counters() {
             .map(|ty| (ty, 2 * ty.index() as u64))
             .to_vec()
     );
+    let huge = EventCounts {
+        op: u64::MAX,
+        step: 1,
+        ..EventCounts::default()
+    };
+    assert_eq!(huge.total(), u64::MAX);
     // Serialized with the wire names as keys (the trailer's `counts`).
     let json = serde_json::to_value(d).unwrap();
     for ty in EventType::ALL {
