@@ -20,7 +20,7 @@ use candle_graph::trace::{
     TraceRunMeta,
 };
 use candle_graph::{ExecutionPhase, ExecutionStep, TraceEvent};
-use trace_analyze::synth::{SynthConfig, write_synthetic};
+use testkit::{SynthConfig, write_synthetic};
 use trace_record::schema::{self as wire, Event};
 use tracegraph_benches::{Row, emit, emit_time, measure_child, quick, release_cli};
 
@@ -103,8 +103,8 @@ fn main() {
                 b.iter(|| {
                     let t =
                         trace_analyze::load_str(&text, "bench", Default::default()).expect("loads");
-                    let cache = trace_analyze::steps::new_step_cache();
-                    trace_analyze::summary::summarize(&t, &cache).expect("summary")
+                    let cache = trace_analyze::new_step_cache();
+                    trace_analyze::summarize(&t, &cache).expect("summary")
                 })
             });
             g.finish();

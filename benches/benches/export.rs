@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use trace_analyze::export::{ChromeOptions, folded_stacks, write_chrome};
+use trace_export::{ChromeOptions, folded_stacks, write_chrome};
 use trace_record::schema::{AllocKind, ExecStep, MemoryCategory, Phase, SpanKind};
 use trace_record::{
     MemoryRecord, OpRecord, ReadOptions, Run, TensorRecord, TraceReader, TraceSession,

@@ -141,12 +141,6 @@ fn tracegraph_stdout(root: &Path, args: &[&str]) -> Result<String> {
 }
 
 /// µs with three decimals (a JSON number) as integer ns.
-fn ns(v: &Value) -> Option<u64> {
-    v.as_f64()
-        .filter(|x| x.is_finite() && *x >= 0.0)
-        .map(|x| (x * 1000.0).round() as u64)
-}
-
 /// Exports the demo trace as Chrome JSON and folded stacks and checks both (see the module
 /// documentation). Returns the failures.
 fn export_checks(root: &Path, trace: &Path, out: &Path) -> Result<Vec<String>> {
@@ -187,8 +181,10 @@ fn export_checks(root: &Path, trace: &Path, out: &Path) -> Result<Vec<String>> {
         .context("`tracegraph spans --json` is not JSON")?;
 
     let mut fail = |m: String| failures.push(format!("{}: {m}", chrome_path.display()));
-    if chrome["displayTimeUnit"] != "ns" {
-        fail("displayTimeUnit is not \"ns\"".to_string());
+    // Fields, nesting per thread, counters: testkit's checker, the one the export tests use.
+    let check = testkit::check_chrome(&chrome);
+    for f in &check.failures {
+        fail(f.clone());
     }
     let adjusted = &chrome["otherData"]["summary"]["adjustments"];
     if adjusted
@@ -199,85 +195,18 @@ fn export_checks(root: &Path, trace: &Path, out: &Path) -> Result<Vec<String>> {
             "the demo's spans and ops needed adjustments: {adjusted}"
         ));
     }
-    let events = chrome["traceEvents"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    if events.is_empty() {
-        fail("no traceEvents".to_string());
-    }
-    // (tid, start, end, is_step_track); op totals by name.
-    let mut xs: Vec<(u64, u64, u64, bool)> = Vec::new();
-    let mut op_totals: std::collections::BTreeMap<String, u64> = Default::default();
-    let mut counters = 0u64;
-    for e in &events {
-        let ph = e["ph"].as_str().unwrap_or("");
-        if !e["name"].is_string() || !e["pid"].is_u64() || !e["tid"].is_u64() {
-            fail(format!("event without name/pid/tid: {e}"));
-            continue;
-        }
-        match ph {
-            "X" => match (ns(&e["ts"]), ns(&e["dur"])) {
-                (Some(ts), Some(dur)) => {
-                    let tid = e["tid"].as_u64().unwrap_or(0);
-                    xs.push((tid, ts, ts + dur, e["cat"] == "step"));
-                    if e["cat"] == "op" {
-                        *op_totals
-                            .entry(e["name"].as_str().unwrap_or("").to_string())
-                            .or_default() += dur;
-                    }
-                }
-                _ => fail(format!("complete event without ts/dur: {e}")),
-            },
-            "C" => {
-                counters += 1;
-                let ok = ns(&e["ts"]).is_some()
-                    && e["args"].as_object().is_some_and(|a| {
-                        !a.is_empty() && a.values().all(|v| v.as_f64().is_some_and(|x| x >= 0.0))
-                    });
-                if !ok {
-                    fail(format!("bad or negative counter: {e}"));
-                }
-            }
-            "i" if ns(&e["ts"]).is_some() => {}
-            "M" => {}
-            _ => fail(format!("unexpected event: {e}")),
-        }
-    }
-    if counters == 0 {
+    if check.counters == 0 {
         fail("no memory counters".to_string());
     }
-    // Nesting per thread, and the time of the outermost events.
-    xs.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then(b.2.cmp(&a.2)));
-    let mut stack: Vec<(u64, u64, u64)> = Vec::new();
-    let mut roots = 0u64;
-    for &(tid, start, end, step_track) in &xs {
-        while stack
-            .last()
-            .is_some_and(|top| top.0 != tid || top.2 <= start)
-        {
-            stack.pop();
-        }
-        match stack.last() {
-            Some(top) if end > top.2 => {
-                fail(format!(
-                    "thread {tid}: [{start}, {end}] ns sticks out of [{}, {}]",
-                    top.1, top.2
-                ));
-            }
-            Some(_) => {}
-            None if !step_track => roots += end - start,
-            None => {}
-        }
-        stack.push((tid, start, end));
-    }
+    let op_totals = &check.op_totals;
+    let roots = check.outermost_ns;
     let table: std::collections::BTreeMap<String, u64> = ops["rows"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|r| Some((r["name"].as_str()?.to_string(), r["total_ns"].as_u64()?)))
         .collect();
-    if table.is_empty() || table != op_totals {
+    if table.is_empty() || &table != op_totals {
         fail(format!(
             "op totals differ from `tracegraph ops --json`: export {op_totals:?}, ops {table:?}"
         ));
@@ -309,9 +238,10 @@ fn export_checks(root: &Path, trace: &Path, out: &Path) -> Result<Vec<String>> {
         ));
     }
     eprintln!(
-        "xtask: exports checked: {} Chrome events ({} complete, {counters} counters), {} folded stacks summing to {sum} ns",
-        events.len(),
-        xs.len(),
+        "xtask: exports checked: {} Chrome events ({} complete, {} counters), {} folded stacks summing to {sum} ns",
+        chrome["traceEvents"].as_array().map_or(0, Vec::len),
+        check.complete.len(),
+        check.counters,
         folded.lines().count()
     );
     Ok(failures)

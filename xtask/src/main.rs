@@ -7,6 +7,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 mod browser_check;
+#[cfg(test)]
+mod tidy;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>

@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use crate::error::AnalyzeError;
 use crate::memory::{ByCategory, memory_report};
-use crate::model::{Timing, Trace};
+use trace_record::schema::TimingMode;
+
+use crate::model::Trace;
 use crate::spans::span_tree;
 use crate::stats::{Spread, SpreadAcc};
 use crate::steps::{GraphReport, StepCache, graph_report};
@@ -121,8 +123,8 @@ pub struct Comparison {
     pub base: String,
     /// The candidate trace (as given).
     pub candidate: String,
-    /// Timing of each trace; comparing host with device time is flagged in `warnings`.
-    pub timing: (Timing, Timing),
+    /// TimingMode of each trace; comparing host with device time is flagged in `warnings`.
+    pub timing: (TimingMode, TimingMode),
     /// Things to keep in mind (different timing modes, incomplete traces, ...).
     pub warnings: Vec<String>,
     /// Steps in each trace.

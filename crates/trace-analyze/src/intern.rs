@@ -1,61 +1,12 @@
 //! String and shape interning: each distinct op name, span name, device or shape is stored once.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// A fast, non-cryptographic hasher for integer ids and short strings (the multiply-rotate of
-/// FxHash). Trace ids and names are not adversarial keys worth SipHash's cost; this is never
+/// The hash map of the analyses, keyed by ids, interned names and shapes: foldhash, well mixed
+/// in the low bits (structured ids such as `i << 40` spread over the buckets instead of
+/// colliding), with a fixed seed so that no result depends on a process's random seed. Never
 /// used for anything persisted (fingerprints come from graph-core's XXH3 encoding).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct FastHasher(u64);
-
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl Hasher for FastHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(b));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut b = [0u8; 8];
-            b[..rest.len()].copy_from_slice(rest);
-            self.write_u64(u64::from_le_bytes(b) ^ rest.len() as u64);
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, v: u8) {
-        self.write_u64(u64::from(v));
-    }
-
-    #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(SEED);
-    }
-
-    #[inline]
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-}
-
-/// A `HashMap` with [`FastHasher`].
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 /// The id of an interned string in an [`Interner`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,49 +1,86 @@
-//! trace-analyze: analyses and exports over a read trace.
+//! trace-analyze: linear-time analyses over a read trace (op table, span tree, memory, step graphs, comparison, summary).
 //!
 //! Load a trace once with [`load_path`] (or [`load_str`], [`load_reader`]) into a compact
 //! [`Trace`] (names, devices and shapes interned; one streaming pass), then ask for:
 //!
-//! - the op table ([`ops::op_table`]): per op name, or per name and input shapes, count,
-//!   total, self, mean, min, max and p95 duration, output bytes and share of step time;
-//! - the span tree ([`spans::span_tree`]): total and self time per span path with its spread
-//!   over steps and its execution step;
-//! - the memory report ([`memory::memory_report`]): live logical bytes over time per device and
+//! - the op table ([`op_table`]): per op name, or per name and input shapes, count, total,
+//!   self, mean, min, max and p95 duration, output bytes and share of step time;
+//! - the span tree ([`span_tree`]): total and self time per span path with its spread over
+//!   steps and its execution step;
+//! - the memory report ([`memory_report`]): live logical bytes over time per device and
 //!   category, the peak and what was live there, possible leaks, physical samples beside
 //!   (`None` when the trace has no memory events: absent, not zero);
-//! - per-step execution graphs ([`steps::graph_report`]): graph-core graphs with canonical ids,
-//!   their fingerprints, "stable from step k", the first differing op of a changed step;
-//!   identical steps analysed once through an ad-cache [`steps::StepCache`];
-//! - the comparison of two traces ([`compare::compare`]);
-//! - the summary that `tracegraph summary` prints ([`summary::summarize`]).
+//! - per-step execution graphs ([`graph_report`]): graph-core graphs with canonical ids, their
+//!   fingerprints, "stable from step k", the first differing op of a changed step; identical
+//!   steps analysed once through an ad-cache [`StepCache`];
+//! - the comparison of two traces ([`compare()`]);
+//! - the summary that `tracegraph summary` prints ([`summarize`]);
+//! - one formatter of durations and sizes for people ([`format_ns`], [`format_bytes`]).
 //!
 //! Every analysis is iterative and O(n log n) at worst; [`Trace::work`] counts the work done so
-//! tests can assert linear growth. Durations are labelled with [`Timing`]: host time unless the
-//! header says the device was synchronized.
+//! tests can assert linear growth. Durations are labelled with [`TimingMode`]: host time unless the
+//! header says the device was synchronized. Exports (Chrome JSON, folded stacks) live in
+//! trace-export and the HTML report in trace-report: this crate computes, it does not draw.
 //!
 //! ```
-//! use trace_analyze::{load_str, ops, synth};
-//! let mut buf = Vec::new();
-//! synth::write_synthetic(&mut buf, &synth::SynthConfig { ops: 200, ops_per_step: 50, ..Default::default() })?;
-//! let trace = load_str(std::str::from_utf8(&buf)?, "synthetic.jsonl", Default::default())?;
-//! let table = ops::op_table(&trace, &ops::OpTableOptions::default());
-//! assert_eq!(table.op_count, 200);
+//! use trace_analyze::{OpTableOptions, load_str, op_table};
+//! use trace_record::schema::Phase;
+//! use trace_record::{OpRecord, Run, TraceSession};
+//!
+//! // Record two steps of one op each, in memory.
+//! let (session, sink) = TraceSession::in_memory(Run::new("doc", Phase::Infer, "cpu"));
+//! for _ in 0..2 {
+//!     session.step();
+//!     let start = session.now_ns();
+//!     session.record_op(&OpRecord {
+//!         name: "matmul", inputs: &[1, 2], outputs: &[3], shape: &[2, 4], dtype: "f32",
+//!         device: "cpu", start_ns: start, dur_ns: 1_000, in_bytes: 64, out_bytes: 32,
+//!         category: None, flops: None,
+//!     });
+//! }
+//! session.finish()?;
+//! let text = String::from_utf8(sink.bytes())?;
+//! let trace = load_str(&text, "doc.jsonl", Default::default())?;
+//! let table = op_table(&trace, &OpTableOptions::default());
+//! assert_eq!(table.op_count, 2);
+//! assert_eq!(table.rows[0].name, "matmul");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod compare;
-pub mod error;
-pub mod export;
-pub mod intern;
-pub mod load;
-pub mod memory;
-pub mod model;
-pub mod ops;
-pub mod spans;
-pub mod stats;
-pub mod steps;
-pub mod summary;
-pub mod synth;
+mod compare;
+mod error;
+mod format;
+mod intern;
+mod load;
+mod memory;
+mod model;
+mod ops;
+mod spans;
+mod stats;
+mod steps;
+mod summary;
 
+pub use compare::{Comparison, Delta, MemoryDelta, OpDelta, SpanDelta, StepGraphPair, compare};
 pub use error::AnalyzeError;
+pub use format::{format_bytes, format_ns, format_pct};
+pub use intern::{FastMap, Interner, ShapeId, ShapeInterner, Sym, format_shape};
 pub use load::{LoadOptions, load_path, load_reader, load_str};
-pub use model::{Category, ExecStep, Outcome, SpanKind, Timing, Trace};
+pub use memory::{
+    Allocation, ByCategory, DeviceMemory, MemoryReport, PhysicalSummary, TIMELINE_POINTS,
+    TOP_ALLOCATIONS, TimelinePoint, memory_report,
+};
+pub use model::{
+    GradientCounts, MemEvent, Op, PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace,
+    TraceEnd, WorkCounter,
+};
+pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table, sort_rows};
+pub use spans::{SpanNode, SpanTree, span_paths, span_tree};
+pub use stats::{Spread, SpreadAcc, percentile};
+pub use steps::{
+    CacheReport, CanonInput, CanonOp, GraphReport, OpCount, PayloadPool, StepCache, StepDiff,
+    StepGraph, StepGraphAnalysis, StepKey, StepOp, analyse_step_graph, build_step_graph,
+    canonical_ops, first_difference, graph_report, new_step_cache,
+};
+pub use summary::{
+    ChangedStep, DevicePeak, GraphStability, Health, LISTED, StepTimes, Summary, TOP_OPS, summarize,
+};

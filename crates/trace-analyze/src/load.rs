@@ -7,13 +7,13 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use trace_record::schema::{self as wire, Event};
-use trace_record::{LineEvent, ReadMode, ReadOptions, TraceReader, Validator};
+use trace_record::{ReadMode, ReadOptions, TraceReader, Validator};
 
 use crate::error::AnalyzeError;
 use crate::intern::{Interner, ShapeInterner};
 use crate::model::{
-    Category, EventCounts, ExecStep, GradientCounts, Issue, MemEvent, Op, Outcome, PhysSample,
-    RunInfo, Span, SpanKind, Step, TensorInfo, Timing, Trace, WorkCounter,
+    GradientCounts, MemEvent, Op, PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace,
+    TraceEnd, WorkCounter,
 };
 
 /// How to load a trace.
@@ -28,7 +28,7 @@ pub struct LoadOptions {
 /// # Errors
 /// [`AnalyzeError::Io`] when the file cannot be opened, [`AnalyzeError::Read`] (naming the file,
 /// line and field) when it is not a valid trace. A truncated trace is not an error: it loads
-/// up to its last complete line with [`Outcome::Truncated`].
+/// up to its last complete line with [`TraceEnd::Truncated`].
 pub fn load_path(path: &Path, opts: LoadOptions) -> Result<Trace, AnalyzeError> {
     let file = File::open(path).map_err(|error| AnalyzeError::Io {
         file: path.display().to_string(),
@@ -60,13 +60,11 @@ pub fn load_str(text: &str, source: &str, opts: LoadOptions) -> Result<Trace, An
     load_reader(text.as_bytes(), source, opts)
 }
 
-/// Events handed from the parsing thread to the model builder at a time.
-const BATCH: usize = 4096;
-
 /// Loads a trace from any buffered reader; `source` names it in errors.
 ///
-/// Parsing (JSON) runs on a second thread, pipelined with building the model and validating
-/// the structure on this one, so the two overlap on a multi-core machine.
+/// Parsing (JSON) runs on a second thread (trace-record's batch pipeline,
+/// [`TraceReader::for_each_batched`]), pipelined with building the model and validating the
+/// structure on this one, so the two overlap on a multi-core machine.
 pub fn load_reader<R: BufRead + Send>(
     src: R,
     source: &str,
@@ -86,39 +84,9 @@ pub fn load_reader<R: BufRead + Send>(
     let mut reader = TraceReader::new(src, options).map_err(err)?;
     let header = reader.header().clone();
     let mut b = Builder::new(source, &header);
-    let (reader, result) = std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<LineEvent>>(16);
-        let producer = scope.spawn(move || {
-            let mut batch = Vec::with_capacity(BATCH);
-            let result = loop {
-                match reader.next_event() {
-                    Ok(Some(e)) => {
-                        batch.push(e);
-                        if batch.len() == BATCH {
-                            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                            if tx.send(full).is_err() {
-                                break Ok(());
-                            }
-                        }
-                    }
-                    Ok(None) => break Ok(()),
-                    Err(e) => break Err(e),
-                }
-            };
-            if !batch.is_empty() {
-                let _ = tx.send(batch);
-            }
-            (reader, result)
-        });
-        for batch in rx {
-            for le in batch {
-                b.event(le.line, le.event);
-            }
-        }
-        match producer.join() {
-            Ok(r) => r,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+    let result = reader.for_each_batched(|le| {
+        b.event(le.line, le.event);
+        Ok::<(), trace_record::ReadError>(())
     });
     result.map_err(err)?;
     let mut trace = b.finish();
@@ -127,49 +95,14 @@ pub fn load_reader<R: BufRead + Send>(
     trace.counts.unknown = reader.skipped_unknown();
     match reader.trailer() {
         Some(t) => {
-            trace.outcome = match &t.outcome {
-                wire::Outcome::Complete => Outcome::Complete,
-                wire::Outcome::Failed { reason } => Outcome::Failed {
-                    reason: reason.clone(),
-                },
-                wire::Outcome::Incomplete => Outcome::Incomplete,
-            };
+            trace.outcome = TraceEnd::Trailer(t.outcome.clone());
             trace.dropped = t.dropped;
             trace.trailer_counts = Some(t.counts);
             trace.end_ns = trace.end_ns.max(t.ts);
         }
-        None => trace.outcome = Outcome::Truncated,
+        None => trace.outcome = TraceEnd::Truncated,
     }
     Ok(trace)
-}
-
-fn kind(k: wire::SpanKind) -> SpanKind {
-    match k {
-        wire::SpanKind::Function => SpanKind::Function,
-        wire::SpanKind::Module => SpanKind::Module,
-        wire::SpanKind::Op => SpanKind::Op,
-    }
-}
-
-fn exec(s: wire::ExecStep) -> ExecStep {
-    match s {
-        wire::ExecStep::Forward => ExecStep::Forward,
-        wire::ExecStep::Backward => ExecStep::Backward,
-        wire::ExecStep::Optimizer => ExecStep::Optimizer,
-    }
-}
-
-/// Maps a wire memory category to the model's.
-pub fn category(c: wire::MemoryCategory) -> Category {
-    match c {
-        wire::MemoryCategory::Parameter => Category::Parameter,
-        wire::MemoryCategory::Activation => Category::Activation,
-        wire::MemoryCategory::Gradient => Category::Gradient,
-        wire::MemoryCategory::OptimizerState => Category::OptimizerState,
-        wire::MemoryCategory::Input => Category::Input,
-        wire::MemoryCategory::Temporary => Category::Temporary,
-        wire::MemoryCategory::Other => Category::Other,
-    }
 }
 
 struct Builder {
@@ -195,15 +128,9 @@ impl Builder {
             version: h.version,
             run_id: h.run.run_id.clone(),
             entrypoint: h.run.entrypoint.clone(),
-            phase: match h.run.phase {
-                wire::Phase::Train => "train".into(),
-                wire::Phase::Infer => "infer".into(),
-            },
+            phase: h.run.phase.as_str().into(),
             device: h.run.device.clone(),
-            timing: match h.run.timing {
-                wire::TimingMode::Host => Timing::Host,
-                wire::TimingMode::DeviceSynchronized => Timing::DeviceSynchronized,
-            },
+            timing: h.run.timing,
             start_unix_ns: h.run.start_unix_ns,
             tags,
         };
@@ -211,10 +138,10 @@ impl Builder {
             t: Trace {
                 source: source.to_string(),
                 run,
-                outcome: Outcome::Truncated,
+                outcome: TraceEnd::Truncated,
                 trailer_counts: None,
                 dropped: 0,
-                counts: EventCounts::default(),
+                counts: ReadCounts::default(),
                 gradients: GradientCounts::default(),
                 lines: 0,
                 partial_last_line: false,
@@ -262,7 +189,6 @@ impl Builder {
                 let parent = s.parent.and_then(|p| self.span_index.get(&p).copied());
                 let exec_step = s
                     .step
-                    .map(exec)
                     .or_else(|| parent.and_then(|p| self.t.spans[p as usize].exec_step));
                 let idx = self.t.spans.len() as u32;
                 self.span_index.insert(s.id, idx);
@@ -271,7 +197,7 @@ impl Builder {
                     id: s.id,
                     parent,
                     name,
-                    kind: kind(s.kind),
+                    kind: s.kind,
                     exec_step,
                     thread: s.thread,
                     start_ns: s.ts,
@@ -336,7 +262,7 @@ impl Builder {
                     tensor: Some(m.tensor),
                     bytes: m.bytes,
                     device,
-                    category: category(m.category),
+                    category: m.category,
                     alloc: matches!(m.kind, wire::AllocKind::Alloc),
                     span: m.span.and_then(|s| self.span_index.get(&s).copied()),
                 });
@@ -401,19 +327,7 @@ impl Builder {
     fn finish(mut self) -> Trace {
         // Issues are sorted by line by the validator.
         self.close_step(None);
-        self.t.issues = self
-            .validator
-            .finish()
-            .into_iter()
-            .map(|i| {
-                let text = i.to_string();
-                let prefix = format!("line {}: ", i.line);
-                Issue {
-                    line: i.line,
-                    message: text.strip_prefix(&prefix).unwrap_or(&text).to_string(),
-                }
-            })
-            .collect();
+        self.t.issues = self.validator.finish();
         self.t
     }
 }

@@ -6,14 +6,16 @@ use crate::intern::FastMap;
 use serde::Serialize;
 
 use crate::intern::Sym;
-use crate::model::{Category, MemEvent, Trace};
+use trace_record::schema::MemoryCategory;
+
+use crate::model::{MemEvent, Trace};
 
 /// How many points each device's timeline keeps at most (the maximum in each time bucket).
 pub const TIMELINE_POINTS: usize = 512;
 /// How many allocations are listed at the peak and at the end.
 pub const TOP_ALLOCATIONS: usize = 20;
 
-/// Live logical bytes per category (fields named after [`Category::as_str`]).
+/// Live logical bytes per category (fields named after [`MemoryCategory::as_str`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ByCategory {
     /// Parameters.
@@ -46,21 +48,21 @@ impl ByCategory {
     }
 
     /// The bytes of `c`.
-    pub fn get(&self, c: Category) -> u64 {
+    pub fn get(&self, c: MemoryCategory) -> u64 {
         match c {
-            Category::Parameter => self.parameter,
-            Category::Activation => self.activation,
-            Category::Gradient => self.gradient,
-            Category::OptimizerState => self.optimizer_state,
-            Category::Input => self.input,
-            Category::Temporary => self.temporary,
-            Category::Other => self.other,
+            MemoryCategory::Parameter => self.parameter,
+            MemoryCategory::Activation => self.activation,
+            MemoryCategory::Gradient => self.gradient,
+            MemoryCategory::OptimizerState => self.optimizer_state,
+            MemoryCategory::Input => self.input,
+            MemoryCategory::Temporary => self.temporary,
+            MemoryCategory::Other => self.other,
         }
     }
 
     /// The sum over categories.
     pub fn total(&self) -> u64 {
-        Category::ALL.iter().map(|&c| self.get(c)).sum()
+        MemoryCategory::ALL.iter().map(|&c| self.get(c)).sum()
     }
 }
 
@@ -92,7 +94,7 @@ pub struct Allocation {
     /// Logical bytes.
     pub bytes: u64,
     /// The category.
-    pub category: Category,
+    pub category: MemoryCategory,
     /// When it was allocated, ns since session start.
     pub allocated_at_ns: u64,
 }
@@ -165,7 +167,7 @@ pub struct MemoryReport {
 
 struct Live {
     bytes: u64,
-    category: Category,
+    category: MemoryCategory,
     tensor: Option<u64>,
     t_ns: u64,
 }
@@ -296,7 +298,7 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
     let end_bytes = total;
     let mut leaks: Vec<(u64, &Live)> = live
         .iter()
-        .filter(|(_, l)| !l.category.persistent())
+        .filter(|(_, l)| !l.category.is_persistent())
         .map(|(&s, l)| (s, l))
         .collect();
     let possible_leak_count = leaks.len() as u64;

@@ -9,120 +9,9 @@ use crate::intern::FastMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
+use trace_record::schema::{ExecStep, MemoryCategory, Outcome, SpanKind, TimingMode};
 
 use crate::intern::{Interner, ShapeId, ShapeInterner, Sym};
-
-/// What kind of region a span is (as recorded).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SpanKind {
-    /// A function or user region.
-    Function,
-    /// A module's forward (e.g. `model/layers.3/mlp`).
-    Module,
-    /// One operation.
-    Op,
-}
-
-/// The training phase a span or op ran in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExecStep {
-    /// The forward pass.
-    Forward,
-    /// The backward pass.
-    Backward,
-    /// The optimizer update.
-    Optimizer,
-}
-
-impl ExecStep {
-    /// The snake_case name (`forward`, `backward`, `optimizer`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExecStep::Forward => "forward",
-            ExecStep::Backward => "backward",
-            ExecStep::Optimizer => "optimizer",
-        }
-    }
-}
-
-/// The memory category of an allocation (logical bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Category {
-    /// Model parameters.
-    Parameter,
-    /// Forward activations.
-    Activation,
-    /// Gradients.
-    Gradient,
-    /// Optimizer state (moments, ...).
-    OptimizerState,
-    /// Inputs fed to the model.
-    Input,
-    /// Short-lived temporaries.
-    Temporary,
-    /// Anything else.
-    Other,
-}
-
-impl Category {
-    /// Every category, in report order.
-    pub const ALL: [Category; 7] = [
-        Category::Parameter,
-        Category::Activation,
-        Category::Gradient,
-        Category::OptimizerState,
-        Category::Input,
-        Category::Temporary,
-        Category::Other,
-    ];
-
-    /// The position of this category in [`Category::ALL`].
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The snake_case name (`parameter`, `optimizer_state`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Category::Parameter => "parameter",
-            Category::Activation => "activation",
-            Category::Gradient => "gradient",
-            Category::OptimizerState => "optimizer_state",
-            Category::Input => "input",
-            Category::Temporary => "temporary",
-            Category::Other => "other",
-        }
-    }
-
-    /// True for categories that are expected to stay allocated to the end of a run
-    /// (parameters and optimizer state), so they are not reported as possible leaks.
-    pub fn persistent(self) -> bool {
-        matches!(self, Category::Parameter | Category::OptimizerState)
-    }
-}
-
-/// How durations were measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Timing {
-    /// Host wall-clock time: device work may still be running when an op "ends".
-    Host,
-    /// The device was synchronized around each timed region: durations are device time.
-    DeviceSynchronized,
-}
-
-impl Timing {
-    /// The label printed next to durations (`host` or `device_synchronized`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Timing::Host => "host",
-            Timing::DeviceSynchronized => "device_synchronized",
-        }
-    }
-}
 
 /// Run metadata from the trace header.
 #[derive(Debug, Clone, Serialize)]
@@ -140,29 +29,64 @@ pub struct RunInfo {
     /// The device the run asked for (`cpu`, `cuda:0`, ...).
     pub device: String,
     /// How durations were measured.
-    pub timing: Timing,
+    pub timing: TimingMode,
     /// Wall-clock start of the session, ns since the Unix epoch.
     pub start_unix_ns: u64,
     /// User tags, sorted by key.
     pub tags: Vec<(String, String)>,
 }
 
-/// How the run ended, from the trailer (or its absence).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Outcome {
-    /// The trailer says the run completed.
-    Complete,
-    /// The trailer says the run failed.
-    Failed {
-        /// The reason written in the trailer.
-        reason: String,
-    },
-    /// The trailer says the session was dropped without finishing.
-    Incomplete,
-    /// There is no trailer: the file was truncated (crash, kill -9) and was read up to its last
-    /// complete line.
+/// How a loaded trace ends: the outcome its trailer states, or truncated when it has no
+/// trailer. The outcome itself is trace-record's wire type; only "no trailer" is the
+/// reader's own finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceEnd {
+    /// The trailer's outcome (complete, failed with a reason, or dropped without finish).
+    Trailer(Outcome),
+    /// There is no trailer: the file was truncated (crash, kill -9) and was read up to its
+    /// last complete line.
     Truncated,
+}
+
+impl TraceEnd {
+    /// `complete`, `failed`, `incomplete` or `truncated`.
+    pub fn kind_str(&self) -> &'static str {
+        match self {
+            TraceEnd::Trailer(o) => o.kind().as_str(),
+            TraceEnd::Truncated => "truncated",
+        }
+    }
+
+    /// The ending in words, for people: `complete`, `failed: REASON`,
+    /// `incomplete: session dropped without finish`, `incomplete: truncated, no trailer`.
+    pub fn describe(&self) -> String {
+        match self {
+            TraceEnd::Trailer(Outcome::Complete) => "complete".into(),
+            TraceEnd::Trailer(Outcome::Failed { reason }) => format!("failed: {reason}"),
+            TraceEnd::Trailer(Outcome::Incomplete) => {
+                "incomplete: session dropped without finish".into()
+            }
+            TraceEnd::Truncated => "incomplete: truncated, no trailer".into(),
+        }
+    }
+}
+
+/// Serialized as `{"kind":"complete"}`, `{"kind":"failed","reason":"..."}`, ... (the
+/// `outcome` object of the CLI's JSON).
+impl Serialize for TraceEnd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let reason = match self {
+            TraceEnd::Trailer(Outcome::Failed { reason }) => Some(reason),
+            _ => None,
+        };
+        let mut m = s.serialize_map(Some(1 + usize::from(reason.is_some())))?;
+        m.serialize_entry("kind", self.kind_str())?;
+        if let Some(r) = reason {
+            m.serialize_entry("reason", r)?;
+        }
+        m.end()
+    }
 }
 
 /// A span as loaded: one timed region with a parent.
@@ -245,7 +169,7 @@ pub struct MemEvent {
     /// The device label.
     pub device: Sym,
     /// The category.
-    pub category: Category,
+    pub category: MemoryCategory,
     /// True for an allocation, false for a free.
     pub alloc: bool,
     /// The index (in [`Trace::spans`]) of the span it happened in, when known.
@@ -296,18 +220,9 @@ pub struct TensorInfo {
     pub label: Option<Sym>,
 }
 
-/// A structural problem found while reading (from the reader's validation).
-#[derive(Debug, Clone, Serialize)]
-pub struct Issue {
-    /// The 1-based line of the event the issue is about.
-    pub line: u64,
-    /// What is wrong.
-    pub message: String,
-}
-
 /// Event counts by type, as read, plus the lines of unknown type that were skipped.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct EventCounts {
+pub struct ReadCounts {
     /// Events read, by type (serialized flat: `span_start`, `span_end`, `op`, ...).
     #[serde(flatten)]
     pub by_type: trace_record::schema::EventCounts,
@@ -315,7 +230,7 @@ pub struct EventCounts {
     pub unknown: u64,
 }
 
-impl EventCounts {
+impl ReadCounts {
     /// All events counted, unknown lines included.
     pub fn total(&self) -> u64 {
         self.by_type.total() + self.unknown
@@ -374,13 +289,13 @@ pub struct Trace {
     /// Header metadata.
     pub run: RunInfo,
     /// How the run ended.
-    pub outcome: Outcome,
+    pub outcome: TraceEnd,
     /// Counts per event type from the trailer, when there is one.
     pub trailer_counts: Option<trace_record::schema::EventCounts>,
     /// Events the recorder said it dropped (from the trailer; 0 without one).
     pub dropped: u64,
     /// Event counts as read.
-    pub counts: EventCounts,
+    pub counts: ReadCounts,
     /// Gradient facts by state.
     pub gradients: GradientCounts,
     /// Lines read (including header and trailer).
@@ -388,7 +303,7 @@ pub struct Trace {
     /// A partial last line was found and ignored.
     pub partial_last_line: bool,
     /// Structural issues from validation.
-    pub issues: Vec<Issue>,
+    pub issues: Vec<trace_record::Issue>,
     /// Interned strings (names, devices, dtypes, labels).
     pub strings: Interner,
     /// Interned shapes.
@@ -416,7 +331,10 @@ pub struct Trace {
 impl Trace {
     /// True when the trace has no complete trailer (truncated, or dropped without finishing).
     pub fn is_incomplete(&self) -> bool {
-        matches!(self.outcome, Outcome::Truncated | Outcome::Incomplete)
+        matches!(
+            self.outcome,
+            TraceEnd::Truncated | TraceEnd::Trailer(Outcome::Incomplete)
+        )
     }
 
     /// The last step when the trace is incomplete: the run stopped somewhere inside it, so

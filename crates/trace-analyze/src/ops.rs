@@ -7,7 +7,9 @@ use serde::Serialize;
 
 use crate::error::AnalyzeError;
 use crate::intern::{ShapeId, Sym, format_shape};
-use crate::model::{Timing, Trace};
+use trace_record::schema::TimingMode;
+
+use crate::model::Trace;
 use crate::stats::percentile;
 
 /// A column of the op table (also the sort keys of `tracegraph ops --sort`).
@@ -117,7 +119,7 @@ pub struct OpRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct OpTable {
     /// How durations were measured.
-    pub timing: Timing,
+    pub timing: TimingMode,
     /// True when grouped by name and input shapes.
     pub by_shape: bool,
     /// The sort column.

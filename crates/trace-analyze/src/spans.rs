@@ -5,7 +5,9 @@ use crate::intern::FastMap;
 use serde::Serialize;
 
 use crate::intern::Sym;
-use crate::model::{ExecStep, SpanKind, Timing, Trace};
+use trace_record::schema::{ExecStep, SpanKind, TimingMode};
+
+use crate::model::Trace;
 use crate::stats::{Spread, SpreadAcc};
 
 /// One node of the span tree: every span with the same path (names from the root joined by
@@ -53,7 +55,7 @@ pub struct SpanNode {
 #[derive(Debug, Clone, Serialize)]
 pub struct SpanTree {
     /// How durations were measured.
-    pub timing: Timing,
+    pub timing: TimingMode,
     /// Number of steps in the trace.
     pub steps: usize,
     /// Number of spans read.

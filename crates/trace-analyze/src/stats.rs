@@ -73,9 +73,9 @@ impl SpreadAcc {
 ///
 /// ```
 /// let mut v = vec![5, 1, 4, 2, 3];
-/// assert_eq!(trace_analyze::stats::percentile(&mut v, 95.0), Some(5));
+/// assert_eq!(trace_analyze::percentile(&mut v, 95.0), Some(5));
 /// let mut v: Vec<u64> = (1..=100).collect();
-/// assert_eq!(trace_analyze::stats::percentile(&mut v, 95.0), Some(95));
+/// assert_eq!(trace_analyze::percentile(&mut v, 95.0), Some(95));
 /// ```
 pub fn percentile(samples: &mut [u64], p: f64) -> Option<u64> {
     if samples.is_empty() {

@@ -5,7 +5,10 @@ use serde::Serialize;
 
 use crate::error::AnalyzeError;
 use crate::memory::{ByCategory, PhysicalSummary, memory_report};
-use crate::model::{EventCounts, GradientCounts, Issue, Outcome, RunInfo, Timing, Trace};
+use trace_record::Issue;
+use trace_record::schema::TimingMode;
+
+use crate::model::{GradientCounts, ReadCounts, RunInfo, Trace, TraceEnd};
 use crate::ops::{OpColumn, OpRow, OpTableOptions, op_table};
 use crate::stats::{Spread, percentile};
 use crate::steps::{CacheReport, StepCache, StepDiff, graph_report};
@@ -19,7 +22,7 @@ pub const LISTED: usize = 10;
 #[derive(Debug, Clone, Serialize)]
 pub struct Health {
     /// How the run ended (`truncated` when the file has no trailer).
-    pub outcome: Outcome,
+    pub outcome: TraceEnd,
     /// True when the trace is truncated or was dropped without finishing.
     pub incomplete: bool,
     /// A trailing partial line was ignored.
@@ -27,7 +30,7 @@ pub struct Health {
     /// Lines read.
     pub lines: u64,
     /// Events read, by type.
-    pub events: EventCounts,
+    pub events: ReadCounts,
     /// Events the recorder dropped (from the trailer).
     pub dropped: u64,
     /// True when the trailer's counts equal the events read; absent without a trailer.
@@ -113,7 +116,7 @@ pub struct Summary {
     /// Header metadata.
     pub run: RunInfo,
     /// How durations were measured (`host` unless the header says `device_synchronized`).
-    pub timing: Timing,
+    pub timing: TimingMode,
     /// Health.
     pub health: Health,
     /// Ops in the trace.

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use trace_analyze::synth::{SynthConfig, write_synthetic};
+use testkit::{SynthConfig, write_synthetic};
 use trace_analyze::{LoadOptions, Trace, load_str};
 
 /// Loads a synthetic trace.

@@ -1,8 +1,8 @@
 //! Comparing two traces: deltas, ops in one trace only, fingerprint equality per step.
 
-use trace_analyze::compare::compare;
-use trace_analyze::steps::new_step_cache;
-use trace_analyze::synth::SynthConfig;
+use testkit::SynthConfig;
+use trace_analyze::compare;
+use trace_analyze::new_step_cache;
 
 use crate::common::{small, synthetic};
 

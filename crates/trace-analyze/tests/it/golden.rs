@@ -2,11 +2,11 @@
 //! `UPDATE_GOLDENS=1` to rewrite them after an intended change, and review the diff.
 
 use serde::Serialize;
-use trace_analyze::memory::memory_report;
-use trace_analyze::ops::{OpTableOptions, op_table};
-use trace_analyze::spans::span_tree;
-use trace_analyze::steps::{graph_report, new_step_cache};
-use trace_analyze::summary::summarize;
+use trace_analyze::memory_report;
+use trace_analyze::span_tree;
+use trace_analyze::summarize;
+use trace_analyze::{OpTableOptions, op_table};
+use trace_analyze::{graph_report, new_step_cache};
 
 use crate::common::{data, small};
 

@@ -1,9 +1,10 @@
 //! Analyses of the small hand-made trace against values computed by hand (see the comments).
 
-use trace_analyze::memory::memory_report;
-use trace_analyze::ops::{OpColumn, OpTableOptions, op_table};
-use trace_analyze::spans::span_tree;
-use trace_analyze::{Category, ExecStep, Outcome, Timing, load_str};
+use trace_analyze::memory_report;
+use trace_analyze::span_tree;
+use trace_analyze::{OpColumn, OpTableOptions, op_table};
+use trace_analyze::{TraceEnd, load_str};
+use trace_record::schema::{ExecStep, MemoryCategory, Outcome, TimingMode};
 
 use crate::common::small;
 
@@ -33,7 +34,7 @@ fn op_self_time_total_and_p95() {
     // Sorted by total, descending: linear 150, matmul_bwd 100, matmul 90, add 20.
     let names: Vec<&str> = table.rows.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["linear", "matmul_bwd", "matmul", "add"]);
-    assert_eq!(table.timing, Timing::Host);
+    assert_eq!(table.timing, TimingMode::Host);
 }
 
 #[test]
@@ -123,9 +124,9 @@ fn memory_peak_breakdown_live_at_peak_and_leaks() {
     assert_eq!(d.device, "cpu");
     // Live: 64, 320, 448, 192, 704, 576, 1600 (alloc of 1024 at 350), 576.
     assert_eq!((d.peak_bytes, d.peak_at_ns), (1600, 350));
-    assert_eq!(d.peak_by_category.get(Category::Parameter), 64);
-    assert_eq!(d.peak_by_category.get(Category::Activation), 1024);
-    assert_eq!(d.peak_by_category.get(Category::Gradient), 512);
+    assert_eq!(d.peak_by_category.get(MemoryCategory::Parameter), 64);
+    assert_eq!(d.peak_by_category.get(MemoryCategory::Activation), 1024);
+    assert_eq!(d.peak_by_category.get(MemoryCategory::Gradient), 512);
     assert_eq!(d.peak_by_category.total(), 1600);
     let at_peak: Vec<(u64, u64)> = d
         .peak_allocations
@@ -147,7 +148,7 @@ fn memory_peak_breakdown_live_at_peak_and_leaks() {
 #[test]
 fn steps_and_health() {
     let t = small();
-    assert_eq!(t.outcome, Outcome::Complete);
+    assert_eq!(t.outcome, TraceEnd::Trailer(Outcome::Complete));
     assert!(t.issues.is_empty(), "{:?}", t.issues);
     let durs: Vec<u64> = t.steps.iter().map(|s| s.duration_ns()).collect();
     assert_eq!(durs, [300, 200]);
@@ -165,16 +166,16 @@ fn gaps_are_absent_not_zero_and_device_timing_is_labelled() {
     );
     let t = load_str(text, "gaps.jsonl", Default::default()).unwrap();
     assert!(memory_report(&t).is_none());
-    assert_eq!(t.run.timing, Timing::DeviceSynchronized);
+    assert_eq!(t.run.timing, TimingMode::DeviceSynchronized);
     let table = op_table(&t, &OpTableOptions::default());
-    assert_eq!(table.timing, Timing::DeviceSynchronized);
+    assert_eq!(table.timing, TimingMode::DeviceSynchronized);
     assert_eq!(table.step_time_ns, None);
     assert_eq!(table.rows[0].share_of_step, None);
     // No trailer: truncated, analysed anyway.
-    assert_eq!(t.outcome, Outcome::Truncated);
+    assert_eq!(t.outcome, TraceEnd::Truncated);
     assert!(t.is_incomplete());
-    let cache = trace_analyze::steps::new_step_cache();
-    let s = trace_analyze::summary::summarize(&t, &cache).unwrap();
+    let cache = trace_analyze::new_step_cache();
+    let s = trace_analyze::summarize(&t, &cache).unwrap();
     assert!(s.memory.is_none() && s.steps.spread.is_none() && s.health.incomplete);
 }
 
@@ -184,7 +185,7 @@ fn truncated_trace_is_analysed_and_flagged() {
     // Cut in the middle of the line after the first step's spans end.
     let cut = text.find(r#"{"type":"step","index":1"#).unwrap() + 20;
     let t = load_str(&text[..cut], "cut.jsonl", Default::default()).unwrap();
-    assert_eq!(t.outcome, Outcome::Truncated);
+    assert_eq!(t.outcome, TraceEnd::Truncated);
     assert!(t.partial_last_line);
     assert_eq!(t.ops.len(), 4);
     assert_eq!(t.steps.len(), 1);
@@ -223,7 +224,7 @@ fn physical_samples_beside_logical_per_device() {
     assert_eq!(devs, ["cpu", "cuda:0"]);
     let (cpu, gpu) = (&m.devices[0], &m.devices[1]);
     assert_eq!((cpu.peak_bytes, cpu.end_bytes), (40, 40));
-    assert_eq!(cpu.peak_by_category.get(Category::Input), 40);
+    assert_eq!(cpu.peak_by_category.get(MemoryCategory::Input), 40);
     assert!(cpu.physical.is_none());
     // Logical bytes are the allocations only; the physical figures stay beside them.
     assert_eq!((gpu.peak_bytes, gpu.end_bytes), (100, 0));

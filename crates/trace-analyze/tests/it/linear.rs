@@ -1,13 +1,13 @@
 //! Work grows linearly: a 200k-op generated trace costs at most a small constant of work units
 //! per event, and twice the ops cost about twice the work (no quadratic blow-up).
 
-use trace_analyze::compare::compare;
-use trace_analyze::memory::memory_report;
-use trace_analyze::ops::{OpTableOptions, op_table};
-use trace_analyze::spans::span_tree;
-use trace_analyze::steps::new_step_cache;
-use trace_analyze::summary::summarize;
-use trace_analyze::synth::SynthConfig;
+use testkit::SynthConfig;
+use trace_analyze::compare;
+use trace_analyze::memory_report;
+use trace_analyze::new_step_cache;
+use trace_analyze::span_tree;
+use trace_analyze::summarize;
+use trace_analyze::{OpTableOptions, op_table};
 
 use crate::common::synthetic;
 

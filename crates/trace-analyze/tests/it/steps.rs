@@ -1,8 +1,8 @@
 //! Per-step graphs: identical steps analysed once (cache hits), a changed step reported with its
 //! first differing op, canonical fingerprints independent of trace ids.
 
-use trace_analyze::steps::{graph_report, new_step_cache};
-use trace_analyze::synth::SynthConfig;
+use testkit::SynthConfig;
+use trace_analyze::{graph_report, new_step_cache};
 
 use crate::common::{small, synthetic};
 
@@ -114,7 +114,7 @@ fn the_step_a_truncated_trace_ends_in_is_partial_not_a_change_or_a_step_time() {
     assert!(r.steps[1].partial && !r.steps[1].changed && r.steps[1].diff.is_none());
     assert!(!r.steps[0].partial);
     assert_eq!((r.distinct_graphs, r.stable_from_step), (1, Some(0)));
-    let s = trace_analyze::summary::summarize(&t, &new_step_cache()).unwrap();
+    let s = trace_analyze::summarize(&t, &new_step_cache()).unwrap();
     assert_eq!((s.steps.count, s.steps.total_ns), (1, 300));
     assert_eq!(s.steps.partial_step, Some(1));
     assert_eq!(s.graph.changed_steps.len(), 0);
@@ -123,7 +123,7 @@ fn the_step_a_truncated_trace_ends_in_is_partial_not_a_change_or_a_step_time() {
         Some(r.steps[0].fingerprint.as_str())
     );
     // Compared with the whole trace: step times and graphs of whole steps only.
-    let c = trace_analyze::compare::compare(&small(), &t, &new_step_cache()).unwrap();
+    let c = trace_analyze::compare(&small(), &t, &new_step_cache()).unwrap();
     assert_eq!(c.graphs.len(), 2);
     assert!(c.graphs[0].equal && c.graphs[1].candidate.is_none());
     assert_eq!(c.graphs_equal, 1);

@@ -4,10 +4,12 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use trace_analyze::compare::{Delta, compare};
-use trace_analyze::steps::new_step_cache;
+use trace_analyze::new_step_cache;
+use trace_analyze::{Delta, compare};
 
-use super::{Status, Table, bytes, load, ns, pct, print_json, timing_text, write_stdout};
+use trace_analyze::{format_bytes, format_ns, format_pct};
+
+use super::{Status, Table, load, print_json, timing_text, write_stdout};
 
 /// Arguments of `tracegraph compare`.
 #[derive(clap::Args, Debug)]
@@ -36,7 +38,7 @@ fn delta_cells(d: &Delta, f: fn(f64) -> String) -> [String; 4] {
             let s = f(x);
             if x > 0.0 { format!("+{s}") } else { s }
         }),
-        d.ratio.map_or("-".into(), pct),
+        d.ratio.map_or("-".into(), format_pct),
     ]
 }
 
@@ -68,12 +70,14 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
     for w in &c.warnings {
         let _ = writeln!(o, "warning: {w}");
     }
-    let [b, k, d, r] = delta_cells(&c.step_time_ns, ns);
+    let [b, k, d, r] = delta_cells(&c.step_time_ns, format_ns);
     let _ = writeln!(
         o,
         "step time  {b} -> {k} ({d}, {r}); spread ± {} -> ± {}",
-        c.base_step_spread.map_or("-".into(), |s| ns(s.stddev)),
-        c.candidate_step_spread.map_or("-".into(), |s| ns(s.stddev))
+        c.base_step_spread
+            .map_or("-".into(), |s| format_ns(s.stddev)),
+        c.candidate_step_spread
+            .map_or("-".into(), |s| format_ns(s.stddev))
     );
     let _ = writeln!(o);
     let _ = writeln!(o, "span paths (time per step, largest change first)");
@@ -88,16 +92,17 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         ">alloc delta",
     ]);
     for s in c.spans.iter().take(args.limit) {
-        let [b, k, d, r] = delta_cells(&s.time_per_step_ns, ns);
+        let [b, k, d, r] = delta_cells(&s.time_per_step_ns, format_ns);
         t.row(vec![
             s.path.clone(),
             b,
             k,
             d,
             r,
-            s.base_spread.map_or("-".into(), |x| ns(x.stddev)),
-            s.candidate_spread.map_or("-".into(), |x| ns(x.stddev)),
-            s.alloc_bytes.delta.map_or("-".into(), bytes),
+            s.base_spread.map_or("-".into(), |x| format_ns(x.stddev)),
+            s.candidate_spread
+                .map_or("-".into(), |x| format_ns(x.stddev)),
+            s.alloc_bytes.delta.map_or("-".into(), format_bytes),
         ]);
     }
     let _ = writeln!(
@@ -121,7 +126,7 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         ">out bytes delta",
     ]);
     for op in c.ops.iter().take(args.limit) {
-        let [b, k, d, r] = delta_cells(&op.time_per_step_ns, ns);
+        let [b, k, d, r] = delta_cells(&op.time_per_step_ns, format_ns);
         t.row(vec![
             op.name.clone(),
             b,
@@ -133,7 +138,7 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
                 op.count.base.unwrap_or(0.0),
                 op.count.candidate.unwrap_or(0.0)
             ),
-            op.output_bytes.delta.map_or("-".into(), bytes),
+            op.output_bytes.delta.map_or("-".into(), format_bytes),
         ]);
     }
     let _ = writeln!(
@@ -164,7 +169,7 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
             let _ = writeln!(o, "memory peak (logical bytes)");
             let mut t = Table::new(&["device", ">base", ">candidate", ">delta", ">change"]);
             for d in m {
-                let [b, k, dd, r] = delta_cells(&d.peak_bytes, bytes);
+                let [b, k, dd, r] = delta_cells(&d.peak_bytes, format_bytes);
                 t.row(vec![d.device.clone(), b, k, dd, r]);
             }
             let _ = writeln!(o, "{}", t.render());

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use trace_analyze::AnalyzeError;
-use trace_analyze::export::{Adjustments, ChromeOptions, ExportError, folded_stacks, write_chrome};
+use trace_export::{Adjustments, ChromeOptions, ExportError, folded_stacks, write_chrome};
 use trace_record::{ReadOptions, TraceReader};
 
 use super::progress;

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use trace_analyze::steps::{graph_report, new_step_cache};
+use trace_analyze::{graph_report, new_step_cache};
 
 use super::{Status, Table, load, nsu, print_json, write_stdout};
 

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use trace_analyze::Category;
-use trace_analyze::memory::{Allocation, memory_report};
+use trace_analyze::{Allocation, memory_report};
+use trace_record::schema::MemoryCategory;
 
 use super::{Status, Table, bytesu, load, nsu, print_json, write_stdout};
 
@@ -47,7 +47,7 @@ fn alloc_table(list: &[Allocation]) -> String {
 /// shows the most live in it (live bytes carry over between events). Columns outside every
 /// recorded step (`windows`, when the trace has steps) stay blank: a gap, not a zero.
 fn sparkline(
-    points: &[trace_analyze::memory::TimelinePoint],
+    points: &[trace_analyze::TimelinePoint],
     width: usize,
     windows: &[(u64, u64)],
 ) -> String {
@@ -148,7 +148,7 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
             );
         }
         let mut t = Table::new(&["category", ">at peak", ">at end"]);
-        for c in Category::ALL {
+        for c in MemoryCategory::ALL {
             let (p, e) = (d.peak_by_category.get(c), d.end_by_category.get(c));
             if p > 0 || e > 0 {
                 t.row(vec![c.as_str().to_string(), bytesu(p), bytesu(e)]);

@@ -2,6 +2,7 @@
 //! number formatting and JSON output.
 
 pub(crate) mod compare;
+#[cfg(feature = "demo")]
 pub(crate) mod demo;
 pub(crate) mod export;
 pub(crate) mod graph;
@@ -61,7 +62,7 @@ pub(crate) fn load(path: &Path, strict: bool) -> anyhow::Result<Trace> {
         eprintln!(
             "tracegraph: warning: {} is incomplete ({}); analysed up to its last complete line",
             path.display(),
-            outcome_text(&trace.outcome)
+            trace.outcome.describe()
         );
     }
     Ok(trace)
@@ -97,63 +98,20 @@ pub(crate) fn write_stdout(text: &str) -> anyhow::Result<()> {
     }
 }
 
-/// `1.234 ms`, `12.5 µs`, `850 ns`, `2.10 s`.
-pub(crate) fn ns(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e9 {
-        format!("{:.2} s", v / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.3} ms", v / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} µs", v / 1e3)
-    } else {
-        format!("{v:.0} ns")
-    }
-}
-
-/// `ns` for integers.
+/// [`trace_analyze::format_ns`] for integer nanoseconds.
 pub(crate) fn nsu(v: u64) -> String {
-    ns(v as f64)
+    trace_analyze::format_ns(v as f64)
 }
 
-/// `1.50 MiB`, `12.0 KiB`, `512 B`.
-pub(crate) fn bytes(v: f64) -> String {
-    let a = v.abs();
-    if a >= (1u64 << 30) as f64 {
-        format!("{:.2} GiB", v / (1u64 << 30) as f64)
-    } else if a >= (1u64 << 20) as f64 {
-        format!("{:.2} MiB", v / (1u64 << 20) as f64)
-    } else if a >= 1024.0 {
-        format!("{:.1} KiB", v / 1024.0)
-    } else {
-        format!("{v:.0} B")
-    }
-}
-
-/// `bytes` for integers.
+/// [`trace_analyze::format_bytes`] for integer bytes.
 pub(crate) fn bytesu(v: u64) -> String {
-    bytes(v as f64)
-}
-
-/// `+12.3%` / `-4.0%`.
-pub(crate) fn pct(r: f64) -> String {
-    format!("{:+.1}%", r * 100.0)
-}
-
-/// The outcome in words.
-pub(crate) fn outcome_text(o: &trace_analyze::Outcome) -> String {
-    match o {
-        trace_analyze::Outcome::Complete => "complete".into(),
-        trace_analyze::Outcome::Failed { reason } => format!("failed: {reason}"),
-        trace_analyze::Outcome::Incomplete => "incomplete: session dropped without finish".into(),
-        trace_analyze::Outcome::Truncated => "incomplete: truncated, no trailer".into(),
-    }
+    trace_analyze::format_bytes(v as f64)
 }
 
 /// The label after durations: `host time` or `device time (synchronized)`.
-pub(crate) fn timing_text(t: trace_analyze::Timing) -> &'static str {
+pub(crate) fn timing_text(t: trace_record::schema::TimingMode) -> &'static str {
     match t {
-        trace_analyze::Timing::Host => "host time",
-        trace_analyze::Timing::DeviceSynchronized => "device time (synchronized)",
+        trace_record::schema::TimingMode::Host => "host time",
+        trace_record::schema::TimingMode::DeviceSynchronized => "device time (synchronized)",
     }
 }

@@ -2,9 +2,11 @@
 
 use std::path::PathBuf;
 
-use trace_analyze::ops::{OpColumn, OpTableOptions, op_table};
+use trace_analyze::{OpColumn, OpTableOptions, op_table};
 
-use super::{Status, Table, bytesu, load, ns, nsu, print_json, timing_text, write_stdout};
+use trace_analyze::format_ns;
+
+use super::{Status, Table, bytesu, load, nsu, print_json, timing_text, write_stdout};
 
 /// Arguments of `tracegraph ops`.
 #[derive(clap::Args, Debug)]
@@ -71,7 +73,7 @@ pub(crate) fn run(args: &OpsArgs) -> anyhow::Result<Status> {
             r.count.to_string(),
             nsu(r.total_ns),
             nsu(r.self_ns),
-            ns(r.mean_ns),
+            format_ns(r.mean_ns),
             nsu(r.min_ns),
             nsu(r.max_ns),
             nsu(r.p95_ns),

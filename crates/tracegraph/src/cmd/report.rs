@@ -5,7 +5,7 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use trace_analyze::export::{ReportOptions, build_report, write_html};
+use trace_report::{ReportOptions, build_report, write_html};
 
 /// Arguments of `tracegraph report`.
 #[derive(clap::Args, Debug)]

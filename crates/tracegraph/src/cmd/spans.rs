@@ -2,9 +2,11 @@
 
 use std::path::PathBuf;
 
-use trace_analyze::spans::span_tree;
+use trace_analyze::span_tree;
 
-use super::{Status, Table, bytesu, load, ns, nsu, print_json, timing_text, write_stdout};
+use trace_analyze::format_ns;
+
+use super::{Status, Table, bytesu, load, nsu, print_json, timing_text, write_stdout};
 
 /// Arguments of `tracegraph spans`.
 #[derive(clap::Args, Debug)]
@@ -52,8 +54,8 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
             n.count.to_string(),
             nsu(n.total_ns),
             nsu(n.self_ns),
-            n.per_step.map_or("-".into(), |s| ns(s.mean)),
-            n.per_step.map_or("-".into(), |s| ns(s.stddev)),
+            n.per_step.map_or("-".into(), |s| format_ns(s.mean)),
+            n.per_step.map_or("-".into(), |s| format_ns(s.stddev)),
             bytesu(n.alloc_bytes),
         ]);
     }

@@ -4,13 +4,13 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use trace_analyze::Category;
-use trace_analyze::steps::new_step_cache;
-use trace_analyze::summary::{Summary, summarize};
+use trace_analyze::new_step_cache;
+use trace_analyze::{Summary, summarize};
+use trace_record::schema::MemoryCategory;
 
-use super::{
-    Status, Table, bytesu, load, ns, nsu, outcome_text, print_json, timing_text, write_stdout,
-};
+use trace_analyze::format_ns;
+
+use super::{Status, Table, bytesu, load, nsu, print_json, timing_text, write_stdout};
 
 /// Arguments of `tracegraph summary`.
 #[derive(clap::Args, Debug)]
@@ -50,7 +50,7 @@ pub(crate) fn render(s: &Summary) -> String {
     let _ = writeln!(
         o,
         "health    {}; {} lines, {} events, {} dropped, {} issue(s){}{}",
-        outcome_text(&h.outcome),
+        h.outcome.describe(),
         h.lines,
         h.events.total(),
         h.dropped,
@@ -65,7 +65,7 @@ pub(crate) fn render(s: &Summary) -> String {
         }
     );
     for i in &h.issues {
-        let _ = writeln!(o, "          line {}: {}", i.line, i.message);
+        let _ = writeln!(o, "          {i}");
     }
     let _ = writeln!(
         o,
@@ -79,8 +79,8 @@ pub(crate) fn render(s: &Summary) -> String {
                 o,
                 "steps     {} steps, mean {} ± {}, min {}, p95 {}, max {}",
                 s.steps.count,
-                ns(sp.mean),
-                ns(sp.stddev),
+                format_ns(sp.mean),
+                format_ns(sp.stddev),
                 nsu(sp.min),
                 nsu(s.steps.p95_ns.unwrap_or(sp.max)),
                 nsu(sp.max)
@@ -106,7 +106,7 @@ pub(crate) fn render(s: &Summary) -> String {
             row.count.to_string(),
             nsu(row.total_ns),
             nsu(row.self_ns),
-            ns(row.mean_ns),
+            format_ns(row.mean_ns),
             nsu(row.p95_ns),
             row.share_of_step
                 .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
@@ -125,7 +125,7 @@ pub(crate) fn render(s: &Summary) -> String {
         Some(devs) => {
             let _ = writeln!(o, "memory peak (logical bytes: shape x dtype size)");
             // Categories that are zero on every device are left out of the table.
-            let cats: Vec<Category> = Category::ALL
+            let cats: Vec<MemoryCategory> = MemoryCategory::ALL
                 .into_iter()
                 .filter(|&c| devs.iter().any(|d| d.peak_by_category.get(c) > 0))
                 .collect();

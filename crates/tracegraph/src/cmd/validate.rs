@@ -4,9 +4,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use trace_analyze::model::{EventCounts, Issue};
+use trace_analyze::ReadCounts;
+use trace_record::Issue;
 
-use super::{Status, load, outcome_text, print_json, write_stdout};
+use super::{Status, load, print_json, write_stdout};
 
 /// Arguments of `tracegraph validate`.
 #[derive(clap::Args, Debug)]
@@ -28,11 +29,11 @@ struct Report {
     trace: String,
     strict: bool,
     valid: bool,
-    outcome: trace_analyze::Outcome,
+    outcome: trace_analyze::TraceEnd,
     incomplete: bool,
     partial_last_line: bool,
     lines: u64,
-    events: EventCounts,
+    events: ReadCounts,
     dropped: u64,
     counts_match_trailer: Option<bool>,
     problems: Vec<String>,
@@ -42,18 +43,20 @@ struct Report {
 /// Runs `tracegraph validate`.
 pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
     let trace = load(&args.trace, args.strict)?;
-    let cache = trace_analyze::steps::new_step_cache();
+    let cache = trace_analyze::new_step_cache();
     // The summary computes the trailer check the same way for every command.
-    let s = trace_analyze::summary::summarize(&trace, &cache)?;
+    let s = trace_analyze::summarize(&trace, &cache)?;
     let mut problems = Vec::new();
     if !trace.issues.is_empty() {
         problems.push(format!("{} structural issue(s)", trace.issues.len()));
     }
     if args.strict {
         if trace.is_incomplete() {
-            problems.push(format!("incomplete: {}", outcome_text(&trace.outcome)));
+            problems.push(format!("incomplete: {}", trace.outcome.describe()));
         }
-        if let trace_analyze::Outcome::Failed { reason } = &trace.outcome {
+        if let trace_analyze::TraceEnd::Trailer(trace_record::schema::Outcome::Failed { reason }) =
+            &trace.outcome
+        {
             problems.push(format!("the run failed: {reason}"));
         }
         if trace.partial_last_line {
@@ -93,11 +96,11 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
             report.trace,
             report.lines,
             report.events.total(),
-            outcome_text(&report.outcome),
+            report.outcome.describe(),
             if args.strict { " (strict)" } else { "" }
         );
         for i in trace.issues.iter().take(50) {
-            let _ = writeln!(o, "  line {}: {}", i.line, i.message);
+            let _ = writeln!(o, "  {i}");
         }
         if trace.issues.len() > 50 {
             let _ = writeln!(o, "  ... {} more issue(s)", trace.issues.len() - 50);

@@ -15,7 +15,7 @@
 //!
 //! - Spans and ops are complete events (`"ph":"X"`) with `ts`/`dur` in microseconds and three
 //!   decimals (exact nanoseconds), one `tid` per recorded thread, nested per thread (see
-//!   [`super::nest`]; what had to be adjusted is counted in `otherData.adjustments`).
+//!   [`Nester`](crate::nest::Nester); what had to be adjusted is counted in `otherData.adjustments`).
 //! - Live logical bytes per category per device are counter events (`"ph":"C"`) named
 //!   `logical memory DEVICE` with one argument per category, so viewers stack them. Physical
 //!   samples are separate counters (`physical memory used DEVICE`, ...), never mixed in.
@@ -27,15 +27,15 @@
 use std::io::{BufRead, Write};
 
 use serde::Serialize;
-use trace_record::TraceReader;
-use trace_record::schema::{AllocKind, Event, ExecStep, GradientState, MemoryCategory, SpanKind};
+use trace_record::schema::{AllocKind, Event, MemoryCategory};
+use trace_record::{TraceReader, json};
 
-use super::ExportError;
-use super::nest::{Adjustments, Interval, Nester, OUTSIDE_SPANS_TID};
-use crate::intern::FastMap;
+use crate::ExportError;
+use crate::FastMap;
+use crate::nest::{Adjustments, Interval, Nester, OUTSIDE_SPANS_TID};
 
 /// The thread id of the `steps` track.
-pub const STEPS_TID: u64 = 999_998;
+pub(crate) const STEPS_TID: u64 = 999_998;
 
 /// Options of [`write_chrome`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -107,15 +107,15 @@ impl<W: Write> Out<W> {
     }
 
     fn u64(&mut self, v: u64) {
-        push_u64(&mut self.line, v);
+        json::push_u64(&mut self.line, v);
     }
 
     fn us(&mut self, ns: u64) {
-        push_us(&mut self.line, ns);
+        json::push_micros(&mut self.line, ns);
     }
 
     fn str(&mut self, s: &str) {
-        push_json_str(&mut self.line, s);
+        json::push_str(&mut self.line, s);
     }
 
     /// `"ph":PH,"name":NAME,"pid":PID,"tid":TID`
@@ -129,94 +129,6 @@ impl<W: Write> Out<W> {
         self.raw(",\"tid\":");
         self.u64(tid);
     }
-}
-
-/// Appends `v` in decimal.
-pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&tmp[i..]);
-}
-
-/// Appends `ns` as microseconds with exactly three decimals (`1234567` → `1234.567`).
-pub(crate) fn push_us(buf: &mut Vec<u8>, ns: u64) {
-    push_u64(buf, ns / 1000);
-    let frac = ns % 1000;
-    buf.push(b'.');
-    buf.push(b'0' + (frac / 100) as u8);
-    buf.push(b'0' + (frac / 10 % 10) as u8);
-    buf.push(b'0' + (frac % 10) as u8);
-}
-
-/// Appends `s` as a JSON string literal.
-pub(crate) fn push_json_str(buf: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    buf.push(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => {
-                buf.extend_from_slice(&bytes[start..i]);
-                buf.extend_from_slice(b"\\u00");
-                buf.push(HEX[usize::from(b >> 4)]);
-                buf.push(HEX[usize::from(b & 0xf)]);
-                start = i + 1;
-                continue;
-            }
-            _ => continue,
-        };
-        buf.extend_from_slice(&bytes[start..i]);
-        buf.extend_from_slice(esc);
-        start = i + 1;
-    }
-    buf.extend_from_slice(&bytes[start..]);
-    buf.push(b'"');
-}
-
-fn kind_str(k: SpanKind) -> &'static str {
-    match k {
-        SpanKind::Function => "function",
-        SpanKind::Module => "module",
-        SpanKind::Op => "op",
-    }
-}
-
-fn exec_str(s: ExecStep) -> &'static str {
-    match s {
-        ExecStep::Forward => "forward",
-        ExecStep::Backward => "backward",
-        ExecStep::Optimizer => "optimizer",
-    }
-}
-
-fn grad_str(s: GradientState) -> &'static str {
-    match s {
-        GradientState::Present => "present",
-        GradientState::Missing => "missing",
-        GradientState::Zero => "zero",
-        GradientState::NonFinite => "non_finite",
-    }
-}
-
-fn cat_index(c: MemoryCategory) -> usize {
-    MemoryCategory::ALL
-        .iter()
-        .position(|x| *x == c)
-        .unwrap_or(MemoryCategory::ALL.len() - 1)
 }
 
 /// Live logical bytes of one device.
@@ -301,7 +213,7 @@ impl<W: Write> Chrome<W> {
                 o.begin();
                 o.head("X", &frame.name, self.pid, tid);
                 o.raw(",\"cat\":\"span,");
-                o.raw(kind_str(frame.kind));
+                o.raw(frame.kind.as_str());
                 o.raw("\",\"ts\":");
                 o.us(frame.start);
                 o.raw(",\"dur\":");
@@ -309,11 +221,11 @@ impl<W: Write> Chrome<W> {
                 o.raw(",\"args\":{\"span_id\":");
                 o.u64(frame.id);
                 o.raw(",\"kind\":\"");
-                o.raw(kind_str(frame.kind));
+                o.raw(frame.kind.as_str());
                 o.raw("\"");
                 if let Some(e) = frame.exec_step {
                     o.raw(",\"exec_step\":\"");
-                    o.raw(exec_str(e));
+                    o.raw(e.as_str());
                     o.raw("\"");
                 }
                 if let Some(s) = frame.step {
@@ -411,9 +323,9 @@ impl<W: Write> Chrome<W> {
             None => {
                 let i = self.devices.len();
                 let mut head = b"{\"ph\":\"C\",\"name\":".to_vec();
-                push_json_str(&mut head, &format!("logical memory {name}"));
+                json::push_str(&mut head, &format!("logical memory {name}"));
                 head.extend_from_slice(b",\"pid\":");
-                push_u64(&mut head, self.pid);
+                json::push_u64(&mut head, self.pid);
                 head.extend_from_slice(b",\"tid\":0,\"ts\":");
                 self.devices.push(DeviceLive {
                     name: name.to_string(),
@@ -478,11 +390,8 @@ impl<W: Write> Chrome<W> {
         o.raw(":");
         match value {
             CounterValue::Int(v) => o.u64(v),
-            CounterValue::Float(v) => {
-                let mut s = String::new();
-                push_f64(&mut s, v);
-                o.raw(&s);
-            }
+            // Parsed from JSON numbers, so finite.
+            CounterValue::Float(v) => json::push_f64(&mut o.line, v),
         }
         o.raw("}}");
         o.end()
@@ -494,7 +403,7 @@ impl<W: Write> Chrome<W> {
         scope: &str,
         tid: u64,
         ts: u64,
-        args: &str,
+        args: &[u8],
     ) -> Result<(), ExportError> {
         let o = &mut self.out;
         o.begin();
@@ -505,7 +414,7 @@ impl<W: Write> Chrome<W> {
         o.us(ts);
         if !args.is_empty() {
             o.raw(",\"args\":");
-            o.raw(args);
+            o.line.extend_from_slice(args);
         }
         o.raw("}");
         o.end()?;
@@ -540,7 +449,7 @@ impl<W: Write> Chrome<W> {
         match event {
             Event::Memory(m) => {
                 let dev = self.device(&m.device);
-                let cat = cat_index(m.category);
+                let cat = m.category.index();
                 let touched = match m.kind {
                     AllocKind::Alloc => {
                         if let Some((d, c, b)) = self.live.insert(m.storage, (dev, cat, m.bytes)) {
@@ -606,28 +515,23 @@ impl<W: Write> Chrome<W> {
                 match m.span.and_then(|s| nester.span_thread(s)) {
                     Some(tid) => {
                         self.thread_name(tid)?;
-                        self.instant(&m.name, "t", tid, m.ts, "")?;
+                        self.instant(&m.name, "t", tid, m.ts, b"")?;
                     }
-                    None => self.instant(&m.name, "g", 0, m.ts, "")?,
+                    None => self.instant(&m.name, "g", 0, m.ts, b"")?,
                 }
             }
             Event::Gradient(g) => {
                 if !self.keep(step) {
                     return Ok(());
                 }
-                let mut args = String::from("{\"param\":");
-                let mut buf = Vec::new();
-                push_json_str(&mut buf, &g.param);
-                args.push_str(&String::from_utf8_lossy(&buf));
-                args.push_str(",\"state\":\"");
-                args.push_str(grad_str(g.state));
-                args.push('"');
+                let mut args = Vec::with_capacity(64 + g.param.len());
+                let mut o = json::Object::new(&mut args);
+                o.str("param", &g.param).str("state", g.state.as_str());
                 if let Some(n) = g.norm.filter(|n| n.is_finite()) {
-                    args.push_str(",\"l2_norm\":");
-                    push_f64(&mut args, n);
+                    o.f64("l2_norm", n);
                 }
-                args.push('}');
-                let name = format!("gradient {}: {}", g.param, grad_str(g.state));
+                o.finish();
+                let name = format!("gradient {}: {}", g.param, g.state.as_str());
                 self.instant(&name, "p", 0, g.ts, &args)?;
             }
             Event::Step(s) => {
@@ -635,7 +539,10 @@ impl<W: Write> Chrome<W> {
                 self.open_step = Some((s.index, s.ts));
                 if self.keep(Some(s.index)) {
                     self.summary.step_found = true;
-                    let args = format!("{{\"step\":{}}}", s.index);
+                    let mut args = Vec::with_capacity(24);
+                    let mut o = json::Object::new(&mut args);
+                    o.u64("step", s.index);
+                    o.finish();
                     self.instant(&format!("step {}", s.index), "g", 0, s.ts, &args)?;
                     if self.filter.is_some() {
                         // The counters' state when the step begins.
@@ -656,36 +563,37 @@ enum CounterValue {
     Float(f64),
 }
 
-/// Appends a finite `f64` as JSON (`1`, `0.25`, `1e-7`).
-fn push_f64(s: &mut String, v: f64) {
-    use std::fmt::Write as _;
-    if v.is_finite() {
-        let _ = write!(s, "{v:?}");
-    } else {
-        s.push('0');
-    }
-}
-
 /// Reads the rest of `reader` and writes it to `out` as Chrome Trace Event Format JSON;
 /// returns what was written. Events are consumed one at a time and the output is written as
 /// it is produced (wrap `out` in a `BufWriter`), so memory stays flat however long the trace.
-/// Parsing runs on a second thread, a few thousand events ahead (see [`super::for_each_event`]).
+/// Parsing runs on a second thread, a few thousand events ahead (trace-record's [`TraceReader::for_each_batched`]).
 ///
 /// Errors: a read error ([`ExportError::Read`]), a write error ([`ExportError::Write`]), or
 /// [`ExportError::StepNotFound`] when [`ChromeOptions::step`] names a step the trace does
 /// not have (the output is then complete but holds no span or op).
 ///
 /// ```
-/// use trace_analyze::export::{ChromeOptions, write_chrome};
-/// use trace_analyze::synth::{SynthConfig, write_synthetic};
-/// use trace_record::{ReadOptions, TraceReader};
+/// use trace_export::{ChromeOptions, write_chrome};
+/// use trace_record::schema::{Phase, SpanKind};
+/// use trace_record::{OpRecord, ReadOptions, Run, TraceReader, TraceSession};
 ///
-/// let mut trace = Vec::new();
-/// write_synthetic(&mut trace, &SynthConfig { ops: 40, ops_per_step: 10, ..Default::default() })?;
+/// // Record a span with one op in it, in memory.
+/// let (session, sink) = TraceSession::in_memory(Run::new("doc", Phase::Infer, "cpu"));
+/// {
+///     let _fwd = session.span("forward", SpanKind::Function, None);
+///     let start = session.now_ns();
+///     session.record_op(&OpRecord {
+///         name: "matmul", inputs: &[1, 2], outputs: &[3], shape: &[2, 4], dtype: "f32",
+///         device: "cpu", start_ns: start, dur_ns: 1_000, in_bytes: 64, out_bytes: 32,
+///         category: None, flops: None,
+///     });
+/// }
+/// session.finish()?;
+/// let trace = sink.bytes();
 /// let mut reader = TraceReader::new(&trace[..], ReadOptions::default())?;
 /// let mut json = Vec::new();
 /// let summary = write_chrome(&mut reader, &mut json, &ChromeOptions::default())?;
-/// assert_eq!(summary.ops, 40);
+/// assert_eq!(summary.ops, 1);
 /// let parsed: serde_json::Value = serde_json::from_slice(&json)?;
 /// assert!(parsed["traceEvents"].is_array());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -740,7 +648,8 @@ where
 
     let mut nester = Nester::new();
     let mut last_ts = 0u64;
-    super::for_each_event(reader, |event| {
+    reader.for_each_batched(|line| {
+        let event = line.event;
         if let Some(ts) = event.ts() {
             last_ts = last_ts.max(ts);
         }

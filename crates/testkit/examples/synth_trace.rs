@@ -1,4 +1,4 @@
-//! Writes a synthetic trace: `cargo run --release -p trace-analyze --example synth_trace -- OUT.jsonl [OPS] [OPS_PER_STEP]`.
+//! Writes a synthetic trace: `cargo run --release -p testkit --example synth_trace -- OUT.jsonl [OPS] [OPS_PER_STEP]`.
 
 use std::io::Write;
 
@@ -10,9 +10,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ops: usize = args.next().map_or(Ok(100_000), |s| s.parse())?;
     let per: usize = args.next().map_or(Ok(1000), |s| s.parse())?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&out)?);
-    let n = trace_analyze::synth::write_synthetic(
+    let n = testkit::write_synthetic(
         &mut w,
-        &trace_analyze::synth::SynthConfig {
+        &testkit::SynthConfig {
             ops,
             ops_per_step: per,
             ..Default::default()

@@ -1,129 +1,14 @@
-//! Chrome trace export: structure, agreement with the analyses, adjustments, step filter, escaping, streaming.
+//! Chrome trace export: structure, adjustments, step filter, escaping, streaming, errors.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 
 use proptest::prelude::*;
-use trace_analyze::export::{ChromeOptions, ExportError, write_chrome};
-use trace_analyze::memory::memory_report;
-use trace_analyze::ops::{OpTableOptions, op_table};
-use trace_analyze::synth::{SynthConfig, write_synthetic};
-use trace_analyze::{LoadOptions, load_str};
+use trace_export::{ChromeOptions, ExportError, write_chrome};
 use trace_record::schema::{Phase, SpanKind};
 use trace_record::{OpRecord, ReadOptions, Run, TraceReader, TraceSession};
 
-use crate::common::{XEvent, check_nesting, check_structure, chrome, hand_trace, session_trace};
-
-#[test]
-fn a_recorded_session_exports_well_formed_and_agrees_with_the_analyses() {
-    let bytes = session_trace(4);
-    let (v, summary) = chrome(&bytes, None);
-    let xs = check_structure(&v);
-    assert_eq!(summary.adjustments.total(), 0, "{:?}", summary.adjustments);
-    assert_eq!(
-        v["otherData"]["summary"]["adjustments"]["starts_clamped"],
-        0
-    );
-    assert_eq!(v["otherData"]["incomplete"], false);
-    assert_eq!(
-        v["otherData"]["summary"]["events_written"].as_u64(),
-        v["traceEvents"].as_array().map(|a| a.len() as u64)
-    );
-
-    let text = std::str::from_utf8(&bytes).expect("utf-8");
-    let trace = load_str(text, "session", LoadOptions::default()).expect("load");
-
-    // Op totals per name equal the op table's.
-    let table = op_table(&trace, &OpTableOptions::default());
-    let mut chrome_ops: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for x in xs.iter().filter(|x| x.cat == "op") {
-        let e = chrome_ops.entry(x.name.clone()).or_default();
-        e.0 += 1;
-        e.1 += x.end - x.start;
-    }
-    assert_eq!(chrome_ops.len(), table.rows.len());
-    for row in &table.rows {
-        assert_eq!(
-            chrome_ops.get(&row.name),
-            Some(&(row.count, row.total_ns)),
-            "op {}",
-            row.name
-        );
-    }
-    assert_eq!(summary.ops, table.op_count);
-
-    // Every span is one complete event with its recorded duration.
-    let spans: Vec<&XEvent> = xs.iter().filter(|x| x.cat.starts_with("span,")).collect();
-    assert_eq!(spans.len(), trace.spans.len());
-    let mut recorded: Vec<u64> = trace
-        .spans
-        .iter()
-        .map(|s| s.duration_ns().expect("closed"))
-        .collect();
-    let mut exported: Vec<u64> = spans.iter().map(|x| x.end - x.start).collect();
-    recorded.sort_unstable();
-    exported.sort_unstable();
-    assert_eq!(recorded, exported);
-    // The worker thread's spans are on their own track.
-    let tids: std::collections::BTreeSet<u64> = spans.iter().map(|x| x.tid).collect();
-    assert!(tids.len() >= 2, "{tids:?}");
-
-    // The memory counters reach exactly the analysed peak and end where the analysis ends.
-    let mem = memory_report(&trace).expect("memory events");
-    let cpu = mem.devices.iter().find(|d| d.device == "cpu").expect("cpu");
-    let totals: Vec<u64> = v["traceEvents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["ph"] == "C" && e["name"] == "logical memory cpu")
-        .map(|e| {
-            e["args"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(_, b)| b.as_u64().unwrap_or(0))
-                .sum()
-        })
-        .collect();
-    assert_eq!(totals.iter().max().copied(), Some(cpu.peak_bytes));
-    assert_eq!(totals.last().copied(), Some(cpu.end_bytes));
-
-    // Steps: one instant and one bar on the steps track per step.
-    let step_instants = v["traceEvents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["ph"] == "i" && e["name"].as_str().is_some_and(|n| n.starts_with("step ")))
-        .count();
-    assert_eq!(step_instants, trace.steps.len());
-    assert_eq!(
-        xs.iter().filter(|x| x.cat == "step").count(),
-        trace.steps.len()
-    );
-
-    // Args carry shapes, dtypes, bytes and the step.
-    let mm = xs.iter().find(|x| x.name == "matmul").expect("a matmul");
-    assert_eq!(mm.args["shape"], serde_json::json!([8, 16]));
-    assert_eq!(mm.args["dtype"], "f32");
-    assert_eq!(mm.args["out_bytes"], 512);
-    assert!(mm.args["step"].is_u64());
-
-    // Metadata names the process and every thread that has events.
-    let names: Vec<&str> = v["traceEvents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
-        .filter_map(|e| e["args"]["name"].as_str())
-        .collect();
-    assert!(names.contains(&"steps"));
-    assert!(names.len() > tids.len());
-    assert!(
-        v["traceEvents"][0]["args"]["name"]
-            .as_str()
-            .is_some_and(|n| n.starts_with("export-test"))
-    );
-}
+use crate::common::{check_nesting, check_structure, chrome};
+use testkit::{SynthConfig, XEvent, hand_trace, write_synthetic};
 
 #[test]
 fn a_synthetic_trace_exports_every_op_and_span() {
@@ -205,10 +90,7 @@ fn overlapping_times_are_adjusted_counted_and_then_nest() {
     assert_eq!(get("misplaced"), (0, 105, 105));
     assert_eq!(get("late"), (0, 110, 150));
     assert_eq!(get("sibling"), (0, 150, 150));
-    assert_eq!(
-        get("orphan").0,
-        trace_analyze::export::nest::OUTSIDE_SPANS_TID
-    );
+    assert_eq!(get("orphan").0, trace_export::OUTSIDE_SPANS_TID);
     assert_eq!(get("never closed"), (1, 300, 410));
     assert_eq!(get("dup"), (0, 400, 410));
     assert!(xs.iter().all(|x| x.name != "dup again"));

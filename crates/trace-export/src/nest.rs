@@ -22,7 +22,7 @@
 use serde::Serialize;
 use trace_record::schema::{Event, ExecStep, OpEvent, SpanKind};
 
-use crate::intern::FastMap;
+use crate::FastMap;
 
 /// The thread id used for ops whose span is unknown or already closed.
 pub const OUTSIDE_SPANS_TID: u64 = 999_999;
@@ -91,7 +91,7 @@ impl Adjustments {
 
 /// An open span on a thread's stack (also what a closed span is reported with).
 #[derive(Debug, Clone)]
-pub struct SpanFrame {
+pub(crate) struct SpanFrame {
     /// The span's id in the trace.
     pub id: u64,
     /// The span's name.
@@ -100,8 +100,6 @@ pub struct SpanFrame {
     pub kind: SpanKind,
     /// The execution step recorded on the span.
     pub exec_step: Option<ExecStep>,
-    /// The span's parent id as recorded.
-    pub parent: Option<u64>,
     /// The interned path of the span (see [`Nester::path_names`]).
     pub path: u32,
     /// Normalised start, ns.
@@ -116,7 +114,7 @@ pub struct SpanFrame {
 
 /// One normalised interval, handed to the consumer of a [`Nester`].
 #[derive(Debug)]
-pub enum Interval<'a> {
+pub(crate) enum Interval<'a> {
     /// A span, emitted when it closes (after all its children).
     Span {
         /// The thread it is drawn on.
@@ -125,8 +123,6 @@ pub enum Interval<'a> {
         frame: &'a SpanFrame,
         /// Normalised end, ns (`>= frame.start`).
         end: u64,
-        /// Its nesting depth on the thread (0 = root).
-        depth: usize,
     },
     /// An op, emitted when the next event on its thread (or its span's end) fixes its end.
     Op {
@@ -142,8 +138,6 @@ pub enum Interval<'a> {
         parent_path: u32,
         /// The step index current when the op was read.
         step: Option<u64>,
-        /// Its nesting depth on the thread (0 = root).
-        depth: usize,
     },
 }
 
@@ -154,7 +148,6 @@ struct PendingOp {
     end: u64,
     parent_path: u32,
     step: Option<u64>,
-    depth: usize,
 }
 
 #[derive(Debug, Default)]
@@ -167,7 +160,7 @@ struct ThreadState {
 
 /// The streaming normaliser (see the module documentation).
 #[derive(Debug, Default)]
-pub struct Nester {
+pub(crate) struct Nester {
     threads: FastMap<u64, ThreadState>,
     /// Open span id → its thread.
     open: FastMap<u64, u64>,
@@ -181,7 +174,7 @@ pub struct Nester {
 
 impl Nester {
     /// An empty normaliser.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Nester {
             paths: vec![(0, String::new())],
             ..Nester::default()
@@ -189,22 +182,22 @@ impl Nester {
     }
 
     /// What was adjusted so far.
-    pub fn adjustments(&self) -> Adjustments {
+    pub(crate) fn adjustments(&self) -> Adjustments {
         self.adjustments
     }
 
     /// The step index of the last `step` event read, if any.
-    pub fn current_step(&self) -> Option<u64> {
+    pub(crate) fn current_step(&self) -> Option<u64> {
         self.step
     }
 
     /// The thread of span `id` while it is open.
-    pub fn span_thread(&self, id: u64) -> Option<u64> {
+    pub(crate) fn span_thread(&self, id: u64) -> Option<u64> {
         self.open.get(&id).copied()
     }
 
     /// The names along interned path `path`, root first (empty for the root path 0).
-    pub fn path_names(&self, path: u32) -> Vec<&str> {
+    pub(crate) fn path_names(&self, path: u32) -> Vec<&str> {
         let mut names = Vec::new();
         let mut cur = path;
         // Paths only point to smaller indices, so this walk ends.
@@ -223,7 +216,7 @@ impl Nester {
     }
 
     /// The path `parent` + `name`, interned.
-    pub fn intern_path(&mut self, parent: u32, name: &str) -> u32 {
+    pub(crate) fn intern_path(&mut self, parent: u32, name: &str) -> u32 {
         if let Some(id) = self.path_index.get(&parent).and_then(|m| m.get(name)) {
             return *id;
         }
@@ -237,7 +230,7 @@ impl Nester {
     }
 
     /// Feeds one event; calls `emit` for every interval it completes.
-    pub fn push<F: FnMut(&Nester, Interval<'_>)>(&mut self, event: Event, emit: &mut F) {
+    pub(crate) fn push<F: FnMut(&Nester, Interval<'_>)>(&mut self, event: Event, emit: &mut F) {
         if let Some(ts) = event.ts() {
             self.last_ts = self.last_ts.max(ts);
         }
@@ -280,7 +273,6 @@ impl Nester {
                     name: s.name,
                     kind: s.kind,
                     exec_step: s.step,
-                    parent: s.parent,
                     path,
                     start,
                     step,
@@ -347,14 +339,12 @@ impl Nester {
             Some(f) => f.cursor = end,
             None => thread.root_cursor = end,
         }
-        let depth = thread.stack.len();
         thread.pending = Some(PendingOp {
             op,
             start,
             end,
             parent_path,
             step,
-            depth,
         });
     }
 
@@ -382,7 +372,6 @@ impl Nester {
                 end: p.end,
                 parent_path: p.parent_path,
                 step: p.step,
-                depth: p.depth,
             },
         );
     }
@@ -434,7 +423,6 @@ impl Nester {
             }
             None => thread.root_cursor = end,
         }
-        let depth = thread.stack.len();
         self.open.remove(&frame.id);
         emit(
             self,
@@ -442,14 +430,13 @@ impl Nester {
                 tid,
                 frame: &frame,
                 end,
-                depth,
             },
         );
     }
 
     /// Ends the stream: closes every span still open at the last time seen (counted) and
     /// emits every held-back op. Threads are finished in id order.
-    pub fn finish<F: FnMut(&Nester, Interval<'_>)>(&mut self, emit: &mut F) {
+    pub(crate) fn finish<F: FnMut(&Nester, Interval<'_>)>(&mut self, emit: &mut F) {
         let mut tids: Vec<u64> = self.threads.keys().copied().collect();
         tids.sort_unstable();
         let last = self.last_ts;

@@ -1,5 +1,6 @@
 //! Synthetic traces for tests and benchmarks: a repeated MLP-like training step with a chosen
-//! number of ops, four events per op (tensor, op, alloc, free), written as schema-valid JSONL.
+//! number of ops, four events per op (tensor, op, alloc, free), written as schema-valid JSONL
+//! by trace-record's own encoder (the same bytes a `TraceSession` writes).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -8,6 +9,7 @@ use trace_record::schema::{
     AllocKind, Event, ExecStep, Header, MemoryCategory, MemoryEvent, OpEvent, Phase, RunMeta,
     SCHEMA_NAME, SCHEMA_VERSION, SpanEnd, SpanKind, SpanStart, StepEvent, TensorEvent, TimingMode,
 };
+use trace_record::{encode_event, encode_header, encode_trailer};
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -52,9 +54,13 @@ impl Rng {
     }
 }
 
-fn line<W: Write>(w: &mut W, e: &Event) -> io::Result<()> {
-    serde_json::to_writer(&mut *w, e)?;
-    w.write_all(b"\n")
+/// The header's device: events on it omit their `device` field, as a session writes them.
+const DEVICE: &str = "cpu";
+
+fn line<W: Write>(w: &mut W, buf: &mut Vec<u8>, e: &Event) -> io::Result<()> {
+    buf.clear();
+    encode_event(e, DEVICE, buf);
+    w.write_all(buf)
 }
 
 /// Writes a synthetic trace to `w`. Each op contributes exactly four events (`tensor`, `op`,
@@ -69,7 +75,7 @@ pub fn write_synthetic<W: Write>(w: &mut W, cfg: &SynthConfig) -> io::Result<u64
             run_id: format!("synthetic-{}", cfg.seed),
             entrypoint: "synthetic::train".to_string(),
             phase: Phase::Train,
-            device: "cpu".to_string(),
+            device: DEVICE.to_string(),
             timing: TimingMode::Host,
             start_unix_ns: 1_700_000_000_000_000_000,
             pid: 1,
@@ -80,20 +86,16 @@ pub fn write_synthetic<W: Write>(w: &mut W, cfg: &SynthConfig) -> io::Result<u64
             versions: BTreeMap::new(),
         },
     };
-    // The header line is `{"type":"header", ...Header}`.
-    let run = serde_json::to_string(&header.run).map_err(io::Error::other)?;
-    writeln!(
-        w,
-        "{{\"type\":\"header\",\"schema\":\"{}\",\"version\":{},\"run\":{}}}",
-        SCHEMA_NAME, SCHEMA_VERSION, run
-    )?;
+    let mut buf = Vec::with_capacity(256);
+    encode_header(&header, &mut buf);
+    w.write_all(&buf)?;
     let mut rng = Rng(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut counts = trace_record::schema::EventCounts::default();
     let mut n = 0u64;
     let mut emit = |w: &mut W, e: Event, counts: &mut trace_record::schema::EventCounts| {
         counts.add(e.event_type(), 1);
         n += 1;
-        line(w, &e)
+        line(w, &mut buf, &e)
     };
     let mut ts = 0u64;
     let mut next_id = 1u64;
@@ -309,10 +311,9 @@ pub fn write_synthetic<W: Write>(w: &mut W, cfg: &SynthConfig) -> io::Result<u64
             dropped: 0,
             ts: ts + 1,
         };
-        let body = serde_json::to_string(&trailer).map_err(io::Error::other)?;
-        // `{"outcome":...}` → `{"type":"trailer","outcome":...}`
-        let rest = body.strip_prefix('{').unwrap_or(&body);
-        writeln!(w, "{{\"type\":\"trailer\",{rest}")?;
+        let mut buf = Vec::with_capacity(256);
+        encode_trailer(&trailer, &mut buf);
+        w.write_all(&buf)?;
     }
     Ok(n)
 }

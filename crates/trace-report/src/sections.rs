@@ -1,239 +1,17 @@
-//! The self-contained HTML report: analyses summarised into [`ReportData`], drawn by one page.
-//!
-//! [`build_report`] runs the analyses (summary, op table, span tree, memory report, step
-//! graphs, and with a baseline the comparison) and keeps what a person reads, capped for
-//! size ([`ReportOptions`]; every cap that cut something is listed on the page).
-//! [`write_html`] writes one HTML file: inline CSS, the data as JSON in a
-//! `<script type="application/json">` element (with `<`, `>` and `&` escaped, so no string in
-//! a trace can close the element), and a small inline script that draws tables and SVG
-//! charts. A Content-Security-Policy forbids every network load; the page works opened from
-//! disk. The script marks `<html data-tg-status="ok">` when it has drawn everything and
-//! writes any error into `#tg-errors` (what `cargo xtask browser-check` reads).
+//! The report's sections: [`build_report`] runs the analyses and keeps what a person reads, capped for size.
 
-use std::io::Write;
-
-use serde::Serialize;
 use serde_json::{Value, json};
+use trace_analyze::{
+    Allocation, AnalyzeError, ByCategory, Comparison, Delta, DeviceMemory, OpColumn,
+    OpTableOptions, Summary, Trace, TraceEnd, compare, format_bytes, format_ns, graph_report,
+    memory_report, new_step_cache, op_table, span_tree, summarize,
+};
+use trace_record::schema::{MemoryCategory, Outcome, TimingMode};
 
-use super::ExportError;
-use crate::compare::{Comparison, Delta, compare};
-use crate::error::AnalyzeError;
-use crate::memory::{Allocation, ByCategory, DeviceMemory, memory_report};
-use crate::model::{Category, Outcome, Trace};
-use crate::ops::{OpColumn, OpTableOptions, op_table};
-use crate::spans::span_tree;
-use crate::steps::{graph_report, new_step_cache};
-use crate::summary::{Summary, summarize};
-
-const CSS: &str = include_str!("report.css");
-const HOOKS_JS: &str = include_str!("hooks.js");
-const REPORT_JS: &str = include_str!("report.js");
-
-/// How much detail the page keeps.
-#[derive(Debug, Clone, Copy)]
-pub struct ReportOptions {
-    /// Op table rows (by total time).
-    pub max_op_rows: usize,
-    /// Span tree rows (depth-first, children by total time).
-    pub max_span_rows: usize,
-    /// Bars of the step-time chart (more steps are grouped, each bar the slowest of its group).
-    pub max_step_bars: usize,
-    /// Rows of the step-graph table (changed steps first).
-    pub max_graph_rows: usize,
-    /// Rows of each comparison table.
-    pub max_comparison_rows: usize,
-}
-
-impl Default for ReportOptions {
-    fn default() -> Self {
-        ReportOptions {
-            max_op_rows: 300,
-            max_span_rows: 1500,
-            max_step_bars: 600,
-            max_graph_rows: 400,
-            max_comparison_rows: 200,
-        }
-    }
-}
-
-/// A column of a [`TableData`].
-#[derive(Debug, Clone, Serialize)]
-pub struct Column {
-    /// The header text.
-    pub label: String,
-    /// How the page formats the cells: `text`, `name` (monospace), `int`, `ns`, `bytes`,
-    /// `pct` (a fraction), `float`, `delta_ns`, `delta_bytes`, `delta_pct`.
-    pub kind: &'static str,
-    /// Draw a bar proportional to the column's largest value.
-    pub bar: bool,
-}
-
-fn col(label: &str, kind: &'static str) -> Column {
-    Column {
-        label: label.to_string(),
-        kind,
-        bar: false,
-    }
-}
-
-fn bar(label: &str, kind: &'static str) -> Column {
-    Column {
-        label: label.to_string(),
-        kind,
-        bar: true,
-    }
-}
-
-/// A table drawn by the page.
-#[derive(Debug, Clone, Serialize)]
-pub struct TableData {
-    /// A title (shown above comparison tables).
-    pub title: String,
-    /// The columns.
-    pub columns: Vec<Column>,
-    /// The rows: one JSON value per column (number, string or null = absent).
-    pub rows: Vec<Vec<Value>>,
-    /// For a tree: the depth of each row (rows in depth-first order).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub depth: Option<Vec<u32>>,
-    /// For a tree: the tooltip of each row's first cell (the full path).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub titles: Option<Vec<String>>,
-    /// Rows before capping.
-    pub total_rows: usize,
-    /// Sortable by clicking a header.
-    pub sortable: bool,
-    /// Has a filter box on the first column.
-    pub filter: bool,
-    /// A note shown above the table.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    /// What to show when there are no rows.
-    pub empty: String,
-}
-
-impl TableData {
-    fn new(columns: Vec<Column>) -> Self {
-        TableData {
-            title: String::new(),
-            columns,
-            rows: Vec::new(),
-            depth: None,
-            titles: None,
-            total_rows: 0,
-            sortable: false,
-            filter: false,
-            note: None,
-            empty: "None.".to_string(),
-        }
-    }
-}
-
-/// A health badge.
-#[derive(Debug, Clone, Serialize)]
-pub struct Badge {
-    /// `ok`, `warn` or `bad`.
-    pub level: &'static str,
-    /// The text.
-    pub text: String,
-}
-
-/// The step-time chart.
-#[derive(Debug, Clone, Serialize)]
-pub struct StepsData {
-    /// The (first) step index of each bar.
-    pub index: Vec<u64>,
-    /// The bar's duration (the slowest step of its group).
-    pub duration_ns: Vec<Option<u64>>,
-    /// Whether the step graph changed in the bar's group.
-    pub changed: Vec<bool>,
-    /// Ops in the bar's group.
-    pub ops: Vec<u64>,
-    /// A note (grouping, timing).
-    pub note: String,
-}
-
-/// The memory chart and tables of one device.
-#[derive(Debug, Clone, Serialize)]
-pub struct MemoryDevice {
-    /// The device label.
-    pub device: String,
-    /// The categories drawn, bottom first.
-    pub categories: Vec<&'static str>,
-    /// Timeline times.
-    pub t_ns: Vec<u64>,
-    /// Per category (as `categories`), live bytes at each time.
-    pub series: Vec<Vec<u64>>,
-    /// The peak: time, bytes and bytes per category (as `categories`).
-    pub peak: Value,
-    /// Figures shown beside the chart.
-    pub stats: Vec<(String, String)>,
-    /// The peak by category.
-    pub peak_breakdown: TableData,
-    /// The largest allocations live at the peak.
-    pub peak_allocations: TableData,
-    /// Possible leaks.
-    pub leaks: TableData,
-    /// Physical figures, when the device reported any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub physical: Option<Vec<(String, String)>>,
-}
-
-/// The memory section.
-#[derive(Debug, Clone, Serialize)]
-pub struct MemoryData {
-    /// Always `logical`.
-    pub bytes_kind: &'static str,
-    /// A note about the numbers.
-    pub note: String,
-    /// Per device.
-    pub devices: Vec<MemoryDevice>,
-}
-
-/// The step-graph section.
-#[derive(Debug, Clone, Serialize)]
-pub struct GraphsData {
-    /// Key figures.
-    pub summary: Vec<(String, String)>,
-    /// Per step.
-    pub table: TableData,
-}
-
-/// The comparison section.
-#[derive(Debug, Clone, Serialize)]
-pub struct ComparisonData {
-    /// Key figures.
-    pub summary: Vec<(String, String)>,
-    /// Span, op, memory and graph tables.
-    pub tables: Vec<TableData>,
-}
-
-/// Everything the page shows (embedded in it as JSON).
-#[derive(Debug, Clone, Serialize)]
-pub struct ReportData {
-    /// The page title.
-    pub title: String,
-    /// The line under the title.
-    pub subtitle: String,
-    /// Run header figures.
-    pub run: Vec<(String, String)>,
-    /// Health badges.
-    pub health: Vec<Badge>,
-    /// What was capped for size.
-    pub caps: Vec<String>,
-    /// The step-time chart; absent when the trace has no steps.
-    pub steps: Option<StepsData>,
-    /// The op table.
-    pub ops: TableData,
-    /// The span tree.
-    pub spans: TableData,
-    /// Memory; absent when the trace has no memory events.
-    pub memory: Option<MemoryData>,
-    /// Step graphs; absent when no step has ops.
-    pub graphs: Option<GraphsData>,
-    /// The comparison with a baseline, when one was given.
-    pub comparison: Option<ComparisonData>,
-}
+use crate::model::{
+    Badge, ComparisonData, GraphsData, MemoryData, MemoryDevice, ReportData, ReportOptions,
+    StepsData, TableData, bar, col,
+};
 
 fn n(v: u64) -> Value {
     json!(v)
@@ -246,43 +24,8 @@ fn opt_f(v: Option<f64>) -> Value {
     }
 }
 
-/// `1.23 ms` (for the figures shown as text).
-fn fmt_ns(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e9 {
-        format!("{:.2} s", v / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.2} ms", v / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} µs", v / 1e3)
-    } else {
-        format!("{v:.0} ns")
-    }
-}
-
-/// `1.50 MiB`.
 fn fmt_bytes(v: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = v as f64;
-    let mut i = 0;
-    while x >= 1024.0 && i < units.len() - 1 {
-        x /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{v} B")
-    } else {
-        format!("{x:.2} {}", units[i])
-    }
-}
-
-fn outcome_text(o: &Outcome) -> String {
-    match o {
-        Outcome::Complete => "complete".to_string(),
-        Outcome::Failed { reason } => format!("failed: {reason}"),
-        Outcome::Incomplete => "incomplete (session dropped without finish)".to_string(),
-        Outcome::Truncated => "truncated (no trailer; read to the last complete line)".to_string(),
-    }
+    format_bytes(v as f64)
 }
 
 /// Runs the analyses of `trace` (and the comparison `baseline` → `trace`, when given) and
@@ -350,7 +93,7 @@ fn run_rows(trace: &Trace, s: &Summary) -> Vec<(String, String)> {
         ("timing".to_string(), r.timing.as_str().to_string()),
         ("schema".to_string(), format!("{} v{}", r.schema, r.version)),
         ("started (unix ns)".to_string(), r.start_unix_ns.to_string()),
-        ("outcome".to_string(), outcome_text(&trace.outcome)),
+        ("outcome".to_string(), trace.outcome.describe()),
         ("lines".to_string(), s.health.lines.to_string()),
         ("events".to_string(), s.health.events.total().to_string()),
         ("ops".to_string(), s.op_count.to_string()),
@@ -362,15 +105,15 @@ fn run_rows(trace: &Trace, s: &Summary) -> Vec<(String, String)> {
             format!("step time ({})", r.timing.as_str()),
             format!(
                 "mean {} ± {} (min {}, max {})",
-                fmt_ns(sp.mean),
-                fmt_ns(sp.stddev),
-                fmt_ns(sp.min as f64),
-                fmt_ns(sp.max as f64)
+                format_ns(sp.mean),
+                format_ns(sp.stddev),
+                format_ns(sp.min as f64),
+                format_ns(sp.max as f64)
             ),
         ));
     }
     if let Some(p95) = s.steps.p95_ns {
-        rows.push(("step time p95".to_string(), fmt_ns(p95 as f64)));
+        rows.push(("step time p95".to_string(), format_ns(p95 as f64)));
     }
     for (k, v) in &r.tags {
         rows.push((format!("tag {k}"), v.clone()));
@@ -383,11 +126,11 @@ fn health_badges(trace: &Trace, s: &Summary) -> Vec<Badge> {
     let h = &s.health;
     b.push(Badge {
         level: match &trace.outcome {
-            Outcome::Complete => "ok",
-            Outcome::Failed { .. } => "bad",
-            Outcome::Incomplete | Outcome::Truncated => "warn",
+            TraceEnd::Trailer(Outcome::Complete) => "ok",
+            TraceEnd::Trailer(Outcome::Failed { .. }) => "bad",
+            TraceEnd::Trailer(Outcome::Incomplete) | TraceEnd::Truncated => "warn",
         },
-        text: format!("outcome: {}", outcome_text(&trace.outcome)),
+        text: format!("outcome: {}", trace.outcome.describe()),
     });
     b.push(if h.issue_count == 0 {
         Badge {
@@ -402,7 +145,7 @@ fn health_badges(trace: &Trace, s: &Summary) -> Vec<Badge> {
                 h.issue_count,
                 h.issues
                     .first()
-                    .map(|i| format!("line {}: {}", i.line, i.message))
+                    .map(ToString::to_string)
                     .unwrap_or_default()
             ),
         }
@@ -431,16 +174,16 @@ fn health_badges(trace: &Trace, s: &Summary) -> Vec<Badge> {
         None => {}
     }
     b.push(Badge {
-        level: if trace.run.timing == crate::model::Timing::Host {
+        level: if trace.run.timing == TimingMode::Host {
             "warn"
         } else {
             "ok"
         },
         text: match trace.run.timing {
-            crate::model::Timing::Host => {
+            TimingMode::Host => {
                 "host durations (device work may still run when an op ends)".to_string()
             }
-            crate::model::Timing::DeviceSynchronized => "device-synchronized durations".to_string(),
+            TimingMode::DeviceSynchronized => "device-synchronized durations".to_string(),
         },
     });
     if let Some(g) = &s.gradients {
@@ -478,7 +221,7 @@ fn health_badges(trace: &Trace, s: &Summary) -> Vec<Badge> {
 
 fn steps_data(
     trace: &Trace,
-    graphs: &crate::steps::GraphReport,
+    graphs: &trace_analyze::GraphReport,
     opts: &ReportOptions,
     caps: &mut Vec<String>,
 ) -> Option<StepsData> {
@@ -671,7 +414,7 @@ fn alloc_table(list: &[Allocation], total: u64, what: &str) -> TableData {
 }
 
 fn memory_device(d: &DeviceMemory) -> MemoryDevice {
-    let cats: Vec<Category> = Category::ALL
+    let cats: Vec<MemoryCategory> = MemoryCategory::ALL
         .iter()
         .copied()
         .filter(|c| {
@@ -694,7 +437,7 @@ fn memory_device(d: &DeviceMemory) -> MemoryDevice {
         col("at the end", "bytes"),
     ]);
     let by: &ByCategory = &d.peak_by_category;
-    for c in Category::ALL {
+    for c in MemoryCategory::ALL {
         let v = by.get(c);
         let end = d.end_by_category.get(c);
         if v == 0 && end == 0 {
@@ -710,7 +453,7 @@ fn memory_device(d: &DeviceMemory) -> MemoryDevice {
     breakdown.total_rows = breakdown.rows.len();
     let stats = vec![
         ("peak".to_string(), fmt_bytes(d.peak_bytes)),
-        ("peak at".to_string(), fmt_ns(d.peak_at_ns as f64)),
+        ("peak at".to_string(), format_ns(d.peak_at_ns as f64)),
         (
             "live allocations at peak".to_string(),
             d.peak_live_allocations.to_string(),
@@ -769,14 +512,14 @@ fn memory_data(trace: &Trace) -> Option<MemoryData> {
         note: format!(
             "Live {} bytes (shape × dtype size, not allocator or device figures) from the trace's allocation and free events. The timeline keeps the largest value of each of at most {} time buckets, so the peak is always drawn.",
             report.bytes_kind,
-            crate::memory::TIMELINE_POINTS
+            trace_analyze::TIMELINE_POINTS
         ),
         devices: report.devices.iter().map(memory_device).collect(),
     })
 }
 
 fn graphs_data(
-    g: &crate::steps::GraphReport,
+    g: &trace_analyze::GraphReport,
     opts: &ReportOptions,
     caps: &mut Vec<String>,
 ) -> Option<GraphsData> {
@@ -876,8 +619,8 @@ fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>)
             match (c.step_time_ns.base, c.step_time_ns.candidate) {
                 (Some(b), Some(x)) => format!(
                     "{} → {}{}",
-                    fmt_ns(b),
-                    fmt_ns(x),
+                    format_ns(b),
+                    format_ns(x),
                     c.step_time_ns
                         .ratio
                         .map(|r| format!(" ({:+.1} %)", r * 100.0))
@@ -993,82 +736,4 @@ fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>)
     capped(&mut graphs, c.graphs.len(), "step graphs");
     tables.push(graphs);
     ComparisonData { summary, tables }
-}
-
-/// `s` with `&`, `<`, `>`, `"` and `'` escaped for HTML text and attributes.
-fn html_escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
-
-/// `data` as JSON safe inside a `<script>` element: `<`, `>` and `&` (which can only occur
-/// inside JSON strings) become `\u003c`, `\u003e` and `\u0026`, so no string can close the
-/// element or open a comment.
-pub fn embedded_json(data: &ReportData) -> Result<String, ExportError> {
-    let text = serde_json::to_string(data).map_err(|e| ExportError::Write(e.into()))?;
-    let mut o = String::with_capacity(text.len() + 64);
-    for c in text.chars() {
-        match c {
-            '<' => o.push_str("\\u003c"),
-            '>' => o.push_str("\\u003e"),
-            '&' => o.push_str("\\u0026"),
-            c => o.push(c),
-        }
-    }
-    Ok(o)
-}
-
-/// Writes the self-contained page for `data` to `out`.
-pub fn write_html<W: Write>(data: &ReportData, mut out: W) -> Result<(), ExportError> {
-    let json = embedded_json(data)?;
-    let title = html_escape(&data.title);
-    let page = format!(
-        r##"<!doctype html>
-<html lang="en" data-tg-status="loading">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="tracegraph {version}">
-<title>{title}</title>
-<style>
-{CSS}</style>
-<script>
-{HOOKS_JS}</script>
-</head>
-<body>
-<pre id="tg-errors" hidden></pre>
-<header class="top"><h1>{title}</h1><div class="sub" id="subtitle"></div></header>
-<nav class="toc"><a href="#run-section">Run</a><a href="#steps-section">Step times</a><a href="#ops-section">Ops</a><a href="#spans-section">Spans</a><a href="#memory-section">Memory</a><a href="#graphs-section">Step graphs</a><a href="#comparison-section">Comparison</a></nav>
-<noscript><p style="margin:20px">This report draws its tables and charts with an inline script; enable JavaScript for this file. The data is in the page source (element <code>tg-data</code>).</p></noscript>
-<main>
-<section class="card" id="run-section"><h2>Run and health</h2><div id="run"></div></section>
-<section class="card" id="steps-section"><h2>Step times</h2><div id="step-chart"></div></section>
-<section class="card" id="ops-section"><h2>Op table</h2><div id="op-table"></div></section>
-<section class="card" id="spans-section"><h2>Span tree</h2><div id="span-tree"></div></section>
-<section class="card" id="memory-section"><h2>Memory timeline</h2><div id="memory-chart"></div><div id="memory-detail"></div></section>
-<section class="card" id="graphs-section"><h2>Step graphs</h2><div id="graphs"></div></section>
-<section class="card" id="comparison-section" hidden><h2>Comparison with the baseline</h2><div id="comparison"></div></section>
-</main>
-<footer>Written by tracegraph {version}. Self-contained: nothing is loaded from the network.</footer>
-<script type="application/json" id="tg-data">{json}</script>
-<script>
-{REPORT_JS}</script>
-</body>
-</html>
-"##,
-        version = env!("CARGO_PKG_VERSION"),
-    );
-    out.write_all(page.as_bytes()).map_err(ExportError::Write)?;
-    out.flush().map_err(ExportError::Write)
 }

@@ -1,13 +1,10 @@
 //! The HTML report: self-contained, escaped, the embedded data round-trips, caps are stated.
 
-use trace_analyze::export::html::embedded_json;
-use trace_analyze::export::{ReportOptions, build_report, write_html};
-use trace_analyze::synth::{SynthConfig, write_synthetic};
+use testkit::{SynthConfig, session_trace, write_synthetic};
 use trace_analyze::{LoadOptions, Trace, load_str};
 use trace_record::schema::{Phase, SpanKind};
 use trace_record::{OpRecord, Run, TraceSession};
-
-use crate::common::session_trace;
+use trace_report::{ReportOptions, build_report, embedded_json, write_html};
 
 fn load(bytes: &[u8], name: &str) -> Trace {
     load_str(

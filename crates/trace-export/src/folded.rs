@@ -10,7 +10,7 @@
 //!
 //! A span's self time is its duration minus the durations of its children on the same
 //! thread; an op's self time is its duration. Times are the nested times of
-//! [`super::nest::Nester`] (the same as the Chrome export), so the weights of all lines sum
+//! the span nester (the same as the Chrome export), so the weights of all lines sum
 //! to the total duration of the root spans and root-level ops of every thread. Frames keep
 //! their recorded names, except that `;` becomes `:` and line breaks become spaces (the
 //! format's separators). Stacks with zero self time are left out.
@@ -20,9 +20,9 @@ use std::io::{BufRead, Write};
 use trace_record::TraceReader;
 use trace_record::schema::Event;
 
-use super::ExportError;
-use super::nest::{Adjustments, Interval, Nester};
-use crate::intern::FastMap;
+use crate::ExportError;
+use crate::FastMap;
+use crate::nest::{Adjustments, Interval, Nester};
 
 /// Aggregated folded stacks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -63,15 +63,26 @@ fn frame_name(name: &str) -> String {
 /// Memory held: one entry per distinct stack, the open spans and one pending op per thread.
 ///
 /// ```
-/// use trace_analyze::export::folded_stacks;
-/// use trace_analyze::synth::{SynthConfig, write_synthetic};
-/// use trace_record::{ReadOptions, TraceReader};
+/// use trace_export::folded_stacks;
+/// use trace_record::schema::{Phase, SpanKind};
+/// use trace_record::{OpRecord, ReadOptions, Run, TraceReader, TraceSession};
 ///
-/// let mut trace = Vec::new();
-/// write_synthetic(&mut trace, &SynthConfig { ops: 40, ops_per_step: 10, ..Default::default() })?;
+/// // Record a span with one op in it, in memory.
+/// let (session, sink) = TraceSession::in_memory(Run::new("doc", Phase::Infer, "cpu"));
+/// {
+///     let _fwd = session.span("forward", SpanKind::Function, None);
+///     let start = session.now_ns();
+///     session.record_op(&OpRecord {
+///         name: "matmul", inputs: &[1, 2], outputs: &[3], shape: &[2, 4], dtype: "f32",
+///         device: "cpu", start_ns: start, dur_ns: 1_000, in_bytes: 64, out_bytes: 32,
+///         category: None, flops: None,
+///     });
+/// }
+/// session.finish()?;
+/// let trace = sink.bytes();
 /// let mut reader = TraceReader::new(&trace[..], ReadOptions::default())?;
 /// let folded = folded_stacks(&mut reader, None)?;
-/// assert!(folded.lines.iter().any(|(stack, _)| stack.ends_with(";matmul")));
+/// assert!(folded.lines.iter().any(|(stack, _)| stack == "forward;matmul"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn folded_stacks<R: BufRead + Send>(
@@ -111,14 +122,15 @@ pub fn folded_stacks<R: BufRead + Send>(
             }
         }
     };
-    super::for_each_event(reader, |event| {
+    reader.for_each_batched(|line| {
+        let event = line.event;
         if let (Some(f), Event::Step(s)) = (step, &event)
             && s.index == f
         {
             step_found = true;
         }
         nester.push(event, &mut on);
-        Ok(())
+        Ok::<(), ExportError>(())
     })?;
     nester.finish(&mut on);
     for (parent, leaves) in op_leaves {

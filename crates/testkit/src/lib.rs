@@ -1,0 +1,19 @@
+//! testkit: trace generators and format checkers shared by tracegraph's tests, benches and xtask.
+//!
+//! - [`write_synthetic`] / [`SynthConfig`]: a deterministic synthetic training trace of any
+//!   size, written by trace-record's encoder (benchmarks and linear-time tests).
+//! - [`session_trace`]: a small trace recorded by a real `TraceSession` (nested spans, ops,
+//!   memory, markers, counters, gradients, a second thread); [`hand_trace`] for hand-written
+//!   edge cases after a fixed [`HEADER`].
+//! - [`check_chrome`]: the structural checker of a Chrome Trace Event export (fields, per-thread
+//!   nesting, counters), used by the export tests and `cargo xtask browser-check`.
+//!
+//! Not published: it exists so each of these has one home.
+
+mod chrome;
+mod session;
+mod synth;
+
+pub use chrome::{ChromeCheck, XEvent, check_chrome, nesting_failures, ns};
+pub use session::{HEADER, hand_trace, session_trace};
+pub use synth::{SynthConfig, write_synthetic};

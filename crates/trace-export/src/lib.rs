@@ -1,0 +1,47 @@
+//! trace-export: streaming Chrome Trace Event and folded-stack exports of a trace; never sees analysis types.
+//!
+//! - [`write_chrome`]: Chrome Trace Event Format JSON for Perfetto UI, chrome://tracing and
+//!   speedscope (spans and ops as nested complete events, memory as stacked counters, steps,
+//!   markers), streamed event by event.
+//! - [`folded_stacks`]: `span;span;op self_ns` lines for flamegraph.pl, inferno and speedscope.
+//!
+//! Both read a trace through trace-record's [`TraceReader`] and nothing else: this crate
+//! depends on the trace format only, so a change to the analyses cannot change an export.
+//! Spans and ops are made to nest per thread by one span nester, which counts what it had to
+//! adjust ([`Adjustments`]); the Chrome export and the folded stacks share it, so their
+//! times agree.
+
+mod chrome;
+mod folded;
+mod nest;
+
+pub use chrome::{ChromeOptions, ChromeSummary, write_chrome};
+pub use folded::{FoldedStacks, folded_stacks};
+pub use nest::{Adjustments, OUTSIDE_SPANS_TID};
+
+use trace_record::ReadError;
+
+/// The hash map of the exporters: foldhash, well mixed in the low bits (ids such as `i << 40`
+/// spread over the buckets), with a fixed seed so that nothing depends on a process's seed.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+
+/// Errors of the exports.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// Reading the trace failed. The message contains the reader's error (line and field),
+    /// so it is not repeated as a source.
+    #[error("reading the trace: {0}")]
+    Read(trace_record::ReadError),
+    /// Writing the output failed.
+    #[error("writing the export: {0}")]
+    Write(#[source] std::io::Error),
+    /// `--step N` named a step that the trace does not have.
+    #[error("step {0} is not in the trace (no `step` event with that index)")]
+    StepNotFound(u64),
+}
+
+impl From<ReadError> for ExportError {
+    fn from(e: ReadError) -> Self {
+        ExportError::Read(e)
+    }
+}

@@ -1,0 +1,34 @@
+//! Shared helpers: a Chrome export parsed back, and testkit's structural checker as assertions.
+
+use serde_json::Value;
+use testkit::{XEvent, check_chrome, nesting_failures};
+use trace_export::{ChromeOptions, ChromeSummary, write_chrome};
+use trace_record::{ReadOptions, TraceReader};
+
+/// Exports `trace` as Chrome JSON and parses it back.
+pub(crate) fn chrome(trace: &[u8], step: Option<u64>) -> (Value, ChromeSummary) {
+    let mut reader = TraceReader::new(trace, ReadOptions::default()).expect("header");
+    let mut out = Vec::new();
+    let summary = write_chrome(&mut reader, &mut out, &ChromeOptions { step }).expect("export");
+    let v: Value = serde_json::from_slice(&out).expect("the export is valid JSON");
+    (v, summary)
+}
+
+/// `ts` or `dur` (µs with three decimals) as integer ns.
+pub(crate) fn ns(v: &Value) -> u64 {
+    testkit::ns(v).unwrap_or_else(|| panic!("not a non-negative time: {v}"))
+}
+
+/// Asserts that the export is well formed (testkit's checker finds nothing) and returns its
+/// complete events.
+pub(crate) fn check_structure(v: &Value) -> Vec<XEvent> {
+    let check = check_chrome(v);
+    assert!(check.failures.is_empty(), "{:#?}", check.failures);
+    check.complete
+}
+
+/// Asserts that complete events nest per thread.
+pub(crate) fn check_nesting(xs: &[XEvent]) {
+    let failures = nesting_failures(xs);
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -1,0 +1,210 @@
+//! The report's view model: what the page shows, serialized into it as JSON ([`ReportData`]).
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// How much detail the page keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct ReportOptions {
+    /// Op table rows (by total time).
+    pub max_op_rows: usize,
+    /// Span tree rows (depth-first, children by total time).
+    pub max_span_rows: usize,
+    /// Bars of the step-time chart (more steps are grouped, each bar the slowest of its group).
+    pub max_step_bars: usize,
+    /// Rows of the step-graph table (changed steps first).
+    pub max_graph_rows: usize,
+    /// Rows of each comparison table.
+    pub max_comparison_rows: usize,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            max_op_rows: 300,
+            max_span_rows: 1500,
+            max_step_bars: 600,
+            max_graph_rows: 400,
+            max_comparison_rows: 200,
+        }
+    }
+}
+
+/// A column of a [`TableData`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Column {
+    /// The header text.
+    pub label: String,
+    /// How the page formats the cells: `text`, `name` (monospace), `int`, `ns`, `bytes`,
+    /// `pct` (a fraction), `float`, `delta_ns`, `delta_bytes`, `delta_pct`.
+    pub kind: &'static str,
+    /// Draw a bar proportional to the column's largest value.
+    pub bar: bool,
+}
+
+pub(crate) fn col(label: &str, kind: &'static str) -> Column {
+    Column {
+        label: label.to_string(),
+        kind,
+        bar: false,
+    }
+}
+
+pub(crate) fn bar(label: &str, kind: &'static str) -> Column {
+    Column {
+        label: label.to_string(),
+        kind,
+        bar: true,
+    }
+}
+
+/// A table drawn by the page.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableData {
+    /// A title (shown above comparison tables).
+    pub title: String,
+    /// The columns.
+    pub columns: Vec<Column>,
+    /// The rows: one JSON value per column (number, string or null = absent).
+    pub rows: Vec<Vec<Value>>,
+    /// For a tree: the depth of each row (rows in depth-first order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depth: Option<Vec<u32>>,
+    /// For a tree: the tooltip of each row's first cell (the full path).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub titles: Option<Vec<String>>,
+    /// Rows before capping.
+    pub total_rows: usize,
+    /// Sortable by clicking a header.
+    pub sortable: bool,
+    /// Has a filter box on the first column.
+    pub filter: bool,
+    /// A note shown above the table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// What to show when there are no rows.
+    pub empty: String,
+}
+
+impl TableData {
+    pub(crate) fn new(columns: Vec<Column>) -> Self {
+        TableData {
+            title: String::new(),
+            columns,
+            rows: Vec::new(),
+            depth: None,
+            titles: None,
+            total_rows: 0,
+            sortable: false,
+            filter: false,
+            note: None,
+            empty: "None.".to_string(),
+        }
+    }
+}
+
+/// A health badge.
+#[derive(Debug, Clone, Serialize)]
+pub struct Badge {
+    /// `ok`, `warn` or `bad`.
+    pub level: &'static str,
+    /// The text.
+    pub text: String,
+}
+
+/// The step-time chart.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepsData {
+    /// The (first) step index of each bar.
+    pub index: Vec<u64>,
+    /// The bar's duration (the slowest step of its group).
+    pub duration_ns: Vec<Option<u64>>,
+    /// Whether the step graph changed in the bar's group.
+    pub changed: Vec<bool>,
+    /// Ops in the bar's group.
+    pub ops: Vec<u64>,
+    /// A note (grouping, timing).
+    pub note: String,
+}
+
+/// The memory chart and tables of one device.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryDevice {
+    /// The device label.
+    pub device: String,
+    /// The categories drawn, bottom first.
+    pub categories: Vec<&'static str>,
+    /// Timeline times.
+    pub t_ns: Vec<u64>,
+    /// Per category (as `categories`), live bytes at each time.
+    pub series: Vec<Vec<u64>>,
+    /// The peak: time, bytes and bytes per category (as `categories`).
+    pub peak: Value,
+    /// Figures shown beside the chart.
+    pub stats: Vec<(String, String)>,
+    /// The peak by category.
+    pub peak_breakdown: TableData,
+    /// The largest allocations live at the peak.
+    pub peak_allocations: TableData,
+    /// Possible leaks.
+    pub leaks: TableData,
+    /// Physical figures, when the device reported any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub physical: Option<Vec<(String, String)>>,
+}
+
+/// The memory section.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryData {
+    /// Always `logical`.
+    pub bytes_kind: &'static str,
+    /// A note about the numbers.
+    pub note: String,
+    /// Per device.
+    pub devices: Vec<MemoryDevice>,
+}
+
+/// The step-graph section.
+#[derive(Debug, Clone, Serialize)]
+pub struct GraphsData {
+    /// Key figures.
+    pub summary: Vec<(String, String)>,
+    /// Per step.
+    pub table: TableData,
+}
+
+/// The comparison section.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparisonData {
+    /// Key figures.
+    pub summary: Vec<(String, String)>,
+    /// Span, op, memory and graph tables.
+    pub tables: Vec<TableData>,
+}
+
+/// Everything the page shows (embedded in it as JSON).
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportData {
+    /// The page title.
+    pub title: String,
+    /// The line under the title.
+    pub subtitle: String,
+    /// Run header figures.
+    pub run: Vec<(String, String)>,
+    /// Health badges.
+    pub health: Vec<Badge>,
+    /// What was capped for size.
+    pub caps: Vec<String>,
+    /// The step-time chart; absent when the trace has no steps.
+    pub steps: Option<StepsData>,
+    /// The op table.
+    pub ops: TableData,
+    /// The span tree.
+    pub spans: TableData,
+    /// Memory; absent when the trace has no memory events.
+    pub memory: Option<MemoryData>,
+    /// Step graphs; absent when no step has ops.
+    pub graphs: Option<GraphsData>,
+    /// The comparison with a baseline, when one was given.
+    pub comparison: Option<ComparisonData>,
+}

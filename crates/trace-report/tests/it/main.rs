@@ -1,0 +1,3 @@
+//! Tests of the HTML report: self-contained, escaped, the embedded data round-trips, caps are stated.
+
+mod html;
