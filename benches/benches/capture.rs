@@ -1,9 +1,9 @@
 //! Benchmark suite `capture`: trace-candle's cost on a real Candle training step and around a tiny op.
 //!
 //! Rows:
-//! - `capture/train_step ns_per_step (median)`: one step of the `train_mlp` example (full batch of
-//!   1024 × 32, MLP 32-128-128-4, AdamW, CPU) with every capture on (schedule always active:
-//!   module spans, probes, inputs, parameters, gradient facts and norms, optimizer state,
+//! - `capture/train_step ns_per_step (median)`: one step of `tracegraph demo`'s trainer (full
+//!   batch of 1024 × 32, MLP 32-128-128-4, AdamW, CPU; `crates/tracegraph/src/demo/mlp.rs`,
+//!   included below) with every capture on (schedule always active: module spans, ops, inputs, parameters, gradient facts and norms, optimizer state,
 //!   step frees; the trace is written to a file), against the same step with no
 //!   instrumentation at all. The two trainers alternate step by step in one run (the order
 //!   flips, so drift hits both alike) for a time budget (12 s quick, 60 s full), with two
@@ -11,20 +11,20 @@
 //!   by up to ~8% here); the figures are medians, robust to the preemptions of a shared
 //!   machine. Target: ratio ≤ 1.05. `capture/train_step median_paired_ratio` is the median of the
 //!   per-round ratios (on / off of the same round).
-//! - `capture/probe_tiny_op ns_per_call`: `probe.op("affine", &[&x], || x.affine(2.0, 1.0))`
+//! - `capture/probe_tiny_op ns_per_call`: `capture.op("affine", &[&x], || x.affine(2.0, 1.0))`
 //!   on a 4-element tensor inside an active window (two clock reads, op + tensor + alloc
 //!   events encoded; the session writes to `io::sink`, so disk speed is not measured),
 //!   against the bare op. The overhead row (`overhead_ns`) is the difference. Target:
 //!   ≤ 200 ns. Its baseline is the floor trace-record sets: the same op, tensor and alloc
 //!   records plus two clock reads made directly on the session (no Candle op, no capture
-//!   logic), so the ratio shows how much of the overhead is this crate's own. The probe
+//!   logic), so the ratio shows how much of the overhead is this crate's own. The op
 //!   itself records through `TraceSession::record_op_with_output` (one lock, one span
 //!   lookup, no clock read of its own; the allocation is stamped at the op's end).
 //! - `capture/record_floor combined_ns`: those three events through that one combined call
 //!   plus two clock reads, against the three separate calls (the floor above).
-//! - `capture/step_end_free ns_per_alloc`: the step end that frees those allocations (run
-//!   every 256 probe calls, outside the probe's timed region), per free.
-//! - `capture/probe_inactive overhead_ns`: the same probe outside the active window (one
+//! - `capture/step_end_free ns_per_alloc`: the step end (`Capture::step`) that frees those
+//!   allocations (run every 256 calls, outside the calls' timed region), per free.
+//! - `capture/probe_inactive overhead_ns`: the same call outside the active window (one
 //!   relaxed atomic load) minus the bare op; `capture/probe_inactive_clone` does the same
 //!   around a near-free op (`Tensor::clone`, an `Arc` increment) where a few ns show.
 
@@ -35,10 +35,15 @@ use std::time::{Duration, Instant};
 use candle_core::{Device, Tensor};
 use criterion::Criterion;
 use trace_candle::Capture;
-use trace_candle::demo::MlpTrainer;
 use trace_record::schema::{AllocKind, MemoryCategory, Phase, Schedule};
 use trace_record::{MemoryRecord, OpRecord, Run, TensorRecord, TraceSession};
 use tracegraph_benches::{Row, criterion_mean_ns, emit, quick};
+
+// The trainer `tracegraph demo` runs: one home (the CLI), measured here as is.
+#[path = "../../crates/tracegraph/src/demo/mlp.rs"]
+mod mlp;
+
+use mlp::MlpTrainer;
 
 const SEED: u64 = 42;
 const LR: f64 = 0.01;
@@ -104,7 +109,16 @@ fn train_step_rows() {
     assert!(summary.counts.op > 0, "capture recorded nothing");
     let mut paired: Vec<f64> = t_on.iter().zip(&t_off).map(|(a, b)| a / b).collect();
     let (on_ns, off_ns) = (median(&mut t_on), median(&mut t_off));
-    eprintln!("capture/train_step: {round} alternating rounds");
+    // Capture must not change what is computed: both trainers of a pair took the same steps.
+    let (on, off) = &pairs[0];
+    let (acc_on, acc_off) = (
+        on.accuracy().expect("accuracy"),
+        off.accuracy().expect("accuracy"),
+    );
+    eprintln!(
+        "capture/train_step: {round} alternating rounds; training accuracy with / without \
+         capture: {acc_on:.3} / {acc_off:.3}"
+    );
     emit(
         Row::new("capture/train_step", "ns_per_step (median)", on_ns, "ns")
             .vs("same step, no instrumentation (alternating)", off_ns),
@@ -151,37 +165,37 @@ fn probe_groups(c: &mut Criterion) {
     g.bench_function("bare", |b| {
         b.iter(|| black_box(black_box(&x).affine(2.0, 1.0).expect("op")))
     });
-    let probe = active.probe();
     let mut frees = Duration::ZERO;
     let mut freed = 0u64;
     g.bench_function("active", |b| {
         b.iter_custom(|iters| {
-            // Time the probe calls only; the step end (one free per allocation, timed apart
-            // below) runs every 256 calls so the step's allocation list stays small.
+            // Time the calls only; the step end (one free per allocation, timed apart below)
+            // runs every 256 calls so the step's allocation list stays small.
             let mut timed = Duration::ZERO;
             let mut left = iters;
             while left > 0 {
                 let n = left.min(256);
                 let start = Instant::now();
                 for _ in 0..n {
-                    let y = probe
+                    let y = active
                         .op("affine", &[&x], || black_box(&x).affine(2.0, 1.0))
                         .expect("op");
                     black_box(y);
                 }
                 timed += start.elapsed();
+                // Each call allocated one fresh output: the step end frees `n`.
                 let start = Instant::now();
-                freed += active.free_step_allocations() as u64;
                 active.step();
                 frees += start.elapsed();
+                freed += n;
                 left -= n;
             }
             timed
         })
     });
-    // The floor under the probe: the same three trace-record calls (op, tensor, alloc) and
+    // The floor under `Capture::op`: the same three trace-record calls (op, tensor, alloc) and
     // two clock reads made directly on the session, with no Candle op and no capture logic.
-    let session = Arc::clone(active.session_arc());
+    let session = Arc::clone(active.session());
     let mut id = 1u64 << 40;
     g.bench_function("record_floor", |b| {
         b.iter_custom(|iters| {
@@ -203,7 +217,7 @@ fn probe_groups(c: &mut Criterion) {
         })
     });
     // The same three events through trace-record's combined call (one lock, one span
-    // lookup, the allocation stamped at the op's end), as the probe now records them.
+    // lookup, the allocation stamped at the op's end), as `Capture::op` records them.
     g.bench_function("record_floor_combined", |b| {
         b.iter_custom(|iters| {
             let mut timed = Duration::ZERO;
@@ -223,11 +237,10 @@ fn probe_groups(c: &mut Criterion) {
             timed
         })
     });
-    let probe_off = inactive.probe();
     g.bench_function("inactive", |b| {
         b.iter(|| {
             black_box(
-                probe_off
+                inactive
                     .op("affine", &[&x], || black_box(&x).affine(2.0, 1.0))
                     .expect("op"),
             )
@@ -240,7 +253,7 @@ fn probe_groups(c: &mut Criterion) {
     g.bench_function("inactive_clone", |b| {
         b.iter(|| {
             black_box(
-                probe_off
+                inactive
                     .op("clone", &[&x], || Ok(black_box(&x).clone()))
                     .expect("op"),
             )
@@ -258,7 +271,7 @@ fn probe_groups(c: &mut Criterion) {
     }
 }
 
-/// The probe's three records for output `id` of an op timed from `t0` to `t1`.
+/// The three records `Capture::op` writes for output `id` of an op timed from `t0` to `t1`.
 fn probe_records(
     id: u64,
     ids: &[u64; 2],

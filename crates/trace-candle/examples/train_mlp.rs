@@ -1,44 +1,145 @@
-//! Trains a 3-layer MLP on synthetic data with capture on and prints where the trace went.
+//! Trains a 3-layer MLP on synthetic data with capture on: the whole training loop and its
+//! capture lines in one file.
 //!
 //! `cargo run --release -p trace-candle --example train_mlp [TRACE_PATH]`
+//!
+//! The lines marked `// capture` are the instrumentation; without them this is a plain
+//! candle-nn training loop. Then analyse the trace:
+//! `cargo run --release -p tracegraph -- summary TRACE_PATH`.
 
-use trace_candle::demo::{MlpDemoConfig, run_mlp_demo};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use trace_candle::{Capture, OptimizerKind, Phase, Run, Schedule, TraceSession, TrainingCapture};
+
+const SAMPLES: usize = 1024;
+const FEATURES: usize = 32;
+const HIDDEN: usize = 128;
+const CLASSES: usize = 4;
+const STEPS: u64 = 50;
+
+/// A linear layer (optionally followed by `relu`) whose ops are timed and recorded.
+struct Layer {
+    linear: Linear,
+    relu: bool,
+    capture: Capture,
+}
+
+impl Module for Layer {
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        let (w, c) = (self.linear.weight(), &self.capture);
+        // [batch, in] × [in, out]: 2·batch·in·out floating-point operations.
+        let flops = 2 * (xs.elem_count() as u64) * (w.dim(0)? as u64);
+        let y = c.op_with_flops("matmul", &[xs, w], flops, || xs.matmul(&w.t()?))?; // capture
+        let y = match self.linear.bias() {
+            Some(b) => c.op("add", &[&y, b], || y.broadcast_add(b))?, // capture
+            None => y,
+        };
+        if self.relu {
+            c.op("relu", &[&y], || y.relu()) // capture
+        } else {
+            Ok(y)
+        }
+    }
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let config = match std::env::args_os().nth(1) {
-        Some(path) => MlpDemoConfig::new(path),
-        None => MlpDemoConfig::default(),
+    let path = std::env::args_os()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("train_mlp.trace.jsonl"));
+    let device = Device::Cpu;
+
+    // Data: CLASSES overlapping Gaussian blobs in FEATURES dimensions; one full batch.
+    let labels: Vec<u32> = (0..SAMPLES).map(|i| (i % CLASSES) as u32).collect();
+    let y = Tensor::from_vec(labels, SAMPLES, &device)?;
+    let centers = (Tensor::randn(0f32, 1.0, (CLASSES, FEATURES), &device)? * 0.25)?;
+    let noise = Tensor::randn(0f32, 1.0, (SAMPLES, FEATURES), &device)?;
+    let x = (centers.index_select(&y, 0)? + noise)?;
+
+    // The trace: record steps 7-9 and 12-14 (skip 5, warm up 2, record 3, twice).
+    let schedule = Schedule {
+        skip_first: 5,
+        wait: 0,
+        warmup: 2,
+        active: 3,
+        repeat: 2,
     };
-    println!(
-        "training a {}-{}-{}-{} MLP (candle-nn, AdamW) for {} steps on the CPU, seed {}",
-        trace_candle::demo::FEATURES,
-        trace_candle::demo::HIDDEN,
-        trace_candle::demo::HIDDEN,
-        trace_candle::demo::CLASSES,
-        config.steps,
-        config.seed
-    );
-    let report = run_mlp_demo(&config)?;
-    for (step, loss) in report.losses.iter().enumerate() {
-        let mark = if report.recorded_steps.contains(&(step as u64)) {
-            "  (recorded)"
-        } else {
-            ""
-        };
-        println!("step {step:>3}  loss {loss:.4}{mark}");
+    let run = Run::new("train_mlp", Phase::Train, "cpu").schedule(schedule); // capture
+    let session = Arc::new(TraceSession::open(&path, run)?); // capture
+    let capture = Capture::new(Arc::clone(&session)); // capture
+
+    // The model: spans `model` and `model/layers.{i}` around each forward.
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
+    let dims = [(FEATURES, HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, CLASSES)];
+    let mut layers = Vec::new();
+    for (i, (fan_in, fan_out)) in dims.into_iter().enumerate() {
+        layers.push(Layer {
+            linear: candle_nn::linear(fan_in, fan_out, vb.pp(format!("layers.{i}")))?,
+            relu: i + 1 < dims.len(),
+            capture: capture.clone(),
+        });
     }
+    let model = capture.profile_sequence("model", layers); // capture
+    let params = ParamsAdamW {
+        lr: 0.01,
+        ..ParamsAdamW::default()
+    };
+    let mut optimizer = AdamW::new(varmap.all_vars(), params)?;
+
+    // Parameters, gradients and AdamW's two moments per parameter (Candle keeps the
+    // optimizer's state private, so its size is estimated from the parameters).
+    let mut training = TrainingCapture::new(&capture); // capture
+    training.watch_varmap(&varmap); // capture
+    training.estimate_optimizer_state(OptimizerKind::AdamW); // capture
+
     println!(
-        "loss {:.4} -> {:.4}, training accuracy {:.1}%",
-        report.first_loss,
-        report.last_loss,
-        100.0 * report.accuracy
+        "training a {FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES} MLP (candle-nn, AdamW) for {STEPS} \
+         steps on the CPU"
+    );
+    for step in 0..STEPS {
+        let recorded = session.is_active();
+        let loss = {
+            let _forward = training.forward(); // capture
+            capture.record_input(&x, "x"); // capture
+            capture.record_input(&y, "y"); // capture
+            let logits = model.forward(&x)?;
+            let lsm = capture.op("log_softmax", &[&logits], || {
+                candle_nn::ops::log_softmax(&logits, 1)
+            })?;
+            capture.op("nll", &[&lsm, &y], || candle_nn::loss::nll(&lsm, &y))?
+        };
+        let grads = {
+            let _backward = training.backward(); // capture
+            let grads = loss.backward()?;
+            training.record_gradients(&grads)?; // capture
+            grads
+        };
+        {
+            let _optimizer = training.optimizer(); // capture
+            optimizer.step(&grads)?;
+        }
+        training.end_step(); // capture: frees the step's allocations, advances the schedule
+        let mark = if recorded { "  (recorded)" } else { "" };
+        println!("step {step:>3}  loss {:.4}{mark}", loss.to_scalar::<f32>()?);
+    }
+    let summary = session.finish()?; // capture
+
+    let predicted = model.forward(&x)?.argmax(1)?;
+    let accuracy = predicted.eq(&y)?.to_dtype(DType::F32)?.mean_all()?;
+    println!(
+        "training accuracy {:.1}%",
+        100.0 * accuracy.to_scalar::<f32>()?
     );
     println!(
-        "trace: {} ({} events, {} bytes, steps {:?} recorded)",
-        report.trace_path.display(),
-        report.summary.counts.total(),
-        report.summary.bytes,
-        report.recorded_steps
+        "trace: {} ({} events, {} bytes)\nnext: cargo run --release -p tracegraph -- summary {}",
+        path.display(),
+        summary.counts.total(),
+        summary.bytes,
+        path.display()
     );
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! [`Capture`] (the recording handle, step allocations, execution step) and [`Probe`].
+//! [`Capture`]: the one recording handle (timed ops, spans, execution steps, step allocations).
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -16,14 +16,14 @@ thread_local! {
 }
 
 /// The execution step this thread is in (set by [`Capture::phase`]), if any.
-pub fn current_exec_step() -> Option<ExecStep> {
+pub(crate) fn current_exec_step() -> Option<ExecStep> {
     EXEC_STEP.with(Cell::get)
 }
 
 /// The memory category of tensors produced in an execution step: forward → activation,
 /// backward → gradient, optimizer → optimizer_state; outside any step (inference) →
 /// activation.
-pub fn category_for(step: Option<ExecStep>) -> MemoryCategory {
+pub(crate) fn category_for(step: Option<ExecStep>) -> MemoryCategory {
     match step {
         None | Some(ExecStep::Forward) => MemoryCategory::Activation,
         Some(ExecStep::Backward) => MemoryCategory::Gradient,
@@ -227,14 +227,34 @@ impl Allocations {
     }
 }
 
-/// The handle every capture records through: a shared [`TraceSession`] plus the allocations
-/// of the current step. Cheap to clone (an `Arc`); `Send + Sync`.
+/// The handle everything records through: a shared [`TraceSession`] plus the allocations of
+/// the current step. Cheap to clone (an `Arc`); `Send + Sync`.
 ///
-/// Storage ids are tensor ids (see [`crate::meta`]): unique in the process, never reused.
-/// Allocations recorded while the session is active are remembered until [`Capture::step`]
-/// (or [`Capture::free_step_allocations`]) records their frees, so every step allocation is
-/// paired with a free inside the step it was recorded in. Persistent allocations (parameters,
-/// optimizer state) are recorded once and never freed.
+/// - [`Capture::op`] times and records one op:
+///   `capture.op("matmul", &[&x, &w], || x.matmul(&w))?`.
+/// - [`Capture::profile`], [`Capture::profile_sequence`] wrap modules so every forward is a
+///   module span; [`Capture::span`] and [`Capture::phase`] open spans by hand.
+/// - [`Capture::record_input`], [`Capture::record_tensor`] record tensors that no op made.
+/// - [`Capture::step`] ends a step: frees the step's allocations, advances the schedule.
+///
+/// Inside an active window an op records an `op` event (inputs, output, shape, dtype, device,
+/// start, duration, input and output bytes, category), a `tensor` event for the output and the
+/// output's allocation (stamped at the op's end, freed at the end of the step), all in the
+/// thread's current span, as three adjacent lines written by one
+/// [`TraceSession::record_op_with_output`] call. The category comes from the thread's
+/// execution step ([`Capture::phase`]: forward → activation, backward → gradient, optimizer →
+/// optimizer_state; outside any phase → activation). When the run's timing mode is
+/// `device_synchronized`, the device is synchronized before the closure (the first input's
+/// device) and after it (the output's device), so the duration is device time; otherwise it
+/// is host time (as the trace header says). An op without inputs gets no synchronization
+/// before it, so device work queued earlier may be charged to it. Outside an active window a
+/// call costs one relaxed atomic load and runs the closure.
+///
+/// Storage ids are tensor ids (see [`crate::tensor_id`]): unique in the process, never
+/// reused. Allocations recorded while the session is active are remembered until
+/// [`Capture::step`] records their frees, so every step allocation is paired with a free
+/// inside the step it was recorded in. Persistent allocations (parameters, optimizer state,
+/// recorded by `TrainingCapture`) are recorded once and never freed.
 #[derive(Debug, Clone)]
 pub struct Capture {
     inner: Arc<Inner>,
@@ -242,7 +262,7 @@ pub struct Capture {
 
 impl Capture {
     /// A capture recording into `session`. When the session's timing mode is
-    /// `device_synchronized`, probes call `Device::synchronize` around every timed op.
+    /// `device_synchronized`, [`Capture::op`] calls `Device::synchronize` around every timed op.
     pub fn new(session: Arc<TraceSession>) -> Self {
         let sync = session.timing_mode() == TimingMode::DeviceSynchronized;
         Capture {
@@ -254,13 +274,9 @@ impl Capture {
         }
     }
 
-    /// The session recorded into.
-    pub fn session(&self) -> &TraceSession {
-        &self.inner.session
-    }
-
-    /// The shared session (to keep it past this capture, or to `finish` it).
-    pub fn session_arc(&self) -> &Arc<TraceSession> {
+    /// The session recorded into (clone the `Arc` to keep it past this capture); `finish` it
+    /// when the run ends.
+    pub fn session(&self) -> &Arc<TraceSession> {
         &self.inner.session
     }
 
@@ -275,19 +291,74 @@ impl Capture {
         self.inner.sync
     }
 
-    /// A probe recording ops through this capture.
-    pub fn probe(&self) -> Probe {
-        Probe {
-            inner: Arc::clone(&self.inner),
+    /// Runs `f`, timing and recording it as op `name` with `inputs` (see the type docs for
+    /// what is recorded); returns `f`'s result. A failed `f` records nothing.
+    #[inline]
+    pub fn op<F>(&self, name: &str, inputs: &[&Tensor], f: F) -> candle_core::Result<Tensor>
+    where
+        F: FnOnce() -> candle_core::Result<Tensor>,
+    {
+        if !self.inner.session.is_active() {
+            return f();
         }
+        self.op_active(name, inputs, None, f)
+    }
+
+    /// Like [`Capture::op`], with the op's floating-point operation count (e.g. `2·m·n·k` for a
+    /// matmul) written in the `op` event's `flops` field.
+    #[inline]
+    pub fn op_with_flops<F>(
+        &self,
+        name: &str,
+        inputs: &[&Tensor],
+        flops: u64,
+        f: F,
+    ) -> candle_core::Result<Tensor>
+    where
+        F: FnOnce() -> candle_core::Result<Tensor>,
+    {
+        if !self.inner.session.is_active() {
+            return f();
+        }
+        self.op_active(name, inputs, Some(flops), f)
+    }
+
+    #[inline(never)]
+    fn op_active<F>(
+        &self,
+        name: &str,
+        inputs: &[&Tensor],
+        flops: Option<u64>,
+        f: F,
+    ) -> candle_core::Result<Tensor>
+    where
+        F: FnOnce() -> candle_core::Result<Tensor>,
+    {
+        let session = &self.inner.session;
+        if self.inner.sync
+            && let Some(first) = inputs.first()
+        {
+            first.device().synchronize()?;
+        }
+        let start = session.now_ns();
+        let out = f()?;
+        if self.inner.sync {
+            out.device().synchronize()?;
+        }
+        let end = session.now_ns();
+
+        self.inner
+            .record_op_output(name, inputs, &out, start, end, flops);
+        Ok(out)
     }
 
     fn allocations(&self) -> MutexGuard<'_, Allocations> {
         self.inner.allocations()
     }
 
-    /// Opens a span for an execution step on this thread: captures inside it get the step's
-    /// memory category (see [`category_for`]) until the guard drops.
+    /// Opens a span for an execution step on this thread: tensors captured inside it get the
+    /// step's memory category (forward → activation, backward → gradient, optimizer →
+    /// optimizer_state) until the guard drops.
     pub fn phase(&self, name: &str, step: ExecStep) -> PhaseGuard<'_> {
         let span = self
             .inner
@@ -329,7 +400,7 @@ impl Capture {
     /// Records the allocation of `tensor`'s storage for the current step; its free is
     /// recorded by [`Capture::step`]. Returns false (and records nothing) when inactive or
     /// when the storage is already live (a view returned as is, a parameter).
-    pub fn record_step_alloc(&self, tensor: &Tensor, category: MemoryCategory) -> bool {
+    pub(crate) fn record_step_alloc(&self, tensor: &Tensor, category: MemoryCategory) -> bool {
         if !self.is_active() {
             return false;
         }
@@ -345,7 +416,7 @@ impl Capture {
 
     /// Records a persistent allocation (a parameter or optimizer state) that is never freed
     /// by [`Capture::step`]. Returns false when inactive or already recorded.
-    pub fn record_persistent_alloc(
+    pub(crate) fn record_persistent_alloc(
         &self,
         storage: u64,
         tensor: u64,
@@ -372,13 +443,13 @@ impl Capture {
     }
 
     /// Whether persistent storage `storage` was recorded.
-    pub fn has_persistent(&self, storage: u64) -> bool {
+    pub(crate) fn has_persistent(&self, storage: u64) -> bool {
         self.allocations().persistent.contains(&storage)
     }
 
     /// Records an op the caller ran and timed itself (`start_ns`/`end_ns` from
     /// `session().now_ns()`): the `op` event, the output's `tensor` event and its step
-    /// allocation, as [`Probe::op`] does. Nothing outside an active window.
+    /// allocation, as [`Capture::op`] does. Nothing outside an active window.
     pub fn record_op(
         &self,
         name: &str,
@@ -405,7 +476,7 @@ impl Capture {
 
     /// Records the frees of every step allocation (in allocation order) and forgets them.
     /// Returns how many were freed.
-    pub fn free_step_allocations(&self) -> usize {
+    fn free_step_allocations(&self) -> usize {
         let mut a = self.allocations();
         let n = a.step.len();
         for l in a.step.iter() {
@@ -498,88 +569,45 @@ pub const MODULE_OUTPUT: &str = "module_output";
 /// Most inputs an op records without allocating.
 const INLINE_INPUTS: usize = 8;
 
-/// Times and records single ops: `probe.op("matmul", &[&x, &w], || x.matmul(&w))?`.
-///
-/// Inside an active window a call records an `op` event (inputs, output, shape, dtype,
-/// device, start, duration, input and output bytes, category), a `tensor` event for the
-/// output and the output's allocation (stamped at the op's end, freed at the end of the
-/// step), all in the thread's current span, as three adjacent lines written by one
-/// [`TraceSession::record_op_with_output`] call. The category comes from the thread's execution step. When the run's timing
-/// mode is `device_synchronized`, the device is synchronized before the closure (the first
-/// input's device) and after it (the output's device), so the duration is device time;
-/// otherwise it is host time (as the trace header says). An op without inputs gets no
-/// synchronization before it, so device work queued earlier may be charged to it.
-/// Outside an active window a call costs one relaxed atomic load and runs the closure.
-#[derive(Debug, Clone)]
-pub struct Probe {
-    inner: Arc<Inner>,
-}
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
 
-impl Probe {
-    /// The capture this probe records through.
-    pub fn capture(&self) -> Capture {
-        Capture {
-            inner: Arc::clone(&self.inner),
-        }
-    }
+    use trace_record::schema::{ExecStep, MemoryCategory, Phase};
+    use trace_record::{Run, TraceSession};
 
-    /// Runs `f`, timing and recording it as op `name` with `inputs`.
-    #[inline]
-    pub fn op<F>(&self, name: &str, inputs: &[&Tensor], f: F) -> candle_core::Result<Tensor>
-    where
-        F: FnOnce() -> candle_core::Result<Tensor>,
-    {
-        if !self.inner.session.is_active() {
-            return f();
-        }
-        self.op_active(name, inputs, None, f)
-    }
+    use super::{Capture, category_for, current_exec_step};
 
-    /// Like [`Probe::op`], with the op's floating-point operation count (e.g. `2·m·n·k` for a
-    /// matmul) written in the `op` event's `flops` field.
-    #[inline]
-    pub fn op_with_flops<F>(
-        &self,
-        name: &str,
-        inputs: &[&Tensor],
-        flops: u64,
-        f: F,
-    ) -> candle_core::Result<Tensor>
-    where
-        F: FnOnce() -> candle_core::Result<Tensor>,
-    {
-        if !self.inner.session.is_active() {
-            return f();
+    #[test]
+    fn phases_set_and_restore_the_threads_execution_step() {
+        let (session, _sink) = TraceSession::in_memory(Run::new("tests", Phase::Train, "cpu"));
+        let capture = Capture::new(Arc::new(session));
+        assert_eq!(current_exec_step(), None);
+        for step in [ExecStep::Forward, ExecStep::Backward, ExecStep::Optimizer] {
+            let _phase = capture.phase("phase", step);
+            assert_eq!(current_exec_step(), Some(step));
+            {
+                let _inner = capture.phase("inner", ExecStep::Backward);
+                assert_eq!(current_exec_step(), Some(ExecStep::Backward));
+            }
+            assert_eq!(current_exec_step(), Some(step));
         }
-        self.op_active(name, inputs, Some(flops), f)
-    }
-
-    #[inline(never)]
-    fn op_active<F>(
-        &self,
-        name: &str,
-        inputs: &[&Tensor],
-        flops: Option<u64>,
-        f: F,
-    ) -> candle_core::Result<Tensor>
-    where
-        F: FnOnce() -> candle_core::Result<Tensor>,
-    {
-        let session = &self.inner.session;
-        if self.inner.sync
-            && let Some(first) = inputs.first()
-        {
-            first.device().synchronize()?;
-        }
-        let start = session.now_ns();
-        let out = f()?;
-        if self.inner.sync {
-            out.device().synchronize()?;
-        }
-        let end = session.now_ns();
-
-        self.inner
-            .record_op_output(name, inputs, &out, start, end, flops);
-        Ok(out)
+        assert_eq!(current_exec_step(), None);
+        let categories = [
+            None,
+            Some(ExecStep::Forward),
+            Some(ExecStep::Backward),
+            Some(ExecStep::Optimizer),
+        ]
+        .map(category_for);
+        assert_eq!(
+            categories,
+            [
+                MemoryCategory::Activation,
+                MemoryCategory::Activation,
+                MemoryCategory::Gradient,
+                MemoryCategory::OptimizerState,
+            ]
+        );
     }
 }

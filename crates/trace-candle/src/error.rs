@@ -1,24 +1,12 @@
-//! The crate's error type.
+//! [`CaptureError`]: the crate's one error type.
 
-/// Errors of trace-candle.
+/// Errors of trace-candle: a Candle operation or the trace session failed.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A Candle operation failed.
+pub enum CaptureError {
+    /// A Candle operation failed (reading a gradient, an op run under capture).
     #[error("candle: {0}")]
     Candle(#[from] candle_core::Error),
-    /// The trace session failed (I/O).
+    /// The trace session failed (I/O while writing or finishing the trace).
     #[error(transparent)]
     Trace(#[from] trace_record::TraceError),
-    /// A file or directory could not be created.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The path.
-        path: std::path::PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A configuration value is out of range.
-    #[error("invalid configuration: {0}")]
-    Config(String),
 }

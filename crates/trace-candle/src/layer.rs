@@ -1,37 +1,5 @@
-//! A `tracing_subscriber::Layer` (feature `tracing`) that turns `tracing` spans into trace
-//! spans, so existing instrumentation (candle-transformers opens one span per linear,
-//! attention, embedding, …) lands in the trace.
-//!
-//! Each time a `tracing` span is entered on a thread, [`TraceLayer`] opens a trace span with
-//! the same name (kind `function` unless set with [`TraceLayer::with_kind`], tagged with the
-//! thread's execution step); when it is exited, the trace span ends. Nesting follows the
-//! enter/exit order on each thread, which is also the parent stack of [`crate::Capture`] and
-//! the probes, so ops recorded inside a `tracing` span land in its trace span.
-//!
-//! The layer composes with other layers, e.g. `tracing-chrome`, in one subscriber:
-//!
-//! ```
-//! use std::sync::Arc;
-//! use tracing_subscriber::layer::SubscriberExt;
-//! use trace_candle::layer::TraceLayer;
-//! use trace_record::{Run, TraceSession};
-//! use trace_record::schema::Phase;
-//!
-//! let (session, _sink) = TraceSession::in_memory(Run::new("doc", Phase::Infer, "cpu"));
-//! let session = Arc::new(session);
-//! let subscriber = tracing_subscriber::registry().with(TraceLayer::from_arc(Arc::clone(&session)));
-//! tracing::subscriber::with_default(subscriber, || {
-//!     let _outer = tracing::info_span!("attention").entered();
-//!     let _inner = tracing::info_span!("linear").entered();
-//! });
-//! assert_eq!(session.finish().unwrap().counts.span_start, 2);
-//! ```
-//!
-//! trace-record's span guards borrow their session and end on the thread that opened them,
-//! so the layer holds a `&'static TraceSession`: pass one from a `static`, or use
-//! [`TraceLayer::from_arc`], which keeps the session alive for the rest of the process (a
-//! subscriber usually lives that long). Call `finish()` on the session when the run ends;
-//! a session that is never dropped writes its trailer only then.
+//! [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` that turns `tracing` spans
+//! into trace spans.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -44,7 +12,7 @@ use tracing::span::Id;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::current_exec_step;
+use crate::capture::current_exec_step;
 
 static NEXT_LAYER: AtomicU64 = AtomicU64::new(1);
 
@@ -58,7 +26,38 @@ thread_local! {
     static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Turns `tracing` spans into trace spans (see the module docs).
+/// A `tracing_subscriber::Layer` that turns `tracing` spans into trace spans, so existing
+/// instrumentation (candle-transformers opens one span per linear, attention, embedding, …)
+/// lands in the trace.
+///
+/// Each time a `tracing` span is entered on a thread, [`TraceLayer`] opens a trace span with
+/// the same name (kind `function` unless set with [`TraceLayer::with_kind`], tagged with the
+/// thread's execution step); when it is exited, the trace span ends. Nesting follows the
+/// enter/exit order on each thread, which is also the parent stack [`crate::Capture`] records
+/// into, so ops recorded inside a `tracing` span land in its trace span.
+///
+/// The layer composes with other layers, e.g. `tracing-chrome`, in one subscriber:
+///
+/// ```
+/// use std::sync::Arc;
+/// use tracing_subscriber::layer::SubscriberExt;
+/// use trace_candle::{Phase, Run, TraceLayer, TraceSession};
+///
+/// let (session, _sink) = TraceSession::in_memory(Run::new("doc", Phase::Infer, "cpu"));
+/// let session = Arc::new(session);
+/// let subscriber = tracing_subscriber::registry().with(TraceLayer::from_arc(Arc::clone(&session)));
+/// tracing::subscriber::with_default(subscriber, || {
+///     let _outer = tracing::info_span!("attention").entered();
+///     let _inner = tracing::info_span!("linear").entered();
+/// });
+/// assert_eq!(session.finish().unwrap().counts.span_start, 2);
+/// ```
+///
+/// trace-record's span guards borrow their session and end on the thread that opened them,
+/// so the layer holds a `&'static TraceSession`: pass one from a `static`, or use
+/// [`TraceLayer::from_arc`], which keeps the session alive for the rest of the process (a
+/// subscriber usually lives that long). Call `finish()` on the session when the run ends;
+/// a session that is never dropped writes its trailer only then.
 #[derive(Debug, Clone)]
 pub struct TraceLayer {
     session: &'static TraceSession,

@@ -2,79 +2,87 @@
 //!
 //! Candle has no profiler and no per-op hooks (`Tensor::op()` is private), so capture happens
 //! at call sites, around modules and from the public objects of a training loop. Everything
-//! is recorded through a [`trace_record::TraceSession`]; this crate adds the Candle side:
+//! is recorded through a [`TraceSession`] (from trace-record, re-exported here with the other
+//! types a capture needs: [`Run`], [`Phase`], [`Schedule`], …); this crate adds the Candle side:
 //!
-//! - [`meta`]: owned tensor metadata — process-unique ids (never raw addresses), dtype labels
-//!   (`f32`, `bf16`, …), device labels (`cpu`, `cuda:N`, `metal:N`), dense bytes for every
-//!   Candle dtype.
-//! - [`Capture`]: the handle everything records through. It tracks the allocations of the
-//!   current step and frees them at [`Capture::step`], and knows the thread's execution step
-//!   (forward / backward / optimizer) so captured tensors get the right memory category.
-//! - [`Probe`]: `probe.op("matmul", &[&x, &w], || x.matmul(&w))?` times and records one op.
-//! - [`Profiled`], [`ProfiledT`], [`ProfiledSequence`]: wrappers implementing
+//! - [`Capture`]: the one handle everything records through.
+//!   `capture.op("matmul", &[&x, &w], || x.matmul(&w))?` times and records one op;
+//!   [`Capture::phase`] opens a forward / backward / optimizer span (captured tensors get
+//!   that step's memory category); [`Capture::step`] ends a step (frees its allocations,
+//!   advances the schedule).
+//! - [`Profiled`], [`ProfiledT`], [`ProfiledSequence`] (made by [`Capture::profile`],
+//!   [`Capture::profile_t`], [`Capture::profile_sequence`]): wrappers implementing
 //!   [`candle_core::Module`] / [`candle_core::ModuleT`] that record one module span per
 //!   forward, named by the module's path (`model/layers.3/mlp`).
-//! - `train` (feature `nn`): parameters of a `VarMap`, gradients of a `GradStore`, optimizer
-//!   state, forward / backward / optimizer spans.
-//! - `layer` (feature `tracing`): a `tracing_subscriber::Layer` turning `tracing` spans into
-//!   trace spans.
-//! - `demo` (feature `nn`): the deterministic MLP training run behind the `train_mlp`
-//!   example and `tracegraph demo`.
+//! - [`TrainingCapture`] (feature `nn`): parameters of a `VarMap`, gradients of a
+//!   `GradStore`, optimizer state, forward / backward / optimizer spans.
+//! - [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` turning `tracing`
+//!   spans into trace spans.
+//! - Owned tensor metadata: [`tensor_id`] (process-unique, never a raw address),
+//!   [`dtype_label`] (`f32`, `bf16`, …), [`DeviceLabel`] (`cpu`, `cuda:N`, `metal:N`),
+//!   [`dense_bytes`] for every Candle dtype, [`TensorMeta`].
+//!
+//! `examples/train_mlp.rs` is a whole training loop with its capture lines in one file:
+//! `cargo run --release -p trace-candle --example train_mlp`.
 //!
 //! # Features
 //!
-//! - `nn` (default): `train` and `demo`, on candle-nn.
-//! - `tracing` (default): the `layer` module, on tracing and tracing-subscriber.
+//! - `nn` (default): [`TrainingCapture`], on candle-nn.
+//! - `tracing` (default): [`TraceLayer`], on tracing and tracing-subscriber.
 //! - `cuda`, `metal` (off): forwarded to candle-core (and candle-nn); no backend is forced.
 //!   Device labels (`cuda:N`, `metal:N`) and `Device::synchronize` work without them.
 //!
 //! # Storage identity
 //!
 //! Tensor and storage ids are Candle's process-wide, never-reused `TensorId` counter values
-//! (see [`meta`]); estimated optimizer state uses a separate id range (see `train`). No id is
-//! ever a raw address.
+//! (see [`tensor_id`]); estimated optimizer state uses a separate id range (see
+//! [`TrainingCapture`]). No id is ever a raw address.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use candle_core::{Device, Tensor};
-//! use trace_candle::Capture;
-//! use trace_record::{Run, TraceSession};
-//! use trace_record::schema::Phase;
+//! use candle_core::{DType, Device, Tensor};
+//! use trace_candle::{Capture, Phase, Run, TraceSession};
 //!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let (session, sink) = TraceSession::in_memory(Run::new("doc", Phase::Infer, "cpu"));
+//! # fn main() -> Result<(), trace_candle::CaptureError> {
+//! let (session, _sink) = TraceSession::in_memory(Run::new("doc", Phase::Infer, "cpu"));
 //! let capture = Capture::new(Arc::new(session));
-//! let probe = capture.probe();
-//! let x = Tensor::ones((2, 3), candle_core::DType::F32, &Device::Cpu)?;
-//! let w = Tensor::ones((3, 4), candle_core::DType::F32, &Device::Cpu)?;
-//! let y = probe.op("matmul", &[&x, &w], || x.matmul(&w))?;
+//! let x = Tensor::ones((2, 3), DType::F32, &Device::Cpu)?;
+//! let w = Tensor::ones((3, 4), DType::F32, &Device::Cpu)?;
+//! let y = capture.op("matmul", &[&x, &w], || x.matmul(&w))?;
 //! assert_eq!(y.dims(), &[2, 4]);
 //! capture.step();
 //! let summary = capture.session().finish()?;
 //! assert_eq!(summary.counts.op, 1);
-//! # let _ = sink;
 //! # Ok(())
 //! # }
 //! ```
 
 mod capture;
 mod error;
-pub mod meta;
+mod meta;
 mod module;
 
-#[cfg(feature = "nn")]
-pub mod demo;
 #[cfg(feature = "tracing")]
-pub mod layer;
+mod layer;
 #[cfg(feature = "nn")]
-pub mod train;
+mod train;
 
-pub use capture::{
-    Capture, MODULE_INPUT, MODULE_OUTPUT, PhaseGuard, Probe, category_for, current_exec_step,
+pub use capture::{Capture, MODULE_INPUT, MODULE_OUTPUT, PhaseGuard};
+pub use error::CaptureError;
+#[cfg(feature = "tracing")]
+pub use layer::TraceLayer;
+pub use meta::{
+    ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits, dtype_label, tensor_id,
 };
-pub use error::Error;
-pub use meta::{DeviceLabel, TensorMeta, dense_bytes, dtype_label, tensor_id};
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
+#[cfg(feature = "nn")]
+pub use train::{
+    ESTIMATED_STATE_BIT, GradientFact, OptimizerKind, TrainingCapture, gradient_state,
+};
 
-/// Re-exported so users need not depend on trace-record for the common types.
-pub use trace_record;
+// The trace-record types a capture is set up and driven with, so an instrumented program
+// imports from this crate alone. Reading and validating traces stays in trace-record.
+pub use trace_record::schema::{
+    ExecStep, GradientState, MemoryCategory, Phase, Schedule, SpanKind, TimingMode,
+};
+pub use trace_record::{Run, SpanGuard, Summary, TraceError, TraceSession};

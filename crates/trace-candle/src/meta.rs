@@ -1,20 +1,4 @@
 //! Owned tensor metadata: process-unique ids, dtype and device labels, dense byte sizes.
-//!
-//! # Identity scheme
-//!
-//! Candle gives every [`Tensor`] a [`candle_core::TensorId`] drawn from one process-wide
-//! `AtomicUsize` counter that starts at 1 and only ever increments (`fetch_add(1)`): an id is
-//! never reused, not even after the tensor and its storage are freed. The counter's value is
-//! private to Candle, but `TensorId` derives `Hash` over its single `usize` field, so feeding it
-//! to a [`Hasher`] that keeps the value of `write_usize` recovers the integer exactly, without
-//! allocating. [`tensor_id`] does that.
-//!
-//! trace-candle uses that integer both as the tensor id and as the **storage id** of the
-//! allocation a captured tensor stands for. Raw storage addresses are never used: an allocator
-//! hands the same address to the next allocation after a free, which would make two unrelated
-//! allocations look like one. Because views (`reshape`, `narrow`, `t()`) get fresh tensor ids in
-//! Candle, bytes recorded for a view are *logical* bytes (shape × dtype), not a new physical
-//! allocation; the trace labels them as logical.
 
 use std::hash::{Hash, Hasher};
 
@@ -60,6 +44,20 @@ impl Hasher for IdCapture {
 }
 
 /// The process-unique, never-reused integer id of a tensor (Candle's `TensorId` counter).
+///
+/// Candle gives every [`Tensor`] a [`candle_core::TensorId`] drawn from one process-wide
+/// `AtomicUsize` counter that starts at 1 and only ever increments (`fetch_add(1)`): an id is
+/// never reused, not even after the tensor and its storage are freed. The counter's value is
+/// private to Candle, but `TensorId` derives `Hash` over its single `usize` field, so feeding it
+/// to a [`Hasher`] that keeps the value of `write_usize` recovers the integer exactly, without
+/// allocating. This function does that.
+///
+/// trace-candle uses that integer both as the tensor id and as the **storage id** of the
+/// allocation a captured tensor stands for. Raw storage addresses are never used: an allocator
+/// hands the same address to the next allocation after a free, which would make two unrelated
+/// allocations look like one. Because views (`reshape`, `narrow`, `t()`) get fresh tensor ids in
+/// Candle, bytes recorded for a view are *logical* bytes (shape × dtype), not a new physical
+/// allocation; the trace labels them as logical.
 pub fn tensor_id(tensor: &Tensor) -> u64 {
     let mut h = IdCapture(0);
     tensor.id().hash(&mut h);
@@ -94,7 +92,7 @@ pub fn dense_bytes(dtype: DType, elem_count: usize) -> u64 {
 }
 
 /// Dense bytes of a tensor's logical extent (shape × dtype).
-pub fn tensor_bytes(tensor: &Tensor) -> u64 {
+pub(crate) fn tensor_bytes(tensor: &Tensor) -> u64 {
     dense_bytes(tensor.dtype(), tensor.elem_count())
 }
 
@@ -156,7 +154,7 @@ impl std::fmt::Display for DeviceLabel {
 /// snapshot never keeps a tensor alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorMeta {
-    /// Process-unique tensor id (see the module docs).
+    /// Process-unique tensor id (see [`tensor_id`]).
     pub id: u64,
     /// Dimensions.
     pub shape: Vec<usize>,

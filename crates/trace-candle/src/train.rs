@@ -1,69 +1,6 @@
-//! Training-loop capture (feature `nn`): parameters of a `VarMap`, gradients of a
-//! `GradStore`, optimizer state, and forward / backward / optimizer spans.
-//!
-//! A step with [`TrainingCapture`]:
-//!
-//! ```
-//! # fn main() -> Result<(), trace_candle::Error> {
-//! use std::sync::Arc;
-//! use candle_core::{DType, Device, Module, Tensor};
-//! use candle_nn::{Optimizer, VarBuilder, VarMap};
-//! use trace_candle::Capture;
-//! use trace_candle::train::{OptimizerKind, TrainingCapture};
-//! use trace_record::{Run, TraceSession};
-//! use trace_record::schema::Phase;
-//!
-//! let (session, _sink) = TraceSession::in_memory(Run::new("doc", Phase::Train, "cpu"));
-//! let capture = Capture::new(Arc::new(session));
-//! let varmap = VarMap::new();
-//! let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
-//! let model = capture.profile("model", candle_nn::linear(3, 2, vb.pp("fc"))?);
-//! let mut opt = candle_nn::SGD::new(varmap.all_vars(), 0.1)?;
-//! let mut training = TrainingCapture::new(&capture);
-//! training.watch_varmap(&varmap);
-//! training.estimate_optimizer_state(OptimizerKind::Sgd { momentum: false });
-//!
-//! let x = Tensor::ones((4, 3), DType::F32, &Device::Cpu)?;
-//! let loss = {
-//!     let _forward = training.forward();
-//!     model.forward(&x)?.sqr()?.mean_all()?
-//! };
-//! let grads = {
-//!     let _backward = training.backward();
-//!     let grads = loss.backward()?;
-//!     training.record_gradients(&grads)?;
-//!     grads
-//! };
-//! {
-//!     let _optimizer = training.optimizer();
-//!     opt.step(&grads)?;
-//! }
-//! training.end_step();
-//! capture.session().finish()?;
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! # What is and is not captured
-//!
-//! `loss.backward()` is recorded as **one** `backward` span: Candle computes every gradient
-//! inside that call and exposes no per-op hook, so there is no per-op backward data and none
-//! is invented. What is recorded after it is real: one `gradient` allocation per variable
-//! that received a gradient, and one `gradient` fact per watched parameter (present, missing,
-//! zero or non_finite, with its L2 norm when finite).
-//!
-//! Parameters and optimizer state are persistent: their allocations (storage id = the
-//! variable's tensor id; see [`crate::meta`]) are recorded once, at the first active step,
-//! and never freed. Candle's optimizers keep their state private, so it is either declared by
-//! the caller ([`TrainingCapture::declare_optimizer_state`], real tensors and ids) or
-//! estimated ([`TrainingCapture::estimate_optimizer_state`]: AdamW keeps two moments per
-//! float parameter, SGD keeps a momentum buffer only with momentum, and candle-nn's SGD has
-//! none). Estimated state has no Candle tensor: its ids have bit 52 set
-//! (`1 << 52 | parameter id << 2 | moment`, parameter id taken mod 2^50), a range Candle's
-//! counter does not reach in practice (2^52 tensor creations) and below 2^53, so the ids
-//! survive JSON readers that use doubles; its
-//! tensor events are labelled `<param>.exp_avg`, `<param>.exp_avg_sq` or
-//! `<param>.momentum_buffer`.
+//! Training-loop capture (feature `nn`): [`TrainingCapture`] records the parameters of a
+//! `VarMap`, the gradients of a `GradStore`, optimizer state and forward / backward / optimizer
+//! spans.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -74,9 +11,9 @@ use trace_record::schema::{ExecStep, GradientState, MemoryCategory};
 use trace_record::{SpanGuard, TensorRecord};
 
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
-use crate::{Capture, Error, PhaseGuard};
+use crate::{Capture, CaptureError, PhaseGuard};
 
-/// The bit set in the ids of estimated optimizer state (see the module docs).
+/// The bit set in the ids of estimated optimizer state (see [`TrainingCapture`]).
 pub const ESTIMATED_STATE_BIT: u64 = 1 << 52;
 
 /// Which optimizer's state to estimate.
@@ -192,7 +129,66 @@ fn scaled_norm(values: impl Iterator<Item = f64>) -> f64 {
 
 /// Capture of a training loop: parameters, gradients, optimizer state and step spans.
 ///
-/// Holds owned metadata only (names, ids, shapes), never a variable or tensor.
+/// Holds owned metadata only (names, ids, shapes), never a variable or tensor. A step:
+///
+/// ```
+/// # fn main() -> Result<(), trace_candle::CaptureError> {
+/// use std::sync::Arc;
+/// use candle_core::{DType, Device, Module, Tensor};
+/// use candle_nn::{Optimizer, VarBuilder, VarMap};
+/// use trace_candle::{Capture, OptimizerKind, Phase, Run, TraceSession, TrainingCapture};
+///
+/// let (session, _sink) = TraceSession::in_memory(Run::new("doc", Phase::Train, "cpu"));
+/// let capture = Capture::new(Arc::new(session));
+/// let varmap = VarMap::new();
+/// let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+/// let model = capture.profile("model", candle_nn::linear(3, 2, vb.pp("fc"))?);
+/// let mut opt = candle_nn::SGD::new(varmap.all_vars(), 0.1)?;
+/// let mut training = TrainingCapture::new(&capture);
+/// training.watch_varmap(&varmap);
+/// training.estimate_optimizer_state(OptimizerKind::Sgd { momentum: false });
+///
+/// let x = Tensor::ones((4, 3), DType::F32, &Device::Cpu)?;
+/// let loss = {
+///     let _forward = training.forward();
+///     model.forward(&x)?.sqr()?.mean_all()?
+/// };
+/// let grads = {
+///     let _backward = training.backward();
+///     let grads = loss.backward()?;
+///     training.record_gradients(&grads)?;
+///     grads
+/// };
+/// {
+///     let _optimizer = training.optimizer();
+///     opt.step(&grads)?;
+/// }
+/// training.end_step();
+/// capture.session().finish()?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # What is and is not captured
+///
+/// `loss.backward()` is recorded as **one** `backward` span: Candle computes every gradient
+/// inside that call and exposes no per-op hook, so there is no per-op backward data and none
+/// is invented. What is recorded after it is real: one `gradient` allocation per variable
+/// that received a gradient, and one `gradient` fact per watched parameter (present, missing,
+/// zero or non_finite, with its L2 norm when finite).
+///
+/// Parameters and optimizer state are persistent: their allocations (storage id = the
+/// variable's tensor id; see [`crate::tensor_id`]) are recorded once, at the first active step,
+/// and never freed. Candle's optimizers keep their state private, so it is either declared by
+/// the caller ([`TrainingCapture::declare_optimizer_state`], real tensors and ids) or
+/// estimated ([`TrainingCapture::estimate_optimizer_state`]: AdamW keeps two moments per
+/// float parameter, SGD keeps a momentum buffer only with momentum, and candle-nn's SGD has
+/// none). Estimated state has no Candle tensor: its ids have bit 52 set
+/// (`1 << 52 | parameter id << 2 | moment`, parameter id taken mod 2^50), a range Candle's
+/// counter does not reach in practice (2^52 tensor creations) and below 2^53, so the ids
+/// survive JSON readers that use doubles; its
+/// tensor events are labelled `<param>.exp_avg`, `<param>.exp_avg_sq` or
+/// `<param>.momentum_buffer`.
 #[derive(Debug)]
 pub struct TrainingCapture {
     capture: Capture,
@@ -264,8 +260,8 @@ impl TrainingCapture {
         *self.persistent_done.get_mut() = false;
     }
 
-    /// Estimates the optimizer state of `kind` for the watched float parameters (see the
-    /// module docs for the id scheme). Returns how many state tensors were added.
+    /// Estimates the optimizer state of `kind` for the watched float parameters (see
+    /// [`TrainingCapture`] for the id scheme). Returns how many state tensors were added.
     pub fn estimate_optimizer_state(&mut self, kind: OptimizerKind) -> usize {
         let moments: &[&str] = match kind {
             OptimizerKind::AdamW => &["exp_avg", "exp_avg_sq"],
@@ -295,7 +291,7 @@ impl TrainingCapture {
 
     /// Records the parameters and optimizer state (tensor events and allocations) if the
     /// session is active and they were not recorded yet. Called by the step guards.
-    pub fn record_persistent(&self) {
+    fn record_persistent(&self) {
         if !self.capture.is_active() || self.persistent_done.load(Ordering::Relaxed) {
             return;
         }
@@ -344,7 +340,7 @@ impl TrainingCapture {
         guard
     }
 
-    /// Opens the `backward` span around `loss.backward()` (one span, see the module docs).
+    /// Opens the `backward` span around `loss.backward()` (one span: see [`TrainingCapture`]).
     pub fn backward(&self) -> PhaseGuard<'_> {
         let guard = self.capture.phase("backward", ExecStep::Backward);
         self.record_persistent();
@@ -359,7 +355,7 @@ impl TrainingCapture {
     }
 
     /// The gradient facts of the watched parameters, without recording anything.
-    pub fn gradient_facts(&self, grads: &GradStore) -> Result<Vec<GradientFact>, Error> {
+    pub fn gradient_facts(&self, grads: &GradStore) -> Result<Vec<GradientFact>, CaptureError> {
         let mut out = Vec::with_capacity(self.params.len());
         for p in &self.params {
             let grad = p.tensor_id.and_then(|id| grads.get_id(id));
@@ -379,7 +375,7 @@ impl TrainingCapture {
     /// Records, for every watched parameter, its gradient's allocation (category gradient,
     /// freed at the end of the step) and a gradient fact. Does nothing outside an active
     /// window. Returns how many facts were recorded.
-    pub fn record_gradients(&self, grads: &GradStore) -> Result<usize, Error> {
+    pub fn record_gradients(&self, grads: &GradStore) -> Result<usize, CaptureError> {
         if !self.capture.is_active() {
             return Ok(0);
         }

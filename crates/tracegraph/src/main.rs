@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+#[cfg(feature = "demo")]
+mod demo;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -40,7 +42,12 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Train a small Candle MLP on CPU with capture, write its trace and print the summary.
+    #[cfg(feature = "demo")]
     Demo(cmd::demo::DemoArgs),
+    /// Not in this build (built without the `demo` feature): says so.
+    #[cfg(not(feature = "demo"))]
+    #[command(hide = true)]
+    Demo(NoDemoArgs),
     /// Header, health, step times, top ops, memory peak by category, graph stability.
     Summary(cmd::summary::SummaryArgs),
     /// The op table: count, total, self, mean, min, max, p95, output bytes, share of step.
@@ -61,6 +68,20 @@ enum Command {
     Report(cmd::report::ReportArgs),
 }
 
+/// Whatever follows `tracegraph demo` in a build without the `demo` feature.
+#[cfg(not(feature = "demo"))]
+#[derive(clap::Args, Debug)]
+struct NoDemoArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    _args: Vec<std::ffi::OsString>,
+}
+
+/// What `tracegraph demo` says in a build without the `demo` feature.
+#[cfg(not(feature = "demo"))]
+const NO_DEMO: &str = "this tracegraph was built without the `demo` feature (no Candle), so \
+    it has no `demo` command; install it with default features (`cargo install tracegraph`) \
+    to train the demo MLP";
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -74,7 +95,13 @@ fn main() -> ExitCode {
         }
     };
     let result = match &cli.command {
+        #[cfg(feature = "demo")]
         Command::Demo(a) => cmd::demo::run(a),
+        #[cfg(not(feature = "demo"))]
+        Command::Demo(_) => {
+            eprintln!("tracegraph: error: {NO_DEMO}");
+            return ExitCode::from(2);
+        }
         Command::Summary(a) => cmd::summary::run(a),
         Command::Ops(a) => cmd::ops::run(a),
         Command::Spans(a) => cmd::spans::run(a),

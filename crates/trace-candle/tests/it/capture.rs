@@ -1,4 +1,4 @@
-//! Probes and the capture: op records, categories by execution step, step frees, schedule.
+//! The capture: op records, categories by execution step, step frees, schedule.
 
 use candle_core::{DType, Device, Tensor};
 use trace_candle::tensor_id;
@@ -14,14 +14,13 @@ fn ones(shape: (usize, usize)) -> Tensor {
 }
 
 #[test]
-fn probe_records_op_output_tensor_and_activation_alloc() {
+fn an_op_records_op_output_tensor_and_activation_alloc() {
     let (capture, sink) = capture(Phase::Infer);
-    let probe = capture.probe();
     let x = ones((2, 3));
     let w = ones((3, 4));
     let y = {
         let _span = capture.span("block", trace_record::schema::SpanKind::Function);
-        probe.op("matmul", &[&x, &w], || x.matmul(&w)).unwrap()
+        capture.op("matmul", &[&x, &w], || x.matmul(&w)).unwrap()
     };
     assert_eq!(y.to_vec2::<f32>().unwrap(), vec![vec![3.0f32; 4]; 2]);
     assert_eq!(capture.step(), 1);
@@ -76,16 +75,15 @@ fn probe_records_op_output_tensor_and_activation_alloc() {
 }
 
 #[test]
-fn probe_lines_are_adjacent_and_the_alloc_is_stamped_at_the_op_end() {
+fn op_lines_are_adjacent_and_the_alloc_is_stamped_at_the_op_end() {
     let (capture, sink) = capture(Phase::Infer);
-    let probe = capture.probe();
     let x = ones((2, 2));
     let mut ys = Vec::new();
     for _ in 0..3 {
-        ys.push(probe.op("exp", &[&x], || x.exp()).unwrap());
+        ys.push(capture.op("exp", &[&x], || x.exp()).unwrap());
     }
     // An op returning its input: op and tensor lines, no allocation.
-    let same = probe.op("identity", &[&x], || Ok(x.clone())).unwrap();
+    let same = capture.op("identity", &[&x], || Ok(x.clone())).unwrap();
     assert_eq!(tensor_id(&same), tensor_id(&x));
     capture.step();
     let trace = finish_and_read(&capture, &sink);
@@ -121,16 +119,13 @@ fn probe_lines_are_adjacent_and_the_alloc_is_stamped_at_the_op_end() {
 #[test]
 fn categories_follow_the_execution_step() {
     let (capture, sink) = capture(Phase::Train);
-    let probe = capture.probe();
     let x = ones((2, 2));
     let mut outputs = Vec::new();
-    outputs.push(probe.op("outside", &[&x], || x.exp()).unwrap());
+    outputs.push(capture.op("outside", &[&x], || x.exp()).unwrap());
     for step in [ExecStep::Forward, ExecStep::Backward, ExecStep::Optimizer] {
         let _phase = capture.phase("phase", step);
-        assert_eq!(trace_candle::current_exec_step(), Some(step));
-        outputs.push(probe.op("exp", &[&x], || x.exp()).unwrap());
+        outputs.push(capture.op("exp", &[&x], || x.exp()).unwrap());
     }
-    assert_eq!(trace_candle::current_exec_step(), None);
     capture.step();
     let trace = finish_and_read(&capture, &sink);
     let cats: Vec<_> = events(&trace)
@@ -166,7 +161,7 @@ fn categories_follow_the_execution_step() {
 }
 
 #[test]
-fn outside_an_active_window_the_probe_only_runs_the_closure() {
+fn outside_an_active_window_an_op_only_runs_the_closure() {
     let schedule = Schedule {
         skip_first: 1,
         wait: 0,
@@ -175,11 +170,10 @@ fn outside_an_active_window_the_probe_only_runs_the_closure() {
         repeat: 1,
     };
     let (capture, sink) = capture_with(Run::new("tests", Phase::Infer, "cpu").schedule(schedule));
-    let probe = capture.probe();
     let x = ones((2, 2));
     let mut ran = 0;
     for _ in 0..3 {
-        let y = probe
+        let y = capture
             .op("exp", &[&x], || {
                 ran += 1;
                 x.exp()
@@ -200,10 +194,7 @@ fn device_synchronized_runs_time_device_work() {
     let (capture, sink) = synchronized_capture();
     assert!(capture.synchronizes());
     let x = ones((8, 8));
-    let y = capture
-        .probe()
-        .op("matmul", &[&x, &x], || x.matmul(&x))
-        .unwrap();
+    let y = capture.op("matmul", &[&x, &x], || x.matmul(&x)).unwrap();
     assert_eq!(y.dims(), &[8, 8]);
     capture.step();
     let trace = finish_and_read(&capture, &sink);
@@ -214,11 +205,10 @@ fn device_synchronized_runs_time_device_work() {
 #[test]
 fn an_op_returning_its_input_allocates_nothing_and_errors_record_nothing() {
     let (capture, sink) = capture(Phase::Infer);
-    let probe = capture.probe();
     let x = ones((2, 2));
-    let same = probe.op("identity", &[&x], || Ok(x.clone())).unwrap();
+    let same = capture.op("identity", &[&x], || Ok(x.clone())).unwrap();
     assert_eq!(tensor_id(&same), tensor_id(&x));
-    let err = probe.op("bad", &[&x], || x.matmul(&ones((3, 3))));
+    let err = capture.op("bad", &[&x], || x.matmul(&ones((3, 3))));
     assert!(err.is_err());
     capture.step();
     let trace = finish_and_read(&capture, &sink);
@@ -284,7 +274,6 @@ fn a_flops_count_is_written_when_given() {
     let x = ones((2, 3));
     let w = ones((3, 4));
     capture
-        .probe()
         .op_with_flops("matmul", &[&x, &w], 2 * 2 * 3 * 4, || x.matmul(&w))
         .unwrap();
     capture.step();

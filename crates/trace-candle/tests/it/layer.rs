@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor};
-use trace_candle::layer::TraceLayer;
+use trace_candle::TraceLayer;
 use trace_record::schema::{Event, Phase, SpanKind};
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -19,9 +19,8 @@ fn tracing_spans_nest_and_compose_with_tracing_chrome() {
     let (chrome, flush) = tracing_chrome::ChromeLayerBuilder::new()
         .file(&chrome_path)
         .build();
-    let layer = TraceLayer::from_arc(Arc::clone(capture.session_arc())).with_kind(SpanKind::Module);
+    let layer = TraceLayer::from_arc(Arc::clone(capture.session())).with_kind(SpanKind::Module);
     let subscriber = tracing_subscriber::registry().with(layer).with(chrome);
-    let probe = capture.probe();
     let x = Tensor::ones((2, 2), DType::F32, &Device::Cpu).unwrap();
     tracing::subscriber::with_default(subscriber, || {
         let model = tracing::info_span!("model");
@@ -30,7 +29,7 @@ fn tracing_spans_nest_and_compose_with_tracing_chrome() {
             let _attn = tracing::info_span!("attention").entered();
             {
                 let _lin = tracing::info_span!("linear").entered();
-                probe.op("matmul", &[&x, &x], || x.matmul(&x)).unwrap();
+                capture.op("matmul", &[&x, &x], || x.matmul(&x)).unwrap();
             }
         }
         let _emb = tracing::info_span!("embedding").entered();

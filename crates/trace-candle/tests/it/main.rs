@@ -1,7 +1,6 @@
 //! Integration tests of trace-candle (real Candle tensors and modules on the CPU).
 
 mod capture;
-mod demo;
 mod layer;
 mod meta;
 mod module;

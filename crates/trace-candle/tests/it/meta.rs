@@ -1,8 +1,9 @@
 //! Tensor metadata: ids, dtype labels, dense bytes and device labels for every Candle dtype.
 
 use candle_core::{DType, Device, DeviceLocation, Tensor, Var};
-use trace_candle::meta::{ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits};
-use trace_candle::{dtype_label, tensor_id};
+use trace_candle::{
+    ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits, dtype_label, tensor_id,
+};
 
 /// (dtype, label, bits per element) for every dtype of Candle 0.11.
 const TABLE: [(DType, &str, u32); 14] = [

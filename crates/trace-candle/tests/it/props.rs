@@ -1,11 +1,11 @@
-//! Properties: any sequence of probes, modules, inputs and steps under any schedule gives a
+//! Properties: any sequence of captured ops, modules, inputs and steps under any schedule gives a
 //! trace that validates strictly, with every step allocation freed in its step.
 
 use std::collections::HashSet;
 
 use candle_core::{DType, Device, Module, Tensor};
 use proptest::prelude::*;
-use trace_candle::meta::{ALL_DTYPES, dense_bytes, dtype_bits};
+use trace_candle::{ALL_DTYPES, dense_bytes, dtype_bits};
 use trace_record::Run;
 use trace_record::schema::{AllocKind, Event, ExecStep, Phase, Schedule};
 
@@ -13,9 +13,9 @@ use super::{capture_with, events, finish_and_read};
 
 #[derive(Debug, Clone)]
 enum Action {
-    /// A probed op producing a fresh tensor of `rows` × 3.
+    /// A captured op producing a fresh tensor of `rows` × 3.
     Op(usize),
-    /// A probed op returning its input.
+    /// A captured op returning its input.
     Identity,
     /// A profiled module call (nested `depth` deep).
     Module(usize),
@@ -64,7 +64,6 @@ proptest! {
             run = run.schedule(s);
         }
         let (capture, sink) = capture_with(run);
-        let probe = capture.probe();
         let dev = Device::Cpu;
         let x = Tensor::ones((2, 3), DType::F32, &dev).unwrap();
         let double = |t: &Tensor| t * 2.0;
@@ -72,10 +71,10 @@ proptest! {
             match a {
                 Action::Op(rows) => {
                     let t = Tensor::ones((*rows, 3), DType::F32, &dev).unwrap();
-                    probe.op("scale", &[&t], || &t * 2.0).unwrap();
+                    capture.op("scale", &[&t], || &t * 2.0).unwrap();
                 }
                 Action::Identity => {
-                    probe.op("identity", &[&x], || Ok(x.clone())).unwrap();
+                    capture.op("identity", &[&x], || Ok(x.clone())).unwrap();
                 }
                 Action::Module(depth) => {
                     let inner = capture.profile("m/inner", double);
@@ -91,7 +90,7 @@ proptest! {
                     let _phase = capture.phase("phase", step);
                     for rows in ops {
                         let t = Tensor::ones((*rows, 3), DType::F32, &dev).unwrap();
-                        probe.op("scale", &[&t], || &t * 2.0).unwrap();
+                        capture.op("scale", &[&t], || &t * 2.0).unwrap();
                     }
                 }
                 Action::Step => {

@@ -4,8 +4,9 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Device, Module, Tensor, Var};
 use candle_nn::{Optimizer, VarBuilder, VarMap};
-use trace_candle::tensor_id;
-use trace_candle::train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture, gradient_state};
+use trace_candle::{
+    ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture, gradient_state, tensor_id,
+};
 use trace_record::schema::{AllocKind, Event, ExecStep, GradientState, MemoryCategory, Phase};
 
 use super::{capture, events, finish_and_read};
@@ -211,7 +212,6 @@ fn a_full_training_step_reads_back_strictly_with_every_step_allocation_freed() {
     let mut training = TrainingCapture::new(&capture);
     assert_eq!(training.watch_varmap(&varmap), 4);
     assert_eq!(training.estimate_optimizer_state(OptimizerKind::AdamW), 8);
-    let probe = capture.probe();
     let x = Tensor::ones((5, 8), DType::F32, &dev).unwrap();
     let y = Tensor::new(&[0u32, 1, 2, 0, 1], &dev).unwrap();
     for _ in 0..2 {
@@ -220,8 +220,8 @@ fn a_full_training_step_reads_back_strictly_with_every_step_allocation_freed() {
             let _forward = training.forward();
             capture.record_input(&x, "x");
             let logits = model.forward(&x).unwrap();
-            let logits = probe.op("scale", &[&logits], || &logits * 2.0).unwrap();
-            probe
+            let logits = capture.op("scale", &[&logits], || &logits * 2.0).unwrap();
+            capture
                 .op("cross_entropy", &[&logits, &y], || {
                     candle_nn::loss::cross_entropy(&logits, &y)
                 })

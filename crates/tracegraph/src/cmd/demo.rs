@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use trace_analyze::steps::new_step_cache;
-use trace_analyze::summary::summarize;
-use trace_candle::demo::{MlpDemoConfig, run_mlp_demo};
+use trace_analyze::new_step_cache;
+use trace_analyze::summarize;
 
 use super::{Status, bytesu, load, write_stdout};
+use crate::demo::{MlpDemoConfig, run_mlp_demo};
 
 /// The trace's file name inside `--out`.
 pub(crate) const TRACE_FILE: &str = "trace.jsonl";

@@ -1,8 +1,9 @@
 //! The demo end to end: train, write the trace, then every command on it exits 0 and
-//! `validate --strict` passes.
+//! `validate --strict` passes; a build without the `demo` feature says it has no demo.
 
 use crate::{run_in, stderr, stdout};
 
+#[cfg(feature = "demo")]
 #[test]
 fn demo_trace_through_every_command() {
     let dir = tempfile::tempdir().unwrap();
@@ -71,4 +72,25 @@ fn demo_trace_through_every_command() {
     assert_eq!(v["steps"].as_array().unwrap().len(), 6);
     assert_eq!(v["distinct_graphs"], 1);
     assert_eq!(v["cache"]["hits"], 5);
+}
+
+#[cfg(not(feature = "demo"))]
+#[test]
+fn without_the_demo_feature_demo_says_so_and_is_not_offered() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(dir.path(), &["demo", "--out", "out", "--steps", "15"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("built without the `demo` feature"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.path().join("out").exists());
+    let help = stdout(&run_in(dir.path(), &["--help"]));
+    let commands: Vec<&str> = help
+        .lines()
+        .filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next())
+        .collect();
+    assert!(commands.contains(&"summary"), "{help}");
+    assert!(!commands.contains(&"demo"), "{help}");
 }

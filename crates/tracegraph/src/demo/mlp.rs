@@ -1,167 +1,23 @@
-//! The demo training run (feature `nn`): a 3-layer MLP on synthetic classification data,
-//! captured with a schedule. Used by the `train_mlp` example and `tracegraph demo`.
+//! The demo's trainer: a 3-layer MLP on seeded synthetic data, with or without capture.
 //!
 //! Everything is deterministic given the seed: the data (Gaussian blobs) and the initial
-//! weights come from a seeded SplitMix64 generator in this module, not from Candle's
-//! unseedable CPU random generator, and training is full-batch.
-//!
-//! ```no_run
-//! use trace_candle::demo::{MlpDemoConfig, run_mlp_demo};
-//! # fn main() -> Result<(), trace_candle::Error> {
-//! let report = run_mlp_demo(&MlpDemoConfig::new("demo.trace.jsonl"))?;
-//! println!("trace: {}, loss {} -> {}", report.trace_path.display(), report.first_loss,
-//!     report.last_loss);
-//! # Ok(())
-//! # }
-//! ```
-
-use std::path::PathBuf;
-use std::sync::Arc;
+//! weights come from a seeded SplitMix64 generator in this file, not from Candle's unseedable
+//! CPU random generator, and training is full-batch. `tracegraph demo` runs it (see the
+//! parent module) and the `capture` benchmark includes this file (`#[path]`) to time the same
+//! step with and without capture, so it depends on trace-candle and Candle only.
 
 use candle_core::{DType, Device, Module, Tensor, Var};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_record::schema::{Phase, Schedule};
-use trace_record::{Run, Summary, TraceSession};
-
-use crate::train::{OptimizerKind, TrainingCapture};
-use crate::{Capture, Error, Probe, ProfiledSequence};
+use trace_candle::{Capture, CaptureError, OptimizerKind, ProfiledSequence, TrainingCapture};
 
 /// Samples in the synthetic data set (one full batch per step).
-pub const SAMPLES: usize = 1024;
+pub(crate) const SAMPLES: usize = 1024;
 /// Input features.
-pub const FEATURES: usize = 32;
+pub(crate) const FEATURES: usize = 32;
 /// Hidden width of the two hidden layers.
-pub const HIDDEN: usize = 128;
+pub(crate) const HIDDEN: usize = 128;
 /// Classes.
-pub const CLASSES: usize = 4;
-
-/// The demo's settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MlpDemoConfig {
-    /// Where the trace is written (parent directories are created).
-    pub trace_path: PathBuf,
-    /// Training steps (default 50).
-    pub steps: u64,
-    /// Which steps are recorded (default skip 5, warmup 2, active 3, repeat 2).
-    pub schedule: Schedule,
-    /// Seed of the data and the initial weights (default 42).
-    pub seed: u64,
-    /// AdamW learning rate (default 0.01).
-    pub learning_rate: f64,
-}
-
-impl MlpDemoConfig {
-    /// The default demo writing its trace to `trace_path`.
-    pub fn new(trace_path: impl Into<PathBuf>) -> Self {
-        MlpDemoConfig {
-            trace_path: trace_path.into(),
-            steps: 50,
-            schedule: default_schedule(),
-            seed: 42,
-            learning_rate: 0.01,
-        }
-    }
-}
-
-impl Default for MlpDemoConfig {
-    /// The default demo writing to `<temp dir>/tracegraph-demo.trace.jsonl`.
-    fn default() -> Self {
-        Self::new(std::env::temp_dir().join("tracegraph-demo.trace.jsonl"))
-    }
-}
-
-/// The demo's schedule: skip 5, wait 0, warmup 2, active 3, repeat 2 (records steps 7–9 and
-/// 12–14).
-pub fn default_schedule() -> Schedule {
-    Schedule {
-        skip_first: 5,
-        wait: 0,
-        warmup: 2,
-        active: 3,
-        repeat: 2,
-    }
-}
-
-/// What a demo run produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MlpDemoReport {
-    /// Where the trace was written.
-    pub trace_path: PathBuf,
-    /// The loss of every step, in order.
-    pub losses: Vec<f32>,
-    /// The loss of the first step.
-    pub first_loss: f32,
-    /// The loss of the last step.
-    pub last_loss: f32,
-    /// Training accuracy after the last step, in `[0, 1]`.
-    pub accuracy: f32,
-    /// The steps the schedule recorded (0-based).
-    pub recorded_steps: Vec<u64>,
-    /// The session's summary (events by type, bytes, outcome).
-    pub summary: Summary,
-}
-
-/// Runs the demo: trains the MLP for `config.steps` steps with capture on and writes the
-/// trace to `config.trace_path`.
-pub fn run_mlp_demo(config: &MlpDemoConfig) -> Result<MlpDemoReport, Error> {
-    if config.steps == 0 {
-        return Err(Error::Config("steps must be at least 1".to_string()));
-    }
-    if !(config.learning_rate.is_finite() && config.learning_rate > 0.0) {
-        return Err(Error::Config(format!(
-            "learning rate must be positive and finite, got {}",
-            config.learning_rate
-        )));
-    }
-    if let Some(parent) = config.trace_path.parent()
-        && !parent.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(parent).map_err(|source| Error::Io {
-            path: parent.to_path_buf(),
-            source,
-        })?;
-    }
-    let run = Run::new("trace-candle::demo::run_mlp_demo", Phase::Train, "cpu")
-        .schedule(config.schedule)
-        .tag(
-            "model",
-            format!("mlp {FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES}"),
-        )
-        .tag("optimizer", "adamw")
-        .tag("seed", config.seed.to_string())
-        .version("trace-candle", env!("CARGO_PKG_VERSION"));
-    let session = Arc::new(TraceSession::open(&config.trace_path, run)?);
-    let capture = Capture::new(Arc::clone(&session));
-    let mut trainer = MlpTrainer::new(Some(&capture), config.seed, config.learning_rate)?;
-    let mut losses = Vec::with_capacity(usize::try_from(config.steps).unwrap_or(0));
-    let mut recorded_steps = Vec::new();
-    for step in 0..config.steps {
-        if session.is_active() {
-            recorded_steps.push(step);
-        }
-        match trainer.step() {
-            Ok(loss) => losses.push(loss),
-            Err(e) => {
-                // Keep what was recorded readable and say why it stopped.
-                let _ = session.fail(&e.to_string());
-                return Err(e);
-            }
-        }
-    }
-    let accuracy = trainer.accuracy()?;
-    let summary = session.finish()?;
-    let first_loss = losses.first().copied().unwrap_or(f32::NAN);
-    let last_loss = losses.last().copied().unwrap_or(f32::NAN);
-    Ok(MlpDemoReport {
-        trace_path: config.trace_path.clone(),
-        losses,
-        first_loss,
-        last_loss,
-        accuracy,
-        recorded_steps,
-        summary,
-    })
-}
+pub(crate) const CLASSES: usize = 4;
 
 /// SplitMix64: a tiny, seedable, portable generator (same stream on every platform).
 #[derive(Debug, Clone)]
@@ -243,31 +99,31 @@ fn layer_dims() -> [(usize, usize); 3] {
     [(FEATURES, HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, CLASSES)]
 }
 
-/// Runs `f`, through the probe when capturing.
+/// Runs `f`, through the capture when there is one.
 fn op(
-    probe: Option<&Probe>,
+    capture: Option<&Capture>,
     name: &str,
     inputs: &[&Tensor],
     f: impl FnOnce() -> candle_core::Result<Tensor>,
 ) -> candle_core::Result<Tensor> {
-    match probe {
-        Some(p) => p.op(name, inputs, f),
+    match capture {
+        Some(c) => c.op(name, inputs, f),
         None => f(),
     }
 }
 
-/// One layer of the MLP: a candle-nn `Linear` computed as probed `matmul` + `add`, then
+/// One layer of the MLP: a candle-nn `Linear` computed as captured `matmul` + `add`, then
 /// `relu` for hidden layers.
 #[derive(Debug, Clone)]
-pub struct DemoLayer {
+pub(crate) struct DemoLayer {
     linear: Linear,
     relu: bool,
-    probe: Option<Probe>,
+    capture: Option<Capture>,
 }
 
 impl Module for DemoLayer {
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let p = self.probe.as_ref();
+        let p = self.capture.as_ref();
         let w = self.linear.weight();
         // [batch, in] × [in, out]: 2·batch·in·out floating-point operations.
         let flops = 2 * (xs.elem_count() as u64) * (w.dim(0)? as u64);
@@ -310,17 +166,16 @@ impl Module for Model {
 
 /// The demo's model, data and optimizer: one [`MlpTrainer::step`] is one full-batch training
 /// step. With a capture, the model is a [`ProfiledSequence`] (`model`, `model/layers.{i}`)
-/// of probed layers, and each step records inputs, parameters, gradients, AdamW state and
+/// of captured layers, and each step records inputs, parameters, gradients, AdamW state and
 /// forward / backward / optimizer spans, then ends the step ([`Capture::step`]). Without
 /// one, the same computation runs with no instrumentation at all (the benchmark's baseline).
-pub struct MlpTrainer {
+pub(crate) struct MlpTrainer {
     model: Model,
-    varmap: VarMap,
     optimizer: AdamW,
     x: Tensor,
     y: Tensor,
     training: Option<TrainingCapture>,
-    probe: Option<Probe>,
+    capture: Option<Capture>,
 }
 
 impl std::fmt::Debug for MlpTrainer {
@@ -334,20 +189,23 @@ impl std::fmt::Debug for MlpTrainer {
 
 impl MlpTrainer {
     /// Builds the data, the model and the optimizer from `seed`.
-    pub fn new(capture: Option<&Capture>, seed: u64, learning_rate: f64) -> Result<Self, Error> {
+    pub(crate) fn new(
+        capture: Option<&Capture>,
+        seed: u64,
+        learning_rate: f64,
+    ) -> Result<Self, CaptureError> {
         let device = Device::Cpu;
         let (x, y) = synthetic_data(seed, &device)?;
         let varmap = VarMap::new();
         seed_parameters(&varmap, seed, &device)?;
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
-        let probe = capture.map(Capture::probe);
         let dims = layer_dims();
         let mut layers = Vec::with_capacity(dims.len());
         for (i, (fan_in, fan_out)) in dims.iter().copied().enumerate() {
             layers.push(DemoLayer {
                 linear: candle_nn::linear(fan_in, fan_out, vb.pp(format!("layers.{i}")))?,
                 relu: i + 1 < dims.len(),
-                probe: probe.clone(),
+                capture: capture.cloned(),
             });
         }
         let model = match capture {
@@ -369,24 +227,18 @@ impl MlpTrainer {
         });
         Ok(MlpTrainer {
             model,
-            varmap,
             optimizer,
             x,
             y,
             training,
-            probe,
+            capture: capture.cloned(),
         })
     }
 
-    /// The model's parameters.
-    pub fn varmap(&self) -> &VarMap {
-        &self.varmap
-    }
-
     /// One full-batch training step; returns the loss before the update.
-    pub fn step(&mut self) -> Result<f32, Error> {
+    pub(crate) fn step(&mut self) -> Result<f32, CaptureError> {
         let training = self.training.as_ref();
-        let probe = self.probe.as_ref();
+        let capture = self.capture.as_ref();
         let loss = {
             let _forward = training.map(TrainingCapture::forward);
             if let Some(t) = training {
@@ -394,10 +246,10 @@ impl MlpTrainer {
                 t.capture().record_input(&self.y, "y");
             }
             let logits = self.model.forward(&self.x)?;
-            let lsm = op(probe, "log_softmax", &[&logits], || {
+            let lsm = op(capture, "log_softmax", &[&logits], || {
                 candle_nn::ops::log_softmax(&logits, 1)
             })?;
-            op(probe, "nll", &[&lsm, &self.y], || {
+            op(capture, "nll", &[&lsm, &self.y], || {
                 candle_nn::loss::nll(&lsm, &self.y)
             })?
         };
@@ -421,14 +273,14 @@ impl MlpTrainer {
     }
 
     /// The fraction of training samples classified correctly (not captured).
-    pub fn accuracy(&self) -> Result<f32, Error> {
+    pub(crate) fn accuracy(&self) -> Result<f32, CaptureError> {
         let layers: Vec<&DemoLayer> = match &self.model {
             Model::Plain(l) => l.iter().collect(),
             Model::Profiled(seq) => seq.layers().iter().map(|p| p.inner()).collect(),
         };
         let mut logits = self.x.clone();
         for l in layers {
-            // The same computation as `DemoLayer::forward`, without probes.
+            // The same computation as `DemoLayer::forward`, without capture.
             let w = l.linear.weight();
             logits = logits.matmul(&w.t()?)?;
             if let Some(b) = l.linear.bias() {

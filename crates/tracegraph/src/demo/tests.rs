@@ -1,8 +1,10 @@
-//! The demo training run: the loss goes down, the run is deterministic, the trace validates.
+//! Tests of the demo run: the loss falls, runs are deterministic, the trace validates.
 
-use trace_candle::demo::{CLASSES, FEATURES, HIDDEN, MlpDemoConfig, SAMPLES, run_mlp_demo};
 use trace_record::schema::Event;
 use trace_record::{ReadOptions, validate_file};
+
+use super::mlp::{CLASSES, FEATURES, HIDDEN, SAMPLES};
+use super::{MlpDemoConfig, run_mlp_demo};
 
 #[test]
 fn demo_loss_goes_down_and_the_trace_validates_strictly() {
@@ -70,16 +72,16 @@ fn demo_is_deterministic_given_the_seed() {
 
 #[test]
 fn demo_rejects_bad_configuration() {
-    let mut config = MlpDemoConfig::new(std::env::temp_dir().join("unused.jsonl"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("unused.jsonl");
+    let mut config = MlpDemoConfig::new(&path);
     config.steps = 0;
-    assert!(matches!(
-        run_mlp_demo(&config),
-        Err(trace_candle::Error::Config(_))
-    ));
+    let e = run_mlp_demo(&config).unwrap_err();
+    assert!(e.to_string().contains("steps must be at least 1"), "{e:#}");
     config.steps = 1;
     config.learning_rate = f64::NAN;
-    assert!(matches!(
-        run_mlp_demo(&config),
-        Err(trace_candle::Error::Config(_))
-    ));
+    let e = run_mlp_demo(&config).unwrap_err();
+    assert!(e.to_string().contains("learning rate"), "{e:#}");
+    // Rejected before anything is written.
+    assert!(!path.exists());
 }
