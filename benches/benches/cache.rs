@@ -18,10 +18,22 @@
 //! - `cache/vjp_10k_structural ns_per_request`: the same hit when the caller re-recorded the
 //!   graph (a different `Arc`): confirmation is graph-core's linear `structural_eq`, against
 //!   the same rebuild baseline.
+//! - `cache/vjp_10k_structural_2threads hits_per_s_ratio`: aggregate hits/s of two threads
+//!   each hitting with its own re-recorded graph, over one thread's (target ≥ 1.7: the
+//!   exact comparison runs outside the cache's lock). Needs two idle cores.
+//! - `cache/retained_eager reported_over_freed`: an eager loop (4 programs of 500 to 4,000
+//!   operations re-recorded for 5 steps, VJP transforms cached) reports `retained_bytes`; a
+//!   counting global allocator measures the heap freed by dropping the cache. Target 0.9–1.1.
+//!   (The allocator adds one relaxed atomic load per allocation to every row of this suite,
+//!   ours and baselines alike.)
 
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,6 +44,50 @@ use tracegraph_benches::{Row, criterion_mean_ns, emit, emit_time_ratio};
 use vecad::VecOp;
 
 const HOT: u64 = 64;
+
+/// Counts net bytes released while `COUNTING` is on (one thread measures at a time).
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static FREED: AtomicI64 = AtomicI64::new(0);
+
+fn note(delta: i64) {
+    if COUNTING.load(Ordering::Relaxed) {
+        FREED.fetch_add(delta, Ordering::Relaxed);
+    }
+}
+
+fn size(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter touches
+// only static atomics.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(-size(layout.size()));
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(-size(layout.size()));
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(size(layout.size()) - size(new_size));
+        // SAFETY: forwarded with the caller's pointer, layout and size.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        note(size(layout.size()));
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 fn bench_hit(c: &mut Criterion) {
     let ours: Cache<u64, Vec<u8>> = Cache::new();
@@ -173,11 +229,78 @@ fn bench_vjp(c: &mut Criterion) {
     g.finish();
 }
 
+/// Hits with re-recorded graphs (structural confirmation) from one thread, then from two at
+/// once, each with its own recording: `iters` hits per thread.
+fn bench_parallel_structural_hits(c: &mut Criterion) {
+    let primal = Arc::new(vecad::chain_graph(10_000, 42).expect("10k-op graph"));
+    let cache: Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>> = Cache::new();
+    let key = LinearizeKey::new(Arc::clone(&primal), &[0]).expect("slot 0");
+    cache
+        .get_or_insert_with(key, || vecad::vjp(&primal, &[0]))
+        .expect("transform");
+    let recordings = [Arc::new((*primal).clone()), Arc::new((*primal).clone())];
+    let hits = |g: &Arc<graph_core::Graph<VecOp>>, iters: u64| {
+        for _ in 0..iters {
+            let key = LinearizeKey::new(Arc::clone(g), &[0]).expect("slot 0");
+            black_box(cache.get(&key).expect("cached"));
+        }
+    };
+    let mut g = c.benchmark_group("cache_structural_hits");
+    g.bench_function("1thread", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            hits(&recordings[0], iters);
+            start.elapsed()
+        })
+    });
+    g.bench_function("2threads", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            std::thread::scope(|s| {
+                for r in &recordings {
+                    let hits = &hits;
+                    s.spawn(move || hits(r, iters));
+                }
+            });
+            start.elapsed()
+        })
+    });
+    g.finish();
+}
+
+/// The eager loop of `tests/retained.rs`: returns (reported retained bytes, bytes freed by
+/// dropping the cache).
+fn retained_accuracy() -> (u64, i64) {
+    let programs: Vec<graph_core::Graph<VecOp>> = [(2_000, 1), (500, 2), (4_000, 3), (1_000, 4)]
+        .into_iter()
+        .map(|(ops, seed)| vecad::chain_graph(ops, seed).expect("program"))
+        .collect();
+    let cache: Cache<LinearizeKey<VecOp>, VjpTransform<VecOp>> = Cache::new();
+    for _step in 0..5 {
+        for program in &programs {
+            let recorded = Arc::new(program.clone());
+            let key = LinearizeKey::new(Arc::clone(&recorded), &[0]).expect("slot 0");
+            black_box(
+                cache
+                    .get_or_insert_with(key, || vecad::vjp(&recorded, &[0]))
+                    .expect("transform"),
+            );
+        }
+    }
+    let reported = cache.retained_bytes();
+    FREED.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    drop(cache);
+    COUNTING.store(false, Ordering::Relaxed);
+    (reported, FREED.load(Ordering::Relaxed))
+}
+
 fn main() {
     let mut c = tracegraph_benches::criterion();
     bench_hit(&mut c);
     bench_two_threads(&mut c);
     bench_vjp(&mut c);
+    bench_parallel_structural_hits(&mut c);
     c.final_summary();
 
     emit_time_ratio(
@@ -231,4 +354,33 @@ fn main() {
         }
         _ => eprintln!("bench-row: cache/vjp_10k skipped (did not run)"),
     }
+    match (
+        criterion_mean_ns("cache_structural_hits/1thread"),
+        criterion_mean_ns("cache_structural_hits/2threads"),
+    ) {
+        // Each 2-thread iteration is two hits, one per thread.
+        (Some(one), Some(two)) => emit(
+            Row::new(
+                "cache/vjp_10k_structural_2threads",
+                "hits_per_s (ours = 2 threads, each its own re-recorded graph)",
+                2.0e9 / two,
+                "1/s",
+            )
+            .vs("the same hits from 1 thread", 1.0e9 / one),
+        ),
+        _ => eprintln!("bench-row: cache/vjp_10k_structural_2threads skipped (did not run)"),
+    }
+    let (reported, freed) = retained_accuracy();
+    emit(
+        Row::new(
+            "cache/retained_eager",
+            "reported_retained_bytes",
+            reported as f64,
+            "B",
+        )
+        .vs(
+            "heap freed by dropping the cache (counting allocator)",
+            freed as f64,
+        ),
+    );
 }
