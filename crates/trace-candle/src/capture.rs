@@ -2,7 +2,6 @@
 
 use std::cell::Cell;
 use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use candle_core::Tensor;
@@ -41,29 +40,10 @@ struct LiveAlloc {
     category: MemoryCategory,
 }
 
-/// A multiplicative hasher for integer storage ids (ids are process-local counters, not
-/// attacker-chosen keys): a set insert costs a multiply instead of SipHash.
-#[derive(Debug, Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 =
-                (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7C_C1_B7_27_22_0A_95);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7C_C1_B7_27_22_0A_95);
-    }
-}
-
-type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
+/// Sets of storage ids: foldhash (the workspace's one hasher: fast, and well mixed in the low
+/// bits, so structured ids such as estimated optimizer state's `1 << 52 | id << 2 | k` spread
+/// over the buckets).
+type IdSet = HashSet<u64, foldhash::fast::FixedState>;
 
 #[derive(Debug, Default)]
 struct Allocations {
