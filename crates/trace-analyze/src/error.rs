@@ -28,8 +28,8 @@ pub enum AnalyzeError {
         error: std::io::Error,
     },
     /// A step graph could not be built (the trace's ops do not form a valid graph).
-    #[error("building a step graph: {0}")]
-    Graph(String),
+    #[error("building a step graph")]
+    Graph(#[from] graph_core::GraphError),
     /// An argument of an analysis was invalid (e.g. an unknown column name).
     #[error("{0}")]
     InvalidArgument(String),

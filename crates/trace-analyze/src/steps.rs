@@ -189,7 +189,7 @@ pub fn build_step_graph(
         .collect();
     b.set_outputs(&sinks);
     trace.work.add(2 * canon.len() as u64);
-    b.build().map_err(|e| AnalyzeError::Graph(e.to_string()))
+    b.build().map_err(AnalyzeError::Graph)
 }
 
 /// What is computed once per distinct step graph.
