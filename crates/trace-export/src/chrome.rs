@@ -43,6 +43,61 @@ pub struct ChromeOptions {
     /// Export only the spans, ops, counters and instants of this step (by the index of its
     /// `step` event). Spans are kept when they start in the step.
     pub step: Option<u64>,
+    /// Which arguments spans and ops carry (default [`ArgsMode::Compact`]).
+    pub args: ArgsMode,
+}
+
+/// Which `args` the span and op complete events carry.
+///
+/// speedscope keys a frame by the event's name *and* its serialized `args`, so arguments that
+/// differ on every call (span ids, tensor ids, step indices) make one frame per call and
+/// defeat its aggregation (Left Heavy, Sandwich). Perfetto and Catapult show the args of a
+/// selected event and do not group by them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArgsMode {
+    /// Everything: the compact args plus the per-call ones (span id and step index; an op's
+    /// input and output tensor ids, input and output bytes and step index). Best for
+    /// inspecting single calls in Perfetto; speedscope shows one frame per call.
+    Full,
+    /// The args that describe *what* ran, identical for every call of the same thing: a
+    /// span's kind, execution step and path; an op's output shape, dtype, device, memory
+    /// category and FLOPs. speedscope aggregates calls (one frame per span path, per op name
+    /// and shape); Perfetto still shows the detail. The default.
+    #[default]
+    Compact,
+    /// No args on spans and ops: speedscope aggregates by name alone.
+    None,
+}
+
+impl ArgsMode {
+    /// The mode's name as the CLI spells it (`full`, `compact`, `none`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArgsMode::Full => "full",
+            ArgsMode::Compact => "compact",
+            ArgsMode::None => "none",
+        }
+    }
+}
+
+/// A step bar on the `steps` track in whole microseconds: `(ts, dur)` with `ts` the step's
+/// start rounded up and `ts + dur` its end rounded down, so that in the floating-point
+/// microseconds viewers add (`ts + dur`, exact for integers below 2^53) a bar never ends after
+/// the next one begins, however the boundaries fall between microseconds. A step shorter than
+/// the rounding gets a zero-length bar at its rounded-up start.
+///
+/// ```
+/// # use trace_export::step_bar_us;
+/// // 453047.890 µs .. 485031.877 µs: the bar is 453048 + 31983 = 485031 ≤ the next start.
+/// assert_eq!(step_bar_us(453_047_890, 485_031_877), (453_048, 31_983));
+/// assert_eq!(step_bar_us(1_000, 2_000), (1, 1));
+/// assert_eq!(step_bar_us(1_200, 1_700), (2, 0));
+/// ```
+pub fn step_bar_us(start_ns: u64, end_ns: u64) -> (u64, u64) {
+    let ts = start_ns.div_ceil(1000);
+    let end = (end_ns.max(start_ns) / 1000).max(ts);
+    (ts, end - ts)
 }
 
 /// Memory events that could not be applied to the live-bytes counters.
@@ -136,8 +191,7 @@ struct DeviceLive {
     name: String,
     /// `{"ph":"C","name":"logical memory DEVICE","pid":P,"tid":0,"ts":` ready to copy.
     head: Vec<u8>,
-    bytes: [u64; 7],
-    seen: [bool; 7],
+    bytes: [u64; MemoryCategory::ALL.len()],
 }
 
 /// The exporter's state besides the nester.
@@ -155,6 +209,10 @@ struct Chrome<W: Write> {
     summary: ChromeSummary,
     /// The open step: (index, start ns).
     open_step: Option<(u64, u64)>,
+    /// The last time seen since the open step began (event times, op and span ends).
+    step_last_ns: u64,
+    /// Which args spans and ops carry.
+    args: ArgsMode,
     error: Option<ExportError>,
 }
 
@@ -218,24 +276,30 @@ impl<W: Write> Chrome<W> {
                 o.us(frame.start);
                 o.raw(",\"dur\":");
                 o.us(end - frame.start);
-                o.raw(",\"args\":{\"span_id\":");
-                o.u64(frame.id);
-                o.raw(",\"kind\":\"");
-                o.raw(frame.kind.as_str());
-                o.raw("\"");
-                if let Some(e) = frame.exec_step {
-                    o.raw(",\"exec_step\":\"");
-                    o.raw(e.as_str());
+                let args = self.args;
+                if args != ArgsMode::None {
+                    o.raw(",\"args\":{\"kind\":\"");
+                    o.raw(frame.kind.as_str());
                     o.raw("\"");
+                    if let Some(e) = frame.exec_step {
+                        o.raw(",\"exec_step\":\"");
+                        o.raw(e.as_str());
+                        o.raw("\"");
+                    }
+                    o.raw(",\"path\":");
+                    let path = nester.path_names(frame.path).join("/");
+                    o.str(&path);
+                    if args == ArgsMode::Full {
+                        o.raw(",\"span_id\":");
+                        o.u64(frame.id);
+                        if let Some(s) = frame.step {
+                            o.raw(",\"step\":");
+                            o.u64(s);
+                        }
+                    }
+                    o.raw("}");
                 }
-                if let Some(s) = frame.step {
-                    o.raw(",\"step\":");
-                    o.u64(s);
-                }
-                o.raw(",\"path\":");
-                let path = nester.path_names(frame.path).join("/");
-                o.str(&path);
-                o.raw("}}");
+                o.raw("}");
                 o.end()?;
                 self.summary.spans += 1;
             }
@@ -258,53 +322,61 @@ impl<W: Write> Chrome<W> {
                 o.us(start);
                 o.raw(",\"dur\":");
                 o.us(end - start);
-                o.raw(",\"args\":{\"shape\":[");
-                for (i, d) in op.shape.iter().enumerate() {
-                    if i > 0 {
-                        o.raw(",");
-                    }
-                    o.u64(*d as u64);
-                }
-                o.raw("],\"dtype\":");
-                o.str(&op.dtype);
-                o.raw(",\"device\":");
-                o.str(&op.device);
-                o.raw(",\"in_bytes\":");
-                o.u64(op.in_bytes);
-                o.raw(",\"out_bytes\":");
-                o.u64(op.out_bytes);
-                if let Some(c) = op.category {
-                    o.raw(",\"category\":\"");
-                    o.raw(c.as_str());
-                    o.raw("\"");
-                }
-                if let Some(f) = op.flops {
-                    o.raw(",\"flops\":");
-                    o.u64(f);
-                }
-                for (key, ids) in [("inputs", &op.inputs), ("outputs", &op.outputs)] {
-                    o.raw(",\"");
-                    o.raw(key);
-                    o.raw("\":[");
-                    for (i, id) in ids.iter().enumerate() {
+                let args = self.args;
+                let cut = op.dur != end - start || op.ts != start;
+                if args != ArgsMode::None {
+                    o.raw(",\"args\":{\"shape\":[");
+                    for (i, d) in op.shape.iter().enumerate() {
                         if i > 0 {
                             o.raw(",");
                         }
-                        o.u64(*id);
+                        o.u64(*d as u64);
                     }
-                    o.raw("]");
+                    o.raw("],\"dtype\":");
+                    o.str(&op.dtype);
+                    o.raw(",\"device\":");
+                    o.str(&op.device);
+                    if let Some(c) = op.category {
+                        o.raw(",\"category\":\"");
+                        o.raw(c.as_str());
+                        o.raw("\"");
+                    }
+                    if let Some(f) = op.flops {
+                        o.raw(",\"flops\":");
+                        o.u64(f);
+                    }
+                    if args == ArgsMode::Full {
+                        o.raw(",\"in_bytes\":");
+                        o.u64(op.in_bytes);
+                        o.raw(",\"out_bytes\":");
+                        o.u64(op.out_bytes);
+                        for (key, ids) in [("inputs", &op.inputs), ("outputs", &op.outputs)] {
+                            o.raw(",\"");
+                            o.raw(key);
+                            o.raw("\":[");
+                            for (i, id) in ids.iter().enumerate() {
+                                if i > 0 {
+                                    o.raw(",");
+                                }
+                                o.u64(*id);
+                            }
+                            o.raw("]");
+                        }
+                        if let Some(s) = step {
+                            o.raw(",\"step\":");
+                            o.u64(s);
+                        }
+                    }
+                    if cut {
+                        // Kept in every mode but `none`: a cut op says so.
+                        o.raw(",\"recorded_ts_ns\":");
+                        o.u64(op.ts);
+                        o.raw(",\"recorded_dur_ns\":");
+                        o.u64(op.dur);
+                    }
+                    o.raw("}");
                 }
-                if let Some(s) = step {
-                    o.raw(",\"step\":");
-                    o.u64(s);
-                }
-                if op.dur != end - start || op.ts != start {
-                    o.raw(",\"recorded_ts_ns\":");
-                    o.u64(op.ts);
-                    o.raw(",\"recorded_dur_ns\":");
-                    o.u64(op.dur);
-                }
-                o.raw("}}");
+                o.raw("}");
                 o.end()?;
                 self.summary.ops += 1;
             }
@@ -330,8 +402,7 @@ impl<W: Write> Chrome<W> {
                 self.devices.push(DeviceLive {
                     name: name.to_string(),
                     head,
-                    bytes: [0; 7],
-                    seen: [false; 7],
+                    bytes: [0; MemoryCategory::ALL.len()],
                 });
                 self.device_index.insert(name.to_string(), i);
                 i
@@ -350,19 +421,16 @@ impl<W: Write> Chrome<W> {
         o.line.extend_from_slice(&d.head);
         o.us(ts);
         o.raw(",\"args\":{");
-        let mut first = true;
+        // Every category, zeros included: Catapult fixes a counter's series from its first
+        // sample and drops the rest, so every sample names all of them.
         for (i, c) in MemoryCategory::ALL.iter().enumerate() {
-            if !d.seen[i] {
-                continue;
-            }
-            if !first {
+            if i > 0 {
                 o.raw(",");
             }
-            first = false;
             o.raw("\"");
             o.raw(c.as_str());
             o.raw("\":");
-            o.u64(d.bytes[i]);
+            o.u64(d.bytes.get(i).copied().unwrap_or(0));
         }
         o.raw("}}");
         o.end()?;
@@ -422,21 +490,30 @@ impl<W: Write> Chrome<W> {
         Ok(())
     }
 
-    fn close_step(&mut self, end: u64) -> Result<(), ExportError> {
+    /// Writes the bar of the open step. It ends where the next step begins when that is the
+    /// next index (`next`), else at the last time seen in it — steps the schedule did not
+    /// record are left as a gap, as the analyses measure step time. Whole microseconds
+    /// ([`step_bar_us`]), so bars never overlap in a viewer's arithmetic.
+    fn close_step(&mut self, next: Option<(u64, u64)>) -> Result<(), ExportError> {
         let Some((index, start)) = self.open_step.take() else {
             return Ok(());
         };
         if !self.keep(Some(index)) {
             return Ok(());
         }
+        let end = match next {
+            Some((i, ts)) if index.checked_add(1) == Some(i) && ts >= start => ts,
+            _ => self.step_last_ns.max(start),
+        };
+        let (ts, dur) = step_bar_us(start, end);
         self.thread_name(STEPS_TID)?;
         let o = &mut self.out;
         o.begin();
         o.head("X", &format!("step {index}"), self.pid, STEPS_TID);
         o.raw(",\"cat\":\"step\",\"ts\":");
-        o.us(start);
+        o.u64(ts);
         o.raw(",\"dur\":");
-        o.us(end.max(start) - start);
+        o.u64(dur);
         o.raw(",\"args\":{\"step\":");
         o.u64(index);
         o.raw("}}");
@@ -460,7 +537,6 @@ impl<W: Write> Chrome<W> {
                         }
                         if let Some(d) = self.devices.get_mut(dev) {
                             d.bytes[cat] = d.bytes[cat].saturating_add(m.bytes);
-                            d.seen[cat] = true;
                         }
                         Some(dev)
                     }
@@ -535,8 +611,9 @@ impl<W: Write> Chrome<W> {
                 self.instant(&name, "p", 0, g.ts, &args)?;
             }
             Event::Step(s) => {
-                self.close_step(s.ts)?;
+                self.close_step(Some((s.index, s.ts)))?;
                 self.open_step = Some((s.index, s.ts));
+                self.step_last_ns = s.ts;
                 if self.keep(Some(s.index)) {
                     self.summary.step_found = true;
                     let mut args = Vec::with_capacity(24);
@@ -629,6 +706,8 @@ where
             ..ChromeSummary::default()
         },
         open_step: None,
+        step_last_ns: 0,
+        args: opts.args,
         error: None,
     };
     c.out
@@ -647,16 +726,17 @@ where
     c.out.end()?;
 
     let mut nester = Nester::new();
-    let mut last_ts = 0u64;
     reader.for_each_batched(|line| {
         let event = line.event;
-        if let Some(ts) = event.ts() {
-            last_ts = last_ts.max(ts);
+        if let Some(ts) = event.ts()
+            && !matches!(event, Event::Step(_) | Event::Tensor(_))
+        {
+            c.step_last_ns = c.step_last_ns.max(ts);
         }
         match event {
             Event::SpanStart(_) | Event::SpanEnd(_) | Event::Op(_) => {
                 if let Event::Op(o) = &event {
-                    last_ts = last_ts.max(o.ts.saturating_add(o.dur));
+                    c.step_last_ns = c.step_last_ns.max(o.ts.saturating_add(o.dur));
                 }
                 nester.push(event, &mut |n: &Nester, iv: Interval<'_>| {
                     c.on_interval(n, iv)
@@ -680,7 +760,7 @@ where
     if let Some(e) = c.error.take() {
         return Err(e);
     }
-    c.close_step(last_ts)?;
+    c.close_step(None)?;
     c.summary.adjustments = nester.adjustments();
     c.summary.events_written = c.out.written;
     let summary = c.summary;

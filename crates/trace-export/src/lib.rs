@@ -15,7 +15,7 @@ mod chrome;
 mod folded;
 mod nest;
 
-pub use chrome::{ChromeOptions, ChromeSummary, write_chrome};
+pub use chrome::{ArgsMode, ChromeOptions, ChromeSummary, step_bar_us, write_chrome};
 pub use folded::{FoldedStacks, folded_stacks};
 pub use nest::{Adjustments, OUTSIDE_SPANS_TID};
 

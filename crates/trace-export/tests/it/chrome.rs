@@ -3,11 +3,11 @@
 use std::io::Write;
 
 use proptest::prelude::*;
-use trace_export::{ChromeOptions, ExportError, write_chrome};
+use trace_export::{ArgsMode, ChromeOptions, ExportError, step_bar_us, write_chrome};
 use trace_record::schema::{Phase, SpanKind};
 use trace_record::{OpRecord, ReadOptions, Run, TraceReader, TraceSession};
 
-use crate::common::{check_nesting, check_structure, chrome};
+use crate::common::{check_nesting, check_structure, chrome, chrome_with};
 use testkit::{SynthConfig, XEvent, hand_trace, write_synthetic};
 
 #[test]
@@ -132,14 +132,13 @@ fn memory_counters_never_go_negative() {
         .filter(|c| c.0 == "logical memory cpu")
         .map(|c| &c.2)
         .collect();
-    assert_eq!(
-        cpu,
-        vec![
-            &serde_json::json!({"activation": 100}),
-            &serde_json::json!({"activation": 0, "gradient": 40}),
-            &serde_json::json!({"activation": 0, "gradient": 0}),
-        ]
-    );
+    // Every sample names every category, zeros included (Catapult keeps only the series of
+    // a counter's first sample).
+    let all = |a: u64, g: u64| {
+        serde_json::json!({"parameter": 0, "activation": a, "gradient": g, "optimizer_state": 0,
+            "input": 0, "temporary": 0, "other": 0})
+    };
+    assert_eq!(cpu, vec![&all(100, 0), &all(0, 40), &all(0, 0)]);
     assert!(counters.iter().any(|c| c.0 == "logical memory cuda:0"));
     // Physical samples are separate counters, never added to the logical ones.
     assert!(
@@ -181,7 +180,10 @@ fn one_step_only() {
     let err = write_chrome(
         &mut reader,
         std::io::sink(),
-        &ChromeOptions { step: Some(9) },
+        &ChromeOptions {
+            step: Some(9),
+            ..ChromeOptions::default()
+        },
     );
     assert!(matches!(err, Err(ExportError::StepNotFound(9))), "{err:?}");
 }
@@ -414,5 +416,178 @@ fn a_bad_line_is_a_read_error_with_its_line_number() {
     match r {
         Err(ExportError::Read(e)) => assert!(e.to_string().contains("line 30001"), "{e}"),
         other => panic!("expected a read error, got {other:?}"),
+    }
+}
+
+/// The `args` of the complete events with category `cat`.
+fn args_of(v: &serde_json::Value, cat: &str) -> Vec<serde_json::Value> {
+    v["traceEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["ph"] == "X" && e["cat"].as_str().is_some_and(|c| c.starts_with(cat)))
+        .map(|e| e["args"].clone())
+        .collect()
+}
+
+#[test]
+fn args_modes_keep_what_ran_and_drop_per_call_ids() {
+    let bytes = hand_trace(&[
+        r#"{"type":"step","index":0,"ts":0}"#,
+        r#"{"type":"span_start","id":1,"name":"backward","kind":"function","exec":"backward","thread":0,"ts":10}"#,
+        r#"{"type":"op","span":1,"name":"matmul","in":[1,2],"out":[3],"shape":[2,4],"dtype":"f32","ts":20,"dur":10,"in_b":64,"out_b":32}"#,
+        r#"{"type":"span_end","id":1,"ts":50}"#,
+        r#"{"type":"step","index":1,"ts":100}"#,
+        r#"{"type":"span_start","id":2,"name":"backward","kind":"function","exec":"backward","thread":0,"ts":110}"#,
+        r#"{"type":"op","span":2,"name":"matmul","in":[4,5],"out":[6],"shape":[2,4],"dtype":"f32","ts":120,"dur":10,"in_b":64,"out_b":32}"#,
+        r#"{"type":"span_end","id":2,"ts":150}"#,
+    ]);
+    // compact: both calls carry equal args (speedscope keys frames by name + args).
+    let (v, _) = chrome_with(&bytes, None, ArgsMode::Compact);
+    check_structure(&v);
+    let spans = args_of(&v, "span");
+    assert_eq!(spans.len(), 2);
+    assert_eq!(spans[0], spans[1]);
+    assert_eq!(spans[0]["path"], "backward");
+    assert_eq!(spans[0]["kind"], "function");
+    assert!(spans[0].get("span_id").is_none() && spans[0].get("step").is_none());
+    let ops = args_of(&v, "op");
+    assert_eq!(ops.len(), 2);
+    assert_eq!(ops[0], ops[1]);
+    assert_eq!(ops[0]["shape"], serde_json::json!([2, 4]));
+    assert_eq!(ops[0]["dtype"], "f32");
+    assert!(ops[0].get("inputs").is_none() && ops[0].get("step").is_none());
+    // full: the per-call ids are there, so the calls differ.
+    let (v, _) = chrome_with(&bytes, None, ArgsMode::Full);
+    check_structure(&v);
+    let spans = args_of(&v, "span");
+    assert_eq!(
+        (&spans[0]["span_id"], &spans[1]["span_id"]),
+        (&1.into(), &2.into())
+    );
+    assert_eq!(spans[1]["step"], 1);
+    let ops = args_of(&v, "op");
+    assert_eq!(ops[0]["inputs"], serde_json::json!([1, 2]));
+    assert_eq!(ops[1]["outputs"], serde_json::json!([6]));
+    assert_eq!(ops[1]["out_bytes"], 32);
+    assert_ne!(ops[0], ops[1]);
+    // none: no args on spans and ops (steps keep theirs).
+    let (v, _) = chrome_with(&bytes, None, ArgsMode::None);
+    check_structure(&v);
+    assert!(
+        args_of(&v, "span")
+            .iter()
+            .chain(&args_of(&v, "op"))
+            .all(|a| a.is_null())
+    );
+    assert_eq!(args_of(&v, "step").len(), 2);
+    assert_eq!(ChromeOptions::default().args, ArgsMode::Compact);
+}
+
+#[test]
+fn step_bar_arithmetic_is_integer_and_never_overlaps() {
+    // Whole microseconds: start rounded up, end rounded down.
+    assert_eq!(step_bar_us(453_047_890, 485_031_877), (453_048, 31_983));
+    assert_eq!(step_bar_us(0, 999), (0, 0));
+    assert_eq!(step_bar_us(1, 999), (1, 0));
+    assert_eq!(step_bar_us(999, 1001), (1, 0));
+    assert_eq!(step_bar_us(5_000, 5_000), (5, 0));
+    assert_eq!(step_bar_us(7_000, 3_000), (7, 0));
+    assert_eq!(
+        step_bar_us(u64::MAX - 5, u64::MAX),
+        (18_446_744_073_709_552, 0)
+    );
+    // Consecutive bars: in f64 (what viewers add), each ends at or before the next begins.
+    let mut t = 0u64;
+    let mut prev_end = 0.0f64;
+    let mut jitter = 12_345u64;
+    for _ in 0..20_000 {
+        jitter = jitter
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let next = t + 1 + (jitter >> 40) % 50_000_000;
+        let (ts, dur) = step_bar_us(t, next);
+        let (ts, end) = (ts as f64, ts as f64 + dur as f64);
+        assert!(
+            ts >= prev_end,
+            "bar at {ts} begins before the previous ends at {prev_end}"
+        );
+        assert!(end >= ts);
+        prev_end = end;
+        t = next;
+    }
+}
+
+#[test]
+fn step_bars_leave_unrecorded_steps_as_gaps_and_never_overlap() {
+    // Steps 0, 1 recorded, 2-3 not (schedule window), 4 recorded.
+    let bytes = hand_trace(&[
+        r#"{"type":"step","index":0,"ts":1000}"#,
+        r#"{"type":"op","name":"a","dtype":"f32","ts":1100,"dur":500}"#,
+        r#"{"type":"step","index":1,"ts":453047890}"#,
+        r#"{"type":"op","name":"a","dtype":"f32","ts":453048000,"dur":1000}"#,
+        r#"{"type":"op","name":"a","dtype":"f32","ts":460000000,"dur":1500}"#,
+        r#"{"type":"step","index":4,"ts":900000000}"#,
+        r#"{"type":"op","name":"a","dtype":"f32","ts":900000100,"dur":2000}"#,
+    ]);
+    let (v, _) = chrome(&bytes, None);
+    check_structure(&v);
+    let bars: Vec<(String, f64, f64)> = v["traceEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["cat"] == "step")
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap_or(-1.0);
+            let dur = e["dur"].as_f64().unwrap_or(-1.0);
+            assert!(e["ts"].is_u64() && e["dur"].is_u64(), "not whole µs: {e}");
+            (
+                e["name"].as_str().unwrap_or_default().to_string(),
+                ts,
+                ts + dur,
+            )
+        })
+        .collect();
+    assert_eq!(
+        bars,
+        vec![
+            ("step 0".to_string(), 1.0, 453_047.0),
+            // Step 1 ends at its last event (460,001.5 µs), not at step 4's start.
+            ("step 1".to_string(), 453_048.0, 460_001.0),
+            ("step 4".to_string(), 900_000.0, 900_002.0),
+        ]
+    );
+}
+
+#[test]
+fn twenty_thousand_steps_export_without_overlapping_bars() {
+    let mut lines = Vec::new();
+    // Boundaries at odd nanoseconds that add up badly in three-decimal microseconds.
+    let mut t = 453_047_890u64;
+    for i in 0..20_000u64 {
+        lines.push(format!(r#"{{"type":"step","index":{i},"ts":{t}}}"#));
+        lines.push(format!(
+            r#"{{"type":"op","name":"a","dtype":"f32","ts":{},"dur":1000}}"#,
+            t + 7
+        ));
+        t += 31_983_987 + (i % 7) * 13;
+    }
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let (v, _) = chrome(&hand_trace(&refs), None);
+    check_structure(&v);
+    let mut bars: Vec<(f64, f64)> = v["traceEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["cat"] == "step")
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap_or(-1.0);
+            (ts, ts + e["dur"].as_f64().unwrap_or(-1.0))
+        })
+        .collect();
+    assert_eq!(bars.len(), 20_000);
+    bars.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for w in bars.windows(2) {
+        assert!(w[0].1 <= w[1].0, "{:?} overlaps {:?}", w[0], w[1]);
     }
 }

@@ -2,14 +2,24 @@
 
 use serde_json::Value;
 use testkit::{XEvent, check_chrome, nesting_failures};
-use trace_export::{ChromeOptions, ChromeSummary, write_chrome};
+use trace_export::{ArgsMode, ChromeOptions, ChromeSummary, write_chrome};
 use trace_record::{ReadOptions, TraceReader};
 
-/// Exports `trace` as Chrome JSON and parses it back.
+/// Exports `trace` as Chrome JSON with every arg (`ArgsMode::Full`) and parses it back.
 pub(crate) fn chrome(trace: &[u8], step: Option<u64>) -> (Value, ChromeSummary) {
+    chrome_with(trace, step, ArgsMode::Full)
+}
+
+/// Exports `trace` as Chrome JSON with `args` and parses it back.
+pub(crate) fn chrome_with(
+    trace: &[u8],
+    step: Option<u64>,
+    args: ArgsMode,
+) -> (Value, ChromeSummary) {
     let mut reader = TraceReader::new(trace, ReadOptions::default()).expect("header");
     let mut out = Vec::new();
-    let summary = write_chrome(&mut reader, &mut out, &ChromeOptions { step }).expect("export");
+    let summary =
+        write_chrome(&mut reader, &mut out, &ChromeOptions { step, args }).expect("export");
     let v: Value = serde_json::from_slice(&out).expect("the export is valid JSON");
     (v, summary)
 }

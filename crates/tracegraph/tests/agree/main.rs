@@ -11,8 +11,15 @@ use trace_record::{ReadOptions, TraceReader};
 fn chrome(trace: &[u8]) -> (Value, ChromeSummary) {
     let mut reader = TraceReader::new(trace, ReadOptions::default()).expect("header");
     let mut out = Vec::new();
-    let summary =
-        write_chrome(&mut reader, &mut out, &ChromeOptions { step: None }).expect("export");
+    let summary = write_chrome(
+        &mut reader,
+        &mut out,
+        &ChromeOptions {
+            args: trace_export::ArgsMode::Full,
+            ..ChromeOptions::default()
+        },
+    )
+    .expect("export");
     let v: Value = serde_json::from_slice(&out).expect("the export is valid JSON");
     (v, summary)
 }
