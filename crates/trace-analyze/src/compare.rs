@@ -1,5 +1,6 @@
 //! Comparing two traces: per span path and per op name, time and memory deltas with their
-//! spread over steps; graph fingerprint equality per step; ops present in one trace only.
+//! spread over steps and a noise-aware change of medians (bootstrap interval over steps);
+//! graph fingerprint equality per step; ops present in one trace only.
 
 use crate::intern::FastMap;
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use trace_record::schema::TimingMode;
 
 use crate::model::Trace;
 use crate::spans::span_tree;
-use crate::stats::{Spread, SpreadAcc};
+use crate::stats::{BOOTSTRAP_SEED, Change, Spread, SpreadAcc, compare_samples};
 use crate::steps::{GraphReport, StepCache, graph_report};
 
 /// A figure in both traces and its change.
@@ -65,6 +66,10 @@ pub struct SpanDelta {
     pub candidate_spread: Option<Spread>,
     /// Logical bytes allocated directly in the path, in all.
     pub alloc_bytes: Delta,
+    /// The change of the median time per step (steps where the path occurs, whole steps
+    /// only) with its bootstrap interval; absent when a trace has no such step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
 }
 
 /// One op name in both traces.
@@ -84,6 +89,10 @@ pub struct OpDelta {
     pub candidate_spread: Option<Spread>,
     /// Logical output bytes in all.
     pub output_bytes: Delta,
+    /// The change of the median time per step (steps where the op runs, whole steps only)
+    /// with its bootstrap interval; absent when a trace has no such step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
 }
 
 /// Peak logical memory of one device in both traces.
@@ -137,6 +146,9 @@ pub struct Comparison {
     /// Spread of step times in the candidate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate_step_spread: Option<Spread>,
+    /// The change of the median step time (whole steps) with its bootstrap interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_time_change: Option<Change>,
     /// Span paths in either trace, largest absolute time change first.
     pub spans: Vec<SpanDelta>,
     /// Op names in both traces, largest absolute time change first.
@@ -154,11 +166,47 @@ pub struct Comparison {
     pub graphs_equal: usize,
 }
 
+/// One figure that regressed beyond a threshold and outside its noise ([`Comparison::regressions`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Regression {
+    /// `step time`, `op NAME` or `span PATH`.
+    pub what: String,
+    /// The change (ratio, interval, medians).
+    pub change: Change,
+}
+
+impl Comparison {
+    /// Every step-time, op or span change that is a regression larger than `pct` percent and
+    /// outside its confidence interval ([`Change::regresses_beyond`]), largest first.
+    pub fn regressions(&self, pct: f64) -> Vec<Regression> {
+        let mut out: Vec<Regression> = Vec::new();
+        let mut push = |what: String, c: &Option<Change>| {
+            if let Some(c) = c.filter(|c| c.regresses_beyond(pct)) {
+                out.push(Regression { what, change: c });
+            }
+        };
+        push("step time".to_string(), &self.step_time_change);
+        for o in &self.ops {
+            push(format!("op {}", o.name), &o.change);
+        }
+        for sp in &self.spans {
+            push(format!("span {}", sp.path), &sp.change);
+        }
+        out.sort_by(|a, b| {
+            let r = |x: &Regression| x.change.ratio.unwrap_or(0.0);
+            r(b).total_cmp(&r(a)).then_with(|| a.what.cmp(&b.what))
+        });
+        out
+    }
+}
+
 struct OpAgg {
     count: u64,
     total: u64,
     bytes: u64,
     per_step: SpreadAcc,
+    /// Time per whole step, for the steps where the op runs.
+    samples: Vec<u64>,
 }
 
 fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
@@ -172,10 +220,21 @@ fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
             }
         }
     };
+    let whole = t.complete_steps().len();
+    let mut sample_sum: FastMap<crate::intern::Sym, u64> = FastMap::default();
+    let flush_samples = |by: &mut FastMap<crate::intern::Sym, OpAgg>,
+                         sums: &mut FastMap<crate::intern::Sym, u64>| {
+        for (k, v) in sums.drain() {
+            if let Some(a) = by.get_mut(&k) {
+                a.samples.push(v);
+            }
+        }
+    };
     let mut cur_step = None;
     for op in &t.ops {
         if op.step != cur_step {
             flush(&mut by, &mut step_sum);
+            flush_samples(&mut by, &mut sample_sum);
             cur_step = op.step;
         }
         let a = by.entry(op.name).or_insert(OpAgg {
@@ -183,6 +242,7 @@ fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
             total: 0,
             bytes: 0,
             per_step: SpreadAcc::default(),
+            samples: Vec::new(),
         });
         a.count += 1;
         a.total += op.dur_ns;
@@ -190,12 +250,54 @@ fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
         if op.step.is_some() {
             *step_sum.entry(op.name).or_insert(0) += op.dur_ns;
         }
+        if op.step.is_some_and(|s| (s as usize) < whole) {
+            *sample_sum.entry(op.name).or_insert(0) += op.dur_ns;
+        }
     }
     flush(&mut by, &mut step_sum);
+    flush_samples(&mut by, &mut sample_sum);
     t.work.add(t.ops.len() as u64);
     by.into_iter()
         .map(|(k, v)| (t.str(k).to_string(), v))
         .collect()
+}
+
+/// Time per whole step of every span path (by path string), for the steps where the path
+/// occurs: the samples of the span comparison. Paths are built as the span tree builds them
+/// ([`span_paths`](crate::spans::span_paths)), names from the root joined by `/`.
+fn span_samples(t: &Trace) -> FastMap<String, Vec<u64>> {
+    let (path_of, table) = crate::spans::span_paths(t);
+    // Path strings, parents before children (a parent path is created first).
+    let mut names: Vec<String> = Vec::with_capacity(table.len());
+    for (parent, name) in &table {
+        let n = match parent.and_then(|p| names.get(p as usize)) {
+            Some(p) => format!("{p}/{}", t.str(*name)),
+            None => t.str(*name).to_string(),
+        };
+        names.push(n);
+    }
+    let whole = t.complete_steps().len();
+    let mut sums: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+    for (i, s) in t.spans.iter().enumerate() {
+        if let (Some(step), Some(d), Some(&p)) = (s.step, s.duration_ns(), path_of.get(i))
+            && (step as usize) < whole
+        {
+            *sums.entry((p, step)).or_insert(0) += d;
+        }
+    }
+    t.work.add(t.spans.len() as u64);
+    let mut out: FastMap<String, Vec<u64>> = FastMap::default();
+    for ((p, _), v) in sums {
+        if let Some(n) = names.get(p as usize) {
+            out.entry(n.clone()).or_default().push(v);
+        }
+    }
+    out
+}
+
+/// The noise-aware change of two sample sets, when both have samples.
+fn change_of(base: Option<&Vec<u64>>, candidate: Option<&Vec<u64>>) -> Option<Change> {
+    compare_samples(base?, candidate?, BOOTSTRAP_SEED)
 }
 
 fn per_step_or_total(spread: Option<Spread>, total: u64) -> f64 {
@@ -229,6 +331,14 @@ pub fn compare(
         Spread::of(&v)
     };
     let (bs, cs) = (st(base), st(candidate));
+    let step_samples =
+        |t: &Trace| -> Vec<u64> { t.complete_steps().iter().map(|s| s.duration_ns()).collect() };
+    let step_time_change = compare_samples(
+        &step_samples(base),
+        &step_samples(candidate),
+        BOOTSTRAP_SEED,
+    );
+    let (bss, css) = (span_samples(base), span_samples(candidate));
 
     // Spans.
     let (bt, ct) = (span_tree(base), span_tree(candidate));
@@ -259,6 +369,7 @@ pub fn compare(
                 b.map(|n| n.alloc_bytes as f64),
                 c.map(|n| n.alloc_bytes as f64),
             ),
+            change: change_of(bss.get(path), css.get(path)),
         })
         .collect();
     sort_by_abs(&mut spans, |s| &s.time_per_step_ns, |s| &s.path);
@@ -282,6 +393,7 @@ pub fn compare(
                     base_spread: bsp,
                     candidate_spread: csp,
                     output_bytes: Delta::of(Some(b.bytes as f64), Some(c.bytes as f64)),
+                    change: change_of(Some(&b.samples), Some(&c.samples)),
                 });
             }
             None => only_b.push(name.clone()),
@@ -364,6 +476,7 @@ pub fn compare(
         step_time_ns: Delta::of(bs.map(|s| s.mean), cs.map(|s| s.mean)),
         base_step_spread: bs,
         candidate_step_spread: cs,
+        step_time_change,
         spans,
         ops,
         ops_only_in_base: only_b,

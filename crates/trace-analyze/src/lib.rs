@@ -60,7 +60,9 @@ mod stats;
 mod steps;
 mod summary;
 
-pub use compare::{Comparison, Delta, MemoryDelta, OpDelta, SpanDelta, StepGraphPair, compare};
+pub use compare::{
+    Comparison, Delta, MemoryDelta, OpDelta, Regression, SpanDelta, StepGraphPair, compare,
+};
 pub use error::AnalyzeError;
 pub use format::{format_bytes, format_ns, format_pct};
 pub use intern::{FastMap, Interner, ShapeId, ShapeInterner, Sym, format_shape};
@@ -75,7 +77,10 @@ pub use model::{
 };
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table, sort_rows};
 pub use spans::{SpanNode, SpanTree, span_paths, span_tree};
-pub use stats::{Spread, SpreadAcc, percentile};
+pub use stats::{
+    BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, SpreadAcc, Verdict,
+    bootstrap_resamples, compare_samples, median, percentile,
+};
 pub use steps::{
     CacheReport, CanonInput, CanonOp, GraphReport, OpCount, PayloadPool, StepCache, StepDiff,
     StepGraph, StepGraphAnalysis, StepKey, StepOp, analyse_step_graph, build_step_graph,

@@ -1,4 +1,4 @@
-//! Small statistics: spread (mean, standard deviation, min, max) and nearest-rank percentiles.
+//! Small statistics: spread (mean, standard deviation, min, max), nearest-rank percentiles, and bootstrap confidence intervals of a change in medians.
 
 use serde::Serialize;
 
@@ -88,9 +88,270 @@ pub fn percentile(samples: &mut [u64], p: f64) -> Option<u64> {
     Some(*v)
 }
 
+/// The seed of the bootstrap in [`compare_samples`]: fixed, so one pair of traces always gives
+/// the same intervals and verdicts.
+pub const BOOTSTRAP_SEED: u64 = 0x7472_6163_6567_7261; // "tracegra"
+
+/// The confidence level of [`Change::ci_low`] / [`Change::ci_high`]: 95 %.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// The fewest samples on each side for a verdict other than [`Verdict::TooFewSamples`].
+pub const MIN_SAMPLES: usize = 3;
+
+/// What a change in medians amounts to, given the noise of the samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The confidence interval of the relative change contains 0: the difference is within
+    /// the step-to-step noise.
+    WithinNoise,
+    /// The candidate is slower (larger): the whole interval is above 0.
+    Regression,
+    /// The candidate is faster (smaller): the whole interval is below 0.
+    Improvement,
+    /// Fewer than [`MIN_SAMPLES`] samples on a side: no interval, no verdict.
+    TooFewSamples,
+}
+
+impl Verdict {
+    /// A short label for tables: `within noise`, `regression`, `improvement`, `too few steps`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::WithinNoise => "within noise",
+            Verdict::Regression => "regression",
+            Verdict::Improvement => "improvement",
+            Verdict::TooFewSamples => "too few steps",
+        }
+    }
+}
+
+/// The change of a per-step figure from a base to a candidate sample: medians, the relative
+/// change of the medians and its bootstrap confidence interval over steps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Change {
+    /// Samples (steps) in the base.
+    pub base_n: usize,
+    /// Samples (steps) in the candidate.
+    pub candidate_n: usize,
+    /// The base's median.
+    pub base_median: f64,
+    /// The candidate's median.
+    pub candidate_median: f64,
+    /// `(candidate_median - base_median) / base_median` (0.25 = 25 % more); `None` when the
+    /// base median is 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    /// Lower bound of the [`CONFIDENCE`] interval of `ratio` (percentile bootstrap, both
+    /// samples resampled with replacement); absent with too few samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_low: Option<f64>,
+    /// Upper bound of the interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_high: Option<f64>,
+    /// Regression, improvement, within noise, or too few samples to say.
+    pub verdict: Verdict,
+}
+
+impl Change {
+    /// True when this is a [`Verdict::Regression`] whose relative change is larger than
+    /// `pct` percent *and* whose whole confidence interval lies above 0 (outside the noise).
+    pub fn regresses_beyond(&self, pct: f64) -> bool {
+        self.verdict == Verdict::Regression && self.ratio.is_some_and(|r| r * 100.0 > pct)
+    }
+}
+
+/// splitmix64: a small, fixed, portable generator (the bootstrap must not depend on a crate's
+/// or a platform's random numbers).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0), by multiply-shift.
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next()) * n as u128) >> 64) as usize
+    }
+}
+
+/// The median of `v` (mean of the two middle values for an even count); reorders `v`.
+/// `None` when empty.
+pub fn median(v: &mut [u64]) -> Option<f64> {
+    let n = v.len();
+    if n == 0 {
+        return None;
+    }
+    let (lo, mid, _) = v.select_nth_unstable(n / 2);
+    let upper = *mid as f64;
+    if n % 2 == 1 {
+        return Some(upper);
+    }
+    let lower = lo.iter().copied().max().unwrap_or(*mid) as f64;
+    Some((lower + upper) / 2.0)
+}
+
+/// How many bootstrap resamples [`compare_samples`] draws for samples of `n` values in all:
+/// 2,000, fewer for very long runs so that one comparison stays O(10^7) work per row (at least
+/// 200).
+pub fn bootstrap_resamples(n: usize) -> usize {
+    (20_000_000 / n.max(1)).clamp(200, 2_000)
+}
+
+/// Compares two samples of a per-step figure (e.g. step time, or an op's time per step):
+/// medians, the relative change of the medians, and its percentile-bootstrap [`CONFIDENCE`]
+/// interval from resampling both with replacement ([`bootstrap_resamples`] times, generator
+/// seeded with `seed`). The verdict is [`Verdict::WithinNoise`] when the interval contains 0.
+/// `None` when either sample is empty.
+///
+/// ```
+/// use trace_analyze::{BOOTSTRAP_SEED, Verdict, compare_samples};
+/// let base = [100, 103, 98, 101, 99, 102, 100, 97];
+/// let same = [101, 99, 100, 102, 98, 100, 103, 97];
+/// let slower = [130, 133, 128, 131, 129, 132, 130, 127];
+/// assert_eq!(compare_samples(&base, &same, BOOTSTRAP_SEED).unwrap().verdict, Verdict::WithinNoise);
+/// assert_eq!(compare_samples(&base, &slower, BOOTSTRAP_SEED).unwrap().verdict, Verdict::Regression);
+/// ```
+pub fn compare_samples(base: &[u64], candidate: &[u64], seed: u64) -> Option<Change> {
+    let mut b = base.to_vec();
+    let mut c = candidate.to_vec();
+    let base_median = median(&mut b)?;
+    let candidate_median = median(&mut c)?;
+    let rel = |bm: f64, cm: f64| (bm != 0.0).then(|| (cm - bm) / bm);
+    let ratio = rel(base_median, candidate_median);
+    let mut change = Change {
+        base_n: base.len(),
+        candidate_n: candidate.len(),
+        base_median,
+        candidate_median,
+        ratio,
+        ci_low: None,
+        ci_high: None,
+        verdict: Verdict::TooFewSamples,
+    };
+    if base.len() < MIN_SAMPLES || candidate.len() < MIN_SAMPLES {
+        return Some(change);
+    }
+    let Some(ratio) = ratio else {
+        // A base median of 0: no relative change; equal medians are within noise.
+        change.verdict = if candidate_median == 0.0 {
+            Verdict::WithinNoise
+        } else {
+            Verdict::Regression
+        };
+        return Some(change);
+    };
+    let rounds = bootstrap_resamples(base.len() + candidate.len());
+    let mut rng = SplitMix(seed);
+    let mut rb = vec![0u64; base.len()];
+    let mut rc = vec![0u64; candidate.len()];
+    let mut stats: Vec<f64> = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        for x in rb.iter_mut() {
+            *x = base[rng.below(base.len())];
+        }
+        for x in rc.iter_mut() {
+            *x = candidate[rng.below(candidate.len())];
+        }
+        let (Some(bm), Some(cm)) = (median(&mut rb), median(&mut rc)) else {
+            continue;
+        };
+        // A resampled base median of 0 (many zero samples): the change is unbounded.
+        stats.push(rel(bm, cm).unwrap_or(if cm > 0.0 { f64::INFINITY } else { 0.0 }));
+    }
+    stats.sort_by(f64::total_cmp);
+    let tail = (1.0 - CONFIDENCE) / 2.0;
+    let at = |q: f64| -> f64 {
+        let i = ((q * stats.len() as f64).floor() as usize).min(stats.len().saturating_sub(1));
+        stats.get(i).copied().unwrap_or(ratio)
+    };
+    let (lo, hi) = (at(tail), at(1.0 - tail));
+    change.ci_low = Some(lo);
+    change.ci_high = Some(hi);
+    change.verdict = if lo > 0.0 {
+        Verdict::Regression
+    } else if hi < 0.0 {
+        Verdict::Improvement
+    } else {
+        Verdict::WithinNoise
+    };
+    Some(change)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Deterministic "noisy" samples around `center` (±spread).
+    fn noisy(center: u64, spread: u64, n: usize, seed: u64) -> Vec<u64> {
+        let mut r = SplitMix(seed);
+        (0..n)
+            .map(|_| center - spread + r.next() % (2 * spread + 1))
+            .collect()
+    }
+
+    #[test]
+    fn bootstrap_says_within_noise_for_an_equal_pair_and_regression_for_a_shifted_one() {
+        let base = noisy(1_000_000, 200_000, 40, 1);
+        let same = noisy(1_000_000, 200_000, 40, 2);
+        let c = compare_samples(&base, &same, BOOTSTRAP_SEED).unwrap();
+        assert_eq!(c.verdict, Verdict::WithinNoise, "{c:?}");
+        let (lo, hi) = (c.ci_low.unwrap(), c.ci_high.unwrap());
+        assert!(lo < 0.0 && hi > 0.0 && lo < c.ratio.unwrap() && c.ratio.unwrap() < hi);
+        assert!(!c.regresses_beyond(0.0));
+
+        let shifted: Vec<u64> = same.iter().map(|x| x + 400_000).collect();
+        let c = compare_samples(&base, &shifted, BOOTSTRAP_SEED).unwrap();
+        assert_eq!(c.verdict, Verdict::Regression, "{c:?}");
+        assert!(c.ci_low.unwrap() > 0.0);
+        assert!(c.regresses_beyond(10.0));
+        assert!(!c.regresses_beyond(80.0));
+
+        let faster: Vec<u64> = same.iter().map(|x| x - 400_000).collect();
+        let c = compare_samples(&base, &faster, BOOTSTRAP_SEED).unwrap();
+        assert_eq!(c.verdict, Verdict::Improvement, "{c:?}");
+        assert!(!c.regresses_beyond(0.0));
+    }
+
+    #[test]
+    fn bootstrap_is_reproducible_with_its_fixed_seed() {
+        let base = noisy(500, 100, 25, 3);
+        let cand = noisy(520, 100, 25, 4);
+        let a = compare_samples(&base, &cand, BOOTSTRAP_SEED).unwrap();
+        let b = compare_samples(&base, &cand, BOOTSTRAP_SEED).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn one_outlier_step_is_noise_not_a_huge_regression() {
+        // An op that takes ~10 µs but once 500 µs (host-timing noise): the median does not move.
+        let base = vec![10_000, 10_200, 9_900, 10_100, 10_050, 9_950];
+        let cand = vec![10_100, 500_000, 9_800, 10_000, 10_150, 9_900];
+        let c = compare_samples(&base, &cand, BOOTSTRAP_SEED).unwrap();
+        assert_eq!(c.verdict, Verdict::WithinNoise, "{c:?}");
+        assert!(c.ratio.unwrap().abs() < 0.05);
+    }
+
+    #[test]
+    fn too_few_samples_give_no_interval() {
+        let c = compare_samples(&[10, 12], &[30, 31], BOOTSTRAP_SEED).unwrap();
+        assert_eq!(c.verdict, Verdict::TooFewSamples);
+        assert!(c.ci_low.is_none() && !c.regresses_beyond(0.0));
+        assert!(compare_samples(&[], &[1], BOOTSTRAP_SEED).is_none());
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&mut [3, 1, 2]), Some(2.0));
+        assert_eq!(median(&mut [4, 1, 3, 2]), Some(2.5));
+        assert_eq!(median(&mut []), None);
+        assert_eq!(bootstrap_resamples(10), 2_000);
+        assert_eq!(bootstrap_resamples(1_000_000), 200);
+    }
 
     #[test]
     fn spread_matches_hand_values() {
