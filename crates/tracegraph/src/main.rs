@@ -17,6 +17,8 @@ Exit codes:
      (the message names the file, line and field)
   4  `validate` found problems (structural issues; with --strict also an incomplete
      trace or trailer counts that do not match)
+  5  `compare --fail-on-regression PCT`: the step time, an op or a span is slower by
+     more than PCT percent (median per step) and outside its 95% bootstrap interval
 
 A truncated trace (no trailer: a crash or kill -9) is analysed up to its last complete
 line and flagged incomplete; it is not an error. The step it ends in is listed as
@@ -58,7 +60,7 @@ enum Command {
     Memory(cmd::memory::MemoryArgs),
     /// Per-step execution graphs: fingerprints, stability, first differing op.
     Graph(cmd::graph::GraphArgs),
-    /// Compare two traces: time and memory deltas per span path and op, graph equality.
+    /// Compare two traces: median time per step per span and op with bootstrap intervals, memory, graph equality.
     Compare(cmd::compare::CompareArgs),
     /// Check a trace: schema, structure (spans, allocations), completeness.
     Validate(cmd::validate::ValidateArgs),
@@ -115,9 +117,27 @@ fn main() -> ExitCode {
     match result {
         Ok(cmd::Status::Ok) => ExitCode::SUCCESS,
         Ok(cmd::Status::Problems) => ExitCode::from(4),
+        Ok(cmd::Status::Regressed) => ExitCode::from(5),
         Err(e) => {
-            eprintln!("tracegraph: error: {e:#}");
+            eprintln!("tracegraph: error: {}", error_text(&e));
             ExitCode::from(cmd::exit_code(&e))
         }
     }
+}
+
+/// The error and its causes joined by `: `, each said once: a cause whose text the message
+/// already contains (an error that prints its source, e.g. an OS error) is not repeated.
+pub(crate) fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
 }

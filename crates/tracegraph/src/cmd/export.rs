@@ -1,14 +1,17 @@
 //! `tracegraph export`: a trace as Chrome trace JSON (Perfetto, chrome://tracing, speedscope) or folded stacks.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, IsTerminal, Write};
+use std::io::{BufReader, IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
 use trace_analyze::AnalyzeError;
-use trace_export::{Adjustments, ChromeOptions, ExportError, folded_stacks, write_chrome};
+use trace_export::{
+    Adjustments, ArgsMode, ChromeOptions, ExportError, folded_stacks, write_chrome,
+};
 use trace_record::{ReadOptions, TraceReader};
 
+use super::output::{Output, UsageError};
 use super::progress;
 
 /// The export formats.
@@ -34,10 +37,38 @@ pub(crate) struct ExportArgs {
     /// Export one step only (the step index as recorded by `step` events).
     #[arg(long, value_name = "N")]
     pub(crate) step: Option<u64>,
+    /// Args of spans and ops in the Chrome export: `compact` (what ran: span kind and path,
+    /// op shape, dtype, device; speedscope aggregates calls), `full` (plus per-call ids,
+    /// bytes and step; speedscope then shows one frame per call), `none` (names only).
+    #[arg(long, value_enum, default_value = "compact")]
+    pub(crate) args: ChromeArgs,
 }
 
-/// Runs `tracegraph export`: streams the trace into the chosen format.
+/// `--args`: which args spans and ops carry in the Chrome export.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChromeArgs {
+    /// Span kind, execution step and path; op shape, dtype, device, category, FLOPs.
+    Compact,
+    /// Compact plus span id, step index, tensor ids and bytes of every call.
+    Full,
+    /// No args (frames keyed by name alone).
+    None,
+}
+
+impl From<ChromeArgs> for ArgsMode {
+    fn from(a: ChromeArgs) -> ArgsMode {
+        match a {
+            ChromeArgs::Compact => ArgsMode::Compact,
+            ChromeArgs::Full => ArgsMode::Full,
+            ChromeArgs::None => ArgsMode::None,
+        }
+    }
+}
+
+/// Runs `tracegraph export`: streams the trace into the chosen format, into a temporary
+/// file renamed onto `--output` on success (see [`Output`]).
 pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
+    let mut out = Output::create(&args.output, &[&args.trace])?;
     let file = File::open(&args.trace)
         .with_context(|| format!("cannot open trace {}", args.trace.display()))?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -52,21 +83,17 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
         file: name.clone(),
         error,
     })?;
-    let to_stdout = args.output.as_os_str() == "-";
-    let result = if to_stdout {
-        let out = std::io::stdout().lock();
-        export(args, &mut reader, BufWriter::with_capacity(1 << 20, out))
-    } else {
-        let out = File::create(&args.output)
-            .with_context(|| format!("cannot create {}", args.output.display()))?;
-        export(args, &mut reader, BufWriter::with_capacity(1 << 20, out))
-    };
+    let result = export(args, &mut reader, &mut out);
     progress::clear(show);
-    if result.is_err() && !to_stdout {
-        // Leave no half-written or empty export behind.
-        let _ = std::fs::remove_file(&args.output);
-    }
-    let (adjustments, what) = result.map_err(|e| located(e, &name))?;
+    let to_stdout = out.is_stdout();
+    let (adjustments, what) = match result {
+        Ok(r) => r,
+        // `export -o - | head`: the reader of stdout has what it wanted.
+        Err(e) if to_stdout && super::output::is_broken_pipe(&e) => return Ok(()),
+        // The temporary file is removed when `out` drops; the target is untouched.
+        Err(e) => return Err(located(e, &name, &args.trace)),
+    };
+    out.commit()?;
     if reader.is_incomplete() {
         eprintln!(
             "tracegraph: warning: {name} is incomplete (no complete trailer); exported up to its last complete line"
@@ -85,11 +112,51 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The step indices recorded in the trace at `path`, as `1-5, 8` (`none` when there are
+/// none), for the message of an unknown `--step`. Reads the trace again (an error path).
+fn recorded_steps(path: &std::path::Path) -> String {
+    let Ok(reader) = TraceReader::open(path, ReadOptions::default()) else {
+        return "unknown (the trace cannot be read again)".into();
+    };
+    let mut steps: Vec<u64> = reader
+        .filter_map(Result::ok)
+        .filter_map(|e| match e.event {
+            trace_record::schema::Event::Step(s) => Some(s.index),
+            _ => None,
+        })
+        .collect();
+    steps.sort_unstable();
+    steps.dedup();
+    if steps.is_empty() {
+        return "none".into();
+    }
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        let mut j = i;
+        while j + 1 < steps.len() && steps[j + 1] == steps[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            steps[i].to_string()
+        } else {
+            format!("{}-{}", steps[i], steps[j])
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
 /// A read error in the middle of the trace becomes the loader's error (file, line, field;
 /// exit code 3 for an invalid trace, like every other command); anything else says it
 /// happened while exporting `name`.
-fn located(e: anyhow::Error, name: &str) -> anyhow::Error {
+fn located(e: anyhow::Error, name: &str, path: &std::path::Path) -> anyhow::Error {
     match e.downcast::<ExportError>() {
+        Ok(ExportError::StepNotFound(step)) => UsageError(format!(
+            "--step {step}: the trace {name} has no step {step} (recorded steps: {})",
+            recorded_steps(path)
+        ))
+        .into(),
         Ok(ExportError::Read(error)) => AnalyzeError::Read {
             file: name.to_string(),
             error,
@@ -107,7 +174,11 @@ fn export<R: std::io::BufRead + Send, W: Write>(
 ) -> anyhow::Result<(Adjustments, String)> {
     match args.format {
         ExportFormat::Chrome => {
-            let s = write_chrome(reader, out, &ChromeOptions { step: args.step })?;
+            let opts = ChromeOptions {
+                step: args.step,
+                args: args.args.into(),
+            };
+            let s = write_chrome(reader, out, &opts)?;
             let m = s.memory;
             if m.frees_without_alloc + m.duplicate_allocs + m.free_size_mismatches > 0 {
                 eprintln!(
@@ -124,8 +195,13 @@ fn export<R: std::io::BufRead + Send, W: Write>(
             Ok((
                 s.adjustments,
                 format!(
-                    "Chrome trace JSON ({} events: {} spans, {} ops, {} memory counters, {} instants; open in https://ui.perfetto.dev, chrome://tracing or https://www.speedscope.app)",
-                    s.events_written, s.spans, s.ops, s.memory_counters, s.instants
+                    "Chrome trace JSON ({} events: {} spans, {} ops, {} memory counters, {} instants; {} args; open in https://ui.perfetto.dev, chrome://tracing or https://www.speedscope.app, named *.trace.json)",
+                    s.events_written,
+                    s.spans,
+                    s.ops,
+                    s.memory_counters,
+                    s.instants,
+                    opts.args.as_str()
                 ),
             ))
         }

@@ -8,6 +8,7 @@ pub(crate) mod export;
 pub(crate) mod graph;
 pub(crate) mod memory;
 pub(crate) mod ops;
+pub(crate) mod output;
 pub(crate) mod report;
 pub(crate) mod spans;
 pub(crate) mod summary;
@@ -33,10 +34,16 @@ pub(crate) enum Status {
     Ok,
     /// Exit 4: `validate` found problems.
     Problems,
+    /// Exit 5: `compare --fail-on-regression` found a regression outside the noise.
+    Regressed,
 }
 
-/// The exit code for an error: 3 for an invalid trace, 1 otherwise.
+/// The exit code for an error: 2 for a usage error found after parsing the arguments, 3 for
+/// an invalid trace, 1 otherwise.
 pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| c.is::<output::UsageError>()) {
+        return 2;
+    }
     let bad = e.chain().any(|c| {
         c.downcast_ref::<AnalyzeError>()
             .is_some_and(AnalyzeError::is_bad_trace)

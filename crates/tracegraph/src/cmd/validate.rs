@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use trace_analyze::ReadCounts;
-use trace_record::Issue;
+use trace_analyze::{AnalyzeError, ReadCounts};
+use trace_record::{Issue, IssueKind, ReadError};
 
 use super::{Status, load, print_json, write_stdout};
 
@@ -40,15 +40,84 @@ struct Report {
     issues: Vec<Issue>,
 }
 
+/// The JSON verdict on a trace that could not be read at all.
+#[derive(Serialize)]
+struct Rejected {
+    trace: String,
+    strict: bool,
+    valid: bool,
+    /// `invalid_trace` (exit 3) or `unreadable` (exit 1).
+    rejected: &'static str,
+    error: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    column: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<String>,
+}
+
+impl Rejected {
+    fn of(args: &ValidateArgs, e: &anyhow::Error) -> Rejected {
+        let read = e
+            .chain()
+            .find_map(|c| match c.downcast_ref::<AnalyzeError>() {
+                Some(AnalyzeError::Read { error, .. }) => Some(error),
+                _ => None,
+            });
+        let (line, column, field) = match read {
+            Some(ReadError::Syntax { line, column, .. }) => (Some(*line), Some(*column), None),
+            Some(ReadError::Schema { line, field, .. }) => (Some(*line), None, Some(field.clone())),
+            Some(ReadError::UnsupportedVersion { .. }) => (Some(1), None, Some("version".into())),
+            _ => (None, None, None),
+        };
+        Rejected {
+            trace: args.trace.display().to_string(),
+            strict: args.strict,
+            valid: false,
+            rejected: if super::exit_code(e) == 3 {
+                "invalid_trace"
+            } else {
+                "unreadable"
+            },
+            error: crate::error_text(e),
+            line,
+            column,
+            field,
+        }
+    }
+}
+
 /// Runs `tracegraph validate`.
 pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
-    let trace = load(&args.trace, args.strict)?;
+    let trace = match load(&args.trace, args.strict) {
+        Ok(t) => t,
+        Err(e) => {
+            if args.json {
+                // A rejected trace still gets its JSON verdict; the error goes to stderr and
+                // sets the exit code as usual.
+                print_json("validate", &Rejected::of(args, &e))?;
+            }
+            return Err(e);
+        }
+    };
     let cache = trace_analyze::new_step_cache();
     // The summary computes the trailer check the same way for every command.
     let s = trace_analyze::summarize(&trace, &cache)?;
     let mut problems = Vec::new();
-    if !trace.issues.is_empty() {
-        problems.push(format!("{} structural issue(s)", trace.issues.len()));
+    // Spans open at the cut of a truncated trace are what truncation means, not structural
+    // problems: only --strict fails an incomplete trace.
+    let counted = trace
+        .issues
+        .iter()
+        .filter(|i| {
+            args.strict
+                || !trace.is_incomplete()
+                || !matches!(i.kind, IssueKind::SpanLeftOpen { .. })
+        })
+        .count();
+    if counted > 0 {
+        problems.push(format!("{counted} structural issue(s)"));
     }
     if args.strict {
         if trace.is_incomplete() {

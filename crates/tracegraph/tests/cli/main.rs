@@ -4,6 +4,7 @@
 mod demo;
 mod errors;
 mod golden;
+mod outputs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
