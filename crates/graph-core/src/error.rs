@@ -114,7 +114,7 @@ pub enum GraphError {
     /// More values, operations or parents than a `u32` id can name.
     #[error("too many {what} for u32 ids")]
     TooMany {
-        /// `"values"`, `"operations"` or `"parents"`.
+        /// `"values"`, `"operations"`, `"parents"` or (graph views) `"nodes"`.
         what: &'static str,
     },
     /// A query names a value that this graph does not have.
@@ -122,5 +122,46 @@ pub enum GraphError {
     UnknownValue {
         /// The missing value.
         value: ValueId,
+    },
+    /// Operand `operand` of node `node` of a graph view names a value that does not exist.
+    #[error("node {node}'s operand {operand} names a value that does not exist")]
+    ViewOperand {
+        /// The node.
+        node: u32,
+        /// The operand's position.
+        operand: u32,
+    },
+    /// Operand `operand` of node `node` of a graph view reads a parent that does not exist,
+    /// or a parent value that does not exist or is not live there.
+    #[error(
+        "node {node}'s operand {operand} reads a parent value that does not exist or is not live"
+    )]
+    ViewParentValue {
+        /// The node.
+        node: u32,
+        /// The operand's position.
+        operand: u32,
+    },
+    /// A linearized node of a graph view has an active mask of the wrong length.
+    #[error("node {node} has {operands} operands but its active mask has {mask} entries")]
+    ViewMaskArity {
+        /// The node.
+        node: u32,
+        /// Its number of operands.
+        operands: usize,
+        /// The mask's length.
+        mask: usize,
+    },
+    /// Graph output `position` of a graph view names a value that does not exist.
+    #[error("graph output {position} names a value that does not exist")]
+    ViewOutput {
+        /// The output's position.
+        position: usize,
+    },
+    /// The nodes of a graph view form a cycle; `node` lies on it.
+    #[error("the nodes form a cycle through node {node}")]
+    ViewCycle {
+        /// A node on the cycle.
+        node: u32,
     },
 }

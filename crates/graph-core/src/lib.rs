@@ -12,6 +12,10 @@
 //! [`structural_eq`] confirms equality exactly in one linear pass. Operation payloads provide
 //! their bytes through [`StableHash`].
 //!
+//! Engines with their own graph representation implement [`GraphView`] and wrap their graphs
+//! in a [`CanonicalGraph`]: the same fingerprints, per-value hashes and exact equality, without
+//! building a [`Graph`].
+//!
 //! All traversals are iterative; a graph of millions of operations builds, fingerprints,
 //! compares and drops without deep recursion.
 //!
@@ -46,6 +50,7 @@ mod hash;
 mod identity;
 mod ids;
 mod traverse;
+mod view;
 
 pub use builder::GraphBuilder;
 pub use canon::{FINGERPRINT_DOMAIN, FINGERPRINT_VERSION, structural_eq};
@@ -57,3 +62,4 @@ pub use hash::{
 };
 pub use ids::{OpId, ParentId, ValueId};
 pub use traverse::{Extracted, Reach};
+pub use view::{Canonical, CanonicalGraph, GraphView, NodeValue, Operand, ValueHashes};

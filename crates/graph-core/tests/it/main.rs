@@ -6,3 +6,4 @@ mod fingerprint;
 mod props;
 mod scale;
 mod traverse;
+mod view;

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use crate::common::{OpSpec, Rng, Spec, TOp};
 
-type RawOp = (u8, i64, Vec<u32>, usize, u8);
+pub(crate) type RawOp = (u8, i64, Vec<u32>, usize, u8);
 
 fn payload(kind: u8, param: i64) -> TOp {
     match kind % 6 {
@@ -20,7 +20,7 @@ fn payload(kind: u8, param: i64) -> TOp {
     }
 }
 
-fn normalize(n_in: usize, raw_ops: Vec<RawOp>, raw_outs: Vec<u32>, kinds: u8) -> Spec {
+pub(crate) fn normalize(n_in: usize, raw_ops: Vec<RawOp>, raw_outs: Vec<u32>, kinds: u8) -> Spec {
     let keys: Vec<u64> = (0..n_in as u64).map(|i| 100 + i).collect();
     let mut available = n_in;
     let mut ops = Vec::new();
@@ -46,7 +46,12 @@ fn normalize(n_in: usize, raw_ops: Vec<RawOp>, raw_outs: Vec<u32>, kinds: u8) ->
 }
 
 /// Random specs: up to `max_ops` operations, payload kinds `0..kinds`, params `0..params`.
-fn spec(max_ops: usize, kinds: u8, params: i64, max_in: usize) -> impl Strategy<Value = Spec> {
+pub(crate) fn spec(
+    max_ops: usize,
+    kinds: u8,
+    params: i64,
+    max_in: usize,
+) -> impl Strategy<Value = Spec> {
     (
         1..=max_in,
         prop::collection::vec(
