@@ -1,11 +1,10 @@
-//! `tracegraph compare`: two traces side by side — time and memory deltas per span path and op
-//! name with their spread over steps, graph fingerprint equality per step, ops in one only.
+//! `tracegraph compare`: two traces side by side — median time per step per span path and op with a bootstrap interval (within noise or not), memory, graph equality, `--fail-on-regression`.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use trace_analyze::new_step_cache;
-use trace_analyze::{Delta, compare};
+use trace_analyze::{CONFIDENCE, Change, Delta, Verdict, compare};
 
 use trace_analyze::{format_bytes, format_ns, format_pct};
 
@@ -24,6 +23,53 @@ pub(crate) struct CompareArgs {
     /// Print JSON (schema `tracegraph.compare/1`) instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Exit with code 5 when the step time, an op or a span is slower by more than PCT
+    /// percent (median per step) *and* the whole 95% bootstrap interval of the change lies
+    /// above 0 (outside the step-to-step noise). Changes within noise never fail.
+    #[arg(long, value_name = "PCT")]
+    pub(crate) fail_on_regression: Option<f64>,
+}
+
+/// `+12.3% [+8.1%, +16.0%]`: the relative change of the medians and its interval.
+fn change_cells(c: Option<&Change>) -> [String; 3] {
+    let pct = |x: f64| {
+        let s = format_pct(x);
+        if x > 0.0 { format!("+{s}") } else { s }
+    };
+    match c {
+        None => ["-".into(), "-".into(), "-".into()],
+        Some(c) => [
+            c.ratio.map_or("-".into(), pct),
+            match (c.ci_low, c.ci_high) {
+                (Some(l), Some(h)) => format!("[{}, {}]", pct(l), pct(h)),
+                _ => "-".into(),
+            },
+            match c.verdict {
+                Verdict::Regression => "REGRESSION".into(),
+                Verdict::Improvement => "improvement".into(),
+                v => v.label().into(),
+            },
+        ],
+    }
+}
+
+/// Significant changes first (largest relative change first), then the rest as the
+/// comparison orders them (largest absolute change of the means first).
+fn significance_order<T>(rows: &[T], change: impl Fn(&T) -> Option<&Change>) -> Vec<&T> {
+    let mut v: Vec<(usize, &T)> = rows.iter().enumerate().collect();
+    let key = |c: Option<&Change>| -> (u8, f64) {
+        match c {
+            Some(c) if matches!(c.verdict, Verdict::Regression | Verdict::Improvement) => {
+                (0, -c.ratio.map_or(0.0, f64::abs))
+            }
+            _ => (1, 0.0),
+        }
+    };
+    v.sort_by(|(ia, a), (ib, b)| {
+        let (ka, kb) = (key(change(a)), key(change(b)));
+        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(ia.cmp(ib))
+    });
+    v.into_iter().map(|(_, r)| r).collect()
 }
 
 fn cell(v: Option<f64>, f: fn(f64) -> String) -> String {
@@ -48,9 +94,31 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
     let cand = load(&args.candidate, false)?;
     let cache = new_step_cache();
     let c = compare(&base, &cand, &cache)?;
+    let status = match args.fail_on_regression {
+        Some(pct) => {
+            let regressions = c.regressions(pct);
+            for r in &regressions {
+                eprintln!(
+                    "tracegraph: regression beyond {pct}%: {} {} (95% interval {} to {})",
+                    r.what,
+                    r.change
+                        .ratio
+                        .map_or("-".into(), |x| format!("+{}", format_pct(x))),
+                    r.change.ci_low.map_or("-".into(), format_pct),
+                    r.change.ci_high.map_or("-".into(), format_pct),
+                );
+            }
+            if regressions.is_empty() {
+                Status::Ok
+            } else {
+                Status::Regressed
+            }
+        }
+        None => Status::Ok,
+    };
     if args.json {
         print_json("compare", &c)?;
-        return Ok(Status::Ok);
+        return Ok(status);
     }
     let mut o = String::new();
     let _ = writeln!(
@@ -70,38 +138,63 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
     for w in &c.warnings {
         let _ = writeln!(o, "warning: {w}");
     }
-    let [b, k, d, r] = delta_cells(&c.step_time_ns, format_ns);
+    let median = |c: Option<&Change>, base: bool| {
+        c.map_or("-".into(), |c| {
+            format_ns(if base {
+                c.base_median
+            } else {
+                c.candidate_median
+            })
+        })
+    };
+    let sc = c.step_time_change.as_ref();
+    let [chg, ci, verdict] = change_cells(sc);
     let _ = writeln!(
         o,
-        "step time  {b} -> {k} ({d}, {r}); spread ± {} -> ± {}",
+        "step time  median {} -> {} ({chg}, {}% interval {ci}: {verdict}); mean ± sd {} ± {} -> {} ± {}",
+        median(sc, true),
+        median(sc, false),
+        (CONFIDENCE * 100.0).round(),
+        cell(c.step_time_ns.base, format_ns),
         c.base_step_spread
             .map_or("-".into(), |s| format_ns(s.stddev)),
+        cell(c.step_time_ns.candidate, format_ns),
         c.candidate_step_spread
             .map_or("-".into(), |s| format_ns(s.stddev))
     );
     let _ = writeln!(o);
-    let _ = writeln!(o, "span paths (time per step, largest change first)");
+    let _ = writeln!(
+        o,
+        "span paths (median time per step over the steps where the path occurs; significant changes first)"
+    );
     let mut t = Table::new(&[
         "span",
         ">base",
         ">candidate",
-        ">delta",
         ">change",
-        ">± base",
-        ">± cand",
+        ">95% interval",
+        "verdict",
         ">alloc delta",
     ]);
-    for s in c.spans.iter().take(args.limit) {
-        let [b, k, d, r] = delta_cells(&s.time_per_step_ns, format_ns);
+    for s in significance_order(&c.spans, |s| s.change.as_ref())
+        .into_iter()
+        .take(args.limit)
+    {
+        let ch = s.change.as_ref();
+        let [r, ci, v] = change_cells(ch);
         t.row(vec![
             s.path.clone(),
-            b,
-            k,
-            d,
+            ch.map_or_else(
+                || cell(s.time_per_step_ns.base, format_ns),
+                |_| median(ch, true),
+            ),
+            ch.map_or_else(
+                || cell(s.time_per_step_ns.candidate, format_ns),
+                |_| median(ch, false),
+            ),
             r,
-            s.base_spread.map_or("-".into(), |x| format_ns(x.stddev)),
-            s.candidate_spread
-                .map_or("-".into(), |x| format_ns(x.stddev)),
+            ci,
+            v,
             s.alloc_bytes.delta.map_or("-".into(), format_bytes),
         ]);
     }
@@ -115,24 +208,39 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         }
     );
     let _ = writeln!(o);
-    let _ = writeln!(o, "ops (time per step, largest change first)");
+    let _ = writeln!(
+        o,
+        "ops (median time per step over the steps where the op runs; significant changes first)"
+    );
     let mut t = Table::new(&[
         "op",
         ">base",
         ">candidate",
-        ">delta",
         ">change",
+        ">95% interval",
+        "verdict",
         ">calls",
         ">out bytes delta",
     ]);
-    for op in c.ops.iter().take(args.limit) {
-        let [b, k, d, r] = delta_cells(&op.time_per_step_ns, format_ns);
+    for op in significance_order(&c.ops, |o| o.change.as_ref())
+        .into_iter()
+        .take(args.limit)
+    {
+        let ch = op.change.as_ref();
+        let [r, ci, v] = change_cells(ch);
         t.row(vec![
             op.name.clone(),
-            b,
-            k,
-            d,
+            ch.map_or_else(
+                || cell(op.time_per_step_ns.base, format_ns),
+                |_| median(ch, true),
+            ),
+            ch.map_or_else(
+                || cell(op.time_per_step_ns.candidate, format_ns),
+                |_| median(ch, false),
+            ),
             r,
+            ci,
+            v,
             format!(
                 "{} -> {}",
                 op.count.base.unwrap_or(0.0),
@@ -214,6 +322,12 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
                 .map_or("(none)".into(), |(s, f)| format!("step {s} {f}")),
         );
     }
+    let _ = writeln!(
+        o,
+        "\nchange: relative change of the medians; interval: {}% percentile bootstrap over steps \
+         (fixed seed); \"within noise\" when the interval contains 0",
+        (CONFIDENCE * 100.0).round()
+    );
     write_stdout(o.trim_end())?;
-    Ok(Status::Ok)
+    Ok(status)
 }

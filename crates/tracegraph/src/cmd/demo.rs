@@ -59,7 +59,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
         "\nnext (prefix with `cargo run --release -p tracegraph --` when tracegraph is not installed):\n  tracegraph ops {p} --sort self --limit 10\n  tracegraph spans {p}\n  \
          tracegraph memory {p}\n  tracegraph graph {p}\n  tracegraph validate --strict {p}\n  \
          tracegraph export {p} --format chrome -o {}\n  tracegraph report {p} -o {}",
-        args.out.join("trace.chrome.json").display(),
+        args.out.join("demo.trace.json").display(),
         args.out.join("report.html").display()
     ))?;
     Ok(Status::Ok)
