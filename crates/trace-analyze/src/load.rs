@@ -246,6 +246,7 @@ impl Builder {
                     outputs: (i1, o1),
                     step: self.current_step(),
                     exec_step,
+                    flops: o.flops,
                 });
                 self.seen(o.ts.saturating_add(o.dur));
             }

@@ -153,6 +153,8 @@ pub struct Op {
     pub step: Option<u32>,
     /// The training phase of the enclosing span.
     pub exec_step: Option<ExecStep>,
+    /// Floating-point operations, when the recorder reported them.
+    pub flops: Option<u64>,
 }
 
 /// A memory event as loaded (logical bytes).
