@@ -30,8 +30,8 @@ pub use reader::{
     read_trace, read_trace_bytes,
 };
 pub use session::{
-    BLOCK_BYTES, MemoryRecord, MemorySink, OpRecord, Run, SpanGuard, SpanId, StepAction, Summary,
-    TensorRecord, TraceError, TraceSession,
+    AfterSignal, BLOCK_BYTES, DEFAULT_FLUSH_INTERVAL, MemoryRecord, MemorySink, OpRecord, Run,
+    SpanGuard, SpanId, StepAction, Summary, TensorRecord, TraceError, TraceSession,
 };
 pub use validate::{
     Issue, IssueKind, Validation, Validator, validate, validate_file, validate_reader,

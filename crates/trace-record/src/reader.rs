@@ -40,6 +40,9 @@ use crate::schema::{
 /// past the limit instead of being read into memory whole.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
+/// The UTF-8 byte order mark, accepted (and ignored) before the header.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// Errors reading a trace.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -169,6 +172,10 @@ impl<R: BufRead> TraceReader<R> {
             done: false,
         };
         let complete = r.fill_line()?;
+        // A UTF-8 byte order mark (some editors write one) is not part of the header.
+        if r.buf.starts_with(UTF8_BOM) {
+            r.buf.drain(..UTF8_BOM.len());
+        }
         if r.line == 0 || !complete && r.buf.is_empty() {
             return Err(schema_err(1, "type", "empty trace: no header line".into()));
         }
@@ -501,12 +508,20 @@ fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError>
         return match tag {
             b"trailer" => parse_trailer(line, no).map(Parsed::Trailer),
             b"header" => Ok(Parsed::Header),
-            _ if mode == ReadMode::Lenient => Ok(Parsed::Unknown),
-            _ => Err(schema_err(
-                no,
-                "type",
-                format!("unknown event type `{}`", String::from_utf8_lossy(tag)),
-            )),
+            _ => {
+                // Only a whole JSON line is an event of an unknown type: a damaged line that
+                // merely starts like one (`{"type":"memoryb,...`) is a syntax error.
+                from_slice_at::<serde::de::IgnoredAny>(line, no)?;
+                if mode == ReadMode::Lenient {
+                    Ok(Parsed::Unknown)
+                } else {
+                    Err(schema_err(
+                        no,
+                        "type",
+                        format!("unknown event type `{}`", String::from_utf8_lossy(tag)),
+                    ))
+                }
+            }
         };
     };
     let event = match ty {
@@ -569,9 +584,23 @@ fn map_json_error(e: &serde_json::Error, line: &[u8], no: u64) -> ReadError {
     };
     match e.classify() {
         Category::Data => {
-            let field = missing_field(&message)
-                .or_else(|| key_at(line, e.column()))
-                .unwrap_or_else(|| "?".to_string());
+            if let Some(field) = missing_field(&message) {
+                return ReadError::Schema {
+                    line: no,
+                    field,
+                    message,
+                };
+            }
+            let (field, message) = match key_at(line, e.column()) {
+                // An object where a plain value belongs: serde reads it as an enum's
+                // `{"variant": ...}` or reports a key inside it; name the field that holds it.
+                Some((keys, Some(object_at))) => (
+                    keys[..=object_at].join("."),
+                    format!("an object is not a valid value here ({message})"),
+                ),
+                Some((keys, None)) => (keys.join("."), message),
+                None => ("?".to_string(), message),
+            };
             ReadError::Schema {
                 line: no,
                 field,
@@ -590,12 +619,20 @@ fn missing_field(message: &str) -> Option<String> {
     let rest = message.split_once("missing field `")?.1;
     Some(rest.split_once('`')?.0.to_string())
 }
+/// Keys of the schema whose values are objects (the header's run metadata and maps, the
+/// trailer's counts); any other object-valued key is a wrong value.
+const OBJECT_KEYS: &[&str] = &["run", "tags", "versions", "schedule", "counts"];
 
-/// The object key whose value contains byte column `column` (1-based): the last key seen
-/// before it, tracking strings and nesting. Keys of nested objects are joined with `.`.
-fn key_at(line: &[u8], column: usize) -> Option<String> {
+
+/// The object keys whose value contains byte column `column` (1-based), outermost first: the
+/// last key seen before it at each nesting level, tracking strings and nesting. With them,
+/// the index of the first key whose value is an object although the schema has no object
+/// there (see [`OBJECT_KEYS`]), if any.
+fn key_at(line: &[u8], column: usize) -> Option<(Vec<String>, Option<usize>)> {
     let end = column.min(line.len());
-    let mut path: Vec<Option<String>> = Vec::new();
+    // Per open `{` or `[`: whether it is an object, and the byte range of the last key seen
+    // in it (arrays have none). One pass, no allocation per key.
+    let mut path: Vec<(bool, Option<(usize, usize)>)> = Vec::new();
     let mut i = 0;
     while i < end {
         match line[i] {
@@ -605,7 +642,6 @@ fn key_at(line: &[u8], column: usize) -> Option<String> {
                 while j < line.len() && line[j] != b'"' {
                     j += if line[j] == b'\\' { 2 } else { 1 };
                 }
-                let s = String::from_utf8_lossy(&line[start..j.min(line.len())]).into_owned();
                 let mut k = j + 1;
                 while k < line.len() && line[k].is_ascii_whitespace() {
                     k += 1;
@@ -614,13 +650,13 @@ fn key_at(line: &[u8], column: usize) -> Option<String> {
                     && line[k] == b':'
                     && let Some(top) = path.last_mut()
                 {
-                    *top = Some(s);
+                    top.1 = Some((start, j.min(line.len())));
                 }
                 i = j + 1;
                 continue;
             }
-            b'{' => path.push(None),
-            b'[' => path.push(None),
+            b'{' => path.push((true, None)),
+            b'[' => path.push((false, None)),
             b'}' | b']' => {
                 path.pop();
             }
@@ -628,10 +664,21 @@ fn key_at(line: &[u8], column: usize) -> Option<String> {
         }
         i += 1;
     }
-    let keys: Vec<String> = path.into_iter().flatten().collect();
+    let mut keys = Vec::new();
+    let mut object_at = None;
+    for (depth, (_, key)) in path.iter().enumerate() {
+        let Some((a, b)) = *key else { continue };
+        let k = String::from_utf8_lossy(&line[a..b]).into_owned();
+        // The frame after a key's frame is that key's value.
+        let value_is_object = path.get(depth + 1).is_some_and(|f| f.0);
+        if object_at.is_none() && value_is_object && !OBJECT_KEYS.contains(&k.as_str()) {
+            object_at = Some(keys.len());
+        }
+        keys.push(k);
+    }
     if keys.is_empty() {
         None
     } else {
-        Some(keys.join("."))
+        Some((keys, object_at))
     }
 }

@@ -8,6 +8,13 @@
 //! the block is written out every [`BLOCK_BYTES`]. The span stack is per thread (a reused
 //! thread-local vector).
 //!
+//! The header is written when the session is created, and a background thread writes the
+//! buffered lines out every [`Run::flush_interval`] (200 ms by default), as does every
+//! `step()`: a process killed at any moment (even `kill -9`) leaves a trace that starts with
+//! its header and ends at most about that long before the kill, readable to its last
+//! complete line. [`TraceSession::close_on_signals`] also writes the `incomplete` trailer on
+//! SIGINT and SIGTERM.
+//!
 //! Outside the schedule's active windows (and after `finish`) every record call returns after
 //! one relaxed atomic load.
 //!
@@ -66,13 +73,17 @@ pub enum TraceError {
     AlreadyFinished,
 }
 
+mod flusher;
 mod output;
 mod records;
 mod run;
 
 pub use output::{BLOCK_BYTES, MemorySink};
 pub use records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
-pub use run::{Run, StepAction};
+pub use run::{DEFAULT_FLUSH_INTERVAL, Run, StepAction};
+pub use signals::AfterSignal;
+
+use flusher::Flusher;
 
 use output::{Output, SharedVec, lock};
 
@@ -119,7 +130,8 @@ pub struct TraceSession {
     step: AtomicU64,
     next_span: AtomicU64,
     path: Option<PathBuf>,
-    out: Mutex<Output>,
+    out: Arc<Mutex<Output>>,
+    flusher: Mutex<Option<Flusher>>,
 }
 
 impl std::fmt::Debug for TraceSession {
@@ -133,7 +145,8 @@ impl std::fmt::Debug for TraceSession {
 }
 
 impl TraceSession {
-    /// Creates (truncates) the trace file at `path` and writes the header.
+    /// Creates (truncates) the trace file at `path` and writes the header to it before
+    /// returning.
     pub fn open(path: impl AsRef<Path>, run: Run) -> Result<Self, TraceError> {
         let path = path.as_ref().to_path_buf();
         let file = File::create(&path).map_err(|source| TraceError::Io {
@@ -153,8 +166,9 @@ impl TraceSession {
         (s, sink)
     }
 
-    /// A session writing into any writer. The header is buffered: an I/O error surfaces at
-    /// the first block write or at `finish`.
+    /// A session writing into any writer. The header is written (and the writer flushed)
+    /// before this returns; an I/O error there stops the session's writing and surfaces at
+    /// `finish`.
     pub fn from_writer(writer: impl Write + Send + 'static, run: Run) -> Self {
         let origin = Instant::now();
         let start_unix_ns = SystemTime::now()
@@ -193,6 +207,23 @@ impl TraceSession {
         let active = run.schedule.is_none_or(|s| s.is_active(0));
         TraceSession {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
+        let mut output = Output {
+            sink: Box::new(writer),
+            buf,
+            pending: EventCounts::default(),
+            counts: EventCounts::default(),
+            bytes: 0,
+            dropped: 0,
+            error: None,
+            finished: false,
+        };
+        // The file starts with its header from the first moment.
+        output.write_block();
+        output.flush_sink();
+        let out = Arc::new(Mutex::new(output));
+        let flusher = run
+            .flush_interval
+            .and_then(|every| Flusher::start(Arc::downgrade(&out), every));
             active: AtomicBool::new(active),
             finished: AtomicBool::new(false),
             origin,
@@ -202,21 +233,27 @@ impl TraceSession {
             step: AtomicU64::new(0),
             next_span: AtomicU64::new(1),
             path: None,
-            out: Mutex::new(Output {
-                sink: Box::new(writer),
-                buf,
-                pending: EventCounts::default(),
-                counts: EventCounts::default(),
-                bytes: 0,
-                dropped: 0,
-                error: None,
-                finished: false,
-            }),
+            out,
+            flusher: Mutex::new(flusher),
         }
     }
 
     /// Whether records are written now (inside an active window, not finished). One relaxed
     /// atomic load.
+    /// Writes the `incomplete` trailer when the process receives SIGINT or SIGTERM, then
+    /// lets the program's handling continue as `after` says: [`AfterSignal::Terminate`] for
+    /// a program that does not handle them (it then ends as the signal's default action
+    /// would end it), [`AfterSignal::Continue`] for one that handles them itself (installed
+    /// before this call, or through `signal-hook`). One handler thread serves every
+    /// registered session of the process; the session is held weakly.
+    pub fn close_on_signals(self: &Arc<Self>, after: AfterSignal) -> Result<(), TraceError> {
+        signals::register(self, after).map_err(|source| TraceError::Io {
+            path: self.path.clone(),
+            source,
+            dropped: 0,
+        })
+    }
+
     #[inline(always)]
     pub fn is_active(&self) -> bool {
         self.active.load(Ordering::Relaxed)
@@ -546,6 +583,12 @@ impl TraceSession {
         }
         index
     }
+        // A step boundary is written out: the trace on disk holds every finished step.
+        let mut out = lock(&self.out);
+        if !out.finished {
+            out.write_block();
+            out.flush_sink();
+        }
 
     /// Writes the trailer (outcome complete) and flushes. Returns the summary, or the first
     /// I/O error (everything written before it stays readable).
@@ -568,9 +611,20 @@ impl TraceSession {
         if self.finished.swap(true, Ordering::AcqRel) {
             return Err(TraceError::AlreadyFinished);
         }
+            // Another thread is closing (a signal handler, say): return once its trailer is
+            // written, so that a program may exit right after this.
+            while !lock(&self.out).finished {
+                std::thread::yield_now();
+            }
         self.active.store(false, Ordering::Relaxed);
         let ts = self.now_ns();
         let mut out = lock(&self.out);
+        // Tell the background writer to stop; it is joined after the trailer is written
+        // (it would wait for the output's lock held below).
+        let mut flusher = lock(&self.flusher).take();
+        if let Some(f) = flusher.as_mut() {
+            f.request_stop();
+        }
         out.write_block();
         let mut trailer_line = Vec::new();
         if out.error.is_none() {
@@ -586,17 +640,21 @@ impl TraceSession {
             out.flush_sink();
         }
         out.finished = true;
-        match out.error.take() {
+        let error = out.error.take();
+        let (counts, bytes, dropped) = (out.counts, out.bytes, out.dropped);
+        drop(out);
+        drop(flusher);
+        match error {
             Some(source) => Err(TraceError::Io {
                 path: self.path.clone(),
                 source,
-                dropped: out.dropped,
+                dropped,
             }),
             None => Ok(Summary {
                 path: self.path.clone(),
-                counts: out.counts,
-                bytes: out.bytes,
-                dropped: out.dropped,
+                counts,
+                bytes,
+                dropped,
                 outcome,
             }),
         }

@@ -1,6 +1,7 @@
 //! What a session records: the [`Run`] builder and the schedule's per-step decisions.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::schema::{Phase, Schedule, TimingMode};
 
@@ -27,7 +28,15 @@ pub struct Run {
     pub versions: BTreeMap<String, String>,
     /// Which steps are recorded; `None` records everything.
     pub schedule: Option<Schedule>,
+    /// How long written events may wait in the session's buffer before a background thread
+    /// writes them out (default [`DEFAULT_FLUSH_INTERVAL`], 200 ms): the trace on disk lags
+    /// the program by about this much at most. `None`: write only when the buffer is full,
+    /// at each step and at the end. Recording calls never make a syscall for this.
+    pub flush_interval: Option<Duration>,
 }
+
+/// The default of [`Run::flush_interval`]: 200 ms.
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
 
 impl Run {
     /// A run with host timing, no schedule, no tags.
@@ -43,7 +52,15 @@ impl Run {
             tags: BTreeMap::new(),
             versions: BTreeMap::new(),
             schedule: None,
+            flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
         }
+    }
+
+    /// Sets how long events may wait in the buffer before being written (see
+    /// [`Run::flush_interval`]); `None` writes only full blocks, at steps and at the end.
+    pub fn flush_interval(mut self, interval: Option<Duration>) -> Self {
+        self.flush_interval = interval;
+        self
     }
 
     /// Sets the timing mode.

@@ -1,0 +1,198 @@
+//! The trace on disk starts with its header at `open` and lags the program by a bounded time: real child processes killed with SIGKILL at several moments, and SIGINT/SIGTERM writing the `incomplete` trailer.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use trace_record::schema::{Event, Outcome, SpanKind};
+use trace_record::{AfterSignal, OpRecord, TraceSession, read_trace};
+
+use crate::common::run;
+
+const CHILD_ENV: &str = "TRACE_RECORD_TEST_LAG_CHILD";
+const MODE_ENV: &str = "TRACE_RECORD_TEST_LAG_MODE";
+const CHILD_TEST: &str = "lag::child_recorder";
+
+fn op(session: &TraceSession, i: u64) {
+    let t = session.now_ns();
+    session.record_op(&OpRecord {
+        name: "matmul",
+        inputs: &[i],
+        outputs: &[i + 1],
+        shape: &[4, 4],
+        dtype: "f32",
+        device: "cpu",
+        start_ns: t,
+        dur_ns: 1,
+        in_bytes: 64,
+        out_bytes: 64,
+        category: None,
+        flops: None,
+    });
+}
+
+/// In the child (`CHILD_ENV` set): records slowly (one op a millisecond, far below a block,
+/// a step every 100 ops) until killed, or, in mode `continue`, until a signal closed the
+/// session, then exits 0 by itself.
+#[test]
+fn child_recorder() {
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mode = std::env::var(MODE_ENV).unwrap_or_default();
+    let session = Arc::new(TraceSession::open(&path, run()).unwrap());
+    match mode.as_str() {
+        "terminate" => session.close_on_signals(AfterSignal::Terminate).unwrap(),
+        "continue" => session.close_on_signals(AfterSignal::Continue).unwrap(),
+        _ => {}
+    }
+    println!("opened");
+    let mut i = 0u64;
+    loop {
+        let span = session.span("step", SpanKind::Function, None);
+        for _ in 0..100 {
+            op(&session, i);
+            i += 1;
+            std::thread::sleep(Duration::from_millis(1));
+            if !session.is_active() && mode == "continue" {
+                // The program's own handling: a clean exit once the trailer is written
+                // (`finish` waits for the closing thread).
+                drop(span);
+                assert!(matches!(
+                    session.finish(),
+                    Err(trace_record::TraceError::AlreadyFinished)
+                ));
+                std::process::exit(0);
+            }
+        }
+        drop(span);
+        session.step();
+    }
+}
+
+fn spawn_child(path: &std::path::Path, mode: &str) -> Child {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, path)
+        .env(MODE_ENV, mode)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until `open` has returned in the child.
+    let out = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(out).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(l)) if l.contains("opened") => break,
+            Some(Ok(_)) => continue,
+            other => panic!("child did not open its session: {other:?}"),
+        }
+    }
+    // Keep draining stdout so the child never blocks on it.
+    std::thread::spawn(move || for _ in lines {});
+    child
+}
+
+#[test]
+fn sigkill_at_any_moment_after_open_leaves_a_readable_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, after_ms) in [0u64, 20, 120, 450, 900].into_iter().enumerate() {
+        let path = dir.path().join(format!("killed-{i}.jsonl"));
+        let mut child = spawn_child(&path, "none");
+        std::thread::sleep(Duration::from_millis(after_ms));
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(9), "{after_ms} ms");
+        let trace =
+            read_trace(&path).unwrap_or_else(|e| panic!("killed {after_ms} ms after open: {e}"));
+        assert!(trace.incomplete && trace.trailer.is_none(), "{after_ms} ms");
+        if after_ms >= 450 {
+            // Well past the 200 ms flush interval (and several steps): events are on disk
+            // although the 256 KiB block never filled.
+            let ops = trace
+                .events
+                .iter()
+                .filter(|e| matches!(e.event, Event::Op(_)))
+                .count();
+            assert!(ops >= 50, "{after_ms} ms: only {ops} ops on disk");
+        }
+    }
+}
+
+fn send(child: &Child, signal: &str) {
+    let ok = Command::new("kill")
+        .args(["-s", signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+#[test]
+fn sigint_and_sigterm_write_the_incomplete_trailer_then_the_default_action_follows() {
+    let dir = tempfile::tempdir().unwrap();
+    for (signal, number) in [("TERM", 15), ("INT", 2)] {
+        let path = dir.path().join(format!("{signal}.jsonl"));
+        let mut child = spawn_child(&path, "terminate");
+        std::thread::sleep(Duration::from_millis(150));
+        send(&child, signal);
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(number), "{signal}: {status}");
+        let trace = read_trace(&path).unwrap();
+        let trailer = trace.trailer.as_ref().expect("a trailer");
+        assert_eq!(trailer.outcome, Outcome::Incomplete, "{signal}");
+        assert!(trace.incomplete);
+        assert_eq!(trailer.counts.total(), trace.events.len() as u64);
+    }
+}
+
+#[test]
+fn with_continue_the_program_handles_the_signal_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("continue.jsonl");
+    let mut child = spawn_child(&path, "continue");
+    std::thread::sleep(Duration::from_millis(100));
+    send(&child, "TERM");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the child did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(0), "{status}");
+    let trace = read_trace(&path).unwrap();
+    assert_eq!(trace.trailer.map(|t| t.outcome), Some(Outcome::Incomplete));
+}
+
+#[test]
+fn the_header_is_on_disk_when_open_returns_and_lines_follow_within_the_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let session =
+        TraceSession::open(&path, run().flush_interval(Some(Duration::from_millis(20)))).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("{\"type\":\"header\""), "{text}");
+    assert_eq!(text.lines().count(), 1);
+    assert!(read_trace(&path).unwrap().events.is_empty());
+    op(&session, 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&path).unwrap().lines().count() < 2 {
+        assert!(Instant::now() < deadline, "the op never reached the file");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    session.finish().unwrap();
+
+    // Without an interval: nothing until a step boundary, which writes everything out.
+    let path = dir.path().join("steps.jsonl");
+    let session = TraceSession::open(&path, run().flush_interval(None)).unwrap();
+    op(&session, 1);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
+    session.step();
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 3);
+    session.finish().unwrap();
+}
