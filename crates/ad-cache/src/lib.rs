@@ -30,7 +30,11 @@
 //! AD keys and values: [`GraphKey`] (anything derived from one graph), [`LinearizeKey`]
 //! (eager linearization of a recorded graph at some outputs), [`TracedKey`] (a traced JVP or
 //! VJP request, built from named [`TracedKeyParts`]) and the cached [`LinearizedGraph`] and
-//! [`VjpTransform`]. Every key has `with_fingerprint`, which makes it claim a fingerprint
+//! [`VjpTransform`]. Engines with their own graph type implement graph-core's `GraphView`,
+//! wrap their graphs in a `CanonicalGraph` and key them with [`EagerKey`] (recorded graph and
+//! output slots) and [`EngineTracedKey`] (kind, roots, and the engine's own output, input and
+//! alias-entry key types), generic over any [`KeyGraph`]; the `engine_cache` example is such
+//! an engine-side transform cache. Every key has `with_fingerprint`, which makes it claim a fingerprint
 //! computed elsewhere (a wrong one only causes misses). A reference AD engine that builds
 //! these values (the workspace's unpublished `vecad` crate) drives the tests, the
 //! `vjp_cache` example and the benchmarks.
@@ -62,6 +66,7 @@ mod bytes;
 mod cache;
 mod graph_bytes;
 mod keys;
+mod view_keys;
 
 pub use bytes::{HeapMeter, RetainedBytes};
 pub use cache::{Cache, CacheError, CacheKey, CacheLimits, CacheStats};
@@ -69,6 +74,10 @@ pub use keys::{
     GRAPH_KEY_DOMAIN, GraphKey, KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, LinearizeKey,
     LinearizedGraph, TRACED_KEY_DOMAIN, TracedKey, TracedKeyParts, TracedOutput, TransformKind,
     VjpTransform,
+};
+pub use view_keys::{
+    EAGER_KEY_DOMAIN, ENGINE_TRACED_KEY_DOMAIN, EagerKey, EngineKeyPart, EngineTracedKey,
+    EngineTracedParts, KeyGraph,
 };
 
 pub use graph_core::Fingerprint;

@@ -482,3 +482,59 @@ fn a_transform_hit_for_a_renumbered_graph_evaluates_against_it() {
         assert!((expected[1][i] - xi.sin() * yi.exp()).abs() < 1e-12);
     }
 }
+
+#[test]
+fn generic_keys_work_over_graph_core_graphs() {
+    use ad_cache::{EagerKey, EngineTracedKey, EngineTracedParts, KeyError};
+    let (sin, sin2, exp) = (unary(VecOp::Sin), unary(VecOp::Sin), unary(VecOp::Exp));
+    let eager = |g: &Arc<Graph<VecOp>>| EagerKey::new(Arc::clone(g), &[0]).unwrap();
+    assert!(eager(&sin).same_key(&eager(&sin2)));
+    assert_eq!(eager(&sin).quick_eq(&eager(&sin2)), None);
+    assert_eq!(eager(&sin).quick_eq(&eager(&sin)), Some(true));
+    assert!(!eager(&sin).same_key(&eager(&exp)));
+    assert_ne!(eager(&sin).fingerprint(), eager(&exp).fingerprint());
+    assert_eq!(
+        EagerKey::new(Arc::clone(&sin), &[1]).unwrap_err(),
+        KeyError::OutputSlot {
+            slot: 1,
+            outputs: 1
+        }
+    );
+    // Engine-defined entries: strings as input keys, (root, canonical) outputs, pairs of
+    // names as alias entries, in any order.
+    let traced = |g: &Arc<Graph<VecOp>>, aliases: Vec<(String, String)>| {
+        EngineTracedKey::new(EngineTracedParts {
+            kind: TransformKind::Vjp,
+            roots: vec![Arc::clone(g)],
+            output: (0u32, 2u32),
+            wrt: "x".to_string(),
+            aliases,
+        })
+        .unwrap()
+    };
+    let pairs = vec![("a".to_string(), "b".to_string()), ("c".into(), "d".into())];
+    let mut reversed = pairs.clone();
+    reversed.reverse();
+    assert!(traced(&sin, pairs.clone()).same_key(&traced(&sin2, reversed.clone())));
+    assert_eq!(
+        traced(&sin, pairs.clone()).fingerprint(),
+        traced(&sin2, reversed).fingerprint()
+    );
+    assert!(!traced(&sin, pairs.clone()).same_key(&traced(&sin, pairs[..1].to_vec())));
+    assert!(!traced(&sin, pairs.clone()).same_key(&traced(&exp, pairs)));
+    let no_roots = EngineTracedKey::<Graph<VecOp>, u64, u64, u64>::new(EngineTracedParts {
+        kind: TransformKind::Jvp,
+        roots: Vec::new(),
+        output: 0,
+        wrt: 0,
+        aliases: Vec::new(),
+    });
+    assert_eq!(
+        no_roots.unwrap_err(),
+        KeyError::NoSuchRoot { root: 0, roots: 0 }
+    );
+    let cache: Cache<EagerKey<Graph<VecOp>>, u32> = Cache::new();
+    cache.insert(eager(&sin), 1);
+    assert_eq!(cache.get(&eager(&sin2)).as_deref(), Some(&1));
+    assert!(cache.stats().retained_bytes > 0);
+}

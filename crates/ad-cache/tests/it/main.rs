@@ -3,6 +3,7 @@
 mod behaviour;
 mod collision;
 mod common;
+mod engine_cache;
 mod graphs;
 mod model;
 mod stress;
