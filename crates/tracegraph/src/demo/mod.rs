@@ -104,6 +104,10 @@ pub(crate) fn run_mlp_demo(config: &MlpDemoConfig) -> anyhow::Result<MlpDemoRepo
         TraceSession::open(&config.trace_path, run)
             .with_context(|| format!("cannot write {}", config.trace_path.display()))?,
     );
+    // Ctrl-C or a SIGTERM ends the demo as usual, with the `incomplete` trailer written.
+    session
+        .close_on_signals(trace_record::AfterSignal::Terminate)
+        .context("installing the SIGINT/SIGTERM handler")?;
     let capture = Capture::new(Arc::clone(&session));
     let mut trainer = MlpTrainer::new(Some(&capture), config.seed, config.learning_rate)
         .context("building the model")?;

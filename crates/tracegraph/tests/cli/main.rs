@@ -4,6 +4,8 @@
 mod demo;
 mod errors;
 mod golden;
+#[cfg(feature = "demo")]
+mod killed;
 mod outputs;
 
 use std::path::{Path, PathBuf};
