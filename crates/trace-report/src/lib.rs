@@ -14,6 +14,7 @@
 //! The page template and its CSS and scripts are real files under `src/assets/`, included
 //! at compile time.
 
+mod charts;
 mod error;
 mod model;
 mod page;

@@ -40,6 +40,17 @@ pub struct Column {
     pub kind: &'static str,
     /// Draw a bar proportional to the column's largest value.
     pub bar: bool,
+    /// What the column means (the header's tooltip, and the table's legend).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+impl Column {
+    /// The column with an explanation.
+    pub(crate) fn explained(mut self, title: &str) -> Column {
+        self.title = Some(title.to_string());
+        self
+    }
 }
 
 pub(crate) fn col(label: &str, kind: &'static str) -> Column {
@@ -47,6 +58,7 @@ pub(crate) fn col(label: &str, kind: &'static str) -> Column {
         label: label.to_string(),
         kind,
         bar: false,
+        title: None,
     }
 }
 
@@ -55,6 +67,7 @@ pub(crate) fn bar(label: &str, kind: &'static str) -> Column {
         label: label.to_string(),
         kind,
         bar: true,
+        title: None,
     }
 }
 
@@ -84,6 +97,9 @@ pub struct TableData {
     pub note: Option<String>,
     /// What to show when there are no rows.
     pub empty: String,
+    /// A CSS class per row (`regression`, `improvement`, `noise`), when rows are marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub row_class: Option<Vec<&'static str>>,
 }
 
 impl TableData {
@@ -99,6 +115,7 @@ impl TableData {
             filter: false,
             note: None,
             empty: "None.".to_string(),
+            row_class: None,
         }
     }
 }
@@ -117,8 +134,19 @@ pub struct Badge {
 pub struct StepsData {
     /// The (first) step index of each bar.
     pub index: Vec<u64>,
+    /// The last step index of each bar (equal to `index` unless steps are grouped).
+    pub last_index: Vec<u64>,
     /// The bar's duration (the slowest step of its group).
     pub duration_ns: Vec<Option<u64>>,
+    /// The bar's step split by phase: forward, backward, optimizer, other (ns; the rest of
+    /// the step), for the step drawn (the slowest of a group).
+    pub phases_ns: Vec<[u64; 4]>,
+    /// Ranges of step indices `[first, last]` that the trace did not record (between
+    /// schedule windows): drawn as gaps.
+    pub unrecorded: Vec<[u64; 2]>,
+    /// The baseline's step times by step index, when comparing: `[index, ns]` pairs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Vec<[u64; 2]>>,
     /// Whether the step graph changed in the bar's group.
     pub changed: Vec<bool>,
     /// Ops in the bar's group.
@@ -134,10 +162,18 @@ pub struct MemoryDevice {
     pub device: String,
     /// The categories drawn, bottom first.
     pub categories: Vec<&'static str>,
-    /// Timeline times.
+    /// Point times (an event each, or the start of a time bucket).
     pub t_ns: Vec<u64>,
-    /// Per category (as `categories`), live bytes at each time.
+    /// The time of the last memory event (the chart's end).
+    pub end_ns: u64,
+    /// Smallest live total during each point.
+    pub lo: Vec<u64>,
+    /// Largest live total during each point.
+    pub hi: Vec<u64>,
+    /// Per category (as `categories`), live bytes at the instant of each point's `lo`.
     pub series: Vec<Vec<u64>>,
+    /// True when every point is one event; false when events were bucketed (min/max kept).
+    pub exact: bool,
     /// The peak: time, bytes and bytes per category (as `categories`).
     pub peak: Value,
     /// Figures shown beside the chart.

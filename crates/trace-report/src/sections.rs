@@ -2,10 +2,12 @@
 
 use serde_json::{Value, json};
 use trace_analyze::{
-    Allocation, AnalyzeError, ByCategory, Comparison, Delta, DeviceMemory, OpColumn,
-    OpTableOptions, Summary, Trace, TraceEnd, compare, format_bytes, format_ns, graph_report,
-    memory_report, new_step_cache, op_table, span_tree, summarize,
+    Allocation, AnalyzeError, ByCategory, CONFIDENCE, Change, Comparison, Delta, DeviceMemory,
+    OpColumn, OpTableOptions, Summary, Trace, TraceEnd, Verdict, compare, format_bytes, format_ns,
+    graph_report, memory_report, new_step_cache, op_table, span_tree, summarize,
 };
+
+use crate::charts::{MEMORY_POINTS, Producers, memory_band, step_phases};
 use trace_record::schema::{MemoryCategory, Outcome, TimingMode};
 
 use crate::model::{
@@ -54,7 +56,7 @@ pub fn build_report(
     let run = run_rows(trace, &summary);
     let health = health_badges(trace, &summary);
     let graphs = graph_report(trace, &cache)?;
-    let steps = steps_data(trace, &graphs, opts, &mut caps);
+    let steps = steps_data(trace, baseline, &graphs, opts, &mut caps);
     let ops = ops_table(trace, opts, &mut caps);
     let spans = spans_table(trace, opts, &mut caps);
     let memory = memory_data(trace);
@@ -104,7 +106,7 @@ fn run_rows(trace: &Trace, s: &Summary) -> Vec<(String, String)> {
         rows.push((
             format!("step time ({})", r.timing.as_str()),
             format!(
-                "mean {} ± {} (min {}, max {})",
+                "mean {} ± {} sd (min {}, max {})",
                 format_ns(sp.mean),
                 format_ns(sp.stddev),
                 format_ns(sp.min as f64),
@@ -221,6 +223,7 @@ fn health_badges(trace: &Trace, s: &Summary) -> Vec<Badge> {
 
 fn steps_data(
     trace: &Trace,
+    baseline: Option<&Trace>,
     graphs: &trace_analyze::GraphReport,
     opts: &ReportOptions,
     caps: &mut Vec<String>,
@@ -232,29 +235,66 @@ fn steps_data(
     }
     let changed: std::collections::HashMap<u64, bool> =
         graphs.steps.iter().map(|g| (g.step, g.changed)).collect();
+    let phases = step_phases(trace);
     let total = steps.len();
     let group = total.div_ceil(opts.max_step_bars.max(1)).max(1);
     let mut d = StepsData {
         index: Vec::new(),
+        last_index: Vec::new(),
         duration_ns: Vec::new(),
+        phases_ns: Vec::new(),
+        unrecorded: Vec::new(),
+        baseline: baseline.map(|b| {
+            b.complete_steps()
+                .iter()
+                .map(|s| [s.index, s.duration_ns()])
+                .collect()
+        }),
         changed: Vec::new(),
         ops: Vec::new(),
         note: format!(
-            "Wall time of each step ({} time), from one step boundary to the next.",
+            "Wall time of each step ({} time), split by phase (the outermost forward, backward and optimizer spans; \"other\" is the rest of the step). A step ends where the next recorded step begins, or at its last event when the next steps were not recorded (dashed gaps).",
             trace.run.timing.as_str()
         ),
     };
+    for w in steps.windows(2) {
+        if w[1].index > w[0].index.saturating_add(1) {
+            d.unrecorded.push([w[0].index + 1, w[1].index - 1]);
+        }
+    }
     if let Some(p) = trace.partial_step() {
         d.note.push_str(&format!(
             " Step {} is left out: the trace ends inside it (incomplete).",
             p.index
         ));
     }
-    for chunk in steps.chunks(group) {
-        let Some(first) = chunk.first() else { continue };
+    if d.baseline.is_some() {
+        d.note
+            .push_str(" The baseline's step times are drawn as a line (same step indices).");
+    }
+    for (ci, chunk) in steps.chunks(group).enumerate() {
+        let (Some(first), Some(last)) = (chunk.first(), chunk.last()) else {
+            continue;
+        };
+        // The slowest step of the group is drawn (its phases too).
+        let Some((slow_i, slow)) = chunk
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, s)| s.duration_ns())
+        else {
+            continue;
+        };
+        let dur = slow.duration_ns();
+        let ph = phases
+            .per_step
+            .get(ci * group + slow_i)
+            .copied()
+            .unwrap_or([0; 3]);
+        let in_phases = ph.iter().sum::<u64>().min(dur);
         d.index.push(first.index);
-        d.duration_ns
-            .push(chunk.iter().map(|s| s.duration_ns()).max());
+        d.last_index.push(last.index);
+        d.duration_ns.push(Some(dur));
+        d.phases_ns.push([ph[0], ph[1], ph[2], dur - in_phases]);
         d.changed.push(
             chunk
                 .iter()
@@ -287,17 +327,31 @@ fn ops_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> Tab
             limit: Some(opts.max_op_rows),
         },
     );
+    // FLOPs per op name, over the calls that recorded them, and those calls' time.
+    let mut flops: std::collections::HashMap<&str, (u64, u64)> = std::collections::HashMap::new();
+    for op in &trace.ops {
+        if let Some(f) = op.flops {
+            let e = flops.entry(trace.str(op.name)).or_insert((0, 0));
+            e.0 = e.0.saturating_add(f);
+            e.1 = e.1.saturating_add(op.dur_ns);
+        }
+    }
     let mut t = TableData::new(vec![
         col("op", "name"),
-        col("count", "int"),
-        bar("total", "ns"),
-        bar("self", "ns"),
-        col("mean", "ns"),
-        col("min", "ns"),
-        col("max", "ns"),
-        col("p95", "ns"),
-        col("output bytes", "bytes"),
-        bar("share of step time", "pct"),
+        col("count", "int").explained("calls of this op in the whole trace"),
+        bar("total", "ns").explained("summed duration of every call"),
+        bar("self", "ns").explained("total minus ops nested inside it on the same thread"),
+        col("mean", "ns").explained("mean duration of one call"),
+        col("min", "ns").explained("shortest call"),
+        col("max", "ns").explained("longest call"),
+        col("p95", "ns").explained("95th percentile of one call's duration (nearest rank)"),
+        col("output bytes", "bytes")
+            .explained("logical bytes (shape × dtype size) of all outputs, summed over calls"),
+        bar("share of step time", "pct")
+            .explained("total time of this op inside steps / the summed step time"),
+        col("GFLOP/s", "float").explained(
+            "recorded FLOPs / time of the calls that recorded them (absent when none did)",
+        ),
     ]);
     t.sortable = true;
     t.filter = true;
@@ -321,6 +375,10 @@ fn ops_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> Tab
             n(r.p95_ns),
             n(r.output_bytes),
             opt_f(r.share_of_step),
+            flops
+                .get(r.name.as_str())
+                .filter(|(_, ns)| *ns > 0)
+                .map_or(Value::Null, |(f, ns)| json!(*f as f64 / *ns as f64)),
         ]);
     }
     if table.groups > table.rows.len() {
@@ -337,19 +395,23 @@ fn spans_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> T
     let tree = span_tree(trace);
     let mut t = TableData::new(vec![
         col("span", "text"),
-        col("kind", "text"),
-        col("phase", "text"),
-        col("count", "int"),
-        bar("total", "ns"),
-        bar("self", "ns"),
-        col("per step (mean)", "ns"),
-        col("per step (sd)", "ns"),
-        col("allocated", "bytes"),
+        col("kind", "text").explained("module, function, tracing span, ..."),
+        col("phase", "text").explained("forward, backward or optimizer (recorded or inherited)"),
+        col("count", "int").explained("closed spans with this path in the whole trace"),
+        bar("total", "ns").explained("summed duration over the whole trace"),
+        bar("self", "ns")
+            .explained("total minus child spans and the span's own ops, over the whole trace"),
+        col("per step (mean)", "ns")
+            .explained("mean time per step, over the steps where the path occurs"),
+        col("per step (sd)", "ns").explained("standard deviation of the time per step"),
+        col("allocated (all steps)", "bytes").explained(
+            "logical bytes allocated directly in this path, summed over the whole trace (not per step)",
+        ),
     ]);
     t.total_rows = tree.nodes.len();
     t.empty = "No spans in this trace.".to_string();
     t.note = Some(format!(
-        "{} spans aggregated into {} paths; {} durations; self = total minus child spans and the span's own ops. Click ▾ to fold a subtree.",
+        "{} spans aggregated into {} paths; {} durations. total, self and allocated sum the whole trace; per step columns are per step. Hover a header for its meaning; click ▾ to fold a subtree.",
         tree.span_count,
         tree.nodes.len(),
         tree.timing.as_str()
@@ -383,13 +445,15 @@ fn spans_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> T
     t
 }
 
-fn alloc_table(list: &[Allocation], total: u64, what: &str) -> TableData {
+fn alloc_table(list: &[Allocation], total: u64, what: &str, producers: &Producers) -> TableData {
     let mut t = TableData::new(vec![
-        col("tensor", "name"),
+        col("tensor", "name").explained("the tensor's label when recorded, else its id"),
+        col("produced by", "name").explained("the op that recorded this tensor as an output"),
+        col("span path", "name").explained("the span path that op ran in"),
         col("shape", "text"),
         col("category", "text"),
-        bar("bytes", "bytes"),
-        col("allocated at", "ns"),
+        bar("bytes", "bytes").explained("logical bytes (shape × dtype size)"),
+        col("allocated at", "ns").explained("time since the session started"),
     ]);
     t.total_rows = usize::try_from(total).unwrap_or(usize::MAX);
     t.empty = format!("No {what}.");
@@ -402,8 +466,13 @@ fn alloc_table(list: &[Allocation], total: u64, what: &str) -> TableData {
             (None, Some(id)) => format!("tensor {id}"),
             (None, None) => format!("storage {}", a.storage),
         };
+        let producer = a.tensor.and_then(|id| producers.of(id));
         t.rows.push(vec![
             json!(name),
+            producer.map_or(json!("(not produced by a recorded op)"), |p| json!(p.0)),
+            producer
+                .and_then(|p| p.1.as_ref())
+                .map_or(Value::Null, |p| json!(p)),
             a.shape.as_ref().map_or(Value::Null, |s| json!(s)),
             json!(a.category.as_str()),
             n(a.bytes),
@@ -413,17 +482,26 @@ fn alloc_table(list: &[Allocation], total: u64, what: &str) -> TableData {
     t
 }
 
-fn memory_device(d: &DeviceMemory) -> MemoryDevice {
+fn memory_device(trace: &Trace, d: &DeviceMemory, producers: &Producers) -> MemoryDevice {
+    let band = memory_band(trace, &d.device);
     let cats: Vec<MemoryCategory> = MemoryCategory::ALL
         .iter()
         .copied()
         .filter(|c| {
-            d.timeline.iter().any(|p| p.by_category.get(*c) > 0) || d.peak_by_category.get(*c) > 0
+            band.by_category_at_lo
+                .get(c.index())
+                .is_some_and(|v| v.iter().any(|x| *x > 0))
+                || d.peak_by_category.get(*c) > 0
         })
         .collect();
     let series = cats
         .iter()
-        .map(|c| d.timeline.iter().map(|p| p.by_category.get(*c)).collect())
+        .map(|c| {
+            band.by_category_at_lo
+                .get(c.index())
+                .cloned()
+                .unwrap_or_default()
+        })
         .collect();
     let peak = json!({
         "t_ns": d.peak_at_ns,
@@ -486,7 +564,11 @@ fn memory_device(d: &DeviceMemory) -> MemoryDevice {
     MemoryDevice {
         device: d.device.clone(),
         categories: cats.iter().map(|c| c.as_str()).collect(),
-        t_ns: d.timeline.iter().map(|p| p.t_ns).collect(),
+        t_ns: band.t_ns,
+        end_ns: band.end_ns.max(d.peak_at_ns),
+        lo: band.lo,
+        hi: band.hi,
+        exact: band.exact,
         series,
         peak,
         stats,
@@ -495,11 +577,13 @@ fn memory_device(d: &DeviceMemory) -> MemoryDevice {
             &d.peak_allocations,
             d.peak_live_allocations,
             "allocations live at the peak",
+            producers,
         ),
         leaks: alloc_table(
             &d.possible_leaks,
             d.possible_leak_count,
             "possible leaks: everything but parameters and optimizer state was freed",
+            producers,
         ),
         physical,
     }
@@ -507,14 +591,18 @@ fn memory_device(d: &DeviceMemory) -> MemoryDevice {
 
 fn memory_data(trace: &Trace) -> Option<MemoryData> {
     let report = memory_report(trace)?;
+    let producers = Producers::new(trace);
     Some(MemoryData {
         bytes_kind: report.bytes_kind,
         note: format!(
-            "Live {} bytes (shape × dtype size, not allocator or device figures) from the trace's allocation and free events. The timeline keeps the largest value of each of at most {} time buckets, so the peak is always drawn.",
+            "Live {} bytes (shape × dtype size, not allocator or device figures) from the trace's allocation and free events. Up to {MEMORY_POINTS} events are drawn exactly; more are grouped into {MEMORY_POINTS} time buckets drawn as a band from the smallest to the largest live total in the bucket (categories stacked at the smallest), so drops between steps and the peak both show. Drag across the chart to zoom in on a time range; double-click or \"reset zoom\" to zoom out.",
             report.bytes_kind,
-            trace_analyze::TIMELINE_POINTS
         ),
-        devices: report.devices.iter().map(memory_device).collect(),
+        devices: report
+            .devices
+            .iter()
+            .map(|d| memory_device(trace, d, &producers))
+            .collect(),
     })
 }
 
@@ -531,8 +619,9 @@ fn graphs_data(
         ("distinct graphs".to_string(), g.distinct_graphs.to_string()),
         (
             "stable from step".to_string(),
-            g.stable_from_step
-                .map_or("never".to_string(), |s| s.to_string()),
+            g.stable_from_step.map_or("never".to_string(), |s| {
+                format!("{s} (the graph of every whole step from step {s} on is the same)")
+            }),
         ),
         (
             "analysis cache".to_string(),
@@ -606,6 +695,96 @@ fn delta_row(name: &str, d: &Delta, kind_is_time: bool) -> Vec<Value> {
     ]
 }
 
+/// `regression: +12.3 % [+8.1 %, +16.0 %]` / `within noise (...)` / `too few steps`.
+fn verdict_text(c: &Change) -> String {
+    match (c.ci_low, c.ci_high) {
+        (Some(l), Some(h)) => format!(
+            "{} ({}% interval {:+.1} % to {:+.1} %)",
+            c.verdict.label(),
+            (CONFIDENCE * 100.0).round(),
+            l * 100.0,
+            h * 100.0
+        ),
+        _ => c.verdict.label().to_string(),
+    }
+}
+
+fn change_cols(what: &str) -> Vec<crate::model::Column> {
+    vec![
+        col(what, "name"),
+        col("baseline", "ns").explained("median time per step in the baseline (steps where it occurs)"),
+        col("this trace", "ns").explained("median time per step in this trace"),
+        col("change %", "delta_pct").explained("relative change of the medians"),
+        col("interval low", "delta_pct").explained(
+            "lower bound of the 95% bootstrap confidence interval of the change (steps resampled, fixed seed)",
+        ),
+        col("interval high", "delta_pct").explained("upper bound of that interval"),
+        col("verdict", "text").explained(
+            "regression / improvement when the whole interval is above / below 0; within noise when it contains 0; too few steps with fewer than 3 on a side",
+        ),
+    ]
+}
+
+/// One comparison row; its class marks significant changes (and noise, dimmed).
+fn change_row(t: &mut TableData, name: &str, c: Option<&Change>, d: &Delta) {
+    let (row, class) = match c {
+        Some(c) => (
+            vec![
+                json!(name),
+                opt_f(Some(c.base_median.round())),
+                opt_f(Some(c.candidate_median.round())),
+                opt_f(c.ratio),
+                opt_f(c.ci_low),
+                opt_f(c.ci_high),
+                json!(c.verdict.label()),
+            ],
+            match c.verdict {
+                Verdict::Regression => "regression",
+                Verdict::Improvement => "improvement",
+                Verdict::WithinNoise => "noise",
+                Verdict::TooFewSamples => "",
+            },
+        ),
+        None => (
+            vec![
+                json!(name),
+                opt_f(d.base.map(f64::round)),
+                opt_f(d.candidate.map(f64::round)),
+                opt_f(d.ratio),
+                Value::Null,
+                Value::Null,
+                json!(if d.base.is_none() || d.candidate.is_none() {
+                    "in one trace only"
+                } else {
+                    "no whole steps"
+                }),
+            ],
+            "",
+        ),
+    };
+    t.rows.push(row);
+    t.row_class.get_or_insert_with(Vec::new).push(class);
+}
+
+/// Significant changes first (largest relative change first), then the rest in the
+/// comparison's order (largest absolute change of the means first).
+fn significance_order<T>(rows: &[T], change: impl Fn(&T) -> Option<&Change>) -> Vec<&T> {
+    let mut v: Vec<(usize, &T)> = rows.iter().enumerate().collect();
+    let key = |c: Option<&Change>| -> (u8, f64) {
+        match c {
+            Some(c) if matches!(c.verdict, Verdict::Regression | Verdict::Improvement) => {
+                (0, -c.ratio.map_or(0.0, f64::abs))
+            }
+            _ => (1, 0.0),
+        }
+    };
+    v.sort_by(|(ia, a), (ib, b)| {
+        let (ka, kb) = (key(change(a)), key(change(b)));
+        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(ia.cmp(ib))
+    });
+    v.into_iter().map(|(_, r)| r).collect()
+}
+
 fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>) -> ComparisonData {
     let mut summary = vec![
         ("baseline".to_string(), c.base.clone()),
@@ -615,18 +794,18 @@ fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>)
             format!("{} → {}", c.steps.0, c.steps.1),
         ),
         (
-            "step time".to_string(),
-            match (c.step_time_ns.base, c.step_time_ns.candidate) {
-                (Some(b), Some(x)) => format!(
-                    "{} → {}{}",
-                    format_ns(b),
-                    format_ns(x),
-                    c.step_time_ns
-                        .ratio
+            "step time (median)".to_string(),
+            match &c.step_time_change {
+                Some(ch) => format!(
+                    "{} → {}{} — {}",
+                    format_ns(ch.base_median),
+                    format_ns(ch.candidate_median),
+                    ch.ratio
                         .map(|r| format!(" ({:+.1} %)", r * 100.0))
-                        .unwrap_or_default()
+                        .unwrap_or_default(),
+                    verdict_text(ch)
                 ),
-                _ => "absent in one trace".to_string(),
+                None => "absent in one trace".to_string(),
             },
         ),
         (
@@ -655,26 +834,29 @@ fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>)
                 "comparison {what}: the {} largest changes of {total}",
                 t.rows.len()
             ));
-            t.note = Some(format!("The {} largest changes of {total}.", t.rows.len()));
+            t.note = Some(format!(
+                "The first {} of {total} (significant changes first).",
+                t.rows.len()
+            ));
         }
     };
 
-    let mut spans = TableData::new(delta_cols("span path", "ns", "delta_ns"));
-    spans.title = "Span time per step".to_string();
+    let mut spans = TableData::new(change_cols("span path"));
+    spans.title = "Span time per step (median over steps)".to_string();
     spans.empty = "No spans in either trace.".to_string();
-    for s in c.spans.iter().take(opts.max_comparison_rows) {
-        spans
-            .rows
-            .push(delta_row(&s.path, &s.time_per_step_ns, true));
+    let span_rows = significance_order(&c.spans, |s| s.change.as_ref());
+    for s in span_rows.iter().take(opts.max_comparison_rows) {
+        change_row(&mut spans, &s.path, s.change.as_ref(), &s.time_per_step_ns);
     }
     capped(&mut spans, c.spans.len(), "spans");
     tables.push(spans);
 
-    let mut ops = TableData::new(delta_cols("op", "ns", "delta_ns"));
-    ops.title = "Op time per step".to_string();
+    let mut ops = TableData::new(change_cols("op"));
+    ops.title = "Op time per step (median over steps)".to_string();
     ops.empty = "No op name is in both traces.".to_string();
-    for o in c.ops.iter().take(opts.max_comparison_rows) {
-        ops.rows.push(delta_row(&o.name, &o.time_per_step_ns, true));
+    let op_rows = significance_order(&c.ops, |o| o.change.as_ref());
+    for o in op_rows.iter().take(opts.max_comparison_rows) {
+        change_row(&mut ops, &o.name, o.change.as_ref(), &o.time_per_step_ns);
     }
     capped(&mut ops, c.ops.len(), "ops");
     tables.push(ops);

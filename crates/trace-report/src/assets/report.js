@@ -146,6 +146,7 @@
         if (filter && String(r[0]).toLowerCase().indexOf(filter) < 0) return;
         if (hiddenByTree(i)) return;
         var tr = el("tr");
+        if (spec.row_class && spec.row_class[i]) tr.className = "row-" + spec.row_class[i];
         cols.forEach(function (c, j) {
           var v = r[j], td = el("td");
           td.className = (isNum(c.kind) ? "num" : "") + (c.kind === "name" || c.kind === "code" ? " name" : "");
@@ -177,100 +178,212 @@
       });
     }
     host.appendChild(el("div", { "class": "tablewrap" }, [table]));
+    var explained = cols.filter(function (c) { return c.title; });
+    if (explained.length) {
+      var dl = el("dl", { "class": "columns" });
+      explained.forEach(function (c) { dl.appendChild(el("div", null, [el("dt", { text: c.label }), el("dd", { text: c.title })])); });
+      host.appendChild(el("details", { "class": "colhelp" }, [el("summary", { text: "What the columns mean" }), dl]));
+    }
     draw();
   }
 
   // ---------- charts ----------
+  var PHASES = [["forward", "#4e79a7"], ["backward", "#f28e2b"], ["optimizer", "#59a14f"], ["other", "#bab0ac"]];
   function stepChart(host, steps) {
     if (!steps || !steps.index.length) { host.setAttribute("data-rendered", "absent"); host.appendChild(absent("No step events in this trace: step times are absent.")); return; }
-    var W = 1160, H = 230, L = 64, R = 12, T = 12, B = 34;
+    var W = 1160, H = 250, L = 64, R = 12, T = 12, B = 38;
     var n = steps.index.length, max = 0;
     steps.duration_ns.forEach(function (d) { if (d > max) max = d; });
+    var base = steps.baseline || [];
+    base.forEach(function (p) { if (p[1] > max) max = p[1]; });
+    // The x axis is the step index, so unrecorded steps leave gaps.
+    var i0 = steps.index[0], i1 = steps.last_index[n - 1];
+    base.forEach(function (p) { if (p[0] < i0) i0 = p[0]; if (p[0] > i1) i1 = p[0]; });
+    var slots = i1 - i0 + 1, bw = (W - L - R) / slots;
+    function X(idx) { return L + (idx - i0) * bw; }
     var ystep = niceStep(max, 4), ymax = Math.max(ystep, Math.ceil(max / ystep) * ystep);
+    function Y(v) { return H - B - (H - T - B) * (v / ymax); }
     var s = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "step times" });
     for (var v = 0; v <= ymax + 1e-9; v += ystep) {
-      var y = T + (H - T - B) * (1 - v / ymax);
-      s.appendChild(svg("line", { "class": "grid", x1: L, x2: W - R, y1: y, y2: y }));
-      s.appendChild(svg("text", { x: L - 6, y: y + 4, "text-anchor": "end" }, fmtNs(v)));
+      s.appendChild(svg("line", { "class": "grid", x1: L, x2: W - R, y1: Y(v), y2: Y(v) }));
+      s.appendChild(svg("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end" }, fmtNs(v)));
     }
-    var bw = (W - L - R) / n, gap = bw > 4 ? Math.min(2, bw * 0.15) : 0;
-    var labelEvery = Math.max(1, Math.ceil(n / 24));
+    (steps.unrecorded || []).forEach(function (g) {
+      var gw = (g[1] - g[0] + 1) * bw;
+      var r = svg("rect", { "class": "gap", x: X(g[0]) + 1, y: T, width: Math.max(1, gw - 2), height: H - T - B, fill: "#f1f3f6", stroke: "#c3cad4", "stroke-dasharray": "3 3" });
+      r.appendChild(svg("title", {}, (g[0] === g[1] ? "step " + g[0] : "steps " + g[0] + "\u2013" + g[1]) + " not recorded"));
+      s.appendChild(r);
+      if (gw > 40) s.appendChild(svg("text", { x: X(g[0]) + gw / 2, y: T + 14, "text-anchor": "middle", "class": "gap-label" }, "not recorded"));
+    });
+    var gap = bw > 4 ? Math.min(2, bw * 0.15) : 0;
     for (var i = 0; i < n; i++) {
-      var d = steps.duration_ns[i];
-      var x = L + i * bw;
-      if (d !== null) {
-        var h = (H - T - B) * (d / ymax);
-        var rect = svg("rect", { x: x + gap / 2, y: H - B - h, width: Math.max(0.5, bw - gap), height: Math.max(0, h), fill: steps.changed && steps.changed[i] ? "#e15759" : "#4e79a7", rx: bw > 6 ? 2 : 0 });
-        rect.appendChild(svg("title", {}, "step " + steps.index[i] + ": " + fmtNs(d) + (steps.ops ? ", " + fmtInt(steps.ops[i]) + " ops" : "") + (steps.changed && steps.changed[i] ? " (graph changed)" : "")));
-        s.appendChild(rect);
+      var d = steps.duration_ns[i], ph = steps.phases_ns ? steps.phases_ns[i] : [0, 0, 0, d];
+      var x = X(steps.index[i]), w = Math.max(0.5, (steps.last_index[i] - steps.index[i] + 1) * bw - gap);
+      if (d === null) continue;
+      var g = svg("g", { "class": "step-bar" + (steps.changed && steps.changed[i] ? " changed" : "") });
+      var acc = 0;
+      for (var k = 0; k < 4; k++) {
+        if (!(ph[k] > 0)) continue;
+        g.appendChild(svg("rect", { x: x + gap / 2, y: Y(acc + ph[k]), width: w, height: Math.max(0, Y(acc) - Y(acc + ph[k])), fill: PHASES[k][1] }));
+        acc += ph[k];
       }
-      if (i % labelEvery === 0) s.appendChild(svg("text", { x: x + bw / 2, y: H - B + 15, "text-anchor": "middle" }, String(steps.index[i])));
+      if (steps.changed && steps.changed[i]) g.appendChild(svg("rect", { x: x + gap / 2, y: Y(d) - 4, width: w, height: 3, fill: "#c62828" }));
+      var label = (steps.last_index[i] > steps.index[i] ? "steps " + steps.index[i] + "\u2013" + steps.last_index[i] + " (slowest shown)" : "step " + steps.index[i]) + ": " + fmtNs(d);
+      PHASES.forEach(function (p, k) { if (ph[k] > 0) label += "\n  " + p[0] + " " + fmtNs(ph[k]); });
+      if (steps.ops) label += "\n  " + fmtInt(steps.ops[i]) + " ops";
+      if (steps.changed && steps.changed[i]) label += "\n  graph changed";
+      g.appendChild(svg("title", {}, label));
+      s.appendChild(g);
     }
+    if (base.length) {
+      var dpath = "";
+      base.forEach(function (p, j) {
+        var cx = X(p[0]) + bw / 2, cy = Y(p[1]);
+        var prev = j > 0 ? base[j - 1][0] : null;
+        dpath += (j === 0 || prev !== p[0] - 1 ? "M" : "L") + cx.toFixed(1) + "," + cy.toFixed(1);
+      });
+      s.appendChild(svg("path", { "class": "baseline", d: dpath, fill: "none", stroke: "#1d2330", "stroke-width": 1.5, "stroke-dasharray": "4 3" }));
+      base.forEach(function (p) {
+        var c = svg("circle", { cx: X(p[0]) + bw / 2, cy: Y(p[1]), r: 2.5, fill: "#1d2330" });
+        c.appendChild(svg("title", {}, "baseline step " + p[0] + ": " + fmtNs(p[1])));
+        s.appendChild(c);
+      });
+    }
+    var labelEvery = Math.max(1, Math.ceil(slots / 24));
+    for (var idx = i0; idx <= i1; idx += labelEvery) s.appendChild(svg("text", { x: X(idx) + bw / 2, y: H - B + 15, "text-anchor": "middle" }, String(idx)));
     s.appendChild(svg("line", { "class": "axis", x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: "#c3cad4" }));
     s.appendChild(svg("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, "step index"));
     host.appendChild(el("div", { "class": "chart" }, [s]));
     host.setAttribute("data-rendered", "svg");
     var legend = el("div", { "class": "legend" });
-    legend.appendChild(el("span", null, [el("span", { "class": "sw", style: "background:#4e79a7" }), document.createTextNode("same graph as before")]));
-    legend.appendChild(el("span", null, [el("span", { "class": "sw", style: "background:#e15759" }), document.createTextNode("graph changed")]));
+    PHASES.forEach(function (p) { legend.appendChild(el("span", null, [el("span", { "class": "sw", style: "background:" + p[1] }), document.createTextNode(p[0])])); });
+    legend.appendChild(el("span", null, [el("span", { "class": "sw", style: "background:#c62828" }), document.createTextNode("graph changed")]));
+    if ((steps.unrecorded || []).length) legend.appendChild(el("span", null, [el("span", { "class": "sw hatch" }), document.createTextNode("not recorded")]));
+    if (base.length) legend.appendChild(el("span", null, [el("span", { "class": "sw line" }), document.createTextNode("baseline")]));
     host.appendChild(legend);
   }
 
   function memoryChart(host, dev) {
     var W = 1160, H = 300, L = 74, R = 16, T = 26, B = 34;
-    var t = dev.t_ns, n = t.length;
+    var t = dev.t_ns, n = t.length, K = dev.series.length;
     if (n === 0) { host.appendChild(absent("No memory events on " + dev.device + ".")); return false; }
-    var t0 = t[0], t1 = Math.max(t[n - 1], t0 + 1);
-    var cum = dev.series.map(function () { return new Array(n); });
-    var max = 0;
-    for (var i = 0; i < n; i++) {
-      var acc = 0;
-      for (var k = 0; k < dev.series.length; k++) { acc += dev.series[k][i]; cum[k][i] = acc; }
-      if (acc > max) max = acc;
-    }
-    max = Math.max(max, dev.peak.bytes);
+    var full0 = t[0], full1 = Math.max(dev.end_ns || t[n - 1], t[0] + 1);
+    var view = [full0, full1];
+    var max = Math.max(dev.peak.bytes, 0);
+    dev.hi.forEach(function (v) { if (v > max) max = v; });
     var ystep = niceBytesStep(max, 4), ymax = Math.max(ystep, Math.ceil(max / ystep) * ystep);
-    function X(v) { return L + (W - L - R) * (v - t0) / (t1 - t0); }
     function Y(v) { return T + (H - T - B) * (1 - v / ymax); }
-    var s = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "memory timeline " + dev.device });
-    for (var v = 0; v <= ymax + 1e-9; v += ystep) {
-      s.appendChild(svg("line", { "class": "grid", x1: L, x2: W - R, y1: Y(v), y2: Y(v) }));
-      s.appendChild(svg("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end" }, fmtBytes(v)));
+    var wrap = el("div", { "class": "chart zoomable" });
+    var tools = el("div", { "class": "toolbar" });
+    var reset = el("button", { type: "button", text: "reset zoom" });
+    var range = el("span", { "class": "note" });
+    tools.appendChild(reset); tools.appendChild(range);
+    // Points in [a, b] reduced to at most one per pixel column: min of lo, max of hi,
+    // categories at the smallest lo (what the column's floor is made of).
+    function columns(a, b) {
+      var cols = Math.max(1, W - L - R), out = [];
+      var start = 0;
+      while (start < n - 1 && t[start + 1] <= a) start++;
+      for (var i = start; i < n && t[i] <= b; i++) {
+        var c = Math.floor((Math.max(t[i], a) - a) / (b - a) * cols);
+        var last = out[out.length - 1];
+        if (last && last.c === c) {
+          if (dev.lo[i] < last.lo) { last.lo = dev.lo[i]; last.i = i; }
+          if (dev.hi[i] > last.hi) last.hi = dev.hi[i];
+          last.next = i;
+        } else out.push({ c: c, t: Math.max(t[i], a), lo: dev.lo[i], hi: dev.hi[i], i: i, next: i });
+      }
+      return out;
     }
-    var xstep = niceStep(t1 - t0, 8);
-    for (var xv = Math.ceil(t0 / xstep) * xstep; xv <= t1; xv += xstep) {
-      s.appendChild(svg("line", { "class": "grid", x1: X(xv), x2: X(xv), y1: T, y2: H - B }));
-      s.appendChild(svg("text", { x: X(xv), y: H - B + 15, "text-anchor": "middle" }, fmtNs(xv)));
+    function draw() {
+      var a = view[0], b = view[1];
+      function X(v) { return L + (W - L - R) * (v - a) / (b - a); }
+      var s = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "memory timeline " + dev.device });
+      for (var v = 0; v <= ymax + 1e-9; v += ystep) {
+        s.appendChild(svg("line", { "class": "grid", x1: L, x2: W - R, y1: Y(v), y2: Y(v) }));
+        s.appendChild(svg("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end" }, fmtBytes(v)));
+      }
+      var xstep = niceStep(b - a, 8);
+      for (var xv = Math.ceil(a / xstep) * xstep; xv <= b; xv += xstep) {
+        s.appendChild(svg("line", { "class": "grid", x1: X(xv), x2: X(xv), y1: T, y2: H - B }));
+        s.appendChild(svg("text", { x: X(xv), y: H - B + 15, "text-anchor": "middle" }, fmtNs(xv)));
+      }
+      var cols = columns(a, b), m = cols.length;
+      if (m) {
+        // Stacked step areas of the categories at each column's floor.
+        var cum = [];
+        // Exact points: after a column memory holds at its last event; buckets: at their floor.
+        var colw = (W - L - R) / Math.max(1, W - L - R);
+        for (var k = 0; k < K; k++) cum.push(cols.map(function (c) { var at = dev.exact ? c.next : c.i, acc = 0; for (var q = 0; q <= k; q++) acc += dev.series[q][at]; return acc; }));
+        for (k = K - 1; k >= 0; k--) {
+          var top = cum[k], bot = k > 0 ? cum[k - 1] : null;
+          var d = "M" + X(cols[0].t).toFixed(1) + "," + Y(top[0]).toFixed(1);
+          for (var i = 1; i < m; i++) d += "H" + X(cols[i].t).toFixed(1) + "V" + Y(top[i]).toFixed(1);
+          d += "H" + X(b).toFixed(1) + "V" + Y(bot ? bot[m - 1] : 0).toFixed(1);
+          for (i = m - 1; i >= 1; i--) d += "H" + X(cols[i].t).toFixed(1) + "V" + Y(bot ? bot[i - 1] : 0).toFixed(1);
+          d += "H" + X(cols[0].t).toFixed(1) + "Z";
+          var p = svg("path", { d: d, fill: CAT_COLORS[dev.categories[k]] || "#999", "fill-opacity": 0.85, stroke: "none" });
+          p.appendChild(svg("title", {}, dev.categories[k]));
+          s.appendChild(p);
+        }
+        // The band: from the smallest to the largest live total of each column.
+        var band = "";
+        cols.forEach(function (c, j) {
+          if (c.hi <= c.lo) return;
+          // An exact column's range lasts the column; a bucket's lasts until the next bucket.
+          var x0 = X(c.t), xn = j + 1 < m ? X(cols[j + 1].t) : X(b), x1 = dev.exact ? Math.min(xn, x0 + colw) : xn;
+          band += "M" + x0.toFixed(1) + "," + Y(c.hi).toFixed(1) + "H" + Math.max(x1, x0 + 1).toFixed(1) + "V" + Y(c.lo).toFixed(1) + "H" + x0.toFixed(1) + "Z";
+        });
+        if (band) {
+          var bp = svg("path", { "class": "mem-band", d: band, fill: "#1f2a44", "fill-opacity": 0.28, stroke: "none" });
+          bp.appendChild(svg("title", {}, "range of live bytes within the time bucket"));
+          s.appendChild(bp);
+        }
+      }
+      if (dev.peak.t_ns >= a && dev.peak.t_ns <= b) {
+        var px = X(dev.peak.t_ns);
+        s.appendChild(svg("line", { "class": "peak-marker", x1: px, x2: px, y1: T - 4, y2: H - B }));
+        s.appendChild(svg("circle", { cx: px, cy: Y(dev.peak.bytes), r: 3.5, fill: "#c62828" }));
+        var label = "peak " + fmtBytes(dev.peak.bytes) + " at " + fmtNs(dev.peak.t_ns);
+        var right = px > W - 260;
+        s.appendChild(svg("text", { "class": "peak-label", x: right ? px - 6 : px + 6, y: T + 6, "text-anchor": right ? "end" : "start" }, label));
+      }
+      s.appendChild(svg("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: "#c3cad4" }));
+      s.appendChild(svg("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, "time since session start (drag to zoom)"));
+      var sel = svg("rect", { "class": "zoom-sel", x: 0, y: T, width: 0, height: H - T - B, visibility: "hidden" });
+      s.appendChild(sel);
+      var from = null;
+      function tAt(ev) {
+        var r = s.getBoundingClientRect(), x = (ev.clientX - r.left) * W / r.width;
+        return { x: Math.max(L, Math.min(W - R, x)), t: a + (Math.max(L, Math.min(W - R, x)) - L) / (W - L - R) * (b - a) };
+      }
+      s.addEventListener("mousedown", function (ev) { from = tAt(ev); sel.setAttribute("visibility", "visible"); sel.setAttribute("x", from.x); sel.setAttribute("width", 0); ev.preventDefault(); });
+      s.addEventListener("mousemove", function (ev) { if (!from) return; var to = tAt(ev); sel.setAttribute("x", Math.min(from.x, to.x)); sel.setAttribute("width", Math.abs(to.x - from.x)); });
+      s.addEventListener("mouseup", function (ev) {
+        if (!from) return; var to = tAt(ev), lo = Math.min(from.t, to.t), hi = Math.max(from.t, to.t); from = null;
+        sel.setAttribute("visibility", "hidden");
+        if (hi - lo > 0 && Math.abs(X(hi) - X(lo)) > 3) { view = [lo, hi]; draw(); }
+      });
+      s.addEventListener("dblclick", function () { view = [full0, full1]; draw(); });
+      while (wrap.firstChild) wrap.removeChild(wrap.firstChild);
+      wrap.appendChild(s);
+      var zoomed = a > full0 || b < full1;
+      reset.disabled = !zoomed;
+      range.textContent = (zoomed ? "showing " + fmtNs(a) + " \u2013 " + fmtNs(b) : "whole run") + " \u00b7 " + (dev.exact ? "every event drawn" : "grouped into time buckets; the band spans each bucket's smallest to largest total");
+      wrap.setAttribute("data-view", zoomed ? "zoomed" : "full");
     }
-    // Stacked step areas: memory is constant between events.
-    for (k = dev.series.length - 1; k >= 0; k--) {
-      var top = cum[k], bot = k > 0 ? cum[k - 1] : null;
-      var d = "M" + X(t[0]).toFixed(1) + "," + Y(top[0]).toFixed(1);
-      for (i = 1; i < n; i++) d += "H" + X(t[i]).toFixed(1) + "V" + Y(top[i]).toFixed(1);
-      d += "H" + X(t1).toFixed(1);
-      d += "V" + Y(bot ? bot[n - 1] : 0).toFixed(1);
-      for (i = n - 1; i >= 1; i--) d += "H" + X(t[i]).toFixed(1) + "V" + Y(bot ? bot[i - 1] : 0).toFixed(1);
-      d += "H" + X(t[0]).toFixed(1) + "Z";
-      var p = svg("path", { d: d, fill: CAT_COLORS[dev.categories[k]] || "#999", "fill-opacity": 0.85, stroke: "none" });
-      p.appendChild(svg("title", {}, dev.categories[k]));
-      s.appendChild(p);
-    }
-    var px = X(dev.peak.t_ns);
-    s.appendChild(svg("line", { "class": "peak-marker", x1: px, x2: px, y1: T - 4, y2: H - B }));
-    s.appendChild(svg("circle", { cx: px, cy: Y(dev.peak.bytes), r: 3.5, fill: "#c62828" }));
-    var label = "peak " + fmtBytes(dev.peak.bytes) + " at " + fmtNs(dev.peak.t_ns);
-    var right = px > W - 260;
-    s.appendChild(svg("text", { "class": "peak-label", x: right ? px - 6 : px + 6, y: T + 6, "text-anchor": right ? "end" : "start" }, label));
-    s.appendChild(svg("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: "#c3cad4" }));
-    s.appendChild(svg("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, "time since session start"));
+    reset.addEventListener("click", function () { view = [full0, full1]; draw(); });
     var legend = el("div", { "class": "legend" });
     dev.categories.forEach(function (c, k) {
       var peakVal = dev.peak.by_category ? dev.peak.by_category[k] : null;
       legend.appendChild(el("span", null, [el("span", { "class": "sw", style: "background:" + (CAT_COLORS[c] || "#999") }), document.createTextNode(c + (peakVal !== null && peakVal !== undefined ? " (" + fmtBytes(peakVal) + " at peak)" : ""))]));
     });
+    legend.appendChild(el("span", null, [el("span", { "class": "sw", style: "background:rgba(31,42,68,0.28)" }), document.createTextNode("range within a time bucket")]));
     host.appendChild(el("h3", { text: dev.device + " \u2014 live " + data.memory.bytes_kind + " bytes by category" }));
     host.appendChild(legend);
-    host.appendChild(el("div", { "class": "chart" }, [s]));
+    host.appendChild(tools);
+    host.appendChild(wrap);
+    draw();
     return true;
   }
 

@@ -166,8 +166,8 @@ fn a_baseline_adds_the_comparison() {
     assert_eq!(
         titles,
         [
-            "Span time per step",
-            "Op time per step",
+            "Span time per step (median over steps)",
+            "Op time per step (median over steps)",
             "Ops in one trace only",
             "Peak logical memory",
             "Step graph fingerprints, paired by position"
