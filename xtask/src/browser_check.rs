@@ -1,4 +1,4 @@
-//! `cargo xtask browser-check`: the demo's HTML reports loaded in headless Chromium from disk.
+//! `cargo xtask browser-check`: the demo's exports in speedscope and its HTML reports, in headless Chromium from disk.
 //!
 //! Steps: build the demo's trace (`tracegraph demo --out target/browser-check`), write two
 //! reports (`report.html`, and `report-compare.html` with the same run as its baseline so the
@@ -14,6 +14,18 @@
 //!    chart and span tree rendered with rows / an SVG;
 //! 3. a screenshot (`--screenshot`) is saved next to the page (`report.png`).
 //!
+//! **speedscope.** The demo's Chrome export (`demo.trace.json`, default args), its folded
+//! stacks and a synthetic 20,000-step Chrome export are imported by speedscope from the npm
+//! registry (`$SPEEDSCOPE`, else `target/npm/node_modules/speedscope`, installed by `.ci/run`)
+//! the way its own CLI does it: a script calling `speedscope.loadFileFromBase64(NAME, DATA)`
+//! given as `index.html#localProfilePath=...&view=sandwich`. A prelude in that script records
+//! every `console.*` call and uncaught error of the page in a hidden `<pre>`; the check fails on
+//! any warning or error, on the wrong importer (a `*.trace.json` must be read as Trace Event
+//! Format, folded stacks as collapsed stacks), and unless the Sandwich table lists exactly one
+//! `backward` frame (frames aggregated, not one per call). Chromium's own console lines on
+//! stderr must be speedscope's known informational ones (version, WebGL renderer, importer,
+//! import time) or the software renderer's "GPU stall due to ReadPixels" performance note.
+//!
 //! Before the pages, the demo's exports are checked: the Chrome trace JSON (every event has
 //! its required fields, complete events nest per thread, memory counters are never negative,
 //! op totals per name equal `tracegraph ops --json`, no nesting adjustment was needed) and
@@ -27,8 +39,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-/// Flags the issue asks for, plus logging of console messages to stderr.
+/// The speedscope release the check installs (`.ci/run`) and expects.
+const SPEEDSCOPE_VERSION: &str = "1.25.0";
+
+/// Flags the issue asks for, plus logging of console messages to stderr. Software WebGL
+/// (speedscope draws with WebGL) is opted into explicitly: Chromium otherwise warns that the
+/// automatic fallback is deprecated.
 const CHROMIUM_FLAGS: &[&str] = &[
+    "--enable-unsafe-swiftshader",
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -65,6 +83,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let trace = newest_trace(&out)?;
     eprintln!("xtask: demo trace {}", trace.display());
     let mut failures = export_checks(root, &trace, &out)?;
+    failures.extend(speedscope_checks(root, &chromium, &target, &out)?);
 
     let page = out.join("report.html");
     let mut report = tracegraph(root);
@@ -98,18 +117,26 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         );
     }
 
-    let shot = out.join("report.png");
-    screenshot(&chromium, &page, &shot, &out)?;
-    let size = std::fs::metadata(&shot)
-        .with_context(|| format!("no screenshot at {}", shot.display()))?
-        .len();
-    if size < 10_000 {
-        failures.push(format!(
-            "{}: screenshot is only {size} bytes (blank page?)",
-            shot.display()
-        ));
+    // Screenshots for review: the report at 1280 and 1920 px, the comparison at 1280 px.
+    let mut shots = Vec::new();
+    for (page, name, width) in [
+        (&page, "report.png", 1280),
+        (&page, "report-1920.png", 1920),
+        (&compare_page, "report-compare.png", 1280),
+    ] {
+        let shot = out.join(name);
+        screenshot(&chromium, page, &shot, &out, width)?;
+        let size = std::fs::metadata(&shot)
+            .with_context(|| format!("no screenshot at {}", shot.display()))?
+            .len();
+        if size < 10_000 {
+            failures.push(format!(
+                "{}: screenshot is only {size} bytes (blank page?)",
+                shot.display()
+            ));
+        }
+        shots.push(shot.display().to_string());
     }
-
     if !failures.is_empty() {
         for f in &failures {
             eprintln!("browser-check: FAIL {f}");
@@ -117,11 +144,11 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         bail!("browser check failed ({} problems)", failures.len());
     }
     println!(
-        "browser-check: ok: {} and {} rendered in {} without console messages; screenshot {}",
+        "browser-check: ok: speedscope imported the demo's Chrome export, its folded stacks and a 20,000-step export without warnings, frames aggregated; {} and {} rendered in {} without console messages; screenshots {}",
         page.display(),
         compare_page.display(),
         chromium.display(),
-        shot.display()
+        shots.join(", ")
     );
     Ok(())
 }
@@ -146,8 +173,9 @@ fn tracegraph_stdout(root: &Path, args: &[&str]) -> Result<String> {
 fn export_checks(root: &Path, trace: &Path, out: &Path) -> Result<Vec<String>> {
     let mut failures = Vec::new();
     let t = trace.to_string_lossy().to_string();
-    let chrome_path = out.join("trace.chrome.json");
-    let folded_path = out.join("trace.folded");
+    // `*.trace.json`: speedscope routes `*.chrome.json` to its Chrome *timeline* importer.
+    let chrome_path = out.join("demo.trace.json");
+    let folded_path = out.join("demo.folded");
     tracegraph_stdout(
         root,
         &[
@@ -247,6 +275,321 @@ fn export_checks(root: &Path, trace: &Path, out: &Path) -> Result<Vec<String>> {
     Ok(failures)
 }
 
+/// The speedscope `index.html` to load: `$SPEEDSCOPE/dist/release/index.html`, else the copy
+/// `.ci/run` installs under `target/npm`.
+fn speedscope_index(target: &Path) -> Result<PathBuf> {
+    let dir = std::env::var_os("SPEEDSCOPE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target.join("npm/node_modules/speedscope"));
+    let index = dir.join("dist/release/index.html");
+    if !index.is_file() {
+        bail!(
+            "speedscope is not installed at {} (no dist/release/index.html); install it with \
+             `npm install --prefix {} speedscope@{SPEEDSCOPE_VERSION}` (as .ci/run does) or set SPEEDSCOPE",
+            dir.display(),
+            target.join("npm").display()
+        );
+    }
+    let version = std::fs::read_to_string(dir.join("package.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v["version"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    if version != SPEEDSCOPE_VERSION {
+        eprintln!(
+            "xtask: note: speedscope {version} at {} (the check is written against {SPEEDSCOPE_VERSION})",
+            dir.display()
+        );
+    }
+    Ok(index)
+}
+
+/// The script speedscope loads through `#localProfilePath=`: a prelude that records every
+/// console call and uncaught error of the page in a hidden `<pre id="tg-console">` (one
+/// `LEVEL: text` line each), then the profile, as speedscope's CLI hands it over.
+fn speedscope_loader(name: &str, data: &[u8]) -> String {
+    const PRELUDE: &str = r#"(function () {
+  var host = document.createElement("pre");
+  host.id = "tg-console"; host.hidden = true;
+  document.documentElement.appendChild(host);
+  function rec(level, args) {
+    var text = Array.prototype.map.call(args, function (a) {
+      try { return typeof a === "string" ? a : JSON.stringify(a); } catch (e) { return String(a); }
+    }).join(" ");
+    host.appendChild(document.createTextNode(level + ": " + text.replace(/\n/g, " ") + "\n"));
+  }
+  ["log", "info", "warn", "error", "debug", "trace"].forEach(function (l) {
+    var orig = console[l];
+    console[l] = function () { rec(l, arguments); return orig.apply(console, arguments); };
+  });
+  window.addEventListener("error", function (e) { rec("uncaught", [e.message]); });
+  window.addEventListener("unhandledrejection", function (e) { rec("unhandled", [String(e.reason)]); });
+})();
+"#;
+    let mut js = String::with_capacity(PRELUDE.len() + data.len() * 4 / 3 + 64);
+    js.push_str(PRELUDE);
+    js.push_str("speedscope.loadFileFromBase64(");
+    js.push_str(&Value::String(name.to_string()).to_string());
+    js.push_str(", \"");
+    base64_into(data, &mut js);
+    js.push_str("\");\n");
+    js
+}
+
+/// Standard base64 with padding (xtask keeps its dependencies minimal).
+fn base64_into(data: &[u8], out: &mut String) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+}
+
+/// What one speedscope import showed.
+#[derive(Debug, Default)]
+struct SpeedscopeImport {
+    /// `LEVEL: text` lines recorded by the prelude.
+    console: Vec<String>,
+    /// Frame names of the Sandwich table (the rows it rendered).
+    frames: Vec<String>,
+    /// Whether the page shows speedscope's import failure message.
+    failed: bool,
+}
+
+/// The recorded console lines and the Sandwich frame names of a dumped speedscope DOM.
+fn parse_speedscope_dom(dom: &str) -> SpeedscopeImport {
+    let mut r = SpeedscopeImport {
+        failed: dom.contains("Something went wrong"),
+        ..SpeedscopeImport::default()
+    };
+    if let Some(at) = dom.find("id=\"tg-console\"")
+        && let Some(open) = dom[at..].find('>')
+    {
+        let body = &dom[at + open + 1..];
+        let body = &body[..body.find("</pre>").unwrap_or(body.len())];
+        r.console = body
+            .lines()
+            .map(|l| unescape_html(l.trim()))
+            .filter(|l| !l.is_empty())
+            .collect();
+    }
+    // A Sandwich row ends with its frame name: `<span ...></span>NAME</td></tr>`.
+    let mut rest = dom;
+    while let Some(end) = rest.find("</td></tr>") {
+        let cell = &rest[..end];
+        if let Some(span_end) = cell.rfind("</span>") {
+            let name = &cell[span_end + "</span>".len()..];
+            if !name.contains('<') {
+                r.frames.push(unescape_html(name));
+            }
+        }
+        rest = &rest[end + "</td></tr>".len()..];
+    }
+    r
+}
+
+fn unescape_html(s: &str) -> String {
+    s.replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// The failures of one import: console warnings or errors, the wrong importer, a failure
+/// message, and unless `backward_frames` is `None`, not exactly that many `backward` frames.
+fn judge_speedscope(
+    r: &SpeedscopeImport,
+    importer: &str,
+    backward_frames: Option<usize>,
+) -> Vec<String> {
+    let mut f = Vec::new();
+    for line in &r.console {
+        let level = line.split(':').next().unwrap_or("");
+        if !matches!(level, "log" | "info" | "debug") {
+            f.push(format!("console {line}"));
+        }
+    }
+    if !r.console.iter().any(|l| l.contains(importer)) {
+        f.push(format!(
+            "not read by the expected importer (`{importer}`); console: {:?}",
+            r.console
+        ));
+    }
+    if r.failed {
+        f.push("speedscope shows \"Something went wrong\"".to_string());
+    }
+    if r.frames.is_empty() {
+        f.push("the Sandwich view lists no frames".to_string());
+    }
+    if let Some(want) = backward_frames {
+        let n = r
+            .frames
+            .iter()
+            .filter(|name| *name == "backward" || name.starts_with("backward {"))
+            .count();
+        if n != want {
+            f.push(format!(
+                "the Sandwich view lists {n} `backward` frame(s), expected {want} (frames not aggregated?): {:?}",
+                r.frames
+            ));
+        }
+    }
+    f
+}
+
+/// Chromium's stderr console lines that are not speedscope's known informational ones or the
+/// software renderer's performance note.
+fn unexpected_stderr_console(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .filter(|l| {
+            let msg = l.split_once("] \"").map_or("", |(_, m)| m);
+            !(msg.starts_with("speedscope v")
+                || msg.starts_with("WebGL initialized.")
+                || msg.starts_with("Importing as ")
+                || msg.starts_with("import: ")
+                || (msg.contains("GL Driver Message (OpenGL, Performance")
+                    && msg.contains("GPU stall due to ReadPixels")))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Imports `file` into speedscope in headless Chromium and returns the failures.
+fn speedscope_import(
+    chromium: &Path,
+    index: &Path,
+    file: &Path,
+    out: &Path,
+    importer: &str,
+    backward_frames: Option<usize>,
+) -> Result<Vec<String>> {
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("an export file name")?
+        .to_string();
+    let data = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let loader = out.join(format!("{name}.speedscope-load.js"));
+    std::fs::write(&loader, speedscope_loader(&name, &data))
+        .with_context(|| format!("writing {}", loader.display()))?;
+    let loader_abs = std::fs::canonicalize(&loader)
+        .with_context(|| format!("resolving {}", loader.display()))?;
+    let fragment = format!(
+        "#localProfilePath={}&view=sandwich",
+        file_url(&loader_abs)?.trim_start_matches("file://")
+    );
+    let (dom, stderr) = chromium_run_url(
+        chromium,
+        &format!("{}{fragment}", file_url(index)?),
+        out,
+        &format!("speedscope-{name}"),
+        &[
+            "--virtual-time-budget=30000".to_string(),
+            "--window-size=1280,2000".to_string(),
+            "--dump-dom".to_string(),
+        ],
+    )?;
+    std::fs::write(out.join(format!("{name}.speedscope.dom.html")), &dom)
+        .with_context(|| format!("saving the speedscope DOM of {name}"))?;
+    let r = parse_speedscope_dom(&dom);
+    let mut failures: Vec<String> = judge_speedscope(&r, importer, backward_frames)
+        .into_iter()
+        .chain(
+            unexpected_stderr_console(&stderr)
+                .into_iter()
+                .map(|l| format!("browser console: {l}")),
+        )
+        .map(|f| format!("speedscope {name}: {f}"))
+        .collect();
+    failures.dedup();
+    eprintln!(
+        "xtask: speedscope imported {name}: {} frames in the Sandwich view, {} console line(s)",
+        r.frames.len(),
+        r.console.len()
+    );
+    Ok(failures)
+}
+
+/// speedscope imports the demo's Chrome export and folded stacks, and a 20,000-step Chrome
+/// export, without a warning; frames are aggregated.
+fn speedscope_checks(
+    root: &Path,
+    chromium: &Path,
+    target: &Path,
+    out: &Path,
+) -> Result<Vec<String>> {
+    let index = speedscope_index(target)?;
+    let mut failures = Vec::new();
+    failures.extend(speedscope_import(
+        chromium,
+        &index,
+        &out.join("demo.trace.json"),
+        out,
+        "Importing as Trace Event Format profile",
+        Some(1),
+    )?);
+    failures.extend(speedscope_import(
+        chromium,
+        &index,
+        &out.join("demo.folded"),
+        out,
+        "Importing as collapsed stack format",
+        Some(1),
+    )?);
+    // 20,000 steps (one op each): step bars that overlapped by a rounding error made
+    // speedscope nest them into a 20,000-deep staircase and overflow its stack.
+    let synth = out.join("steps-20000.jsonl");
+    let mut file = std::io::BufWriter::new(
+        std::fs::File::create(&synth).with_context(|| format!("creating {}", synth.display()))?,
+    );
+    testkit::write_synthetic(
+        &mut file,
+        &testkit::SynthConfig {
+            ops: 20_000,
+            ops_per_step: 1,
+            ..testkit::SynthConfig::default()
+        },
+    )
+    .context("writing the 20,000-step trace")?;
+    std::io::Write::flush(&mut file).context("writing the 20,000-step trace")?;
+    drop(file);
+    let big = out.join("steps-20000.trace.json");
+    tracegraph_stdout(
+        root,
+        &[
+            "export",
+            &synth.to_string_lossy(),
+            "--format",
+            "chrome",
+            "-o",
+            &big.to_string_lossy(),
+        ],
+    )?;
+    failures.extend(speedscope_import(
+        chromium,
+        &index,
+        &big,
+        out,
+        "Importing as Trace Event Format profile",
+        None,
+    )?);
+    Ok(failures)
+}
+
 /// `cargo run --release -p tracegraph --`.
 fn tracegraph(root: &Path) -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
@@ -342,6 +685,18 @@ fn chromium_run(
     tag: &str,
     extra: &[String],
 ) -> Result<(String, String)> {
+    chromium_run_url(chromium, &file_url(page)?, out, tag, extra)
+}
+
+/// Runs Chromium with `extra` flags on `url`; returns (stdout, stderr).
+fn chromium_run_url(
+    chromium: &Path,
+    url: &str,
+    out: &Path,
+    tag: &str,
+    extra: &[String],
+) -> Result<(String, String)> {
+    let page = url;
     let profile = fresh_profile(out, tag)?;
     let stdout_path = out.join(format!("chromium-{tag}.stdout"));
     let stderr_path = out.join(format!("chromium-{tag}.stderr"));
@@ -349,7 +704,7 @@ fn chromium_run(
     cmd.args(CHROMIUM_FLAGS)
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(extra)
-        .arg(file_url(page)?)
+        .arg(url)
         .stdin(Stdio::null())
         .stdout(
             std::fs::File::create(&stdout_path)
@@ -371,10 +726,7 @@ fn chromium_run(
         if started.elapsed() > CHROMIUM_TIMEOUT {
             let _ = child.kill();
             let _ = child.wait();
-            bail!(
-                "chromium did not finish within {CHROMIUM_TIMEOUT:?} on {}",
-                page.display()
-            );
+            bail!("chromium did not finish within {CHROMIUM_TIMEOUT:?} on {page}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -385,10 +737,7 @@ fn chromium_run(
     let stderr = std::fs::read_to_string(&stderr_path)
         .with_context(|| format!("reading {}", stderr_path.display()))?;
     if !status.success() {
-        bail!(
-            "chromium exited with {status} on {}; stderr:\n{stderr}",
-            page.display()
-        );
+        bail!("chromium exited with {status} on {page}; stderr:\n{stderr}");
     }
     Ok((stdout, stderr))
 }
@@ -425,7 +774,7 @@ fn load_page(chromium: &Path, page: &Path, out: &Path) -> Result<String> {
     Ok(dom)
 }
 
-fn screenshot(chromium: &Path, page: &Path, shot: &Path, out: &Path) -> Result<()> {
+fn screenshot(chromium: &Path, page: &Path, shot: &Path, out: &Path, width: u32) -> Result<()> {
     let abs_shot = if shot.is_absolute() {
         shot.to_path_buf()
     } else {
@@ -440,7 +789,7 @@ fn screenshot(chromium: &Path, page: &Path, shot: &Path, out: &Path) -> Result<(
         "screenshot",
         &[
             "--virtual-time-budget=10000".to_string(),
-            "--window-size=1280,3200".to_string(),
+            format!("--window-size={width},3600"),
             format!("--screenshot={}", abs_shot.display()),
         ],
     )?;
@@ -581,6 +930,47 @@ fn dom_checks(dom: &str, needs_comparison: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_matches_the_standard_alphabet_and_padding() {
+        for (input, want) in [
+            (&b""[..], ""),
+            (b"f", "Zg=="),
+            (b"fo", "Zm8="),
+            (b"foo", "Zm9v"),
+            (b"foobar", "Zm9vYmFy"),
+            (&[0xff, 0xfe, 0x00][..], "//4A"),
+        ] {
+            let mut s = String::new();
+            base64_into(input, &mut s);
+            assert_eq!(s, want);
+        }
+    }
+
+    #[test]
+    fn speedscope_dom_checks_find_warnings_importers_and_split_frames() {
+        let ok = r#"<html><body><table><tr><td>1 ms</td><td><span style="x"></span>backward {&quot;kind&quot;:&quot;function&quot;}</td></tr>
+<tr><td>1 ms</td><td><span></span>matmul</td></tr></table>
+<pre id="tg-console" hidden="">log: Importing as Trace Event Format profile
+</pre></body></html>"#;
+        let r = parse_speedscope_dom(ok);
+        assert_eq!(r.frames, ["backward {\"kind\":\"function\"}", "matmul"]);
+        assert!(judge_speedscope(&r, "Trace Event Format", Some(1)).is_empty());
+        // The wrong importer, a warning, a failure, and one frame per call.
+        let bad = ok
+            .replace("Trace Event Format profile", "Chrome Timeline")
+            .replace(
+                "</pre>",
+                "warn: ts=5: Tried to end \"a\"\n</pre>Something went wrong",
+            )
+            .replace("matmul", "backward {&quot;span_id&quot;:2}");
+        let f = judge_speedscope(&parse_speedscope_dom(&bad), "Trace Event Format", Some(1));
+        assert_eq!(f.len(), 4, "{f:?}");
+        let stderr = "[1:1:INFO:CONSOLE:188] \"speedscope v1.25.0\", source: x\n\
+                      [1:1:INFO:CONSOLE:20] \"[.WebGL-0x1]GL Driver Message (OpenGL, Performance, GL_CLOSE_PATH_NV, High): GPU stall due to ReadPixels\", source: y\n\
+                      [1:1:INFO:CONSOLE:9] \"Uncaught TypeError: t.sort is not a function\", source: z";
+        assert_eq!(unexpected_stderr_console(stderr).len(), 1);
+    }
 
     #[test]
     fn dom_checks_accept_a_rendered_page_and_reject_a_broken_one() {
