@@ -239,6 +239,8 @@ pub fn write_synthetic<W: Write>(w: &mut W, cfg: &SynthConfig) -> io::Result<u64
                         out_bytes: bytes,
                         category: Some(cat),
                         flops: None,
+                        in_shapes: None,
+                        in_dtypes: None,
                     }),
                     &mut counts,
                 )?;

@@ -80,7 +80,21 @@ fn op_event(out: &mut LineBuf, e: &OpEvent, default_device: &str) {
         category: e.category,
         flops: e.flops,
     };
-    op(out, e.span, &r, default_device);
+    match &e.in_shapes {
+        Some(shapes) => {
+            let shapes: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+            let dtypes: Vec<&str> = match &e.in_dtypes {
+                Some(d) => d.iter().map(String::as_str).collect(),
+                None => vec![e.dtype.as_str(); shapes.len()],
+            };
+            let inputs = InputMeta {
+                shapes: &shapes,
+                dtypes: &dtypes,
+            };
+            op_inputs(out, e.span, &r, Some(&inputs), default_device);
+        }
+        None => op(out, e.span, &r, default_device),
+    }
 }
 
 fn tensor_event(out: &mut LineBuf, e: &TensorEvent, default_device: &str) {
@@ -196,7 +210,32 @@ pub(crate) fn span_end(out: &mut LineBuf, id: u64, ts: u64) {
 
 /// The end of an op line, from `ts` to the newline: shared by [`op`] and [`op_with_output`].
 /// `out_b` is written only when it is not derivable (`derived` = shape × dtype size matches).
-fn op_tail(c: &mut Cur<'_>, r: &OpRecord<'_>, derived: bool) {
+/// Every input's shape and dtype (in the order of the op's `in` ids): the optional
+/// `in_shapes` and `in_dtypes` fields of an `op` line. `in_dtypes` is omitted when every input
+/// has the op's output dtype.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InputMeta<'a> {
+    /// One shape per input.
+    pub(crate) shapes: &'a [&'a [usize]],
+    /// One dtype label per input.
+    pub(crate) dtypes: &'a [&'a str],
+}
+
+impl InputMeta<'_> {
+    /// Integers and string bytes the fields may take (for the line's worst-case bound).
+    fn bound(&self) -> usize {
+        let dims: usize = self.shapes.iter().map(|s| s.len() + 1).sum();
+        let strs: usize = self.dtypes.iter().map(|d| str_bound(d) + 1).sum();
+        32 + INT * dims + strs
+    }
+}
+
+fn op_tail_inputs(
+    c: &mut Cur<'_>,
+    r: &OpRecord<'_>,
+    derived: bool,
+    inputs: Option<&InputMeta<'_>>,
+) {
     c.raw(b",\"ts\":");
     c.uint(r.start_ns);
     c.raw(b",\"dur\":");
@@ -215,12 +254,48 @@ fn op_tail(c: &mut Cur<'_>, r: &OpRecord<'_>, derived: bool) {
         c.raw(b",\"flops\":");
         c.uint(f);
     }
+    if let Some(m) = inputs {
+        c.raw(b",\"in_shapes\":[");
+        for (i, shape) in m.shapes.iter().enumerate() {
+            if i > 0 {
+                c.byte(b',');
+            }
+            c.uint_list(shape.iter().map(|&d| d as u64));
+        }
+        c.byte(b']');
+        if m.dtypes.iter().any(|d| *d != r.dtype) {
+            c.raw(b",\"in_dtypes\":[");
+            for (i, d) in m.dtypes.iter().enumerate() {
+                if i > 0 {
+                    c.byte(b',');
+                }
+                c.string(d);
+            }
+            c.byte(b']');
+        }
+    }
     c.raw(b"}\n");
 }
 
 pub(crate) fn op(out: &mut LineBuf, span: Option<u64>, r: &OpRecord<'_>, default_device: &str) {
+    op_inputs(out, span, r, None, default_device);
+}
+
+/// [`op`] with every input's shape and dtype (`in_shapes`, `in_dtypes`) when `inputs` is given.
+pub(crate) fn op_inputs(
+    out: &mut LineBuf,
+    span: Option<u64>,
+    r: &OpRecord<'_>,
+    inputs: Option<&InputMeta<'_>>,
+    default_device: &str,
+) {
     let ints = r.inputs.len() + r.outputs.len() + r.shape.len() + 7;
-    let bound = 192 + INT * ints + str_bound(r.name) + str_bound(r.dtype) + str_bound(r.device);
+    let bound = 192
+        + INT * ints
+        + str_bound(r.name)
+        + str_bound(r.dtype)
+        + str_bound(r.device)
+        + inputs.map_or(0, InputMeta::bound);
     let derived = logical_bytes(r.shape, r.dtype) == Some(r.out_bytes);
     out.write(bound, |c| {
         c.raw(b"{\"type\":\"op\"");
@@ -236,7 +311,7 @@ pub(crate) fn op(out: &mut LineBuf, span: Option<u64>, r: &OpRecord<'_>, default
         c.raw(b",\"dtype\":");
         c.string(r.dtype);
         c.device_field(r.device, default_device);
-        op_tail(c, r, derived);
+        op_tail_inputs(c, r, derived, inputs);
     });
 }
 
@@ -248,6 +323,20 @@ pub(crate) fn op_with_output(
     out: &mut LineBuf,
     span: Option<u64>,
     r: &OpRecord<'_>,
+    t: &TensorRecord<'_>,
+    mem: Option<(&MemoryRecord<'_>, u64)>,
+    default_device: &str,
+) {
+    op_with_output_inputs(out, span, r, None, t, mem, default_device);
+}
+
+/// [`op_with_output`] with every input's shape and dtype on the `op` line when `inputs` is
+/// given.
+pub(crate) fn op_with_output_inputs(
+    out: &mut LineBuf,
+    span: Option<u64>,
+    r: &OpRecord<'_>,
+    inputs: Option<&InputMeta<'_>>,
     t: &TensorRecord<'_>,
     mem: Option<(&MemoryRecord<'_>, u64)>,
     default_device: &str,
@@ -264,7 +353,7 @@ pub(crate) fn op_with_output(
                 && same_str(m.device, t.device)
         });
     if !shared {
-        op(out, span, r, default_device);
+        op_inputs(out, span, r, inputs, default_device);
         tensor(out, span, t, default_device);
         if let Some((m, ts)) = mem {
             memory(out, span, m, default_device, ts);
@@ -282,7 +371,8 @@ pub(crate) fn op_with_output(
         + INT * ints
         + str_bound(r.name)
         + 2 * (str_bound(r.dtype) + str_bound(r.device))
-        + str_bound(t.device);
+        + str_bound(t.device)
+        + inputs.map_or(0, InputMeta::bound);
     let derived = logical_bytes(r.shape, r.dtype) == Some(r.out_bytes);
     out.write(bound, |c| {
         // op
@@ -305,7 +395,7 @@ pub(crate) fn op_with_output(
             c.raw(b",\"dev\":");
             c.string_known(r.device, dev_clean);
         }
-        op_tail(c, r, derived);
+        op_tail_inputs(c, r, derived, inputs);
         // tensor
         c.raw(b"{\"type\":\"tensor\",\"id\":");
         c.digits(&id);

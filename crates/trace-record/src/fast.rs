@@ -179,6 +179,36 @@ fn op(c: &mut Cur<'_>) -> Option<Event> {
         None
     };
     let flops = c.opt_u64(b",\"flops\":")?;
+    let in_shapes = if c.opt(b",\"in_shapes\":[") {
+        let mut shapes = Vec::with_capacity(inputs.len());
+        if !c.opt(b"]") {
+            loop {
+                shapes.push(c.usize_list()?);
+                if c.opt(b"]") {
+                    break;
+                }
+                c.lit(b",")?;
+            }
+        }
+        Some(shapes)
+    } else {
+        None
+    };
+    let in_dtypes = if c.opt(b",\"in_dtypes\":[") {
+        let mut dtypes = Vec::with_capacity(inputs.len());
+        if !c.opt(b"]") {
+            loop {
+                dtypes.push(c.str()?.to_string());
+                if c.opt(b"]") {
+                    break;
+                }
+                c.lit(b",")?;
+            }
+        }
+        Some(dtypes)
+    } else {
+        None
+    };
     c.end()?;
     Some(Event::Op(OpEvent {
         span,
@@ -194,6 +224,8 @@ fn op(c: &mut Cur<'_>) -> Option<Event> {
         out_bytes,
         category,
         flops,
+        in_shapes,
+        in_dtypes,
     }))
 }
 

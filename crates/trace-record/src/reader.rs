@@ -417,6 +417,10 @@ fn fill_device(event: &mut Event, device: &str) -> bool {
                     None => return false,
                 }
             }
+            // `in_dtypes` is omitted when every input has the op's dtype.
+            if let (Some(shapes), None) = (&e.in_shapes, &e.in_dtypes) {
+                e.in_dtypes = Some(vec![e.dtype.clone(); shapes.len()]);
+            }
             &mut e.device
         }
         Event::Tensor(e) => &mut e.device,

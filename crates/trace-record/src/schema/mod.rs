@@ -319,6 +319,15 @@ pub struct OpEvent {
     /// Estimated floating-point operations, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flops: Option<u64>,
+    /// Every input's shape, in the order of `inputs`, when recorded (absent: unknown; an
+    /// optional field added in version 1, so older traces of that version lack it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_shapes: Option<Vec<Vec<usize>>>,
+    /// Every input's dtype, in the order of `inputs`. Omitted on the wire when every input
+    /// has the op's `dtype`; [`crate::TraceReader`] fills it back in whenever `in_shapes` is
+    /// present (plain serde leaves it `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_dtypes: Option<Vec<String>>,
 }
 
 /// `tensor`: a tensor's metadata.

@@ -88,6 +88,8 @@ fn examples() -> (Header, Vec<Event>, Trailer) {
             out_bytes: 16_384,
             category: Some(MemoryCategory::Activation),
             flops: Some(524_288),
+            in_shapes: None,
+            in_dtypes: None,
         }),
         Event::Op(OpEvent {
             span: Some(2),
@@ -103,6 +105,8 @@ fn examples() -> (Header, Vec<Event>, Trailer) {
             out_bytes: 16_384,
             category: None,
             flops: None,
+            in_shapes: None,
+            in_dtypes: None,
         }),
         Event::SpanEnd(SpanEnd { id: 2, ts: 5_200 }),
         Event::Memory(MemoryEvent {

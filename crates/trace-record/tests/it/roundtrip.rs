@@ -128,6 +128,8 @@ pub(crate) fn event() -> impl Strategy<Value = Event> {
                         out_bytes: t.3,
                         category,
                         flops,
+                        in_shapes: None,
+                        in_dtypes: None,
                     })
                 }
             ),
