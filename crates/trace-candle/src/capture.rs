@@ -9,6 +9,8 @@ use trace_record::schema::{AllocKind, ExecStep, MemoryCategory, SpanKind, Timing
 use trace_record::{MemoryRecord, OpRecord, SpanGuard, TensorRecord, TraceSession};
 
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
+use crate::persist::Persistent;
+use crate::scope;
 
 thread_local! {
     static EXEC_STEP: Cell<Option<ExecStep>> = const { Cell::new(None) };
@@ -56,13 +58,20 @@ struct Allocations {
 }
 
 #[derive(Debug)]
-struct Inner {
-    session: Arc<TraceSession>,
+pub(crate) struct Inner {
+    pub(crate) session: Arc<TraceSession>,
     sync: bool,
     allocations: Mutex<Allocations>,
+    /// Parameters, buffers, memory sampling and the `tracing` layer's count (see
+    /// `persist.rs`).
+    pub(crate) persist: Mutex<Persistent>,
 }
 
 impl Inner {
+    pub(crate) fn persist(&self) -> MutexGuard<'_, Persistent> {
+        self.persist.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn allocations(&self) -> MutexGuard<'_, Allocations> {
         // A panic while holding the lock leaves consistent data (plain pushes): keep going.
         self.allocations.lock().unwrap_or_else(|e| e.into_inner())
@@ -106,21 +115,31 @@ impl Inner {
         flops: Option<u64>,
     ) {
         let mut inline = [0u64; INLINE_INPUTS];
-        let spilled: Vec<u64>;
+        let mut inline_shapes: [&[usize]; INLINE_INPUTS] = [&[]; INLINE_INPUTS];
+        let mut inline_dtypes: [&str; INLINE_INPUTS] = [""; INLINE_INPUTS];
+        let spilled: (Vec<u64>, Vec<&[usize]>, Vec<&str>);
         let mut in_bytes = 0u64;
-        let input_ids: &[u64] = if inputs.len() <= INLINE_INPUTS {
-            for (slot, t) in inline.iter_mut().zip(inputs) {
-                *slot = tensor_id(t);
-                in_bytes = in_bytes.saturating_add(tensor_bytes(t));
-            }
-            &inline[..inputs.len()]
-        } else {
-            spilled = inputs.iter().map(|t| tensor_id(t)).collect();
-            in_bytes = inputs
-                .iter()
-                .fold(0u64, |n, t| n.saturating_add(tensor_bytes(t)));
-            &spilled
-        };
+        let (input_ids, in_shapes, in_dtypes): (&[u64], &[&[usize]], &[&str]) =
+            if inputs.len() <= INLINE_INPUTS {
+                for (i, t) in inputs.iter().enumerate() {
+                    inline[i] = tensor_id(t);
+                    inline_shapes[i] = t.dims();
+                    inline_dtypes[i] = dtype_label(t.dtype());
+                    in_bytes = in_bytes.saturating_add(tensor_bytes(t));
+                }
+                let n = inputs.len();
+                (&inline[..n], &inline_shapes[..n], &inline_dtypes[..n])
+            } else {
+                spilled = (
+                    inputs.iter().map(|t| tensor_id(t)).collect(),
+                    inputs.iter().map(|t| t.dims()).collect(),
+                    inputs.iter().map(|t| dtype_label(t.dtype())).collect(),
+                );
+                in_bytes = inputs
+                    .iter()
+                    .fold(0u64, |n, t| n.saturating_add(tensor_bytes(t)));
+                (&spilled.0, &spilled.1, &spilled.2)
+            };
         let out_id = tensor_id(output);
         let out_bytes = tensor_bytes(output);
         let category = category_for(current_exec_step());
@@ -162,18 +181,18 @@ impl Inner {
         // An op that returns one of its inputs (or a parameter, or a storage already live in
         // this step) allocates nothing new. The allocation is claimed and written under the
         // allocations lock, so a step end on another thread cannot free it before it exists.
+        let s = &self.session;
         if input_ids.contains(&out_id) {
-            self.session.record_op_with_output(&op, &tensor, None);
+            s.record_op_with_inputs(&op, in_shapes, in_dtypes, &tensor, None);
             return;
         }
         let mut a = self.allocations();
         if a.claim_step(out_id) {
-            self.session
-                .record_op_with_output(&op, &tensor, Some(&alloc));
+            s.record_op_with_inputs(&op, in_shapes, in_dtypes, &tensor, Some(&alloc));
             a.push_step(out_id, out_id, out_bytes, device, category);
         } else {
             drop(a);
-            self.session.record_op_with_output(&op, &tensor, None);
+            s.record_op_with_inputs(&op, in_shapes, in_dtypes, &tensor, None);
         }
     }
 }
@@ -250,8 +269,22 @@ impl Capture {
                 session,
                 sync,
                 allocations: Mutex::new(Allocations::default()),
+                persist: Mutex::new(Persistent::default()),
             }),
         }
+    }
+
+    /// A capture recording into a new trace file at `path` (created or truncated; see
+    /// [`TraceSession::open`]): `Capture::open(path, Run::new("train", Phase::Train, "cpu"))?`.
+    pub fn open(
+        path: impl AsRef<std::path::Path>,
+        run: trace_record::Run,
+    ) -> Result<Self, crate::CaptureError> {
+        Ok(Self::new(Arc::new(TraceSession::open(path, run)?)))
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
     }
 
     /// The session recorded into (clone the `Arc` to keep it past this capture); `finish` it
@@ -315,20 +348,47 @@ impl Capture {
         F: FnOnce() -> candle_core::Result<Tensor>,
     {
         let session = &self.inner.session;
+        // An enclosing op whose closure runs this one becomes a span first.
+        scope::materialize(session);
         if self.inner.sync
             && let Some(first) = inputs.first()
         {
             first.device().synchronize()?;
         }
         let start = session.now_ns();
-        let out = f()?;
-        if self.inner.sync {
-            out.device().synchronize()?;
+        let depth = scope::push(session, name, start, current_exec_step());
+        let mut unwind = scope::Unwind {
+            session,
+            depth,
+            armed: true,
+        };
+        let out = f();
+        unwind.armed = false;
+        let span = scope::pop(depth);
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => {
+                if let Some(span) = span {
+                    session.end_span_id(span);
+                }
+                return Err(e);
+            }
+        };
+        if self.inner.sync
+            && let Err(e) = out.device().synchronize()
+        {
+            if let Some(span) = span {
+                session.end_span_id(span);
+            }
+            return Err(e);
         }
         let end = session.now_ns();
-
+        // Inside the op's own span when something nested made it one (then it ends here).
         self.inner
             .record_op_output(name, inputs, &out, start, end, flops);
+        if let Some(span) = span {
+            session.end_span_id(span);
+        }
         Ok(out)
     }
 
@@ -340,6 +400,7 @@ impl Capture {
     /// step's memory category (forward → activation, backward → gradient, optimizer →
     /// optimizer_state) until the guard drops.
     pub fn phase(&self, name: &str, step: ExecStep) -> PhaseGuard<'_> {
+        scope::materialize(&self.inner.session);
         let span = self
             .inner
             .session
@@ -350,6 +411,7 @@ impl Capture {
 
     /// Opens a span of `kind` tagged with this thread's execution step.
     pub fn span(&self, name: &str, kind: SpanKind) -> SpanGuard<'_> {
+        scope::materialize(&self.inner.session);
         self.inner.session.span(name, kind, current_exec_step())
     }
 
@@ -422,6 +484,49 @@ impl Capture {
         true
     }
 
+    /// Whether storage `storage` is allocated in the current step.
+    pub(crate) fn has_step_alloc(&self, storage: u64) -> bool {
+        self.allocations().step_ids.contains(&storage)
+    }
+
+    /// Records a step allocation of `storage` (freed at the step's end); false when it is
+    /// already live or inactive.
+    pub(crate) fn alloc_step_storage(
+        &self,
+        storage: u64,
+        tensor: u64,
+        bytes: u64,
+        device: DeviceLabel,
+        category: MemoryCategory,
+    ) -> bool {
+        self.is_active()
+            && self
+                .inner
+                .alloc_step_id(storage, tensor, bytes, device, category)
+    }
+
+    /// Records the free of a persistent allocation (a released buffer) and forgets it.
+    pub(crate) fn free_persistent(
+        &self,
+        storage: u64,
+        bytes: u64,
+        device: &str,
+        category: MemoryCategory,
+    ) {
+        let mut a = self.allocations();
+        if !a.persistent.remove(&storage) {
+            return;
+        }
+        self.inner.session.record_memory(&MemoryRecord {
+            kind: AllocKind::Free,
+            storage,
+            tensor: storage,
+            bytes,
+            device,
+            category,
+        });
+    }
+
     /// Whether persistent storage `storage` was recorded.
     pub(crate) fn has_persistent(&self, storage: u64) -> bool {
         self.allocations().persistent.contains(&storage)
@@ -439,6 +544,7 @@ impl Capture {
         end_ns: u64,
     ) {
         if self.is_active() {
+            scope::materialize(&self.inner.session);
             self.inner
                 .record_op_output(name, inputs, output, start_ns, end_ns, None);
         }
@@ -456,7 +562,7 @@ impl Capture {
 
     /// Records the frees of every step allocation (in allocation order) and forgets them.
     /// Returns how many were freed.
-    fn free_step_allocations(&self) -> usize {
+    pub(crate) fn free_step_allocations(&self) -> usize {
         let mut a = self.allocations();
         let n = a.step.len();
         for l in a.step.iter() {
@@ -477,9 +583,27 @@ impl Capture {
     /// Ends the step: frees the step's allocations, then advances the session's schedule.
     /// Returns the new step's index. Use this rather than `TraceSession::step` so that no
     /// allocation recorded in an active step is left without its free.
+    ///
+    /// Either loop shape works: `step()` at the end of each iteration, or at the start of
+    /// each iteration; end the run with [`Capture::finish`] in both cases. A step in which
+    /// nothing was recorded is not reported as a step by the analyses, so the boundary that
+    /// the last `step()` (or the first, at the start of a loop) opens costs nothing.
     pub fn step(&self) -> u64 {
-        self.free_step_allocations();
-        self.inner.session.step()
+        self.end_step_records();
+        let index = self.inner.session.step();
+        self.begin_step_records();
+        index
+    }
+
+    /// Ends the run: frees the current step's allocations and the declared buffers (so
+    /// nothing the run freed looks leaked), records a last physical-memory sample when
+    /// sampling is on and what the `tracing` layer saw, then finishes the session (trailer,
+    /// flush). No step boundary is written: the last step ends here.
+    pub fn finish(&self) -> Result<trace_record::Summary, crate::CaptureError> {
+        self.end_step_records();
+        self.release_buffers();
+        self.record_layer_count();
+        Ok(self.inner.session.finish()?)
     }
 
     /// Wraps `module` so every forward is a module span named `path`.
@@ -514,6 +638,7 @@ impl Capture {
         if !self.is_active() {
             return f(xs);
         }
+        scope::materialize(&self.inner.session);
         let _span = self.span(path, SpanKind::Module);
         let category = category_for(current_exec_step());
         self.record_tensor(xs, Some(MODULE_INPUT), Some(category));

@@ -1,6 +1,7 @@
 //! [`CaptureError`]: the crate's one error type.
 
-/// Errors of trace-candle: a Candle operation or the trace session failed.
+/// Errors of trace-candle: a Candle operation, the trace session or installing the `tracing`
+/// subscriber failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     /// A Candle operation failed (reading a gradient, an op run under capture).
@@ -9,4 +10,8 @@ pub enum CaptureError {
     /// The trace session failed (I/O while writing or finishing the trace).
     #[error(transparent)]
     Trace(#[from] trace_record::TraceError),
+    /// A global `tracing` subscriber was already set (see `Capture::install_tracing`).
+    #[cfg(feature = "tracing")]
+    #[error("cannot install the tracing layer: {0}")]
+    Tracing(#[from] tracing::subscriber::SetGlobalDefaultError),
 }

@@ -1,40 +1,88 @@
-//! [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` that turns `tracing` spans
-//! into trace spans.
+//! [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` that turns `tracing` spans into trace spans, and [`Capture::install_tracing`], the one call that installs it.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use trace_record::schema::SpanKind;
-use trace_record::{SpanGuard, TraceSession};
-use tracing::Subscriber;
+use trace_record::{SpanGuard, SpanId, TraceSession};
 use tracing::span::Id;
-use tracing_subscriber::layer::Context;
+use tracing::subscriber::Interest;
+use tracing::{Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::capture::current_exec_step;
+use crate::{Capture, CaptureError, scope};
 
 static NEXT_LAYER: AtomicU64 = AtomicU64::new(1);
+
+/// How many siblings of each name a parent has had so far (names are `tracing`'s static
+/// callsite names).
+type Siblings = Vec<(&'static str, u32)>;
 
 struct Open {
     layer: u64,
     span: u64,
+    /// The trace span it opened (`None` outside an active window).
+    trace_span: Option<SpanId>,
+    children: Siblings,
     _guard: SpanGuard<'static>,
 }
 
+/// Sibling counts of children of spans this layer did not open (a capture scope, a phase,
+/// the root), by layer and parent trace span; a few recent parents are kept.
+struct Roots {
+    entries: Vec<(u64, Option<SpanId>, Siblings)>,
+}
+
+const ROOTS_KEPT: usize = 32;
+
 thread_local! {
     static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
+    static ROOTS: RefCell<Roots> = const { RefCell::new(Roots { entries: Vec::new() }) };
+}
+
+/// The next index of `name` among `siblings` (0 for the first).
+fn next_index(siblings: &mut Siblings, name: &'static str) -> u32 {
+    match siblings.iter_mut().find(|(n, _)| *n == name) {
+        Some((_, k)) => {
+            *k += 1;
+            *k
+        }
+        None => {
+            siblings.push((name, 0));
+            0
+        }
+    }
 }
 
 /// A `tracing_subscriber::Layer` that turns `tracing` spans into trace spans, so existing
-/// instrumentation (candle-transformers opens one span per linear, attention, embedding, …)
-/// lands in the trace.
+/// instrumentation (candle-transformers opens one span per block, attention, MLP, linear,
+/// embedding, …) lands in the trace.
 ///
-/// Each time a `tracing` span is entered on a thread, [`TraceLayer`] opens a trace span with
-/// the same name (kind `function` unless set with [`TraceLayer::with_kind`], tagged with the
-/// thread's execution step); when it is exited, the trace span ends. Nesting follows the
-/// enter/exit order on each thread, which is also the parent stack [`crate::Capture`] records
-/// into, so ops recorded inside a `tracing` span land in its trace span.
+/// Each time a `tracing` span is entered on a thread, the layer opens a trace span (kind
+/// `function` unless set with [`TraceLayer::with_kind`], tagged with the thread's execution
+/// step); when it is exited, the trace span ends. Nesting follows the enter/exit order on
+/// each thread, which is also the parent stack [`crate::Capture`] records into, so ops
+/// recorded inside a `tracing` span land in its trace span, and `tracing` spans entered inside
+/// a captured op ([`Capture::op`]) nest under that op.
+///
+/// **Sibling names.** Repeated spans of one name under one parent are told apart by their
+/// position: the trace span is named `name#k`, `k` counting that parent's earlier children
+/// of the same name from 0 (the four projections of an attention block become `linear#0` …
+/// `linear#3`; the blocks of a model `block#0`, `block#1`, which is each block's index).
+/// [`TraceLayer::without_sibling_index`] keeps the plain names.
+///
+/// **Filters.** The layer asks for every span at every level (`TRACE`), whatever other
+/// layers' per-layer filters do, and for no events. A *global* filter (one installed as a
+/// plain layer, such as `EnvFilter` without `with_filter`, or a `max_level_*` feature of
+/// `tracing`) disables spans for every layer, and spans created while no subscriber wanted
+/// them (a model built before the layer was installed: candle-transformers creates its spans
+/// at construction) stay disabled forever. [`Capture::install_tracing`] installs the layer as
+/// the global subscriber in one call; call it before building the model. The trace then
+/// says how many spans the layer saw (counter [`crate::TRACING_SPANS_COUNTER`], written by
+/// [`Capture::finish`]), so a layer that saw none is reported rather than silent.
 ///
 /// The layer composes with other layers, e.g. `tracing-chrome`, in one subscriber:
 ///
@@ -56,13 +104,14 @@ thread_local! {
 /// trace-record's span guards borrow their session and end on the thread that opened them,
 /// so the layer holds a `&'static TraceSession`: pass one from a `static`, or use
 /// [`TraceLayer::from_arc`], which keeps the session alive for the rest of the process (a
-/// subscriber usually lives that long). Call `finish()` on the session when the run ends;
-/// a session that is never dropped writes its trailer only then.
+/// subscriber usually lives that long). Finish the session when the run ends.
 #[derive(Debug, Clone)]
 pub struct TraceLayer {
     session: &'static TraceSession,
     kind: SpanKind,
     id: u64,
+    sibling_index: bool,
+    seen: Option<Arc<AtomicU64>>,
 }
 
 impl TraceLayer {
@@ -72,6 +121,8 @@ impl TraceLayer {
             session,
             kind: SpanKind::Function,
             id: NEXT_LAYER.fetch_add(1, Ordering::Relaxed),
+            sibling_index: true,
+            seen: None,
         }
     }
 
@@ -82,10 +133,64 @@ impl TraceLayer {
         Self::new(leaked)
     }
 
+    /// A layer recording into `capture`'s session (kind `module`), whose span count
+    /// [`Capture::finish`] writes into the trace. [`Capture::install_tracing`] installs one.
+    pub fn for_capture(capture: &Capture) -> Self {
+        let seen = Arc::new(AtomicU64::new(0));
+        capture.inner().persist().layer_spans = Some(Arc::clone(&seen));
+        let mut layer = Self::from_arc(Arc::clone(capture.session())).with_kind(SpanKind::Module);
+        layer.seen = Some(seen);
+        layer
+    }
+
     /// The kind of the trace spans (default `function`; `module` suits model instrumentation).
     pub fn with_kind(mut self, kind: SpanKind) -> Self {
         self.kind = kind;
         self
+    }
+
+    /// Keeps `tracing`'s span names as they are, without the `#k` sibling index.
+    pub fn without_sibling_index(mut self) -> Self {
+        self.sibling_index = false;
+        self
+    }
+
+    /// The trace name of a span named `name` entered now on this thread: `name#k` (see the
+    /// type docs) or `name`.
+    fn trace_name(&self, name: &'static str) -> std::borrow::Cow<'static, str> {
+        if !self.sibling_index {
+            return std::borrow::Cow::Borrowed(name);
+        }
+        let parent = self.session.current_span();
+        let in_open = OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            let top = open
+                .iter_mut()
+                .rev()
+                .find(|o| o.layer == self.id && o.trace_span.is_some())?;
+            (top.trace_span == parent).then(|| next_index(&mut top.children, name))
+        });
+        let k = in_open.unwrap_or_else(|| {
+            ROOTS.with(|roots| {
+                let mut roots = roots.borrow_mut();
+                let pos = roots
+                    .entries
+                    .iter()
+                    .position(|(l, p, _)| *l == self.id && *p == parent);
+                let i = match pos {
+                    Some(i) => i,
+                    None => {
+                        if roots.entries.len() >= ROOTS_KEPT {
+                            roots.entries.remove(0);
+                        }
+                        roots.entries.push((self.id, parent, Vec::new()));
+                        roots.entries.len() - 1
+                    }
+                };
+                next_index(&mut roots.entries[i].2, name)
+            })
+        });
+        std::borrow::Cow::Owned(format!("{name}#{k}"))
     }
 }
 
@@ -93,17 +198,43 @@ impl<S> tracing_subscriber::Layer<S> for TraceLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        if metadata.is_span() {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
+        metadata.is_span()
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
+    }
+
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         let Some(meta) = ctx.metadata(id) else {
             return;
         };
-        let guard = self
-            .session
-            .span(meta.name(), self.kind, current_exec_step());
+        if let Some(seen) = &self.seen {
+            seen.fetch_add(1, Ordering::Relaxed);
+        }
+        if !self.session.is_active() {
+            return;
+        }
+        // A captured op running this span becomes its parent span first.
+        scope::materialize(self.session);
+        let name = self.trace_name(meta.name());
+        let guard = self.session.span(&name, self.kind, current_exec_step());
+        let trace_span = guard.id();
         OPEN.with(|open| {
             open.borrow_mut().push(Open {
                 layer: self.id,
                 span: id.into_u64(),
+                trace_span,
+                children: Vec::new(),
                 _guard: guard,
             });
         });
@@ -119,5 +250,21 @@ where
         });
         // Dropping the guard (outside the borrow) writes `span_end`.
         drop(closed);
+    }
+}
+
+impl Capture {
+    /// Installs capture of `tracing` spans for the whole process in one call: a
+    /// `tracing_subscriber` registry with this capture's [`TraceLayer`] (kind `module`,
+    /// sibling indices on) as the global default subscriber. Call it **before building the
+    /// model**: candle-transformers creates its spans at construction, and spans created
+    /// before a subscriber wanted them stay disabled. The layer enables every span at
+    /// `TRACE` level. Fails when a global subscriber is already set; then add
+    /// [`TraceLayer::for_capture`] to that subscriber instead (with per-layer filters on
+    /// the other layers, so none disables spans for all).
+    pub fn install_tracing(&self) -> Result<(), CaptureError> {
+        let subscriber = tracing_subscriber::registry().with(TraceLayer::for_capture(self));
+        tracing::subscriber::set_global_default(subscriber)?;
+        Ok(())
     }
 }

@@ -61,6 +61,8 @@ mod capture;
 mod error;
 mod meta;
 mod module;
+mod persist;
+mod scope;
 
 #[cfg(feature = "tracing")]
 mod layer;
@@ -75,10 +77,12 @@ pub use meta::{
     ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits, dtype_label, tensor_id,
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
-#[cfg(feature = "nn")]
-pub use train::{
-    ESTIMATED_STATE_BIT, GradientFact, OptimizerKind, TrainingCapture, gradient_state,
+pub use persist::{
+    AUTOGRAD_LABEL, AutogradSummary, DECLARED_BUFFER_BIT, GradientFact, TRACING_SPANS_COUNTER,
+    gradient_state, process_resident_bytes,
 };
+#[cfg(feature = "nn")]
+pub use train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture};
 
 // The trace-record types a capture is set up and driven with, so an instrumented program
 // imports from this crate alone. Reading and validating traces stays in trace-record.

@@ -50,18 +50,19 @@ fn tracing_spans_nest_and_compose_with_tracing_chrome() {
     assert_eq!(
         tree,
         vec![
-            (s("model"), None),
-            (s("attention"), Some(s("model"))),
-            (s("linear"), Some(s("attention"))),
-            (s("attention"), Some(s("model"))),
-            (s("linear"), Some(s("attention"))),
-            (s("embedding"), Some(s("model"))),
+            // Repeated siblings are told apart by their position under their parent.
+            (s("model#0"), None),
+            (s("attention#0"), Some(s("model#0"))),
+            (s("linear#0"), Some(s("attention#0"))),
+            (s("attention#1"), Some(s("model#0"))),
+            (s("linear#0"), Some(s("attention#1"))),
+            (s("embedding#0"), Some(s("model#0"))),
         ]
     );
     // Ops recorded inside a tracing span land in its trace span.
     let linear_spans: Vec<_> = names
         .iter()
-        .filter(|(_, n)| n.as_str() == "linear")
+        .filter(|(_, n)| n.as_str() == "linear#0")
         .map(|(id, _)| *id)
         .collect();
     for e in events(&trace) {
