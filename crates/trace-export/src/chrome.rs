@@ -630,6 +630,9 @@ impl<W: Write> Chrome<W> {
                 }
             }
             Event::SpanStart(_) | Event::SpanEnd(_) | Event::Op(_) | Event::Tensor(_) => {}
+            // Sampled stacks (schema version 2) are estimates, not timed events: the folded
+            // export and `tracegraph hot` show them.
+            Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {}
         }
         Ok(())
     }

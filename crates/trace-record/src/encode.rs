@@ -45,6 +45,20 @@ fn encode_into(event: &Event, default_device: &str, out: &mut LineBuf) {
         Event::Step(e) => step(out, e.index, e.ts),
         Event::Marker(e) => marker(out, &e.name, e.span, e.ts),
         Event::Counter(e) => counter(out, &e.name, e.value, e.ts),
+        Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {
+            sampled(out, event)
+        }
+    }
+}
+
+/// A sampled-stack line (`frame`, `stack`, `samples`, `sampler`; version 2). These are written
+/// by the sampler's own thread, a few per step, never on a recording hot path, so serde
+/// writes them (`type` first, optional fields omitted, like every other line).
+pub(crate) fn sampled(out: &mut LineBuf, event: &Event) {
+    // Serializing plain structs of strings and integers into a Vec cannot fail.
+    if let Ok(mut line) = serde_json::to_vec(event) {
+        line.push(b'\n');
+        out.extend(&line);
     }
 }
 

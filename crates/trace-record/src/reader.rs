@@ -539,6 +539,10 @@ fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError>
         EventType::Step => Event::Step(from_slice_at(line, no)?),
         EventType::Marker => Event::Marker(from_slice_at(line, no)?),
         EventType::Counter => Event::Counter(from_slice_at(line, no)?),
+        EventType::Frame => Event::Frame(from_slice_at(line, no)?),
+        EventType::Stack => Event::Stack(from_slice_at(line, no)?),
+        EventType::Samples => Event::Samples(from_slice_at(line, no)?),
+        EventType::Sampler => Event::Sampler(from_slice_at(line, no)?),
     };
     Ok(Parsed::Event(event))
 }

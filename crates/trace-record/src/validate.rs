@@ -1,4 +1,5 @@
-//! Structural validation of a trace: span identity, nesting in time, allocation pairing.
+//! Structural validation of a trace: span identity, nesting in time, allocation pairing,
+//! sampled stacks (interned ids and per-step sample sums).
 //!
 //! [`Validator`] is fed events in file order (streaming, O(1) per event with hash maps) and
 //! reports typed [`Issue`]s with line numbers, sorted by line. References to spans are
@@ -78,6 +79,29 @@ pub enum IssueKind {
         /// Where the live allocation was recorded.
         first_line: u64,
     },
+    /// A `frame` or `stack` reused an id defined before (version 2).
+    DuplicateInterned {
+        /// `frame` or `stack`.
+        what: &'static str,
+        /// The id.
+        id: u64,
+    },
+    /// A `stack` names a frame, or a `samples` line a stack, never defined (version 2).
+    UnknownInterned {
+        /// `frame` or `stack`.
+        what: &'static str,
+        /// The unknown id.
+        id: u64,
+    },
+    /// A `sampler` line's `taken` differs from the sum of its step's `samples` counts.
+    SampleCountMismatch {
+        /// The step.
+        step: u64,
+        /// What the `sampler` line says was taken.
+        taken: u64,
+        /// The sum of `n` over the step's `samples` lines.
+        counted: u64,
+    },
 }
 
 /// An issue at a line.
@@ -119,6 +143,16 @@ impl std::fmt::Display for IssueKind {
                 f,
                 "storage {storage} allocated again (live since line {first_line})"
             ),
+            IssueKind::DuplicateInterned { what, id } => write!(f, "{what} {id} defined again"),
+            IssueKind::UnknownInterned { what, id } => write!(f, "refers to unknown {what} {id}"),
+            IssueKind::SampleCountMismatch {
+                step,
+                taken,
+                counted,
+            } => write!(
+                f,
+                "step {step}: the sampler took {taken} samples but the samples lines count {counted}"
+            ),
         }
     }
 }
@@ -148,6 +182,19 @@ type IdMap<V> = HashMap<u64, V, IdHash>;
 /// The hasher of [`IdMap`].
 type IdHash = foldhash::fast::FixedState;
 
+/// What the validator keeps of sampled stacks (version 2).
+#[derive(Default)]
+struct Sampled {
+    frames: std::collections::HashSet<u64, IdHash>,
+    stacks: std::collections::HashSet<u64, IdHash>,
+    /// (line, `frame` or `stack`, id) references to ids not yet defined, checked at the end.
+    refs: Vec<(u64, &'static str, u64)>,
+    /// Step → sum of its `samples` counts.
+    counted: IdMap<u64>,
+    /// (line, step, taken) of every `sampler` line.
+    taken: Vec<(u64, u64, u64)>,
+}
+
 #[derive(Clone, Copy)]
 struct SpanInfo {
     line: u64,
@@ -165,6 +212,8 @@ pub struct Validator {
     live: IdMap<u64>,
     /// (line, span) references checked at the end.
     refs: Vec<(u64, u64)>,
+    /// Sampled stacks (version 2): interned ids, references and per-step sums.
+    sampled: Sampled,
     issues: Vec<Issue>,
     events: u64,
 }
@@ -267,6 +316,32 @@ impl Validator {
                 }
             }
             Event::DeviceMemory(_) | Event::Gradient(_) | Event::Step(_) | Event::Counter(_) => {}
+            Event::Frame(f) => {
+                if !self.sampled.frames.insert(f.id) {
+                    self.issue(line, IssueKind::DuplicateInterned { what: "frame", id: f.id });
+                }
+            }
+            Event::Stack(st) => {
+                if !self.sampled.stacks.insert(st.id) {
+                    self.issue(line, IssueKind::DuplicateInterned { what: "stack", id: st.id });
+                }
+                for &f in &st.frames {
+                    if !self.sampled.frames.contains(&f) {
+                        self.sampled.refs.push((line, "frame", f));
+                    }
+                }
+            }
+            Event::Samples(sm) => {
+                if !self.sampled.stacks.contains(&sm.stack) {
+                    self.sampled.refs.push((line, "stack", sm.stack));
+                }
+                if let Some(s) = sm.span {
+                    self.span_ref(line, s);
+                }
+                let sum = self.sampled.counted.entry(sm.step).or_default();
+                *sum = sum.saturating_add(sm.n);
+            }
+            Event::Sampler(sp) => self.sampled.taken.push((line, sp.step, sp.taken)),
         }
     }
 
@@ -281,6 +356,29 @@ impl Validator {
         for (line, id) in refs {
             if !self.spans.contains_key(&id) {
                 self.issue(line, IssueKind::UnknownSpan { id });
+            }
+        }
+        let sampled = std::mem::take(&mut self.sampled);
+        for (line, what, id) in sampled.refs {
+            let known = match what {
+                "frame" => sampled.frames.contains(&id),
+                _ => sampled.stacks.contains(&id),
+            };
+            if !known {
+                self.issue(line, IssueKind::UnknownInterned { what, id });
+            }
+        }
+        for (line, step, taken) in sampled.taken {
+            let counted = sampled.counted.get(&step).copied().unwrap_or(0);
+            if counted != taken {
+                self.issue(
+                    line,
+                    IssueKind::SampleCountMismatch {
+                        step,
+                        taken,
+                        counted,
+                    },
+                );
             }
         }
         let spans = std::mem::take(&mut self.spans);

@@ -1,4 +1,4 @@
-//! The trace wire schema: header, events and trailer as serde types (JSON Lines, version 1).
+//! The trace wire schema: header, events and trailer as serde types (JSON Lines, version 2).
 //!
 //! A trace is a UTF-8 JSON Lines file. Line 1 is a [`Header`], the last line (when the
 //! session finished or was dropped) is a [`Trailer`], and every line in between is one
@@ -25,7 +25,10 @@ pub use vocab::{
 /// The schema name written in every header.
 pub const SCHEMA_NAME: &str = "tracegraph-trace";
 /// The schema version this crate writes. Readers accept this version and the one before.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// Version 2 added the sampled-stack events (`frame`, `stack`, `samples`, `sampler`); a
+/// version 1 trace is a version 2 trace without them.
+pub const SCHEMA_VERSION: u32 = 2;
 /// The oldest schema version the reader accepts (`SCHEMA_VERSION - 1`).
 pub const MIN_SCHEMA_VERSION: u32 = SCHEMA_VERSION.saturating_sub(1);
 
@@ -162,6 +165,22 @@ pub struct EventCounts {
     pub marker: u64,
     /// `counter` events.
     pub counter: u64,
+    /// `frame` events (version 2; omitted from a trailer when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub frame: u64,
+    /// `stack` events (version 2; omitted from a trailer when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stack: u64,
+    /// `samples` events (version 2; omitted from a trailer when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub samples: u64,
+    /// `sampler` events (version 2; omitted from a trailer when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sampler: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl EventCounts {
@@ -204,6 +223,10 @@ impl std::ops::Index<EventType> for EventCounts {
             EventType::Step => &self.step,
             EventType::Marker => &self.marker,
             EventType::Counter => &self.counter,
+            EventType::Frame => &self.frame,
+            EventType::Stack => &self.stack,
+            EventType::Samples => &self.samples,
+            EventType::Sampler => &self.sampler,
         }
     }
 }
@@ -222,6 +245,10 @@ impl std::ops::IndexMut<EventType> for EventCounts {
             EventType::Step => &mut self.step,
             EventType::Marker => &mut self.marker,
             EventType::Counter => &mut self.counter,
+            EventType::Frame => &mut self.frame,
+            EventType::Stack => &mut self.stack,
+            EventType::Samples => &mut self.samples,
+            EventType::Sampler => &mut self.sampler,
         }
     }
 }
@@ -450,6 +477,83 @@ pub struct CounterEvent {
     pub ts: u64,
 }
 
+/// `frame` (version 2): one interned frame of sampled call stacks, symbolized and demangled.
+///
+/// A frame is a function at a place in the code; a function inlined into its caller is a
+/// frame of its own (`inlined`), so a stack names every function the debug information knows
+/// of, not only those with a machine frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameEvent {
+    /// The frame's id, unique in the trace; `stack` events name it.
+    pub id: u64,
+    /// The demangled function name without its hash (`candle_core::tensor::Tensor::matmul`);
+    /// `[unknown]` when the address could not be symbolized.
+    pub func: String,
+    /// The source file, when the debug information has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Whether this function was inlined into the next frame out (its caller).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub inlined: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// `stack` (version 2): one interned call stack of `frame` ids, outermost (the thread's
+/// entry) first, innermost (where the sample landed) last.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackEvent {
+    /// The stack's id, unique in the trace; `samples` events name it.
+    pub id: u64,
+    /// Frame ids, outermost first.
+    pub frames: Vec<u64>,
+}
+
+/// `samples` (version 2): `n` CPU samples that landed in one stack, on one thread, in one
+/// recorded step (and phase and span, when known). Sample counts are estimates of where CPU
+/// time went, not measured durations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SamplesEvent {
+    /// The recorded step the samples were taken in.
+    pub step: u64,
+    /// The sampled thread (the operating system's thread id).
+    pub thread: u64,
+    /// The stack (a `stack` id).
+    pub stack: u64,
+    /// Number of samples.
+    pub n: u64,
+    /// The execution step the program was in, when the capture knew it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ExecStep>,
+    /// The innermost open span the capture knew of, when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<u64>,
+}
+
+/// `sampler` (version 2): the sampler's account of one recorded step. `taken` equals the sum
+/// of `n` over the step's `samples` lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SamplerEvent {
+    /// The recorded step.
+    pub step: u64,
+    /// The requested rate, samples per second of process CPU time.
+    pub hz: u64,
+    /// Samples taken (and written) in the step.
+    pub taken: u64,
+    /// Samples lost in the step (the sampler's buffer was full, or a stack could not be
+    /// read); they are in no `samples` line.
+    pub lost: u64,
+    /// Process CPU time (all threads) during the step, ns, when the platform reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
+    /// When sampling of the step began, ns since the session's start.
+    pub ts: u64,
+    /// How long the step was sampled (wall time), ns.
+    pub dur: u64,
+}
+
 fn f64_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
@@ -508,6 +612,14 @@ pub enum Event {
     Marker(MarkerEvent),
     /// A user-defined value.
     Counter(CounterEvent),
+    /// An interned frame of sampled stacks (version 2).
+    Frame(FrameEvent),
+    /// An interned sampled stack (version 2).
+    Stack(StackEvent),
+    /// Sample counts of one stack in one step (version 2).
+    Samples(SamplesEvent),
+    /// The sampler's account of one step (version 2).
+    Sampler(SamplerEvent),
 }
 
 impl Event {
@@ -524,6 +636,10 @@ impl Event {
             Event::Step(_) => EventType::Step,
             Event::Marker(_) => EventType::Marker,
             Event::Counter(_) => EventType::Counter,
+            Event::Frame(_) => EventType::Frame,
+            Event::Stack(_) => EventType::Stack,
+            Event::Samples(_) => EventType::Samples,
+            Event::Sampler(_) => EventType::Sampler,
         }
     }
 
@@ -540,6 +656,8 @@ impl Event {
             Event::Step(e) => Some(e.ts),
             Event::Marker(e) => Some(e.ts),
             Event::Counter(e) => Some(e.ts),
+            Event::Sampler(e) => Some(e.ts),
+            Event::Frame(_) | Event::Stack(_) | Event::Samples(_) => None,
         }
     }
 
@@ -552,9 +670,14 @@ impl Event {
             Event::Tensor(e) => e.span,
             Event::Memory(e) => e.span,
             Event::Marker(e) => e.span,
-            Event::DeviceMemory(_) | Event::Gradient(_) | Event::Step(_) | Event::Counter(_) => {
-                None
-            }
+            Event::Samples(e) => e.span,
+            Event::DeviceMemory(_)
+            | Event::Gradient(_)
+            | Event::Step(_)
+            | Event::Counter(_)
+            | Event::Frame(_)
+            | Event::Stack(_)
+            | Event::Sampler(_) => None,
         }
     }
 }

@@ -235,6 +235,14 @@ wire_enum! {
         Marker = "marker",
         /// `counter`
         Counter = "counter",
+        /// `frame` (version 2): an interned frame of sampled call stacks
+        Frame = "frame",
+        /// `stack` (version 2): an interned sampled call stack
+        Stack = "stack",
+        /// `samples` (version 2): sample counts of one stack in one step
+        Samples = "samples",
+        /// `sampler` (version 2): the sampler's account of one recorded step
+        Sampler = "sampler",
     }
 }
 

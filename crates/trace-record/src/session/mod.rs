@@ -77,6 +77,7 @@ mod flusher;
 mod output;
 mod records;
 mod run;
+mod sampled;
 mod scoped;
 
 pub use output::{BLOCK_BYTES, MemorySink};

@@ -149,6 +149,58 @@ fn examples() -> (Header, Vec<Event>, Trailer) {
             value: 0.4375,
             ts: 9_100,
         }),
+        // Version 2: sampled stacks of step 3.
+        Event::Frame(FrameEvent {
+            id: 1,
+            func: "mlp::train".into(),
+            file: Some("examples/mlp.rs".into()),
+            inlined: false,
+        }),
+        Event::Frame(FrameEvent {
+            id: 2,
+            func: "candle_core::tensor::Tensor::matmul".into(),
+            file: None,
+            inlined: false,
+        }),
+        Event::Frame(FrameEvent {
+            id: 3,
+            func: "gemm_f32::microkernel::fma::f32::x3x4".into(),
+            file: None,
+            inlined: true,
+        }),
+        Event::Stack(StackEvent {
+            id: 1,
+            frames: vec![1, 2, 3],
+        }),
+        Event::Stack(StackEvent {
+            id: 2,
+            frames: vec![1, 2],
+        }),
+        Event::Samples(SamplesEvent {
+            step: 3,
+            thread: 4243,
+            stack: 1,
+            n: 5,
+            phase: Some(ExecStep::Forward),
+            span: Some(2),
+        }),
+        Event::Samples(SamplesEvent {
+            step: 3,
+            thread: 4243,
+            stack: 2,
+            n: 1,
+            phase: None,
+            span: None,
+        }),
+        Event::Sampler(SamplerEvent {
+            step: 3,
+            hz: 1000,
+            taken: 6,
+            lost: 0,
+            cpu_ns: Some(6_400_000),
+            ts: 1_000,
+            dur: 8_100,
+        }),
     ];
     let mut counts = EventCounts::default();
     for e in &events {
@@ -243,6 +295,50 @@ fn the_doc_examples_form_one_valid_trace() {
         "{:?}",
         trace_record::validate(&trace)
     );
+}
+
+/// The doc's complete example as a version 1 trace: the header says version 1 and the
+/// sampled-stack lines (new in version 2) are left out.
+#[test]
+fn the_doc_examples_read_as_version_1() {
+    let sampled = ["frame", "stack", "samples", "sampler"];
+    let mut text = String::new();
+    let mut trailer_counts = None;
+    for line in doc_json_lines() {
+        if sampled
+            .iter()
+            .any(|t| line.starts_with(&format!("{{\"type\":\"{t}\"")))
+        {
+            continue;
+        }
+        let line = line.replacen("\"version\":2", "\"version\":1", 1);
+        if line.starts_with("{\"type\":\"trailer\"") {
+            trailer_counts = Some(());
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    assert!(trailer_counts.is_some());
+    let trace =
+        ParsedTrace::from_reader(TraceReader::new(text.as_bytes(), ReadOptions::strict()).unwrap())
+            .unwrap_or_else(|e| panic!("version 1 example: {e}"));
+    assert_eq!(trace.header.version, 1);
+    let (_, events, _) = examples();
+    let v1: Vec<Event> = events
+        .into_iter()
+        .filter(|e| !sampled.contains(&e.event_type().as_str()))
+        .collect();
+    assert_eq!(
+        trace
+            .events
+            .iter()
+            .map(|e| e.event.clone())
+            .collect::<Vec<_>>(),
+        v1
+    );
+    // The version 2 trailer counts the sampled lines; read as version 1 without them, only
+    // the sums differ, which validation does not check.
+    assert!(trace_record::validate(&trace).is_empty());
 }
 
 #[test]

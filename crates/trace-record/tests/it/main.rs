@@ -15,6 +15,7 @@ mod lag;
 mod pipeline;
 mod reader_errors;
 mod roundtrip;
+mod sampled;
 mod schedule;
 mod session;
 mod threads;
