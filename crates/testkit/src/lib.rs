@@ -5,15 +5,19 @@
 //! - [`session_trace`]: a small trace recorded by a real `TraceSession` (nested spans, ops,
 //!   memory, markers, counters, gradients, a second thread); [`hand_trace`] for hand-written
 //!   edge cases after a fixed [`HEADER`].
+//! - [`deep_nesting`], [`unended_roots`], [`allocations`], [`overflowing_sums`]: hostile
+//!   traces (linear-time tests, the hostile benches, `cargo xtask fuzz`).
 //! - [`check_chrome`]: the structural checker of a Chrome Trace Event export (fields, per-thread
 //!   nesting, counters), used by the export tests and `cargo xtask browser-check`.
 //!
 //! Not published: it exists so each of these has one home.
 
 mod chrome;
+mod hostile;
 mod session;
 mod synth;
 
 pub use chrome::{ChromeCheck, XEvent, check_chrome, nesting_failures, ns};
+pub use hostile::{allocations, deep_nesting, overflowing_sums, unended_roots};
 pub use session::{HEADER, hand_trace, session_trace};
 pub use synth::{SynthConfig, write_synthetic};

@@ -287,7 +287,7 @@ impl<W: Write> Chrome<W> {
                         o.raw("\"");
                     }
                     o.raw(",\"path\":");
-                    let path = nester.path_names(frame.path).join("/");
+                    let path = nester.path_display(frame.path);
                     o.str(&path);
                     if args == ArgsMode::Full {
                         o.raw(",\"span_id\":");

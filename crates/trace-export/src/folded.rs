@@ -14,6 +14,12 @@
 //! to the total duration of the root spans and root-level ops of every thread. Frames keep
 //! their recorded names, except that `;` becomes `:` and line breaks become spaces (the
 //! format's separators). Stacks with zero self time are left out.
+//!
+//! A stack deeper than [`MAX_FOLDED_FRAMES`] frames is cut: its first
+//! `MAX_FOLDED_FRAMES - 1` frames and then one `[deeper frames]` frame that carries the self
+//! time of everything below (counted in [`FoldedStacks::truncated`]); flame graph tools cap
+//! stack depth the same way. Without the cap the output of a deeply nested trace would grow
+//! with the square of its depth.
 
 use std::io::{BufRead, Write};
 
@@ -23,6 +29,12 @@ use trace_record::schema::Event;
 use crate::ExportError;
 use crate::FastMap;
 use crate::nest::{Adjustments, Interval, Nester};
+
+/// Stacks deeper than this many frames are cut (see the module documentation).
+pub const MAX_FOLDED_FRAMES: u32 = 128;
+
+/// The frame that stands for every frame below a cut stack.
+pub const DEEPER_FRAMES: &str = "[deeper frames]";
 
 /// Aggregated folded stacks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,6 +47,9 @@ pub struct FoldedStacks {
     pub adjustments: Adjustments,
     /// Whether the step asked for was found (true when no step was asked for).
     pub step_found: bool,
+    /// Spans and ops whose stack was deeper than [`MAX_FOLDED_FRAMES`]: their self time is
+    /// on a `[deeper frames]` frame.
+    pub truncated: u64,
 }
 
 impl FoldedStacks {
@@ -89,18 +104,29 @@ pub fn folded_stacks<R: BufRead + Send>(
     reader: &mut TraceReader<R>,
     step: Option<u64>,
 ) -> Result<FoldedStacks, ExportError> {
-    let mut nester = Nester::new();
+    let keep_frames = MAX_FOLDED_FRAMES - 1;
+    let mut nester = Nester::with_clip_depth(keep_frames);
     // Interned path id → self ns. Op leaves are interned lazily (their parent path + name).
     let mut weights: FastMap<u32, u64> = FastMap::default();
     // (parent path, op name) leaves seen, resolved to path ids after the stream ends.
     let mut op_leaves: FastMap<u32, FastMap<String, u64>> = FastMap::default();
+    // Cut stacks: the path of their first `keep_frames` frames → self ns below it.
+    let mut deeper: FastMap<u32, u64> = FastMap::default();
+    let mut truncated = 0u64;
     let mut step_found = step.is_none();
     let keep = |s: Option<u64>| step.is_none_or(|f| s == Some(f));
-    let mut on = |_: &Nester, iv: Interval<'_>| match iv {
+    let mut on = |n: &Nester, iv: Interval<'_>| match iv {
         Interval::Span { frame, end, .. } => {
             if keep(frame.step) {
                 let self_ns = (end - frame.start).saturating_sub(frame.children_ns);
-                *weights.entry(frame.path).or_default() += self_ns;
+                if n.depth(frame.path) > MAX_FOLDED_FRAMES {
+                    truncated += 1;
+                    let w = deeper.entry(n.clip(frame.path)).or_default();
+                    *w = w.saturating_add(self_ns);
+                } else {
+                    let w = weights.entry(frame.path).or_default();
+                    *w = w.saturating_add(self_ns);
+                }
             }
         }
         Interval::Op {
@@ -112,11 +138,17 @@ pub fn folded_stacks<R: BufRead + Send>(
             ..
         } => {
             if keep(s) {
-                let leaves = op_leaves.entry(parent_path).or_default();
-                match leaves.get_mut(op.name.as_str()) {
-                    Some(w) => *w += end - start,
-                    None => {
-                        leaves.insert(op.name.clone(), end - start);
+                if n.depth(parent_path) >= MAX_FOLDED_FRAMES {
+                    truncated += 1;
+                    let w = deeper.entry(n.clip(parent_path)).or_default();
+                    *w = w.saturating_add(end - start);
+                } else {
+                    let leaves = op_leaves.entry(parent_path).or_default();
+                    match leaves.get_mut(op.name.as_str()) {
+                        Some(w) => *w = w.saturating_add(end - start),
+                        None => {
+                            leaves.insert(op.name.clone(), end - start);
+                        }
                     }
                 }
             }
@@ -136,8 +168,14 @@ pub fn folded_stacks<R: BufRead + Send>(
     for (parent, leaves) in op_leaves {
         for (name, w) in leaves {
             let id = nester.intern_path(parent, &name);
-            *weights.entry(id).or_default() += w;
+            let e = weights.entry(id).or_default();
+            *e = e.saturating_add(w);
         }
+    }
+    for (clip, w) in deeper {
+        let id = nester.intern_path(clip, DEEPER_FRAMES);
+        let e = weights.entry(id).or_default();
+        *e = e.saturating_add(w);
     }
     let mut lines: Vec<(String, u64)> = weights
         .into_iter()
@@ -156,17 +194,18 @@ pub fn folded_stacks<R: BufRead + Send>(
     // Distinct paths can print the same after renaming (`a;b` vs `a:b`): merge them.
     lines.dedup_by(|later, earlier| {
         if later.0 == earlier.0 {
-            earlier.1 += later.1;
+            earlier.1 = earlier.1.saturating_add(later.1);
             true
         } else {
             false
         }
     });
-    let total_self_ns = lines.iter().map(|(_, w)| *w).sum();
+    let total_self_ns = lines.iter().fold(0u64, |a, (_, w)| a.saturating_add(*w));
     Ok(FoldedStacks {
         lines,
         total_self_ns,
         adjustments: nester.adjustments(),
         step_found,
+        truncated,
     })
 }

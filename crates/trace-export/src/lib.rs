@@ -16,7 +16,7 @@ mod folded;
 mod nest;
 
 pub use chrome::{ArgsMode, ChromeOptions, ChromeSummary, step_bar_us, write_chrome};
-pub use folded::{FoldedStacks, folded_stacks};
+pub use folded::{DEEPER_FRAMES, FoldedStacks, MAX_FOLDED_FRAMES, folded_stacks};
 pub use nest::{Adjustments, OUTSIDE_SPANS_TID};
 
 use trace_record::ReadError;

@@ -27,6 +27,22 @@ use crate::FastMap;
 /// The thread id used for ops whose span is unknown or already closed.
 pub const OUTSIDE_SPANS_TID: u64 = 999_999;
 
+/// Display paths ([`Nester::path_display`]) deeper than this many names keep their first
+/// and last half around `…N more…`, so that a deeply nested trace exports in linear size.
+pub(crate) const MAX_DISPLAY_NAMES: u32 = 32;
+
+/// One interned path: its parent path, last name, depth (names from the root) and the
+/// ancestors at depths `MAX_DISPLAY_NAMES / 2` and [`Nester::clip_depth`] (or itself when
+/// shallower), so that bounded prefixes are found in O(1) whatever the depth.
+#[derive(Debug)]
+struct PathEntry {
+    parent: u32,
+    name: String,
+    depth: u32,
+    head: u32,
+    clip: u32,
+}
+
 /// What was changed to make the intervals nest (all zero for a well-formed trace).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Adjustments {
@@ -162,11 +178,13 @@ struct ThreadState {
 #[derive(Debug, Default)]
 pub(crate) struct Nester {
     threads: FastMap<u64, ThreadState>,
-    /// Open span id → its thread.
-    open: FastMap<u64, u64>,
-    /// Path interner: entry `i` is (parent path, name); path 0 is the root (empty).
-    paths: Vec<(u32, String)>,
+    /// Open span id → its thread and interned path.
+    open: FastMap<u64, (u64, u32)>,
+    /// Path interner; path 0 is the root (empty).
+    paths: Vec<PathEntry>,
     path_index: FastMap<u32, FastMap<String, u32>>,
+    /// The depth at which [`PathEntry::clip`] cuts (folded stacks), `u32::MAX` for none.
+    clip_depth: u32,
     step: Option<u64>,
     last_ts: u64,
     adjustments: Adjustments,
@@ -175,8 +193,20 @@ pub(crate) struct Nester {
 impl Nester {
     /// An empty normaliser.
     pub(crate) fn new() -> Self {
+        Self::with_clip_depth(u32::MAX)
+    }
+
+    /// An empty normaliser whose paths know their ancestor at `depth` ([`Nester::clip`]).
+    pub(crate) fn with_clip_depth(depth: u32) -> Self {
         Nester {
-            paths: vec![(0, String::new())],
+            paths: vec![PathEntry {
+                parent: 0,
+                name: String::new(),
+                depth: 0,
+                head: 0,
+                clip: 0,
+            }],
+            clip_depth: depth,
             ..Nester::default()
         }
     }
@@ -193,26 +223,59 @@ impl Nester {
 
     /// The thread of span `id` while it is open.
     pub(crate) fn span_thread(&self, id: u64) -> Option<u64> {
-        self.open.get(&id).copied()
+        self.open.get(&id).map(|&(t, _)| t)
     }
 
-    /// The names along interned path `path`, root first (empty for the root path 0).
+    /// The names along interned path `path`, root first (empty for the root path 0). O(depth):
+    /// for bounded output use [`path_display`](Self::path_display) or a clipped path.
     pub(crate) fn path_names(&self, path: u32) -> Vec<&str> {
+        self.names_up(path, u32::MAX)
+    }
+
+    /// The last `n` names of `path` (fewer when shallower), root first.
+    fn names_up(&self, path: u32, n: u32) -> Vec<&str> {
         let mut names = Vec::new();
         let mut cur = path;
         // Paths only point to smaller indices, so this walk ends.
-        while cur != 0 {
-            let Some((parent, name)) = self.paths.get(cur as usize) else {
+        while cur != 0 && (names.len() as u32) < n {
+            let Some(e) = self.paths.get(cur as usize) else {
                 break;
             };
-            names.push(name.as_str());
-            if *parent >= cur {
+            names.push(e.name.as_str());
+            if e.parent >= cur {
                 break;
             }
-            cur = *parent;
+            cur = e.parent;
         }
         names.reverse();
         names
+    }
+
+    /// The depth of `path` (number of names; 0 for the root).
+    pub(crate) fn depth(&self, path: u32) -> u32 {
+        self.paths.get(path as usize).map_or(0, |e| e.depth)
+    }
+
+    /// The ancestor of `path` at the clip depth given to
+    /// [`with_clip_depth`](Self::with_clip_depth), or `path` itself when it is not deeper.
+    pub(crate) fn clip(&self, path: u32) -> u32 {
+        self.paths.get(path as usize).map_or(0, |e| e.clip)
+    }
+
+    /// The names of `path` joined by `/`, with the middle elided as `…N more…` beyond
+    /// [`MAX_DISPLAY_NAMES`] names: O(`MAX_DISPLAY_NAMES`) whatever the depth.
+    pub(crate) fn path_display(&self, path: u32) -> String {
+        let depth = self.depth(path);
+        if depth <= MAX_DISPLAY_NAMES {
+            return self.path_names(path).join("/");
+        }
+        let half = MAX_DISPLAY_NAMES / 2;
+        let head = self.paths.get(path as usize).map_or(0, |e| e.head);
+        let mut parts = self.names_up(head, half);
+        let more = format!("…{} more…", depth - 2 * half);
+        parts.push(&more);
+        parts.extend(self.names_up(path, half));
+        parts.join("/")
     }
 
     /// The path `parent` + `name`, interned.
@@ -221,7 +284,19 @@ impl Nester {
             return *id;
         }
         let id = u32::try_from(self.paths.len()).unwrap_or(u32::MAX);
-        self.paths.push((parent, name.to_string()));
+        let (pdepth, phead, pclip) = self
+            .paths
+            .get(parent as usize)
+            .map_or((0, 0, 0), |e| (e.depth, e.head, e.clip));
+        let depth = pdepth.saturating_add(1);
+        let half = MAX_DISPLAY_NAMES / 2;
+        self.paths.push(PathEntry {
+            parent,
+            name: name.to_string(),
+            depth,
+            head: if depth <= half { id } else { phead },
+            clip: if depth <= self.clip_depth { id } else { pclip },
+        });
         self.path_index
             .entry(parent)
             .or_default()
@@ -242,15 +317,10 @@ impl Nester {
                     return;
                 }
                 self.flush_pending(s.thread, emit);
+                // The parent's path from the open map: O(1), however deep the stacks are.
                 let parent_path = s
                     .parent
-                    .and_then(|p| self.open.get(&p).map(|t| (p, *t)))
-                    .and_then(|(p, t)| {
-                        self.threads
-                            .get(&t)
-                            .and_then(|ts| ts.stack.iter().rev().find(|f| f.id == p))
-                            .map(|f| f.path)
-                    })
+                    .and_then(|p| self.open.get(&p).map(|&(_, path)| path))
                     .or_else(|| {
                         self.threads
                             .get(&s.thread)
@@ -279,10 +349,10 @@ impl Nester {
                     children_ns: 0,
                     cursor: start,
                 });
-                self.open.insert(s.id, s.thread);
+                self.open.insert(s.id, (s.thread, path));
             }
             Event::SpanEnd(e) => {
-                let Some(tid) = self.open.get(&e.id).copied() else {
+                let Some(tid) = self.span_thread(e.id) else {
                     self.adjustments.unknown_span_ends += 1;
                     return;
                 };
@@ -308,7 +378,7 @@ impl Nester {
     }
 
     fn push_op<F: FnMut(&Nester, Interval<'_>)>(&mut self, op: OpEvent, emit: &mut F) {
-        let tid = match op.span.and_then(|s| self.open.get(&s).copied()) {
+        let tid = match op.span.and_then(|s| self.span_thread(s)) {
             Some(t) => t,
             None => {
                 self.adjustments.ops_outside_spans += 1;

@@ -3,3 +3,4 @@
 mod chrome;
 mod common;
 mod folded;
+mod hostile;
