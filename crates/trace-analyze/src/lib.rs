@@ -50,6 +50,7 @@
 mod compare;
 mod error;
 mod format;
+mod gradients;
 mod intern;
 mod load;
 mod memory;
@@ -64,6 +65,9 @@ pub use compare::{
     Comparison, Delta, MemoryDelta, OpDelta, Regression, SpanDelta, StepGraphPair, compare,
 };
 pub use error::AnalyzeError;
+pub use gradients::{
+    AutogradStep, GradientPoint, GradientReport, GradientVerdict, ParamGradients, gradient_report,
+};
 pub use format::{format_bytes, format_ns, format_pct};
 pub use intern::{FastMap, Interner, ShapeId, ShapeInterner, Sym, format_shape};
 pub use load::{LoadOptions, load_path, load_reader, load_str};
@@ -72,8 +76,8 @@ pub use memory::{
     TOP_ALLOCATIONS, TimelinePoint, memory_report,
 };
 pub use model::{
-    GradientCounts, MemEvent, Op, PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace,
-    TraceEnd, WorkCounter,
+    AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,
+    PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
 };
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table, sort_rows};
 pub use spans::{SpanNode, SpanTree, span_paths, span_tree};

@@ -12,8 +12,8 @@ use trace_record::{ReadMode, ReadOptions, TraceReader, Validator};
 use crate::error::AnalyzeError;
 use crate::intern::{Interner, ShapeInterner};
 use crate::model::{
-    GradientCounts, MemEvent, Op, PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace,
-    TraceEnd, WorkCounter,
+    AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,
+    PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
 };
 
 /// How to load a trace.
@@ -155,6 +155,10 @@ impl Builder {
                 memory: Vec::new(),
                 physical: Vec::new(),
                 steps: Vec::new(),
+                input_meta: Vec::new(),
+                gradient_facts: Vec::new(),
+                counters: Vec::new(),
+                autograd: Vec::new(),
                 end_ns: 0,
                 work: WorkCounter::default(),
             },
@@ -180,10 +184,29 @@ impl Builder {
         self.t.steps.len().checked_sub(1).map(|i| i as u32)
     }
 
+    /// Events before the first `step` event belong to step 0: it begins at the first such
+    /// event.
+    fn ensure_step0(&mut self, ts: u64) {
+        if self.t.steps.is_empty() {
+            self.t.steps.push(Step {
+                index: 0,
+                start_ns: ts,
+                end_ns: ts,
+                ops: (0, 0),
+            });
+            self.step_last_ns = ts;
+        }
+    }
+
     fn event(&mut self, line: u64, e: Event) {
         self.t.work.add(1);
         self.validator.check(line, &e);
         self.t.counts.by_type.add(e.event_type(), 1);
+        if !matches!(e, Event::Step(_))
+            && let Some(ts) = e.ts()
+        {
+            self.ensure_step0(ts);
+        }
         match e {
             Event::SpanStart(s) => {
                 let parent = s.parent.and_then(|p| self.span_index.get(&p).copied());
@@ -231,6 +254,27 @@ impl Builder {
                 let dtype = self.t.strings.intern(&o.dtype);
                 let device = self.t.strings.intern(&o.device);
                 let shape = self.shape(&o.shape);
+                let m0 = self.t.input_meta.len() as u32;
+                if let Some(shapes) = &o.in_shapes {
+                    for (k, dims) in shapes.iter().enumerate() {
+                        let sid = self.shape(dims);
+                        let dt = o
+                            .in_dtypes
+                            .as_ref()
+                            .and_then(|d| d.get(k))
+                            .unwrap_or(&o.dtype);
+                        let dt = self.t.strings.intern(dt);
+                        self.t.input_meta.push((sid, dt));
+                        // Inputs no `tensor` event described get their shape from here.
+                        if let Some(&id) = o.inputs.get(k) {
+                            self.t.tensors.entry(id).or_insert(TensorInfo {
+                                shape: sid,
+                                label: None,
+                            });
+                        }
+                    }
+                }
+                let m1 = self.t.input_meta.len() as u32;
                 self.t.ops.push(Op {
                     name,
                     span,
@@ -247,11 +291,21 @@ impl Builder {
                     step: self.current_step(),
                     exec_step,
                     flops: o.flops,
+                    input_meta: (m0, m1),
                 });
                 self.seen(o.ts.saturating_add(o.dur));
             }
             Event::Tensor(t) => {
                 let shape = self.shape(&t.shape);
+                if t.label.as_deref() == Some(AUTOGRAD_LABEL) {
+                    let dtype = self.t.strings.intern(&t.dtype);
+                    self.t.autograd.push(AutogradNode {
+                        step: self.current_step(),
+                        shape,
+                        dtype,
+                        bytes: t.bytes,
+                    });
+                }
                 let label = t.label.as_deref().map(|l| self.t.strings.intern(l));
                 self.t.tensors.insert(t.id, TensorInfo { shape, label });
             }
@@ -288,6 +342,14 @@ impl Builder {
                     wire::GradientState::Zero => c.zero += 1,
                     wire::GradientState::NonFinite => c.non_finite += 1,
                 }
+                let param = self.t.strings.intern(&g.param);
+                self.t.gradient_facts.push(GradEvent {
+                    param,
+                    state: g.state,
+                    norm: g.norm,
+                    t_ns: g.ts,
+                    step: self.current_step(),
+                });
                 self.seen(g.ts);
             }
             Event::Step(s) => {
@@ -306,6 +368,12 @@ impl Builder {
                 self.seen(m.ts);
             }
             Event::Counter(c) => {
+                let name = self.t.strings.intern(&c.name);
+                self.t.counters.push(CounterSample {
+                    name,
+                    value: c.value,
+                    t_ns: c.ts,
+                });
                 self.seen(c.ts);
             }
         }
@@ -328,7 +396,54 @@ impl Builder {
     fn finish(mut self) -> Trace {
         // Issues are sorted by line by the validator.
         self.close_step(None);
+        self.drop_empty_edge_steps();
         self.t.issues = self.validator.finish();
         self.t
+    }
+
+    /// A first or last step in which nothing ran (no op, no span started in it) is not a
+    /// step: the boundary that a loop's last `step()` opens (step at the end of an
+    /// iteration) or its first closes (step at the start). Its events (frees at finish,
+    /// samples, setup allocations) stay in the trace, outside any step.
+    fn drop_empty_edge_steps(&mut self) {
+        let n = self.t.steps.len();
+        if n == 0 {
+            return;
+        }
+        let mut has_spans = vec![false; n];
+        for s in &self.t.spans {
+            if let Some(i) = s.step {
+                has_spans[i as usize] = true;
+            }
+        }
+        self.t.work.add(self.t.spans.len() as u64);
+        let empty = |i: usize, t: &Trace| t.steps[i].ops.0 == t.steps[i].ops.1 && !has_spans[i];
+        if empty(n - 1, &self.t) {
+            self.t.steps.pop();
+        }
+        if !self.t.steps.is_empty() && empty(0, &self.t) {
+            self.t.steps.remove(0);
+            let shift = |s: &mut Option<u32>| {
+                *s = match *s {
+                    Some(0) | None => None,
+                    Some(i) => Some(i - 1),
+                }
+            };
+            for sp in &mut self.t.spans {
+                shift(&mut sp.step);
+            }
+            for op in &mut self.t.ops {
+                shift(&mut op.step);
+            }
+            for g in &mut self.t.gradient_facts {
+                shift(&mut g.step);
+            }
+            for a in &mut self.t.autograd {
+                shift(&mut a.step);
+            }
+            self.t
+                .work
+                .add((self.t.spans.len() + self.t.ops.len()) as u64);
+        }
     }
 }

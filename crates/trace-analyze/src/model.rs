@@ -9,7 +9,9 @@ use crate::intern::FastMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
-use trace_record::schema::{ExecStep, MemoryCategory, Outcome, SpanKind, TimingMode};
+use trace_record::schema::{
+    ExecStep, GradientState, MemoryCategory, Outcome, SpanKind, TimingMode,
+};
 
 use crate::intern::{Interner, ShapeId, ShapeInterner, Sym};
 
@@ -155,7 +157,53 @@ pub struct Op {
     pub exec_step: Option<ExecStep>,
     /// Floating-point operations, when the recorder reported them.
     pub flops: Option<u64>,
+    /// Every input's shape and dtype when the op line recorded them (`in_shapes`), a range
+    /// of [`Trace::input_meta`]; empty when unknown.
+    pub input_meta: (u32, u32),
 }
+
+/// One `gradient` fact as loaded.
+#[derive(Debug, Clone, Copy)]
+pub struct GradEvent {
+    /// The parameter's name.
+    pub param: Sym,
+    /// Present, missing, zero or non_finite.
+    pub state: GradientState,
+    /// The L2 norm, when recorded.
+    pub norm: Option<f64>,
+    /// When, ns since session start.
+    pub t_ns: u64,
+    /// The index (in [`Trace::steps`]) of the step it was recorded in.
+    pub step: Option<u32>,
+}
+
+/// One `counter` value as loaded.
+#[derive(Debug, Clone, Copy)]
+pub struct CounterSample {
+    /// The counter's name.
+    pub name: Sym,
+    /// The value (NaN when written as `null`).
+    pub value: f64,
+    /// When, ns since session start.
+    pub t_ns: u64,
+}
+
+/// A tensor the autograd graph kept alive at backward, as recorded by trace-candle
+/// (`tensor` events labelled [`AUTOGRAD_LABEL`]), in record (execution) order.
+#[derive(Debug, Clone, Copy)]
+pub struct AutogradNode {
+    /// The index (in [`Trace::steps`]) of the step it was recorded in.
+    pub step: Option<u32>,
+    /// Its shape.
+    pub shape: ShapeId,
+    /// Its dtype.
+    pub dtype: Sym,
+    /// Its logical bytes.
+    pub bytes: u64,
+}
+
+/// The label trace-candle gives the `tensor` events of the autograd graph's tensors.
+pub const AUTOGRAD_LABEL: &str = "autograd";
 
 /// A memory event as loaded (logical bytes).
 #[derive(Debug, Clone, Copy)]
@@ -322,8 +370,19 @@ pub struct Trace {
     pub memory: Vec<MemEvent>,
     /// Physical device memory samples.
     pub physical: Vec<PhysSample>,
-    /// Steps in the order they were read.
+    /// Steps in the order they were read. Events before the first `step` event form step 0
+    /// (the schema says they belong to it); a step in which nothing ran (no op, no span) at
+    /// the start or the end of the trace is not a step (the boundary a loop's last `step()`
+    /// opens, or its first at the top of a loop).
     pub steps: Vec<Step>,
+    /// Every input's shape and dtype of ops that recorded them (see [`Op::input_meta`]).
+    pub input_meta: Vec<(ShapeId, Sym)>,
+    /// `gradient` facts in the order they were read.
+    pub gradient_facts: Vec<GradEvent>,
+    /// `counter` values in the order they were read.
+    pub counters: Vec<CounterSample>,
+    /// The autograd graph's tensors per step (see [`AutogradNode`]).
+    pub autograd: Vec<AutogradNode>,
     /// The latest time seen on any event.
     pub end_ns: u64,
     /// Work done so far (see [`WorkCounter`]).
@@ -368,6 +427,22 @@ impl Trace {
         self.tensor_refs
             .get(op.outputs.0 as usize..op.outputs.1 as usize)
             .unwrap_or(&[])
+    }
+
+    /// Every input's `(shape, dtype)` of `op`, when recorded (empty otherwise).
+    pub fn op_input_meta(&self, op: &Op) -> &[(ShapeId, Sym)] {
+        self.input_meta
+            .get(op.input_meta.0 as usize..op.input_meta.1 as usize)
+            .unwrap_or(&[])
+    }
+
+    /// The value of the last `counter` named `name`, if any.
+    pub fn counter(&self, name: &str) -> Option<f64> {
+        self.counters
+            .iter()
+            .rev()
+            .find(|c| self.str(c.name) == name)
+            .map(|c| c.value)
     }
 
     /// The ops of step `i` (an index into [`Trace::steps`]).

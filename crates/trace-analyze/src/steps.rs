@@ -10,7 +10,10 @@
 //! (0, 1, 2, ...). An op without outputs gets one (so it is part of the graph), and the graph's
 //! outputs are every value no op of the step reads, in op order. Trace ids therefore never reach
 //! the fingerprint: two steps that do the same thing have equal fingerprints, in one trace or
-//! across traces. An op's payload is its name, output shape and dtype.
+//! across traces. An op's payload is its name, output shape and dtype, and every input's shape
+//! and dtype when the trace recorded them (`in_shapes`): so a step that runs the same ops on
+//! inputs of other shapes (a prefill `[1,16]` and a decode `[1,1]` step of a language model)
+//! has another fingerprint, and the first difference names the input that changed.
 
 use crate::intern::FastMap;
 use std::num::NonZeroUsize;
@@ -24,7 +27,8 @@ use crate::error::AnalyzeError;
 use crate::intern::{ShapeId, Sym};
 use crate::model::{Op, Trace};
 
-/// The payload of an operation in a step graph: op name, output shape and dtype.
+/// The payload of an operation in a step graph: op name, output shape and dtype, and the
+/// inputs' shapes and dtypes when recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepOp {
     /// The op name.
@@ -33,6 +37,9 @@ pub struct StepOp {
     pub shape: Arc<[u64]>,
     /// The output dtype.
     pub dtype: Arc<str>,
+    /// Every input's shape and dtype, in input order; empty when the trace did not record
+    /// them.
+    pub inputs: Arc<[(Arc<[u64]>, Arc<str>)]>,
 }
 
 impl StableHash for StepOp {
@@ -43,6 +50,19 @@ impl StableHash for StepOp {
             h.write_u64(d);
         }
         h.write_str(&self.dtype);
+        // Only when recorded, so traces without `in_shapes` keep their fingerprints; a hit
+        // is confirmed by structural equality (which compares `inputs`) in any case.
+        if self.inputs.is_empty() {
+            return;
+        }
+        h.write_len(self.inputs.len());
+        for (shape, dtype) in self.inputs.iter() {
+            h.write_len(shape.len());
+            for &d in shape.iter() {
+                h.write_u64(d);
+            }
+            h.write_str(dtype);
+        }
     }
 }
 
@@ -74,6 +94,8 @@ pub struct CanonOp {
     pub outputs: u32,
     /// The inputs.
     pub inputs: Vec<CanonInput>,
+    /// Every input's `(shape, dtype)`, when recorded (see [`Trace::op_input_meta`]).
+    pub input_meta: Vec<(ShapeId, Sym)>,
 }
 
 /// The canonical ops of a step (`ops`: the step's ops in recorded order).
@@ -109,6 +131,7 @@ pub fn canonical_ops(trace: &Trace, ops: &[Op]) -> Vec<CanonOp> {
             dtype: op.dtype,
             outputs: outs.len().max(1) as u32,
             inputs,
+            input_meta: trace.op_input_meta(op).to_vec(),
         });
     }
     trace.work.add(ops.len() as u64);
@@ -120,6 +143,7 @@ pub fn canonical_ops(trace: &Trace, ops: &[Op]) -> Vec<CanonOp> {
 pub struct PayloadPool {
     names: FastMap<Sym, Arc<str>>,
     shapes: FastMap<ShapeId, Arc<[u64]>>,
+    input_lists: FastMap<Vec<(ShapeId, Sym)>, Arc<[(Arc<[u64]>, Arc<str>)]>>,
 }
 
 impl PayloadPool {
@@ -139,7 +163,37 @@ impl PayloadPool {
             .entry(c.shape)
             .or_insert_with(|| Arc::from(trace.shapes.resolve(c.shape)))
             .clone();
-        StepOp { name, shape, dtype }
+        let inputs = match self.input_lists.get(&c.input_meta) {
+            Some(l) => Arc::clone(l),
+            None => {
+                let l: Arc<[(Arc<[u64]>, Arc<str>)]> = c
+                    .input_meta
+                    .iter()
+                    .map(|&(sh, dt)| {
+                        let shape = self
+                            .shapes
+                            .entry(sh)
+                            .or_insert_with(|| Arc::from(trace.shapes.resolve(sh)))
+                            .clone();
+                        let dtype = self
+                            .names
+                            .entry(dt)
+                            .or_insert_with(|| Arc::from(trace.str(dt)))
+                            .clone();
+                        (shape, dtype)
+                    })
+                    .collect();
+                self.input_lists
+                    .insert(c.input_meta.clone(), Arc::clone(&l));
+                l
+            }
+        };
+        StepOp {
+            name,
+            shape,
+            dtype,
+            inputs,
+        }
     }
 }
 
@@ -355,7 +409,9 @@ pub struct StepDiff {
     /// That op in this step (`None` when this step has fewer ops).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
-    /// What differs: `name`, `shape`, `dtype`, `inputs`, `outputs`, `missing` or `extra`.
+    /// What differs: `name`, `shape`, `dtype`, `inputs`, `outputs`, `missing` or `extra`, or
+    /// for a recorded input's shape or dtype the change itself:
+    /// `input 0 shape [1, 16] → [1, 1]`, `input 1 dtype f32 → f16`.
     pub what: String,
 }
 
@@ -416,13 +472,56 @@ fn describe(trace: &Trace, c: &CanonOp) -> String {
             CanonInput::Produced { op, slot } => format!("op{op}.{slot}"),
         })
         .collect();
-    format!(
+    let mut text = format!(
         "{} {} {} ({})",
         trace.str(c.name),
         trace.shapes.display(c.shape),
         trace.str(c.dtype),
         ins.join(", ")
-    )
+    );
+    if !c.input_meta.is_empty() {
+        let metas: Vec<String> = c
+            .input_meta
+            .iter()
+            .map(|&(sh, dt)| format!("{} {}", trace.shapes.display(sh), trace.str(dt)))
+            .collect();
+        text.push_str(&format!(" inputs [{}]", metas.join(", ")));
+    }
+    text
+}
+
+/// How the recorded input shapes or dtypes of two ops differ (the first input that does).
+fn input_meta_difference(trace: &Trace, x: &CanonOp, y: &CanonOp) -> Option<String> {
+    if x.input_meta.len() != y.input_meta.len() {
+        return (!x.input_meta.is_empty() && !y.input_meta.is_empty()).then(|| {
+            format!(
+                "input count {} → {}",
+                x.input_meta.len(),
+                y.input_meta.len()
+            )
+        });
+    }
+    x.input_meta
+        .iter()
+        .zip(&y.input_meta)
+        .enumerate()
+        .find_map(|(k, (&(sa, da), &(sb, db)))| {
+            if trace.shapes.resolve(sa) != trace.shapes.resolve(sb) {
+                Some(format!(
+                    "input {k} shape {} → {}",
+                    trace.shapes.display(sa),
+                    trace.shapes.display(sb)
+                ))
+            } else if trace.str(da) != trace.str(db) {
+                Some(format!(
+                    "input {k} dtype {} → {}",
+                    trace.str(da),
+                    trace.str(db)
+                ))
+            } else {
+                None
+            }
+        })
 }
 
 /// The first op where `b` differs from `a`, if any.
@@ -433,6 +532,8 @@ pub fn first_difference(trace: &Trace, a: &[CanonOp], b: &[CanonOp]) -> Option<(
             (Some(x), Some(y)) => {
                 if trace.str(x.name) != trace.str(y.name) {
                     "name"
+                } else if let Some(d) = input_meta_difference(trace, x, y) {
+                    return Some((i, d));
                 } else if trace.shapes.resolve(x.shape) != trace.shapes.resolve(y.shape) {
                     "shape"
                 } else if trace.str(x.dtype) != trace.str(y.dtype) {
@@ -441,6 +542,8 @@ pub fn first_difference(trace: &Trace, a: &[CanonOp], b: &[CanonOp]) -> Option<(
                     "inputs"
                 } else if x.outputs != y.outputs {
                     "outputs"
+                } else if x.input_meta.len() != y.input_meta.len() {
+                    "input_meta"
                 } else {
                     continue;
                 }

@@ -1,0 +1,240 @@
+//! Gradients you can act on: per parameter its state and norm per step, parameters that never received a gradient first, non-finite ones flagged; and the autograd graph's size and fingerprint per step.
+
+use graph_core::StableHasher;
+use serde::Serialize;
+use trace_record::schema::GradientState;
+
+use crate::intern::{FastMap, Sym};
+use crate::model::Trace;
+
+/// One gradient fact of a parameter in one step.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct GradientPoint {
+    /// The recorded step index (absent when the fact lies outside any step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// What was found.
+    pub state: GradientState,
+    /// The L2 norm, when recorded (finite gradients only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub norm: Option<f64>,
+}
+
+/// What a parameter's gradients say over the run, worst first.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum GradientVerdict {
+    /// Never received a gradient (every fact `missing`): the parameter is not trained.
+    Never,
+    /// At least one gradient had NaN or infinite entries.
+    NonFinite,
+    /// Some facts were `missing` and others not: gradients come and go.
+    Sometimes,
+    /// Every gradient was exactly zero.
+    AlwaysZero,
+    /// Finite gradients (present, possibly zero in some steps).
+    Ok,
+}
+
+impl GradientVerdict {
+    /// `never`, `non_finite`, `sometimes`, `always_zero`, `ok`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GradientVerdict::Never => "never",
+            GradientVerdict::NonFinite => "non_finite",
+            GradientVerdict::Sometimes => "sometimes",
+            GradientVerdict::AlwaysZero => "always_zero",
+            GradientVerdict::Ok => "ok",
+        }
+    }
+}
+
+/// One parameter's gradients.
+#[derive(Debug, Clone, Serialize)]
+pub struct ParamGradients {
+    /// The parameter's name.
+    pub param: String,
+    /// The verdict over the run.
+    pub verdict: GradientVerdict,
+    /// Facts by state.
+    pub present: u64,
+    /// `missing` facts.
+    pub missing: u64,
+    /// `zero` facts.
+    pub zero: u64,
+    /// `non_finite` facts.
+    pub non_finite: u64,
+    /// The last recorded norm, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_norm: Option<f64>,
+    /// The largest recorded norm, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_norm: Option<f64>,
+    /// Every fact, in trace order.
+    pub per_step: Vec<GradientPoint>,
+}
+
+/// The autograd graph kept alive at one step's backward (from trace-candle's `autograd`
+/// tensor events).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AutogradStep {
+    /// The recorded step index (absent outside any step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// Tensors the graph kept alive (variables excluded).
+    pub nodes: u64,
+    /// Their logical bytes, each tensor counted in full (views included; the memory
+    /// report counts each storage once).
+    pub tensor_bytes: u64,
+    /// A fingerprint (32 hex digits) over the nodes' shapes and dtypes in execution order:
+    /// equal for steps whose backward keeps the same structure alive.
+    pub fingerprint: String,
+}
+
+/// The gradients report: parameters worst first (never trained, non-finite, intermittent,
+/// always zero, fine), then by name.
+#[derive(Debug, Clone, Serialize)]
+pub struct GradientReport {
+    /// Parameters with at least one gradient fact.
+    pub params: Vec<ParamGradients>,
+    /// How many never received a gradient.
+    pub never: usize,
+    /// How many had a non-finite gradient.
+    pub non_finite: usize,
+    /// Recorded step indices that hold gradient facts, in order.
+    pub steps: Vec<u64>,
+    /// The autograd graph per step that recorded one.
+    pub autograd: Vec<AutogradStep>,
+}
+
+/// Builds the gradients report. O(n log n) in the gradient facts and autograd nodes.
+pub fn gradient_report(trace: &Trace) -> GradientReport {
+    let step_index = |s: Option<u32>| s.and_then(|i| trace.steps.get(i as usize)).map(|s| s.index);
+    let mut by_param: FastMap<Sym, usize> = FastMap::default();
+    let mut params: Vec<(Sym, Vec<GradientPoint>)> = Vec::new();
+    let mut steps: Vec<u64> = Vec::new();
+    for g in &trace.gradient_facts {
+        let i = *by_param.entry(g.param).or_insert_with(|| {
+            params.push((g.param, Vec::new()));
+            params.len() - 1
+        });
+        let step = step_index(g.step);
+        if let Some(s) = step
+            && steps.last() != Some(&s)
+            && !steps.contains(&s)
+        {
+            steps.push(s);
+        }
+        params[i].1.push(GradientPoint {
+            step,
+            state: g.state,
+            norm: g.norm,
+        });
+    }
+    trace.work.add(trace.gradient_facts.len() as u64);
+    steps.sort_unstable();
+    let mut out: Vec<ParamGradients> = params
+        .into_iter()
+        .map(|(sym, per_step)| {
+            let count =
+                |st: GradientState| per_step.iter().filter(|p| p.state == st).count() as u64;
+            let (present, missing, zero, non_finite) = (
+                count(GradientState::Present),
+                count(GradientState::Missing),
+                count(GradientState::Zero),
+                count(GradientState::NonFinite),
+            );
+            let total = per_step.len() as u64;
+            let verdict = if missing == total {
+                GradientVerdict::Never
+            } else if non_finite > 0 {
+                GradientVerdict::NonFinite
+            } else if missing > 0 {
+                GradientVerdict::Sometimes
+            } else if zero == total {
+                GradientVerdict::AlwaysZero
+            } else {
+                GradientVerdict::Ok
+            };
+            let norms = per_step.iter().filter_map(|p| p.norm);
+            ParamGradients {
+                param: trace.str(sym).to_string(),
+                verdict,
+                present,
+                missing,
+                zero,
+                non_finite,
+                last_norm: per_step.iter().rev().find_map(|p| p.norm),
+                max_norm: norms.fold(None, |m: Option<f64>, n| Some(m.map_or(n, |m| m.max(n)))),
+                per_step,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        a.verdict
+            .cmp(&b.verdict)
+            .then_with(|| a.param.cmp(&b.param))
+    });
+    trace.work.add_sort(out.len());
+    let never = out
+        .iter()
+        .filter(|p| p.verdict == GradientVerdict::Never)
+        .count();
+    let non_finite = out
+        .iter()
+        .filter(|p| p.verdict == GradientVerdict::NonFinite)
+        .count();
+    GradientReport {
+        params: out,
+        never,
+        non_finite,
+        steps,
+        autograd: autograd_steps(trace),
+    }
+}
+
+/// The autograd graph per step: node count, bytes and a fingerprint over the nodes' shapes
+/// and dtypes in record order (domain `tracegraph.autograd`, version 1).
+fn autograd_steps(trace: &Trace) -> Vec<AutogradStep> {
+    let mut out: Vec<AutogradStep> = Vec::new();
+    let mut cur: Option<(Option<u32>, u64, u64, StableHasher)> = None;
+    let finish = |c: (Option<u32>, u64, u64, StableHasher), out: &mut Vec<AutogradStep>| {
+        let (step, nodes, bytes, h) = c;
+        out.push(AutogradStep {
+            step: step
+                .and_then(|i| trace.steps.get(i as usize))
+                .map(|s| s.index),
+            nodes,
+            tensor_bytes: bytes,
+            fingerprint: h.finish().to_string(),
+        });
+    };
+    for n in &trace.autograd {
+        if cur.as_ref().is_some_and(|c| c.0 != n.step)
+            && let Some(c) = cur.take()
+        {
+            finish(c, &mut out);
+        }
+        let c = cur.get_or_insert_with(|| {
+            (
+                n.step,
+                0,
+                0,
+                StableHasher::with_domain("tracegraph.autograd", 1),
+            )
+        });
+        c.1 += 1;
+        c.2 = c.2.saturating_add(n.bytes);
+        let shape = trace.shapes.resolve(n.shape);
+        c.3.write_len(shape.len());
+        for &d in shape {
+            c.3.write_u64(d);
+        }
+        c.3.write_str(trace.str(n.dtype));
+    }
+    if let Some(c) = cur {
+        finish(c, &mut out);
+    }
+    trace.work.add(trace.autograd.len() as u64);
+    out
+}
