@@ -5,6 +5,7 @@ pub(crate) mod compare;
 #[cfg(feature = "demo")]
 pub(crate) mod demo;
 pub(crate) mod export;
+pub(crate) mod gradients;
 pub(crate) mod graph;
 pub(crate) mod memory;
 pub(crate) mod ops;
