@@ -88,8 +88,9 @@ fn examples() -> (Header, Vec<Event>, Trailer) {
             out_bytes: 16_384,
             category: Some(MemoryCategory::Activation),
             flops: Some(524_288),
-            in_shapes: None,
-            in_dtypes: None,
+            in_shapes: Some(vec![vec![32, 64], vec![64, 128]]),
+            // Every input is f32 like the output: omitted on the wire, filled in by the reader.
+            in_dtypes: Some(vec!["f32".into(), "f32".into()]),
         }),
         Event::Op(OpEvent {
             span: Some(2),
