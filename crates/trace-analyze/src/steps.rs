@@ -27,6 +27,9 @@ use crate::error::AnalyzeError;
 use crate::intern::{ShapeId, Sym};
 use crate::model::{Op, Trace};
 
+/// Every input's shape and dtype of a step-graph op, in input order (shared between ops).
+type InputMetaList = Arc<[(Arc<[u64]>, Arc<str>)]>;
+
 /// The payload of an operation in a step graph: op name, output shape and dtype, and the
 /// inputs' shapes and dtypes when recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +42,7 @@ pub struct StepOp {
     pub dtype: Arc<str>,
     /// Every input's shape and dtype, in input order; empty when the trace did not record
     /// them.
+    #[allow(clippy::type_complexity)]
     pub inputs: Arc<[(Arc<[u64]>, Arc<str>)]>,
 }
 
@@ -143,7 +147,7 @@ pub fn canonical_ops(trace: &Trace, ops: &[Op]) -> Vec<CanonOp> {
 pub struct PayloadPool {
     names: FastMap<Sym, Arc<str>>,
     shapes: FastMap<ShapeId, Arc<[u64]>>,
-    input_lists: FastMap<Vec<(ShapeId, Sym)>, Arc<[(Arc<[u64]>, Arc<str>)]>>,
+    input_lists: FastMap<Vec<(ShapeId, Sym)>, InputMetaList>,
 }
 
 impl PayloadPool {
@@ -166,7 +170,7 @@ impl PayloadPool {
         let inputs = match self.input_lists.get(&c.input_meta) {
             Some(l) => Arc::clone(l),
             None => {
-                let l: Arc<[(Arc<[u64]>, Arc<str>)]> = c
+                let l: InputMetaList = c
                     .input_meta
                     .iter()
                     .map(|&(sh, dt)| {
