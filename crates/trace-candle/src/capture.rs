@@ -65,6 +65,8 @@ pub(crate) struct Inner {
     /// Parameters, buffers, memory sampling and the `tracing` layer's count (see
     /// `persist.rs`).
     pub(crate) persist: Mutex<Persistent>,
+    /// The CPU sampler, when started (`Capture::sample_stacks`, feature `sampler`).
+    pub(crate) sampler: crate::sampler::SamplerSlot,
 }
 
 impl Inner {
@@ -270,6 +272,7 @@ impl Capture {
                 sync,
                 allocations: Mutex::new(Allocations::default()),
                 persist: Mutex::new(Persistent::default()),
+                sampler: Default::default(),
             }),
         }
     }
@@ -406,7 +409,12 @@ impl Capture {
             .session
             .span(name, SpanKind::Function, Some(step));
         let prev = EXEC_STEP.with(|c| c.replace(Some(step)));
-        PhaseGuard { prev, _span: span }
+        let sampled = crate::sampler::enter(Some(step), span.id());
+        PhaseGuard {
+            prev,
+            _sampled: sampled,
+            _span: span,
+        }
     }
 
     /// Opens a span of `kind` tagged with this thread's execution step.
@@ -591,6 +599,7 @@ impl Capture {
     pub fn step(&self) -> u64 {
         self.end_step_records();
         let index = self.inner.session.step();
+        self.inner.sampler.on_step(&self.inner.session);
         self.begin_step_records();
         index
     }
@@ -603,6 +612,7 @@ impl Capture {
         self.end_step_records();
         self.release_buffers();
         self.record_layer_count();
+        self.inner.sampler.stop(&self.inner.session);
         Ok(self.inner.session.finish()?)
     }
 
@@ -640,6 +650,7 @@ impl Capture {
         }
         scope::materialize(&self.inner.session);
         let _span = self.span(path, SpanKind::Module);
+        let _sampled = crate::sampler::enter(None, _span.id());
         let category = category_for(current_exec_step());
         self.record_tensor(xs, Some(MODULE_INPUT), Some(category));
         let out = f(xs)?;
@@ -657,6 +668,7 @@ impl Capture {
 #[derive(Debug)]
 pub struct PhaseGuard<'a> {
     prev: Option<ExecStep>,
+    _sampled: crate::sampler::Scoped,
     _span: SpanGuard<'a>,
 }
 

@@ -18,6 +18,8 @@
 //!   `GradStore`, optimizer state, forward / backward / optimizer spans.
 //! - [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` turning `tracing`
 //!   spans into trace spans.
+//! - [`Capture::sample_stacks`] (feature `sampler`, Linux): sampled call stacks of every
+//!   thread inside the schedule's windows, attributed to step, phase and span (see [`sampler`]).
 //! - Owned tensor metadata: [`tensor_id`] (process-unique, never a raw address),
 //!   [`dtype_label`] (`f32`, `bf16`, …), [`DeviceLabel`] (`cpu`, `cuda:N`, `metal:N`),
 //!   [`dense_bytes`] for every Candle dtype, [`TensorMeta`].
@@ -29,6 +31,9 @@
 //!
 //! - `nn` (default): [`TrainingCapture`], on candle-nn.
 //! - `tracing` (default): [`TraceLayer`], on tracing and tracing-subscriber.
+//! - `sampler` (off): the CPU sampler behind [`Capture::sample_stacks`] (Linux; elsewhere it
+//!   reports [`SamplerError::Unavailable`]); off, the capture has no signal handler, no
+//!   unwinder dependency and no sampler thread.
 //! - `cuda`, `metal` (off): forwarded to candle-core (and candle-nn); no backend is forced.
 //!   Device labels (`cuda:N`, `metal:N`) and `Device::synchronize` work without them.
 //!
@@ -62,6 +67,7 @@ mod error;
 mod meta;
 mod module;
 mod persist;
+pub mod sampler;
 mod scope;
 
 #[cfg(feature = "tracing")]
@@ -77,6 +83,7 @@ pub use meta::{
     ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits, dtype_label, tensor_id,
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
+pub use sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
 pub use persist::{
     AUTOGRAD_LABEL, AutogradSummary, DECLARED_BUFFER_BIT, GradientFact, TRACING_SPANS_COUNTER,
     gradient_state, process_resident_bytes,

@@ -1,0 +1,127 @@
+//! What the capture knows at each instant, for the sampler: the phase and the innermost open span.
+//!
+//! [`crate::Capture::phase`] and module spans publish `(phase, span)` into a thread-local cell
+//! (read by the signal handler on that thread) and into a process-wide atomic (read for
+//! threads that have none of their own, such as Candle's and gemm's worker threads, which run
+//! on behalf of the thread that drives the capture). Both are restored when the scope ends.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use trace_record::SpanId;
+use trace_record::schema::ExecStep;
+
+thread_local! {
+    static SCOPE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The last scope entered or restored by any thread (the driving thread's, in a training loop).
+static LAST: AtomicU64 = AtomicU64::new(0);
+
+const PHASE_BITS: u64 = 2;
+
+fn phase_code(p: Option<ExecStep>) -> u64 {
+    match p {
+        None => 0,
+        Some(ExecStep::Forward) => 1,
+        Some(ExecStep::Backward) => 2,
+        Some(ExecStep::Optimizer) => 3,
+    }
+}
+
+/// Packs a phase and a span id (0: none; ids at or above 2^62 are dropped) into one word.
+pub(super) fn pack(phase: Option<ExecStep>, span: Option<u64>) -> u64 {
+    let span = span.filter(|&s| s < 1 << (64 - PHASE_BITS)).unwrap_or(0);
+    span << PHASE_BITS | phase_code(phase)
+}
+
+/// The phase and span of a packed word.
+pub(super) fn unpack(v: u64) -> (Option<ExecStep>, Option<u64>) {
+    let phase = match v & 0b11 {
+        1 => Some(ExecStep::Forward),
+        2 => Some(ExecStep::Backward),
+        3 => Some(ExecStep::Optimizer),
+        _ => None,
+    };
+    let span = v >> PHASE_BITS;
+    (phase, (span != 0).then_some(span))
+}
+
+/// The calling thread's scope, else the process-wide last one (signal-safe: a thread-local
+/// `Cell` with a constant initializer and an atomic load).
+pub(super) fn current_packed() -> u64 {
+    let own = SCOPE.try_with(Cell::get).unwrap_or(0);
+    if own != 0 {
+        own
+    } else {
+        LAST.load(Ordering::Relaxed)
+    }
+}
+
+/// Restores the previous scope when dropped.
+#[derive(Debug)]
+#[must_use = "the scope ends when the guard is dropped"]
+pub(crate) struct Scope {
+    prev: u64,
+}
+
+/// Enters a scope on this thread: `phase` (or the enclosing one when `None`) and `span` (or the
+/// enclosing one when `None`, e.g. outside an active window).
+pub(crate) fn enter(phase: Option<ExecStep>, span: Option<SpanId>) -> Scope {
+    let prev = SCOPE.with(Cell::get);
+    let (prev_phase, prev_span) = unpack(prev);
+    let next = pack(phase.or(prev_phase), span.map(|s| s.0).or(prev_span));
+    SCOPE.with(|c| c.set(next));
+    LAST.store(next, Ordering::Relaxed);
+    Scope { prev }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        SCOPE.with(|c| c.set(self.prev));
+        LAST.store(self.prev, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_nest_and_restore() {
+        assert_eq!(unpack(pack(None, None)), (None, None));
+        for p in [
+            None,
+            Some(ExecStep::Forward),
+            Some(ExecStep::Backward),
+            Some(ExecStep::Optimizer),
+        ] {
+            assert_eq!(unpack(pack(p, Some(42))), (p, Some(42)));
+        }
+        assert_eq!(unpack(pack(None, Some(u64::MAX))), (None, None));
+        std::thread::spawn(|| {
+            assert_eq!(SCOPE.with(Cell::get), 0);
+            {
+                let _b = enter(Some(ExecStep::Backward), Some(SpanId(5)));
+                assert_eq!(
+                    unpack(current_packed()),
+                    (Some(ExecStep::Backward), Some(5))
+                );
+                {
+                    let _m = enter(None, Some(SpanId(9)));
+                    assert_eq!(
+                        unpack(current_packed()),
+                        (Some(ExecStep::Backward), Some(9))
+                    );
+                }
+                assert_eq!(
+                    unpack(current_packed()),
+                    (Some(ExecStep::Backward), Some(5))
+                );
+            }
+            assert_eq!(SCOPE.with(Cell::get), 0);
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -1,0 +1,199 @@
+//! Symbolization and interning of sampled stacks: instruction pointers → demangled frames (inlined ones included) → stack ids.
+
+use std::collections::HashMap;
+
+use trace_record::schema::{Event, FrameEvent, StackEvent};
+
+/// What an instruction pointer resolved to.
+#[derive(Debug, Clone)]
+struct IpInfo {
+    /// Frame ids, outermost (the containing function) first, then the functions inlined into it.
+    frames: Vec<u64>,
+    /// In the sampler's signal handler or the unwinder it calls.
+    handler: bool,
+    /// The signal trampoline (`__restore_rt`).
+    trampoline: bool,
+}
+
+/// Interns frames and stacks and queues the `frame` / `stack` events not yet written.
+#[derive(Debug, Default)]
+pub(super) struct Symbols {
+    by_ip: HashMap<usize, IpInfo>,
+    frames: HashMap<(String, Option<String>, bool), u64>,
+    stacks: HashMap<Vec<u64>, u64>,
+    /// Definitions not yet written, in definition order.
+    pending: Vec<Event>,
+}
+
+/// A source path shortened to what identifies it: `candle-core-0.11.1/src/tensor.rs` for a
+/// registry crate, `library/core/src/...` for the standard library.
+fn short_path(p: &str) -> String {
+    if let Some(i) = p.find("/registry/src/") {
+        let rest = &p[i + "/registry/src/".len()..];
+        if let Some(j) = rest.find('/') {
+            return rest[j + 1..].to_string();
+        }
+    }
+    if p.starts_with("/rustc/")
+        && let Some(i) = p.find("/library/")
+    {
+        return p[i + 1..].to_string();
+    }
+    p.to_string()
+}
+
+impl Symbols {
+    fn intern_frame(&mut self, func: String, file: Option<String>, inlined: bool) -> u64 {
+        let next = self.frames.len() as u64 + 1;
+        let key = (func, file, inlined);
+        if let Some(&id) = self.frames.get(&key) {
+            return id;
+        }
+        let (func, file, inlined) = key.clone();
+        self.frames.insert(key, next);
+        self.pending.push(Event::Frame(FrameEvent {
+            id: next,
+            func,
+            file,
+            inlined,
+        }));
+        next
+    }
+
+    fn resolve(&mut self, ip: usize) -> &IpInfo {
+        if !self.by_ip.contains_key(&ip) {
+            // Innermost (inlined) function first, the containing function last.
+            let mut found: Vec<(String, Option<String>)> = Vec::new();
+            backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
+                let func = sym
+                    .name()
+                    .map_or_else(|| "[unknown]".to_string(), |n| format!("{n:#}"));
+                let file = sym.filename().map(|f| short_path(&f.to_string_lossy()));
+                found.push((func, file));
+            });
+            if found.is_empty() {
+                found.push(("[unknown]".to_string(), None));
+            }
+            let handler = found.iter().any(|(f, _)| {
+                f.contains("sampler::signal::on_sigprof") || f.starts_with("backtrace::")
+            });
+            let trampoline = found.iter().any(|(f, _)| f == "__restore_rt");
+            let last = found.len() - 1;
+            let mut frames = Vec::with_capacity(found.len());
+            for (i, (func, file)) in found.into_iter().enumerate().rev() {
+                frames.push(self.intern_frame(func, file, i != last));
+            }
+            self.by_ip.insert(
+                ip,
+                IpInfo {
+                    frames,
+                    handler,
+                    trampoline,
+                },
+            );
+        }
+        &self.by_ip[&ip]
+    }
+
+    /// The stack id of a raw stack (instruction pointers, innermost first, starting inside
+    /// the signal handler): the handler's own frames and the signal trampoline are cut off.
+    pub(super) fn stack(&mut self, ips: &[usize]) -> u64 {
+        let mut start = 0;
+        for (i, &ip) in ips.iter().enumerate().take(16) {
+            if self.resolve(ip).handler {
+                start = i + 1;
+            }
+        }
+        if let Some(&ip) = ips.get(start)
+            && self.resolve(ip).trampoline
+        {
+            start += 1;
+        }
+        let mut frames = Vec::new();
+        for &ip in ips[start.min(ips.len())..].iter().rev() {
+            frames.extend_from_slice(&self.resolve(ip).frames);
+        }
+        let next = self.stacks.len() as u64 + 1;
+        if let Some(&id) = self.stacks.get(&frames) {
+            return id;
+        }
+        self.stacks.insert(frames.clone(), next);
+        self.pending
+            .push(Event::Stack(StackEvent { id: next, frames }));
+        next
+    }
+
+    /// The `frame` and `stack` events defined since the last call.
+    pub(super) fn take_pending(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn here() -> Vec<usize> {
+        let mut ips = Vec::new();
+        backtrace::trace(|f| {
+            ips.push(f.ip() as usize);
+            true
+        });
+        ips
+    }
+
+    #[test]
+    fn a_stack_is_symbolized_demangled_and_interned_once() {
+        let mut s = Symbols::default();
+        let ips = here();
+        let a = s.stack(&ips);
+        let b = s.stack(&ips);
+        assert_eq!(a, b);
+        let pending = s.take_pending();
+        let names: Vec<&str> = pending
+            .iter()
+            .filter_map(|e| match e {
+                Event::Frame(f) => Some(f.func.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            names
+                .iter()
+                .any(|n| n.ends_with("sampler::symbols::tests::here")),
+            "{names:?}"
+        );
+        // Demangled without the hash suffix (`::h` and 16 hex digits).
+        let hashed = |n: &str| {
+            n.rsplit_once("::h")
+                .is_some_and(|(_, h)| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        };
+        assert!(names.iter().all(|n| !hashed(n)), "{names:?}");
+        let stacks = pending
+            .iter()
+            .filter(|e| matches!(e, Event::Stack(_)))
+            .count();
+        assert_eq!(stacks, 1);
+        // Frames come before the stack naming them.
+        assert!(matches!(pending.last(), Some(Event::Stack(_))));
+        assert!(s.take_pending().is_empty());
+    }
+
+    #[test]
+    fn paths_are_shortened() {
+        assert_eq!(
+            short_path(
+                "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/candle-core-0.11.1/src/tensor.rs"
+            ),
+            "candle-core-0.11.1/src/tensor.rs"
+        );
+        assert_eq!(
+            short_path(
+                "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/ptr/mod.rs"
+            ),
+            "library/core/src/ptr/mod.rs"
+        );
+        assert_eq!(short_path("src/main.rs"), "src/main.rs");
+    }
+}

@@ -1,0 +1,353 @@
+//! Sampler tests: a workload with a known answer, windows, off means nothing, attribution, the written trace.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Tensor};
+use trace_record::schema::{Event, ExecStep, Phase, Schedule};
+use trace_record::{ParsedTrace, Run, TraceSession};
+
+use super::signal::gettid;
+use super::{SamplerConfig, SamplerError};
+use crate::Capture;
+
+/// One sampler per process: the tests that start one take turns.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn turn() -> MutexGuard<'static, ()> {
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn new_capture(run: Run) -> (Capture, trace_record::MemorySink) {
+    let (session, sink) = TraceSession::in_memory(run);
+    (Capture::new(Arc::new(session)), sink)
+}
+
+fn read(sink: &trace_record::MemorySink) -> ParsedTrace {
+    trace_record::read_trace_bytes(&sink.bytes()).unwrap()
+}
+
+/// A matmul-dominated loop (64×64: gemm stays on the calling thread).
+fn matmuls(for_: Duration) {
+    let a = Tensor::randn(0f32, 1.0, (64, 64), &Device::Cpu).unwrap();
+    let start = Instant::now();
+    while start.elapsed() < for_ {
+        let c = a.matmul(&a).unwrap();
+        std::hint::black_box(c);
+    }
+}
+
+/// An elementwise-dominated loop.
+fn elementwise(for_: Duration) {
+    let x = Tensor::randn(0f32, 1.0, 64 * 1024, &Device::Cpu).unwrap();
+    let start = Instant::now();
+    while start.elapsed() < for_ {
+        let y = x.exp().unwrap().sqr().unwrap();
+        std::hint::black_box(y);
+    }
+}
+
+const MATMUL: &[&str] = &["gemm", "MatMul"];
+const ELEMENTWISE: &[&str] = &["unary_map", "binary_map", "UnaryOpT", "BinaryOpT"];
+
+/// Per step: samples on `tid`, and how many of them have a frame naming each family.
+struct Tally {
+    total: u64,
+    matmul: u64,
+    elementwise: u64,
+}
+
+fn tally(trace: &ParsedTrace, tid: u64) -> HashMap<u64, Tally> {
+    let mut frames: HashMap<u64, String> = HashMap::new();
+    let mut stacks: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut out: HashMap<u64, Tally> = HashMap::new();
+    for e in &trace.events {
+        match &e.event {
+            Event::Frame(f) => {
+                frames.insert(f.id, f.func.clone());
+            }
+            Event::Stack(s) => {
+                stacks.insert(s.id, s.frames.clone());
+            }
+            Event::Samples(s) if s.thread == tid => {
+                let has = |family: &[&str]| {
+                    stacks[&s.stack]
+                        .iter()
+                        .any(|f| family.iter().any(|k| frames[f].contains(k)))
+                };
+                let t = out.entry(s.step).or_insert(Tally {
+                    total: 0,
+                    matmul: 0,
+                    elementwise: 0,
+                });
+                t.total += s.n;
+                if has(MATMUL) {
+                    t.matmul += s.n;
+                }
+                if has(ELEMENTWISE) {
+                    t.elementwise += s.n;
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn sampled_events(trace: &ParsedTrace) -> usize {
+    trace
+        .events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.event,
+                Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_)
+            )
+        })
+        .count()
+}
+
+fn sampler_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.trim() == "tg-sampler")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_matmul_loop_and_an_elementwise_loop_are_told_apart() {
+    let _turn = turn();
+    let (capture, sink) = new_capture(Run::new("sampler::known_answer", Phase::Infer, "cpu"));
+    capture.sample_stacks(SamplerConfig::default()).unwrap();
+    matmuls(Duration::from_millis(600));
+    capture.step();
+    elementwise(Duration::from_millis(600));
+    capture.finish().unwrap();
+    let trace = read(&sink);
+    assert!(trace_record::validate(&trace).is_empty());
+    let t = tally(&trace, gettid());
+    let mm = &t[&0];
+    let ew = &t[&1];
+    assert!(
+        mm.total >= 20 && ew.total >= 20,
+        "too few samples: {} {}",
+        mm.total,
+        ew.total
+    );
+    let share = |n: u64, d: u64| n as f64 / d as f64;
+    assert!(
+        share(mm.matmul, mm.total) >= 0.6,
+        "matmul loop: {} of {} samples in matmul",
+        mm.matmul,
+        mm.total
+    );
+    assert!(
+        share(ew.elementwise, ew.total) >= 0.6,
+        "elementwise loop: {} of {} samples elementwise",
+        ew.elementwise,
+        ew.total
+    );
+    // Told apart: each loop's family dominates its own step only.
+    assert!(share(mm.matmul, mm.total) > share(ew.matmul, ew.total) + 0.4);
+    assert!(share(ew.elementwise, ew.total) > share(mm.elementwise, mm.total) + 0.4);
+}
+
+#[test]
+fn samples_are_attributed_to_step_phase_and_span_and_sum_up() {
+    let _turn = turn();
+    let (capture, sink) = new_capture(Run::new("sampler::attribution", Phase::Train, "cpu"));
+    capture.sample_stacks(SamplerConfig::hz(997)).unwrap();
+    {
+        let _g = capture.phase("backward", ExecStep::Backward);
+        matmuls(Duration::from_millis(300));
+    }
+    capture.step();
+    {
+        let _g = capture.phase("optimizer", ExecStep::Optimizer);
+        elementwise(Duration::from_millis(200));
+    }
+    capture.step();
+    capture.finish().unwrap();
+    let stats = capture.sampler_stats().unwrap();
+    let trace = read(&sink);
+    assert!(
+        trace_record::validate(&trace).is_empty(),
+        "{:?}",
+        trace_record::validate(&trace)
+    );
+    let me = gettid();
+    let mut by_phase: HashMap<(u64, Option<ExecStep>), u64> = HashMap::new();
+    let mut spans: HashMap<u64, u64> = HashMap::new();
+    let mut sums: HashMap<u64, u64> = HashMap::new();
+    let mut taken: HashMap<u64, (u64, u64)> = HashMap::new();
+    for e in &trace.events {
+        match &e.event {
+            Event::Samples(s) => {
+                *sums.entry(s.step).or_default() += s.n;
+                if s.thread == me {
+                    *by_phase.entry((s.step, s.phase)).or_default() += s.n;
+                    if let Some(sp) = s.span {
+                        *spans.entry(sp).or_default() += s.n;
+                    }
+                }
+            }
+            Event::Sampler(s) => {
+                assert_eq!(s.hz, 997);
+                assert!(s.cpu_ns.is_some());
+                taken.insert(s.step, (s.taken, s.lost));
+            }
+            _ => {}
+        }
+    }
+    // Per-step counts sum to what the sampler took; steps 0 and 1 recorded, step 2 (empty)
+    // too, as the capture finished inside it.
+    for (step, n) in &sums {
+        assert_eq!(taken[step].0, *n);
+    }
+    let total: u64 = taken.values().map(|t| t.0).sum();
+    let lost: u64 = taken.values().map(|t| t.1).sum();
+    assert_eq!(
+        (stats.taken, stats.lost, stats.steps),
+        (total, lost, taken.len() as u64)
+    );
+    assert!(stats.effective_hz().is_some_and(|hz| hz > 0.0));
+    assert!(lost <= total / 10 + 2, "lost {lost} of {total}");
+    let bw = by_phase
+        .get(&(0, Some(ExecStep::Backward)))
+        .copied()
+        .unwrap_or(0);
+    let all0: u64 = by_phase
+        .iter()
+        .filter(|(k, _)| k.0 == 0)
+        .map(|(_, v)| v)
+        .sum();
+    assert!(all0 > 0 && bw * 10 >= all0 * 9, "backward {bw} of {all0}");
+    let opt = by_phase
+        .get(&(1, Some(ExecStep::Optimizer)))
+        .copied()
+        .unwrap_or(0);
+    assert!(opt > 0);
+    // Samples name the phase spans (the trace's own span ids).
+    let span_ids: Vec<u64> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::SpanStart(s) => Some(s.id),
+            _ => None,
+        })
+        .collect();
+    assert!(!spans.is_empty());
+    assert!(spans.keys().all(|s| span_ids.contains(s)));
+}
+
+#[test]
+fn no_samples_outside_the_schedules_windows() {
+    let _turn = turn();
+    // Step 0 skipped, step 1 recorded, then nothing more.
+    let run = Run::new("sampler::windows", Phase::Infer, "cpu").schedule(Schedule {
+        skip_first: 1,
+        wait: 0,
+        warmup: 0,
+        active: 1,
+        repeat: 1,
+    });
+    let (capture, sink) = new_capture(run);
+    capture.sample_stacks(SamplerConfig::default()).unwrap();
+    matmuls(Duration::from_millis(150));
+    capture.step();
+    matmuls(Duration::from_millis(150));
+    capture.step();
+    matmuls(Duration::from_millis(150));
+    capture.finish().unwrap();
+    let trace = read(&sink);
+    let steps: Vec<u64> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Samples(s) => Some(s.step),
+            Event::Sampler(s) => Some(s.step),
+            _ => None,
+        })
+        .collect();
+    assert!(!steps.is_empty());
+    assert!(steps.iter().all(|&s| s == 1), "{steps:?}");
+
+    // A schedule that never records: no sample at all.
+    let run = Run::new("sampler::never", Phase::Infer, "cpu").schedule(Schedule {
+        skip_first: 100,
+        wait: 0,
+        warmup: 0,
+        active: 1,
+        repeat: 1,
+    });
+    let (capture, sink) = new_capture(run);
+    capture.sample_stacks(SamplerConfig::default()).unwrap();
+    matmuls(Duration::from_millis(150));
+    capture.step();
+    matmuls(Duration::from_millis(100));
+    let stats = capture.sampler_stats().unwrap();
+    capture.finish().unwrap();
+    assert_eq!((stats.steps, stats.taken), (0, 0));
+    assert_eq!(sampled_events(&read(&sink)), 0);
+}
+
+#[test]
+fn sampler_off_writes_nothing_and_starts_no_thread() {
+    let _turn = turn();
+    let (capture, sink) = new_capture(Run::new("sampler::off", Phase::Train, "cpu"));
+    {
+        let _b = capture.phase("backward", ExecStep::Backward);
+        matmuls(Duration::from_millis(100));
+        assert_eq!(sampler_threads(), 0);
+    }
+    capture.step();
+    assert!(capture.sampler_stats().is_none());
+    capture.finish().unwrap();
+    let trace = read(&sink);
+    assert_eq!(sampled_events(&trace), 0);
+    assert_eq!(sampler_threads(), 0);
+    // Turned on, it has its one thread until the capture finishes.
+    let (capture, _sink) = capture_on();
+    assert_eq!(sampler_threads(), 1);
+    capture.finish().unwrap();
+    assert_eq!(sampler_threads(), 0);
+}
+
+fn capture_on() -> (Capture, trace_record::MemorySink) {
+    let (capture, sink) = new_capture(Run::new("sampler::on", Phase::Train, "cpu"));
+    capture.sample_stacks(SamplerConfig::default()).unwrap();
+    (capture, sink)
+}
+
+#[test]
+fn one_sampler_per_process_and_rates_are_checked() {
+    let _turn = turn();
+    let (first, _s1) = capture_on();
+    let (second, _s2) = new_capture(Run::new("sampler::second", Phase::Train, "cpu"));
+    assert!(matches!(
+        second.sample_stacks(SamplerConfig::default()),
+        Err(SamplerError::Busy)
+    ));
+    assert!(matches!(
+        first.sample_stacks(SamplerConfig::default()),
+        Err(SamplerError::AlreadySampling)
+    ));
+    assert!(matches!(
+        second.sample_stacks(SamplerConfig::hz(0)),
+        Err(SamplerError::InvalidRate { hz: 0 })
+    ));
+    // Dropping a sampling capture without finishing stops its sampler too.
+    drop(first);
+    second.sample_stacks(SamplerConfig::default()).unwrap();
+    let t = Tensor::zeros(4, DType::F32, &Device::Cpu).unwrap();
+    std::hint::black_box(t);
+    second.finish().unwrap();
+}

@@ -1,0 +1,166 @@
+//! The sampler's thread: drains the ring, symbolizes, aggregates per step and writes the step's lines.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use trace_record::TraceSession;
+use trace_record::schema::{Event, SamplerEvent, SamplesEvent};
+
+use super::SamplerStats;
+use super::ring::{RawSample, ring};
+use super::scope::unpack;
+use super::symbols::Symbols;
+
+/// How often the ring is drained between step boundaries.
+const DRAIN_EVERY: Duration = Duration::from_millis(5);
+/// How long a step's flush waits for samples still being written.
+const SETTLE: Duration = Duration::from_millis(5);
+
+/// One recorded step, ended.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StepEnd {
+    pub(super) step: u64,
+    pub(super) ts: u64,
+    pub(super) dur: u64,
+    pub(super) cpu_ns: Option<u64>,
+}
+
+/// Messages from the capture (training thread) to the sampler thread.
+#[derive(Debug)]
+pub(super) enum Msg {
+    /// A recorded step ended: write its lines.
+    StepEnd(StepEnd),
+    /// Sampling stopped (after the last step's end, if any): write and exit.
+    Stop,
+}
+
+pub(super) struct Worker {
+    pub(super) session: Arc<TraceSession>,
+    pub(super) hz: u64,
+    pub(super) stats: Arc<Mutex<SamplerStats>>,
+    symbols: Symbols,
+    /// (step, thread, stack, scope) → samples.
+    counts: HashMap<(u64, u64, u64, u64), u64>,
+    /// Samples of steps already written (arrived too late): counted as lost.
+    late: u64,
+}
+
+impl Worker {
+    pub(super) fn new(
+        session: Arc<TraceSession>,
+        hz: u64,
+        stats: Arc<Mutex<SamplerStats>>,
+    ) -> Worker {
+        Worker {
+            session,
+            hz,
+            stats,
+            symbols: Symbols::default(),
+            counts: HashMap::new(),
+            late: 0,
+        }
+    }
+
+    pub(super) fn run(mut self, rx: &Receiver<Msg>) {
+        let mut written: Option<u64> = None;
+        loop {
+            match rx.recv_timeout(DRAIN_EVERY) {
+                Ok(Msg::StepEnd(end)) => {
+                    self.drain_settled(written);
+                    self.flush(end);
+                    written = Some(written.map_or(end.step, |w| w.max(end.step)));
+                }
+                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => {
+                    self.drain_settled(written);
+                    break;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    self.drain(written);
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, s: RawSample, written: Option<u64>) {
+        if written.is_some_and(|w| s.step <= w) {
+            self.late += 1;
+            return;
+        }
+        let stack = self.symbols.stack(&s.ips);
+        *self
+            .counts
+            .entry((s.step, s.tid, stack, s.scope))
+            .or_default() += 1;
+    }
+
+    fn drain(&mut self, written: Option<u64>) -> bool {
+        let mut got = Vec::new();
+        let busy = ring().drain(|s| got.push(s));
+        for s in got {
+            self.add(s, written);
+        }
+        busy
+    }
+
+    /// Drains until no sample is being written (or [`SETTLE`] passed).
+    fn drain_settled(&mut self, written: Option<u64>) {
+        let start = Instant::now();
+        while self.drain(written) && start.elapsed() < SETTLE {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Writes a step's definitions, `samples` lines and `sampler` line.
+    fn flush(&mut self, end: StepEnd) {
+        let mut rows: Vec<((u64, u64, u64), u64)> = Vec::new();
+        self.counts.retain(|&(step, tid, stack, scope), &mut n| {
+            if step == end.step {
+                rows.push(((tid, stack, scope), n));
+                false
+            } else {
+                true
+            }
+        });
+        rows.sort_unstable();
+        let lost = ring().take_lost() + std::mem::take(&mut self.late);
+        let mut events = self.symbols.take_pending();
+        let mut taken = 0u64;
+        for ((tid, stack, scope), n) in rows {
+            let (phase, span) = unpack(scope);
+            taken += n;
+            events.push(Event::Samples(SamplesEvent {
+                step: end.step,
+                thread: tid,
+                stack,
+                n,
+                phase,
+                span,
+            }));
+        }
+        events.push(Event::Sampler(SamplerEvent {
+            step: end.step,
+            hz: self.hz,
+            taken,
+            lost,
+            cpu_ns: end.cpu_ns,
+            ts: end.ts,
+            dur: end.dur,
+        }));
+        let written = self.session.record_sampled(&events) > 0;
+        if let Ok(mut st) = self.stats.lock() {
+            st.steps += 1;
+            st.taken += taken;
+            st.lost += lost;
+            st.wall_ns += end.dur;
+            st.cpu_ns = match (st.cpu_ns, end.cpu_ns) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+            if !written {
+                st.unwritten_steps += 1;
+            }
+        }
+    }
+}
