@@ -14,6 +14,8 @@
 //!   fingerprints, "stable from step k", the first differing op of a changed step; identical
 //!   steps analysed once through an ad-cache [`StepCache`];
 //! - the comparison of two traces ([`compare()`]);
+//! - sampled hot spots ([`hot_report`]): where CPU samples landed by function, crate group,
+//!   phase or span, with estimated CPU time labelled with its sample count;
 //! - the summary that `tracegraph summary` prints ([`summarize`]);
 //! - one formatter of durations and sizes for people ([`format_ns`], [`format_bytes`]).
 //!
@@ -51,6 +53,7 @@ mod compare;
 mod error;
 mod format;
 mod gradients;
+mod hot;
 mod intern;
 mod load;
 mod memory;
@@ -69,6 +72,11 @@ pub use gradients::{
     AutogradStep, GradientPoint, GradientReport, GradientVerdict, ParamGradients, gradient_report,
 };
 pub use format::{format_bytes, format_ns, format_pct};
+pub use hot::{
+    CrateGroup, HotBy, HotOptions, HotReport, HotRow, PhaseHot, SampleRow, SampledFrame,
+    SampledStacks, SamplerAccount, SamplerStep, backward_kernels, crate_of, hot_report,
+    is_allocator, short_func,
+};
 pub use intern::{FastMap, Interner, ShapeId, ShapeInterner, Sym, format_shape};
 pub use load::{LoadOptions, load_path, load_reader, load_str};
 pub use memory::{
@@ -91,5 +99,6 @@ pub use steps::{
     canonical_ops, first_difference, graph_report, new_step_cache,
 };
 pub use summary::{
-    ChangedStep, DevicePeak, GraphStability, Health, LISTED, StepTimes, Summary, TOP_OPS, summarize,
+    ChangedStep, DevicePeak, GraphStability, Health, LISTED, StepTimes, Summary,
+    TOP_BACKWARD_KERNELS, TOP_OPS, summarize,
 };

@@ -159,6 +159,7 @@ impl Builder {
                 gradient_facts: Vec::new(),
                 counters: Vec::new(),
                 autograd: Vec::new(),
+                sampled: Default::default(),
                 end_ns: 0,
                 work: WorkCounter::default(),
             },
@@ -375,6 +376,9 @@ impl Builder {
                     t_ns: c.ts,
                 });
                 self.seen(c.ts);
+            }
+            Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {
+                self.t.sampled.add(&e);
             }
         }
     }

@@ -383,6 +383,8 @@ pub struct Trace {
     pub counters: Vec<CounterSample>,
     /// The autograd graph's tensors per step (see [`AutogradNode`]).
     pub autograd: Vec<AutogradNode>,
+    /// Sampled stacks (schema version 2; empty without a sampler).
+    pub sampled: crate::hot::SampledStacks,
     /// The latest time seen on any event.
     pub end_ns: u64,
     /// Work done so far (see [`WorkCounter`]).

@@ -135,7 +135,14 @@ pub struct Summary {
     /// Gradient facts; absent when the trace has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gradients: Option<GradientCounts>,
+    /// The hottest sampled functions inside backward (at most [`TOP_BACKWARD_KERNELS`], by
+    /// self samples: estimates); empty when the trace has no backward samples.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backward_kernels: Vec<crate::hot::HotRow>,
 }
+
+/// How many sampled functions inside backward the summary names.
+pub const TOP_BACKWARD_KERNELS: usize = 3;
 
 /// Builds the summary of `trace`.
 pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeError> {
@@ -224,5 +231,6 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         memory,
         graph,
         gradients,
+        backward_kernels: crate::hot::backward_kernels(trace, TOP_BACKWARD_KERNELS),
     })
 }

@@ -1,0 +1,1012 @@
+//! Sampled hot spots: where CPU samples landed, by function, crate group, phase or span (schema version 2).
+//!
+//! A trace written with a CPU sampler (trace-candle's `Capture::sample_stacks`) holds interned
+//! frames and stacks and, per recorded step, how many samples landed in each stack on each
+//! thread ([`SampledStacks`], loaded with the trace). [`hot_report`] turns them into tables:
+//! self samples (the sample landed in the function) and total samples (the function was on
+//! the stack), per phase and step range, with an **estimated** CPU time per row derived from
+//! the sample count and the sampler's rate. Sample counts are estimates of where CPU time
+//! went, never measured durations; every estimate carries its sample count.
+//!
+//! Crate groups ([`CrateGroup`]) follow what a Candle user asks about: `candle_core`, `gemm`
+//! (every `gemm*` crate), `candle_nn`, the model's crate (the program's own crate, and
+//! `candle_transformers`), the allocator, and the rest. A sample's group is that of its
+//! innermost frame outside Rust's generic runtime (`core`, `std`, `alloc` helpers inlined into
+//! a kernel belong to the kernel), unless it landed in the allocator.
+//!
+//! Every pass is linear in the samples and the frames of the stacks they name.
+
+use serde::Serialize;
+use trace_record::schema::{Event, ExecStep};
+
+use crate::intern::FastMap;
+use crate::model::Trace;
+
+/// One interned frame of sampled stacks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SampledFrame {
+    /// The demangled function name.
+    pub func: String,
+    /// The source file, when known.
+    pub file: Option<String>,
+    /// Inlined into its caller.
+    pub inlined: bool,
+}
+
+/// One `samples` line as loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleRow {
+    /// The recorded step.
+    pub step: u64,
+    /// The sampled thread (operating-system id).
+    pub thread: u64,
+    /// The stack's wire id.
+    pub stack: u64,
+    /// Number of samples.
+    pub n: u64,
+    /// The phase the capture knew of.
+    pub phase: Option<ExecStep>,
+    /// The innermost open span the capture knew of (wire id).
+    pub span: Option<u64>,
+}
+
+/// One `sampler` line as loaded: the sampler's account of one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SamplerStep {
+    /// The recorded step.
+    pub step: u64,
+    /// Requested samples per second of process CPU time.
+    pub hz: u64,
+    /// Samples taken.
+    pub taken: u64,
+    /// Samples lost.
+    pub lost: u64,
+    /// Process CPU time in the step, when reported.
+    pub cpu_ns: Option<u64>,
+    /// Wall time sampled.
+    pub dur_ns: u64,
+}
+
+/// The sampled stacks of a trace (empty for a trace without a sampler, and for version 1).
+#[derive(Debug, Clone, Default)]
+pub struct SampledStacks {
+    /// Frames in the order they were read.
+    pub frames: Vec<SampledFrame>,
+    frame_index: FastMap<u64, u32>,
+    /// Stacks as ranges of `stack_frames` (frame indices, outermost first).
+    stacks: Vec<(u32, u32)>,
+    stack_frames: Vec<u32>,
+    stack_index: FastMap<u64, u32>,
+    /// `samples` lines in the order they were read.
+    pub samples: Vec<SampleRow>,
+    /// `sampler` lines in the order they were read.
+    pub steps: Vec<SamplerStep>,
+}
+
+impl SampledStacks {
+    /// Loads one sampled-stack event (other events are ignored).
+    pub fn add(&mut self, event: &Event) {
+        match event {
+            Event::Frame(f) => {
+                let i = self.frames.len() as u32;
+                self.frame_index.entry(f.id).or_insert(i);
+                self.frames.push(SampledFrame {
+                    func: f.func.clone(),
+                    file: f.file.clone(),
+                    inlined: f.inlined,
+                });
+            }
+            Event::Stack(s) => {
+                let start = self.stack_frames.len() as u32;
+                // Frames are defined before the stacks naming them; an unknown one is
+                // reported by validation and left out here.
+                self.stack_frames.extend(
+                    s.frames
+                        .iter()
+                        .filter_map(|f| self.frame_index.get(f).copied()),
+                );
+                let i = self.stacks.len() as u32;
+                self.stacks.push((start, self.stack_frames.len() as u32));
+                self.stack_index.entry(s.id).or_insert(i);
+            }
+            Event::Samples(s) => self.samples.push(SampleRow {
+                step: s.step,
+                thread: s.thread,
+                stack: s.stack,
+                n: s.n,
+                phase: s.phase,
+                span: s.span,
+            }),
+            Event::Sampler(s) => self.steps.push(SamplerStep {
+                step: s.step,
+                hz: s.hz,
+                taken: s.taken,
+                lost: s.lost,
+                cpu_ns: s.cpu_ns,
+                dur_ns: s.dur,
+            }),
+            _ => {}
+        }
+    }
+
+    /// True when the trace has no samples.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// The frame indices of a stack (by wire id), outermost first; empty when unknown.
+    pub fn stack(&self, id: u64) -> &[u32] {
+        match self.stack_index.get(&id) {
+            Some(&i) => {
+                let (a, b) = self.stacks[i as usize];
+                &self.stack_frames[a as usize..b as usize]
+            }
+            None => &[],
+        }
+    }
+}
+
+/// What [`hot_report`] groups rows by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HotBy {
+    /// Functions (self: the innermost frame; total: anywhere on the stack).
+    #[default]
+    Function,
+    /// Crate groups ([`CrateGroup`]).
+    Crate,
+    /// Execution phase (forward, backward, optimizer, unknown).
+    Phase,
+    /// The innermost open span the capture knew of (self), and its ancestors (total).
+    Span,
+}
+
+impl std::str::FromStr for HotBy {
+    type Err = String;
+
+    /// `function`, `crate`, `phase` or `span`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "function" => HotBy::Function,
+            "crate" => HotBy::Crate,
+            "phase" => HotBy::Phase,
+            "span" => HotBy::Span,
+            _ => {
+                return Err(format!(
+                    "unknown grouping `{s}` (function, crate, phase, span)"
+                ));
+            }
+        })
+    }
+}
+
+/// A crate group of sampled frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrateGroup {
+    /// `candle_core`: tensors, backprop, the CPU backend's kernels.
+    CandleCore,
+    /// `gemm` and its `gemm_*` crates: matrix-multiply kernels.
+    Gemm,
+    /// `candle_nn`: layers, losses, optimizers.
+    CandleNn,
+    /// The program's own crate and `candle_transformers`: the model's code.
+    Model,
+    /// The memory allocator (`malloc`, `free`, `__rust_alloc`, ...).
+    Allocator,
+    /// Everything else (runtime, threads, other crates, unknown frames).
+    Other,
+}
+
+impl CrateGroup {
+    /// `candle_core`, `gemm`, `candle_nn`, `model`, `allocator`, `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrateGroup::CandleCore => "candle_core",
+            CrateGroup::Gemm => "gemm",
+            CrateGroup::CandleNn => "candle_nn",
+            CrateGroup::Model => "model",
+            CrateGroup::Allocator => "allocator",
+            CrateGroup::Other => "other",
+        }
+    }
+}
+
+/// The crate a demangled function name belongs to: its first path segment (the implementing
+/// type's crate for `<T as Trait>::f`), or `None` for a symbol without a path (`malloc`).
+pub fn crate_of(func: &str) -> Option<&str> {
+    let s = func.trim_start_matches(['<', '&', '*', ' ']);
+    let s = s
+        .strip_prefix("mut ")
+        .or_else(|| s.strip_prefix("dyn "))
+        .unwrap_or(s);
+    let end = s.find("::")?;
+    let name = &s[..end];
+    (!name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .then_some(name)
+}
+
+/// Whether a function is the memory allocator's.
+pub fn is_allocator(func: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "malloc",
+        "free",
+        "calloc",
+        "realloc",
+        "cfree",
+        "_int_malloc",
+        "_int_free",
+        "_int_realloc",
+        "__libc_malloc",
+        "__libc_free",
+        "__libc_calloc",
+        "__libc_realloc",
+        "malloc_consolidate",
+        "unlink_chunk",
+        "tcache_",
+        "__rust_alloc",
+        "__rust_dealloc",
+        "__rust_realloc",
+        "__rdl_",
+        "__rg_",
+        "alloc::alloc::",
+        "<alloc::alloc::Global as core::alloc::Allocator>",
+        "std::alloc::",
+        "<std::alloc::System as core::alloc::global::GlobalAlloc>",
+        "mi_",
+        "_mi_",
+        "je_",
+        "_rjem_",
+        "tikv_jemallocator::",
+        "mimalloc::",
+    ];
+    PREFIXES.iter().any(|p| func.starts_with(p))
+}
+
+/// Rust's generic runtime (`core`, `std`, `alloc`) or an unknown frame: attributed to the
+/// nearest caller outside it when grouping by crate.
+fn is_runtime(func: &str) -> bool {
+    matches!(crate_of(func), Some("core" | "std" | "alloc") | None)
+}
+
+/// Which group a crate name falls in, given the model's crates.
+fn group_of_crate(name: Option<&str>, model: &[String]) -> CrateGroup {
+    match name {
+        Some("candle_core") => CrateGroup::CandleCore,
+        Some("candle_nn") => CrateGroup::CandleNn,
+        Some(n) if n.starts_with("gemm") => CrateGroup::Gemm,
+        Some(n) if model.iter().any(|m| m == n) => CrateGroup::Model,
+        _ => CrateGroup::Other,
+    }
+}
+
+/// Options of [`hot_report`].
+#[derive(Debug, Clone, Default)]
+pub struct HotOptions {
+    /// What rows are.
+    pub by: HotBy,
+    /// Only samples of recorded steps in this inclusive range.
+    pub steps: Option<(u64, u64)>,
+    /// Only samples of this phase.
+    pub phase: Option<ExecStep>,
+    /// At most this many rows (and functions per phase); `None`: all.
+    pub limit: Option<usize>,
+    /// The model's crates; empty: found from the stacks (the program's own crate, the
+    /// outermost non-runtime crate of most samples) plus `candle_transformers`.
+    pub model_crates: Vec<String>,
+}
+
+/// One row of a [`HotReport`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HotRow {
+    /// The function, crate group, phase or span path.
+    pub name: String,
+    /// The crate group (function rows: the function's crate's group).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<CrateGroup>,
+    /// Samples that landed in it.
+    pub self_samples: u64,
+    /// Samples with it on the stack (or, for spans, in it or a descendant).
+    pub total_samples: u64,
+    /// `self_samples` over the report's samples.
+    pub self_share: f64,
+    /// `total_samples` over the report's samples.
+    pub total_share: f64,
+    /// Estimated CPU time of `self_samples` (ns), from the sampler's effective rate; an
+    /// estimate, not a measurement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_est_ns: Option<u64>,
+}
+
+/// The samples of one phase and its hottest functions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseHot {
+    /// `forward`, `backward`, `optimizer` or `unknown`.
+    pub phase: String,
+    /// Samples in the phase.
+    pub samples: u64,
+    /// Over the report's samples.
+    pub share: f64,
+    /// The phase's functions by self samples (innermost frame outside the generic runtime).
+    pub top: Vec<HotRow>,
+}
+
+/// The sampler's own account (honest numbers): rate requested and achieved, samples lost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SamplerAccount {
+    /// Steps the sampler accounted for (in the selection).
+    pub steps: u64,
+    /// First and last of them.
+    pub step_range: Option<(u64, u64)>,
+    /// The requested rate (the largest, when steps differ), samples per CPU second.
+    pub requested_hz: u64,
+    /// Samples taken (the sum over the steps' `sampler` lines).
+    pub taken: u64,
+    /// Samples lost.
+    pub lost: u64,
+    /// Process CPU time over the steps, when every step reported it.
+    pub cpu_ns: Option<u64>,
+    /// Wall time sampled.
+    pub wall_ns: u64,
+    /// Samples per second of process CPU time achieved (`taken` ÷ `cpu_ns`).
+    pub effective_hz: Option<f64>,
+}
+
+/// Where the sampled CPU time went.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HotReport {
+    /// What the rows are.
+    pub by: HotBy,
+    /// Samples selected (step range, phase).
+    pub samples: u64,
+    /// The sampler's account over the selected steps.
+    pub sampler: SamplerAccount,
+    /// The model's crates used for the `model` group.
+    pub model_crates: Vec<String>,
+    /// Rows, by self samples (then total) descending.
+    pub rows: Vec<HotRow>,
+    /// Per phase: samples and hottest functions.
+    pub phases: Vec<PhaseHot>,
+    /// Per crate group: self samples.
+    pub groups: Vec<HotRow>,
+}
+
+/// The phase of a sample: the capture's, else what its stack shows (a frame of Candle's
+/// backprop → backward, of an optimizer → optimizer).
+fn phase_of(row: &SampleRow, frames: &[u32], s: &SampledStacks) -> Option<ExecStep> {
+    row.phase.or_else(|| {
+        frames.iter().rev().find_map(|&f| {
+            let func = &s.frames[f as usize].func;
+            if func.contains("candle_core::backprop") {
+                Some(ExecStep::Backward)
+            } else if func.contains("candle_nn::optim") || func.contains("Optimizer>::step") {
+                Some(ExecStep::Optimizer)
+            } else {
+                None
+            }
+        })
+    })
+}
+
+fn phase_name(p: Option<ExecStep>) -> &'static str {
+    p.map_or("unknown", ExecStep::as_str)
+}
+
+/// The innermost frame of a stack outside the generic runtime (an allocator frame counts),
+/// or the innermost frame when all are runtime.
+fn attributed_frame(frames: &[u32], s: &SampledStacks) -> Option<u32> {
+    frames
+        .iter()
+        .rev()
+        .copied()
+        .find(|&f| {
+            let func = &s.frames[f as usize].func;
+            is_allocator(func) || !is_runtime(func)
+        })
+        .or_else(|| frames.last().copied())
+}
+
+/// The model's crates: the outermost non-runtime crate of the most samples (the program),
+/// plus `candle_transformers`.
+fn find_model_crates(trace: &Trace) -> Vec<String> {
+    let s = &trace.sampled;
+    let mut votes: FastMap<&str, u64> = FastMap::default();
+    for row in &s.samples {
+        let outer = s.stack(row.stack).iter().find_map(|&f| {
+            let c = crate_of(&s.frames[f as usize].func)?;
+            let runtime = matches!(
+                c,
+                "core" | "std" | "alloc" | "candle_core" | "candle_nn" | "rayon" | "rayon_core"
+            ) || c.starts_with("gemm")
+                || c.starts_with("trace_");
+            (!runtime).then_some(c)
+        });
+        if let Some(c) = outer {
+            *votes.entry(c).or_default() += row.n;
+        }
+    }
+    let mut out: Vec<String> = votes
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+        .map(|(c, _)| c.to_string())
+        .into_iter()
+        .collect();
+    if !out.iter().any(|c| c == "candle_transformers") {
+        out.push("candle_transformers".into());
+    }
+    out
+}
+
+#[derive(Default, Clone, Copy)]
+struct Acc {
+    self_n: u64,
+    total_n: u64,
+    /// The last sample row that counted towards `total_n` (counts a key once per stack).
+    last: usize,
+}
+
+/// Where the sampled CPU time went (see the module docs). Linear in the selected samples and
+/// the frames of their stacks.
+pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
+    let s = &trace.sampled;
+    let model = if opts.model_crates.is_empty() {
+        find_model_crates(trace)
+    } else {
+        opts.model_crates.clone()
+    };
+    let in_steps = |step: u64| opts.steps.is_none_or(|(a, b)| step >= a && step <= b);
+    let group_of = |f: u32| -> CrateGroup {
+        let func = &s.frames[f as usize].func;
+        if is_allocator(func) {
+            CrateGroup::Allocator
+        } else {
+            group_of_crate(crate_of(func), &model)
+        }
+    };
+
+    // The sampler's account over the selected steps.
+    let mut acc = SamplerAccount {
+        steps: 0,
+        step_range: None,
+        requested_hz: 0,
+        taken: 0,
+        lost: 0,
+        cpu_ns: Some(0),
+        wall_ns: 0,
+        effective_hz: None,
+    };
+    for st in s.steps.iter().filter(|st| in_steps(st.step)) {
+        acc.steps += 1;
+        acc.step_range = Some(match acc.step_range {
+            None => (st.step, st.step),
+            Some((a, b)) => (a.min(st.step), b.max(st.step)),
+        });
+        acc.requested_hz = acc.requested_hz.max(st.hz);
+        acc.taken += st.taken;
+        acc.lost += st.lost;
+        acc.wall_ns += st.dur_ns;
+        acc.cpu_ns = match (acc.cpu_ns, st.cpu_ns) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+    }
+    if acc.steps == 0 {
+        acc.cpu_ns = None;
+    }
+    acc.effective_hz = acc
+        .cpu_ns
+        .filter(|&ns| ns > 0)
+        .map(|ns| acc.taken as f64 / (ns as f64 / 1e9));
+    // ns of CPU per sample: measured CPU time over samples taken, else the requested period.
+    let ns_per_sample = match (acc.cpu_ns, acc.taken) {
+        (Some(ns), t) if t > 0 && ns > 0 => Some(ns as f64 / t as f64),
+        _ if acc.requested_hz > 0 => Some(1e9 / acc.requested_hz as f64),
+        _ => None,
+    };
+
+    // Span ids → (name, parent id) for --by span.
+    let span_info: FastMap<u64, (usize, Option<u32>)> = if opts.by == HotBy::Span {
+        trace
+            .spans
+            .iter()
+            .enumerate()
+            .map(|(i, sp)| (sp.id, (i, sp.parent)))
+            .collect()
+    } else {
+        FastMap::default()
+    };
+
+    let mut keys: FastMap<String, (Acc, Option<CrateGroup>)> = FastMap::default();
+    let mut groups: FastMap<CrateGroup, Acc> = FastMap::default();
+    let mut phase_tot: FastMap<&'static str, u64> = FastMap::default();
+    let mut phase_fn: FastMap<(&'static str, u32), u64> = FastMap::default();
+    let mut total = 0u64;
+    let mut seen_frame: FastMap<&str, usize> = FastMap::default();
+    for (ri, row) in s.samples.iter().enumerate() {
+        let ri = ri + 1;
+        if !in_steps(row.step) {
+            continue;
+        }
+        let frames = s.stack(row.stack);
+        let phase = phase_of(row, frames, s);
+        if opts.phase.is_some() && phase != opts.phase {
+            continue;
+        }
+        let n = row.n;
+        total += n;
+        let pname = phase_name(phase);
+        *phase_tot.entry(pname).or_default() += n;
+        let attributed = attributed_frame(frames, s);
+        if let Some(f) = attributed {
+            *phase_fn.entry((pname, f)).or_default() += n;
+            groups.entry(group_of(f)).or_default().self_n += n;
+        }
+        // Total per group: once per stack.
+        for &f in frames {
+            let g = groups.entry(group_of(f)).or_default();
+            if g.last != ri {
+                g.last = ri;
+                g.total_n += n;
+            }
+        }
+        let mut bump = |key: &str, group: Option<CrateGroup>, is_self: bool| {
+            let (a, g) = keys
+                .entry(key.to_string())
+                .or_insert((Acc::default(), group));
+            if g.is_none() {
+                *g = group;
+            }
+            if is_self {
+                a.self_n += n;
+            }
+            if a.last != ri {
+                a.last = ri;
+                a.total_n += n;
+            }
+        };
+        match opts.by {
+            HotBy::Function => {
+                seen_frame.clear();
+                let last = frames.len().saturating_sub(1);
+                for (i, &f) in frames.iter().enumerate() {
+                    let func = s.frames[f as usize].func.as_str();
+                    if seen_frame.insert(func, ri).is_none() || i == last {
+                        bump(func, Some(group_of(f)), i == last);
+                    }
+                }
+            }
+            HotBy::Crate => {
+                // Handled through `groups` below.
+            }
+            HotBy::Phase => bump(pname, None, true),
+            HotBy::Span => {
+                let mut cur = row.span.and_then(|id| span_info.get(&id).copied());
+                if cur.is_none() {
+                    bump("(no span)", None, true);
+                }
+                let mut first = true;
+                let mut hops = 0usize;
+                while let Some((i, parent)) = cur {
+                    let name = trace.strings.resolve(trace.spans[i].name);
+                    bump(name, None, first);
+                    first = false;
+                    hops += 1;
+                    if hops > trace.spans.len() {
+                        break;
+                    }
+                    cur = parent.map(|p| {
+                        let sp = &trace.spans[p as usize];
+                        (p as usize, sp.parent)
+                    });
+                }
+            }
+        }
+    }
+
+    let share = |x: u64| {
+        if total > 0 {
+            x as f64 / total as f64
+        } else {
+            0.0
+        }
+    };
+    let est = |x: u64| ns_per_sample.map(|p| (x as f64 * p).round() as u64);
+    let make = |name: String, group: Option<CrateGroup>, a: Acc| HotRow {
+        name,
+        group,
+        self_samples: a.self_n,
+        total_samples: a.total_n,
+        self_share: share(a.self_n),
+        total_share: share(a.total_n),
+        self_est_ns: est(a.self_n),
+    };
+    let sort = |rows: &mut Vec<HotRow>| {
+        rows.sort_by(|a, b| {
+            b.self_samples
+                .cmp(&a.self_samples)
+                .then(b.total_samples.cmp(&a.total_samples))
+                .then(a.name.cmp(&b.name))
+        });
+        if let Some(l) = opts.limit {
+            rows.truncate(l);
+        }
+    };
+    let mut group_rows: Vec<HotRow> = groups
+        .iter()
+        .map(|(&g, &a)| make(g.as_str().to_string(), Some(g), a))
+        .collect();
+    sort(&mut group_rows);
+    let mut rows: Vec<HotRow> = if opts.by == HotBy::Crate {
+        group_rows.clone()
+    } else {
+        keys.into_iter().map(|(k, (a, g))| make(k, g, a)).collect()
+    };
+    sort(&mut rows);
+
+    let mut phases: Vec<PhaseHot> = phase_tot
+        .iter()
+        .map(|(&p, &n)| {
+            let mut top: Vec<HotRow> = phase_fn
+                .iter()
+                .filter(|((q, _), _)| *q == p)
+                .map(|(&(_, f), &k)| {
+                    make(
+                        s.frames[f as usize].func.clone(),
+                        Some(group_of(f)),
+                        Acc {
+                            self_n: k,
+                            total_n: k,
+                            last: 0,
+                        },
+                    )
+                })
+                .collect();
+            sort(&mut top);
+            PhaseHot {
+                phase: p.to_string(),
+                samples: n,
+                share: share(n),
+                top,
+            }
+        })
+        .collect();
+    let order = |p: &str| match p {
+        "forward" => 0,
+        "backward" => 1,
+        "optimizer" => 2,
+        _ => 3,
+    };
+    phases.sort_by_key(|p| order(&p.phase));
+
+    HotReport {
+        by: opts.by,
+        samples: total,
+        sampler: acc,
+        model_crates: model,
+        rows,
+        phases,
+        groups: group_rows,
+    }
+}
+
+/// The hottest functions inside backward (by self samples, innermost frame outside the generic
+/// runtime), at most `n`: the summary's "top kernels inside backward". Empty when the trace
+/// has no backward samples.
+pub fn backward_kernels(trace: &Trace, n: usize) -> Vec<HotRow> {
+    if trace.sampled.is_empty() {
+        return Vec::new();
+    }
+    let r = hot_report(
+        trace,
+        &HotOptions {
+            by: HotBy::Phase,
+            phase: Some(ExecStep::Backward),
+            limit: Some(n),
+            ..HotOptions::default()
+        },
+    );
+    r.phases
+        .into_iter()
+        .next()
+        .map(|p| p.top)
+        .unwrap_or_default()
+}
+
+/// A function name shortened for a table: generic arguments elided (`Vec<…>`), at most
+/// `max` characters (the tail kept, where the function's own name is).
+pub fn short_func(func: &str, max: usize) -> String {
+    let mut out = String::with_capacity(func.len().min(max + 8));
+    // Depth inside elided generic arguments, and inside kept `<T as Trait>` / `<impl T>`.
+    let (mut skip, mut qual) = (0usize, 0usize);
+    for ch in func.chars() {
+        if skip > 0 {
+            match ch {
+                '<' => skip += 1,
+                '>' => skip -= 1,
+                _ => {}
+            }
+            continue;
+        }
+        match ch {
+            '<' if out.is_empty() || ["::", "<", " ", "&"].iter().any(|e| out.ends_with(e)) => {
+                qual += 1;
+                out.push(ch);
+            }
+            '<' => {
+                out.push_str("<…>");
+                skip = 1;
+            }
+            '>' if qual > 0 => {
+                qual -= 1;
+                out.push(ch);
+            }
+            _ => out.push(ch),
+        }
+    }
+    let n = out.chars().count();
+    if n > max && max > 1 {
+        let tail: String = out.chars().skip(n - max + 1).collect();
+        format!("…{tail}")
+    } else {
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crates_and_groups() {
+        let model = vec!["tracegraph".to_string()];
+        let check = |func: &str, krate: Option<&str>, group: CrateGroup| {
+            assert_eq!(crate_of(func), krate, "{func}");
+            let g = if is_allocator(func) {
+                CrateGroup::Allocator
+            } else {
+                group_of_crate(crate_of(func), &model)
+            };
+            assert_eq!(g, group, "{func}");
+        };
+        check(
+            "<candle_core::cpu_backend::MatMul as candle_core::cpu_backend::utils::Map2>::f",
+            Some("candle_core"),
+            CrateGroup::CandleCore,
+        );
+        check(
+            "gemm_f32::microkernel::fma::f32::x3x4",
+            Some("gemm_f32"),
+            CrateGroup::Gemm,
+        );
+        check(
+            "gemm_common::gemm::gemm_basic_generic",
+            Some("gemm_common"),
+            CrateGroup::Gemm,
+        );
+        check(
+            "candle_nn::ops::softmax_last_dim",
+            Some("candle_nn"),
+            CrateGroup::CandleNn,
+        );
+        check(
+            "tracegraph::demo::mlp::train",
+            Some("tracegraph"),
+            CrateGroup::Model,
+        );
+        check("malloc", None, CrateGroup::Allocator);
+        check("__rust_dealloc", None, CrateGroup::Allocator);
+        check("_int_free", None, CrateGroup::Allocator);
+        check(
+            "core::ptr::drop_in_place<alloc::vec::Vec<f32>>",
+            Some("core"),
+            CrateGroup::Other,
+        );
+        check("[unknown]", None, CrateGroup::Other);
+    }
+
+    /// A trace with two recorded steps of samples: backward in gemm and candle's backprop,
+    /// forward in the model's code, one allocator sample.
+    fn sampled_trace() -> Trace {
+        use trace_record::schema::{
+            FrameEvent, Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent,
+        };
+        use trace_record::{Run, TraceSession};
+        let (session, sink) = TraceSession::in_memory(Run::new("hot", Phase::Train, "cpu"));
+        let bw = {
+            let g = session.span("backward", SpanKind::Function, Some(ExecStep::Backward));
+            g.id().map(|s| s.0)
+        };
+        let frame = |id: u64, func: &str| {
+            Event::Frame(FrameEvent {
+                id,
+                func: func.into(),
+                file: None,
+                inlined: false,
+            })
+        };
+        let stack = |id: u64, frames: &[u64]| {
+            Event::Stack(StackEvent {
+                id,
+                frames: frames.to_vec(),
+            })
+        };
+        let samples = |step, stack, n, phase, span| {
+            Event::Samples(SamplesEvent {
+                step,
+                thread: 1,
+                stack,
+                n,
+                phase,
+                span,
+            })
+        };
+        let sampler = |step, taken| {
+            Event::Sampler(SamplerEvent {
+                step,
+                hz: 1000,
+                taken,
+                lost: 1,
+                cpu_ns: Some(taken * 2_000_000),
+                ts: 0,
+                dur: 1,
+            })
+        };
+        let bwd = Some(ExecStep::Backward);
+        session.record_sampled(&[
+            frame(1, "tracegraph::main"),
+            frame(
+                2,
+                "candle_core::backprop::<impl candle_core::tensor::Tensor>::backward",
+            ),
+            frame(3, "gemm_f32::microkernel::x3x4"),
+            frame(4, "core::ptr::copy_nonoverlapping<f32>"),
+            frame(5, "tracegraph::demo::Mlp::forward"),
+            frame(6, "malloc"),
+            stack(1, &[1, 2, 3]),
+            stack(2, &[1, 2, 4]),
+            stack(3, &[1, 5]),
+            stack(4, &[1, 5, 6]),
+            samples(0, 1, 6, bwd, bw),
+            samples(0, 2, 2, bwd, bw),
+            samples(0, 3, 1, Some(ExecStep::Forward), None),
+            sampler(0, 9),
+            // Step 1: no phase from the capture; the stack shows backprop.
+            samples(1, 1, 3, None, None),
+            samples(1, 4, 1, None, None),
+            sampler(1, 4),
+        ]);
+        session.finish().unwrap();
+        let text = String::from_utf8(sink.bytes()).unwrap();
+        crate::load_str(&text, "hot.jsonl", Default::default()).unwrap()
+    }
+
+    #[test]
+    fn hot_report_counts_self_total_groups_phases_and_spans() {
+        let t = sampled_trace();
+        assert!(t.issues.is_empty(), "{:?}", t.issues);
+        let r = hot_report(&t, &HotOptions::default());
+        assert_eq!(r.samples, 13);
+        assert_eq!(r.model_crates, ["tracegraph", "candle_transformers"]);
+        assert_eq!(
+            (r.sampler.taken, r.sampler.lost, r.sampler.steps),
+            (13, 2, 2)
+        );
+        assert_eq!(r.sampler.effective_hz, Some(500.0));
+        let row =
+            |rows: &[HotRow], name: &str| rows.iter().find(|x| x.name == name).cloned().unwrap();
+        let g = row(&r.rows, "gemm_f32::microkernel::x3x4");
+        assert_eq!(
+            (g.self_samples, g.total_samples, g.group),
+            (9, 9, Some(CrateGroup::Gemm))
+        );
+        // 2 ms of CPU per sample (measured CPU time over samples taken): an estimate.
+        assert_eq!(g.self_est_ns, Some(18_000_000));
+        let main = row(&r.rows, "tracegraph::main");
+        assert_eq!((main.self_samples, main.total_samples), (0, 13));
+        assert_eq!(r.rows[0].name, "gemm_f32::microkernel::x3x4");
+        // Groups: core's copy inlined into backprop counts as candle_core.
+        let by = hot_report(
+            &t,
+            &HotOptions {
+                by: HotBy::Crate,
+                ..HotOptions::default()
+            },
+        );
+        assert_eq!(row(&by.rows, "gemm").self_samples, 9);
+        assert_eq!(row(&by.rows, "candle_core").self_samples, 2);
+        assert_eq!(row(&by.rows, "candle_core").total_samples, 11);
+        assert_eq!(row(&by.rows, "model").self_samples, 1);
+        assert_eq!(row(&by.rows, "allocator").self_samples, 1);
+        // Phases: step 1's backprop stacks are backward from their frames.
+        let ph = hot_report(
+            &t,
+            &HotOptions {
+                by: HotBy::Phase,
+                ..HotOptions::default()
+            },
+        );
+        assert_eq!(row(&ph.rows, "backward").self_samples, 11);
+        assert_eq!(row(&ph.rows, "unknown").self_samples, 1);
+        assert_eq!(ph.phases[0].phase, "forward");
+        assert_eq!(ph.phases[1].phase, "backward");
+        let kernels: Vec<&str> = ph.phases[1].top.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(
+            kernels,
+            [
+                "gemm_f32::microkernel::x3x4",
+                "candle_core::backprop::<impl candle_core::tensor::Tensor>::backward"
+            ]
+        );
+        // Spans: the phase span named by the capture.
+        let sp = hot_report(
+            &t,
+            &HotOptions {
+                by: HotBy::Span,
+                ..HotOptions::default()
+            },
+        );
+        assert_eq!(row(&sp.rows, "backward").self_samples, 8);
+        assert_eq!(row(&sp.rows, "(no span)").self_samples, 5);
+        // Step range and phase filters.
+        let s1 = hot_report(
+            &t,
+            &HotOptions {
+                steps: Some((1, 1)),
+                ..HotOptions::default()
+            },
+        );
+        assert_eq!((s1.samples, s1.sampler.steps, s1.sampler.taken), (4, 1, 4));
+        let fwd = hot_report(
+            &t,
+            &HotOptions {
+                phase: Some(ExecStep::Forward),
+                ..HotOptions::default()
+            },
+        );
+        assert_eq!(fwd.samples, 1);
+        assert_eq!(
+            backward_kernels(&t, 1)[0].name,
+            "gemm_f32::microkernel::x3x4"
+        );
+        // The summary names them.
+        let cache = crate::new_step_cache();
+        let summary = crate::summarize(&t, &cache).unwrap();
+        assert_eq!(summary.backward_kernels.len(), 2);
+    }
+
+    #[test]
+    fn a_trace_without_samples_has_an_empty_report() {
+        let (session, sink) = trace_record::TraceSession::in_memory(trace_record::Run::new(
+            "none",
+            trace_record::schema::Phase::Infer,
+            "cpu",
+        ));
+        session.finish().unwrap();
+        let text = String::from_utf8(sink.bytes()).unwrap();
+        let t = crate::load_str(&text, "none.jsonl", Default::default()).unwrap();
+        let r = hot_report(&t, &HotOptions::default());
+        assert_eq!((r.samples, r.rows.len(), r.sampler.steps), (0, 0, 0));
+        assert_eq!(r.sampler.cpu_ns, None);
+        assert!(backward_kernels(&t, 3).is_empty());
+    }
+
+    #[test]
+    fn short_names_elide_generic_arguments() {
+        assert_eq!(
+            short_func("core::ptr::drop_in_place<alloc::vec::Vec<f32>>", 80),
+            "core::ptr::drop_in_place<…>"
+        );
+        assert_eq!(
+            short_func(
+                "candle_core::backprop::<impl candle_core::tensor::Tensor>::backward",
+                80
+            ),
+            "candle_core::backprop::<impl candle_core::tensor::Tensor>::backward"
+        );
+        assert_eq!(
+            short_func("<alloc::vec::Vec<T,A> as core::ops::drop::Drop>::drop", 80),
+            "<alloc::vec::Vec<…> as core::ops::drop::Drop>::drop"
+        );
+        assert_eq!(short_func("abcdefghij", 5), "…ghij");
+    }
+}
