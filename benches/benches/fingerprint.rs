@@ -4,7 +4,10 @@
 //! shapes, scalars, flags; one and two inputs, one and two outputs, all three roles), most of
 //! them live. Rows:
 //! - `fingerprint/<n> ns_per_op`: `Graph::compute_fingerprint` (the full canonical walk and
-//!   hashing that `build` does, from scratch) per operation, against the baseline
+//!   hashing that `build` does, from scratch; the numbering-independent parts of each
+//!   operation's record, its mask and payload bytes, are encoded by the builder as the
+//!   operation is appended, and counted in `record_build` below) per operation, against the
+//!   baseline
 //!   `defaulthasher_walk`: every value's key and every operation's payload, role, inputs and
 //!   outputs fed through `derive(Hash)` into `std`'s `DefaultHasher` (no canonicalisation).
 //! - `fingerprint/<n> cpu_ns_per_op`: the same two walks timed by this thread's CPU time
@@ -14,6 +17,9 @@
 //! - `fingerprint/repeat ns`: asking a built graph for its fingerprint again.
 //! - `fingerprint/build/10k ns_per_op`: `GraphBuilder::build` (validation, canonical walk,
 //!   fingerprint) per operation.
+//! - `fingerprint/record_build/10k ns_per_op`: recording the graph (appending every
+//!   operation to a `GraphBuilder`, as an engine or a trace loader does) and `build`: the
+//!   whole cost of a fingerprinted graph, per operation.
 //! - `fingerprint/structural_eq/10k ns_per_op`: exact comparison of two separately built
 //!   equal graphs (what a cache does to confirm a hit).
 
@@ -257,6 +263,9 @@ fn main() {
                 BatchSize::LargeInput,
             )
         });
+        group.bench_function(BenchmarkId::new("record_build", "10k"), |b| {
+            b.iter(|| mixed_graph(black_box(10_000)).build())
+        });
         let other = mixed_graph(10_000).build().expect("valid");
         group.bench_function(BenchmarkId::new("structural_eq", "10k"), |b| {
             b.iter(|| graph_core::structural_eq(black_box(g10), black_box(&other)))
@@ -294,6 +303,12 @@ fn main() {
         "fingerprint/build/10k",
         "ns_per_op",
         "fingerprint/build/10k",
+        10_000.0,
+    );
+    emit_time(
+        "fingerprint/record_build/10k",
+        "ns_per_op",
+        "fingerprint/record_build/10k",
         10_000.0,
     );
     emit_time(

@@ -3,8 +3,8 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::GraphError;
-use crate::graph::{Canon, Graph, OpNode, Role, ValueKey, ValueRef};
-use crate::hash::StableHash;
+use crate::graph::{Canon, Graph, OpNode, Records, Role, ValueKey, ValueRef};
+use crate::hash::{StableHash, StableHasher};
 use crate::ids::{OpId, ParentId, ValueId};
 
 /// Builds a [`Graph`]. Adding never fails; [`build`](Self::build) validates everything and
@@ -43,6 +43,10 @@ pub struct GraphBuilder<Op> {
     outputs: Vec<ValueId>,
     parents: Vec<Arc<Graph<Op>>>,
     overflow: Option<&'static str>,
+    /// Fingerprint record parts, encoded as operations are appended.
+    records: Records,
+    /// Scratch encoder of one payload.
+    scratch: StableHasher,
 }
 
 impl<Op> Default for GraphBuilder<Op> {
@@ -63,6 +67,8 @@ impl<Op> GraphBuilder<Op> {
             outputs: Vec::new(),
             parents: Vec::new(),
             overflow: None,
+            records: Records::new(),
+            scratch: StableHasher::new(),
         }
     }
 
@@ -72,6 +78,9 @@ impl<Op> GraphBuilder<Op> {
         b.ops.reserve(ops);
         b.op_inputs.reserve(ops * 2);
         b.op_outputs.reserve(values);
+        b.records.heads.reserve(ops);
+        b.records.tail_start.reserve(ops);
+        b.records.tails.reserve(ops * 8);
         b
     }
 
@@ -106,6 +115,34 @@ impl<Op> GraphBuilder<Op> {
         self.input_decls.push((value, key));
     }
 
+    /// Sets the ordered graph outputs (a value may appear more than once).
+    pub fn set_outputs(&mut self, outputs: &[ValueId]) {
+        self.outputs.clear();
+        self.outputs.extend_from_slice(outputs);
+    }
+
+    /// Number of values declared so far.
+    pub fn num_values(&self) -> usize {
+        self.n_values
+    }
+
+    /// Number of operations added so far.
+    pub fn num_ops(&self) -> usize {
+        self.ops.len()
+    }
+
+    fn next_id(&mut self, len: usize, what: &'static str) -> Option<u32> {
+        match u32::try_from(len) {
+            Ok(i) if i != u32::MAX => Some(i),
+            _ => {
+                self.overflow.get_or_insert(what);
+                None
+            }
+        }
+    }
+}
+
+impl<Op: StableHash> GraphBuilder<Op> {
     /// Adds an operation reading `inputs` and producing `n_outputs` new values; returns its
     /// id and its output values by slot.
     pub fn add_op(
@@ -155,6 +192,7 @@ impl<Op> GraphBuilder<Op> {
         if self.op_outputs.len() > u32::MAX as usize {
             self.overflow.get_or_insert("operation outputs");
         }
+        self.record(&payload, &role, outputs.len());
         self.ops.push(OpNode {
             payload,
             role,
@@ -164,29 +202,28 @@ impl<Op> GraphBuilder<Op> {
         id
     }
 
-    /// Sets the ordered graph outputs (a value may appear more than once).
-    pub fn set_outputs(&mut self, outputs: &[ValueId]) {
-        self.outputs.clear();
-        self.outputs.extend_from_slice(outputs);
-    }
-
-    /// Number of values declared so far.
-    pub fn num_values(&self) -> usize {
-        self.n_values
-    }
-
-    /// Number of operations added so far.
-    pub fn num_ops(&self) -> usize {
-        self.ops.len()
-    }
-
-    fn next_id(&mut self, len: usize, what: &'static str) -> Option<u32> {
-        match u32::try_from(len) {
-            Ok(i) if i != u32::MAX => Some(i),
-            _ => {
-                self.overflow.get_or_insert(what);
-                None
-            }
+    /// Encodes the numbering-independent parts of the operation's fingerprint record
+    /// (header word, active mask, payload bytes); see `docs/fingerprint.md`.
+    fn record(&mut self, payload: &Op, role: &Role, n_outputs: usize) {
+        let r = &mut self.records;
+        let n_out = u64::try_from(n_outputs).unwrap_or(u64::MAX) & 0xffff_ffff;
+        r.heads
+            .push(1 | (u64::from(crate::canon::role_tag(role)) << 8) | (n_out << 32));
+        if !r.complete {
+            return;
+        }
+        if let Role::Linearized { active } = role {
+            r.tails.extend(active.iter().map(|&a| u8::from(a)));
+        }
+        self.scratch.reset();
+        payload.stable_hash(&mut self.scratch);
+        match self.scratch.buffered() {
+            Some(bytes) => r.tails.extend_from_slice(bytes),
+            None => r.complete = false,
+        }
+        match u32::try_from(r.tails.len()) {
+            Ok(end) => r.tail_start.push(end),
+            Err(_) => r.complete = false,
         }
     }
 
@@ -200,10 +237,7 @@ impl<Op> GraphBuilder<Op> {
     /// ([`GraphError::DanglingOpOutput`], [`GraphError::InputProduced`],
     /// [`GraphError::ProducedTwice`]); values without producer ([`GraphError::Unproduced`]);
     /// outputs ([`GraphError::DanglingOutput`]); cycles ([`GraphError::Cycle`]).
-    pub fn build(self) -> Result<Graph<Op>, GraphError>
-    where
-        Op: StableHash,
-    {
+    pub fn build(mut self) -> Result<Graph<Op>, GraphError> {
         if let Some(what) = self.overflow {
             return Err(GraphError::TooMany { what });
         }
@@ -318,11 +352,25 @@ impl<Op> GraphBuilder<Op> {
                 ValueRef::Parent { .. } => sentinel,
             })
             .collect();
+        let mut out_start: Vec<u32> = self.ops.iter().map(|n| n.outputs.0).collect();
+        out_start.push(self.op_outputs.len() as u32);
+        let mut records = std::mem::take(&mut self.records);
+        if records.complete {
+            records
+                .tails
+                .extend_from_slice(&[0; crate::canon::TAIL_PAD]);
+        } else {
+            // The walk encodes payloads itself; drop what was kept.
+            records.tail_start = Vec::new();
+            records.tails = Vec::new();
+        }
         let mut g = Graph {
             keys: resolved,
             producers,
             in_start,
             operand_ops,
+            out_start,
+            records,
             ops: self.ops,
             op_inputs: self.op_inputs,
             op_outputs: self.op_outputs,

@@ -17,6 +17,8 @@ pub const FINGERPRINT_VERSION: u32 = 1;
 const TAG_OP: u128 = 1;
 /// Low byte of the 16-byte record after the last operation record.
 const TAG_END_OPS: u128 = 2;
+/// Spare bytes after the last tail of a graph's kept records (see `write_record`).
+pub(crate) const TAIL_PAD: usize = 16;
 /// Operand tag (bit 32 of an operand word) of a parent value.
 const OPERAND_PARENT: u64 = 1 << 32;
 
@@ -85,16 +87,43 @@ impl<Op: StableHash> Graph<Op> {
         }
 
         let mut stack: Vec<Frame> = Vec::new();
-        for &out in &self.outputs {
-            let root = self.producers[out.index()];
-            if root != u32::MAX && state[root as usize] == WHITE {
-                self.dfs(OpId(root), &mut state, &mut stack, |g, op| {
-                    g.hash_op(op, &mut h, &mut value_index, &mut next);
-                    n_live += 1;
-                    if check_all {
-                        canon_ops.push(op);
-                    }
-                })?;
+        if self.records.complete {
+            // Two tight passes: the canonical order (the walk touches only the compact walk
+            // tables), then the records and the numbering in that order.
+            let mut order: Vec<OpId> = Vec::with_capacity(n_ops);
+            for &out in &self.outputs {
+                let root = self.producers[out.index()];
+                if root != u32::MAX && state[root as usize] == WHITE {
+                    self.dfs(OpId(root), &mut state, &mut stack, |_, op| order.push(op))?;
+                }
+            }
+            for &op in &order {
+                // Operands are numbered already: their producers finished earlier.
+                self.write_record(op, &mut h, &value_index);
+                let i = op.index();
+                let outs =
+                    &self.op_outputs[self.out_start[i] as usize..self.out_start[i + 1] as usize];
+                for (k, &v) in outs.iter().enumerate() {
+                    value_index[v.index()] = next + k as u32;
+                }
+                next += outs.len() as u32;
+            }
+            n_live = order.len();
+            if check_all {
+                canon_ops = order;
+            }
+        } else {
+            for &out in &self.outputs {
+                let root = self.producers[out.index()];
+                if root != u32::MAX && state[root as usize] == WHITE {
+                    self.dfs(OpId(root), &mut state, &mut stack, |g, op| {
+                        g.hash_op(op, &mut h, &mut value_index, &mut next);
+                        n_live += 1;
+                        if check_all {
+                            canon_ops.push(op);
+                        }
+                    })?;
+                }
             }
         }
         h.write_u128(TAG_END_OPS | ((n_live as u128) << 64));
@@ -120,7 +149,54 @@ impl<Op: StableHash> Graph<Op> {
         ))
     }
 
-    /// Writes one operation record (see docs/fingerprint.md) and numbers its outputs.
+    /// Writes one operation record (see docs/fingerprint.md) from the parts the builder
+    /// encoded when the operation was appended (header word, mask and payload bytes),
+    /// adding the operand indices (numbered already). Touches only the compact walk tables,
+    /// never the operation nodes.
+    #[inline(always)]
+    fn write_record(&self, op: OpId, h: &mut StableHasher, value_index: &[u32]) {
+        let i = op.index();
+        let ins = &self.op_inputs[self.in_start[i] as usize..self.in_start[i + 1] as usize];
+        let r = &self.records;
+        let tail = &r.tails[r.tail_start[i] as usize..r.tail_start[i + 1] as usize];
+        let head = r.heads[i];
+        // `tails` ends with `TAIL_PAD` spare bytes, so the tail is copied in whole 16-byte
+        // chunks (the reserved room has as many spare bytes; only `tail.len()` count).
+        if let Some(mut w) = h.reserve(16 + 24 * ins.len() + tail.len() + TAIL_PAD) {
+            w.write_u64(head);
+            w.write_u64(ins.len() as u64);
+            for r in ins {
+                match *r {
+                    ValueRef::Local(v) => w.write_u64(u64::from(value_index[v.index()])),
+                    ValueRef::Parent { parent, value } => {
+                        let p = &self.parents[parent.index()];
+                        w.write_u64(u64::from(p.canon.value_index[value.index()]) | OPERAND_PARENT);
+                        w.write_u64(p.fingerprint.0 as u64);
+                        w.write_u64((p.fingerprint.0 >> 64) as u64);
+                    }
+                }
+            }
+            w.write_padded(&r.tails[r.tail_start[i] as usize..], tail.len());
+        } else {
+            h.write_u64(head);
+            h.write_u64(ins.len() as u64);
+            for r in ins {
+                match *r {
+                    ValueRef::Local(v) => h.write_u64(u64::from(value_index[v.index()])),
+                    ValueRef::Parent { parent, value } => {
+                        let p = &self.parents[parent.index()];
+                        h.write_u64(u64::from(p.canon.value_index[value.index()]) | OPERAND_PARENT);
+                        h.write_fingerprint(p.fingerprint);
+                    }
+                }
+            }
+            h.write_bytes(tail);
+        }
+    }
+
+    /// Writes one operation record (see docs/fingerprint.md), encoding the payload itself,
+    /// and numbers its outputs (for graphs whose builder could not keep every payload's
+    /// bytes).
     #[inline(always)]
     fn hash_op(&self, op: OpId, h: &mut StableHasher, value_index: &mut [u32], next: &mut u32) {
         let node = &self.ops[op.index()];
@@ -195,15 +271,18 @@ impl<Op> Graph<Op> {
         stack: &mut Vec<Frame>,
         mut post: impl FnMut(&Self, OpId),
     ) -> Result<(), GraphError> {
-        // The current frame lives in locals; `stack` holds the suspended ones.
+        // The current frame lives in locals; `stack` holds the suspended ones. The tables
+        // are read through local slices, so their bounds stay in registers.
+        let in_start = self.in_start.as_slice();
+        let operand_ops = self.operand_ops.as_slice();
         let mut op = root.0;
-        let mut cur = self.in_start[op as usize];
-        let mut end = self.in_start[op as usize + 1];
+        let mut cur = in_start[op as usize];
+        let mut end = in_start[op as usize + 1];
         state[op as usize] = GRAY;
         stack.clear();
         'walk: loop {
             while cur < end {
-                let q = self.operand_ops[cur as usize];
+                let q = operand_ops[cur as usize];
                 cur += 1;
                 let s = state[q as usize];
                 if s != BLACK {
@@ -212,8 +291,8 @@ impl<Op> Graph<Op> {
                     }
                     stack.push(Frame { op, cur, end });
                     op = q;
-                    cur = self.in_start[op as usize];
-                    end = self.in_start[op as usize + 1];
+                    cur = in_start[op as usize];
+                    end = in_start[op as usize + 1];
                     state[op as usize] = GRAY;
                     continue 'walk;
                 }

@@ -102,6 +102,41 @@ pub(crate) struct Canon {
     pub(crate) value_index: Vec<u32>,
 }
 
+/// The numbering-independent parts of each operation's fingerprint record (see
+/// `docs/fingerprint.md`), encoded by the builder as operations are appended, so that the
+/// canonical walk only adds operand indices: `heads[i]` is the record's first word (tag,
+/// role, output count) and `tails[tail_start[i]..tail_start[i + 1]]` the bytes after the
+/// operands (the active mask, then the payload's `StableHash` bytes). `complete` is false
+/// when some payload was too large to keep (over 16 KiB) or the tails outgrew `u32`
+/// offsets; the walk then encodes payloads itself.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Records {
+    pub(crate) heads: Vec<u64>,
+    pub(crate) tail_start: Vec<u32>,
+    pub(crate) tails: Vec<u8>,
+    pub(crate) complete: bool,
+}
+
+impl Records {
+    /// No operations yet.
+    pub(crate) fn new() -> Self {
+        Records {
+            heads: Vec::new(),
+            tail_start: vec![0],
+            tails: Vec::new(),
+            complete: true,
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.heads
+            .capacity()
+            .saturating_mul(8)
+            .saturating_add(self.tail_start.capacity().saturating_mul(4))
+            .saturating_add(self.tails.capacity())
+    }
+}
+
 /// Per-value and per-operation structural hashes, computed on first use.
 #[derive(Debug, Clone)]
 pub(crate) struct Identity {
@@ -133,6 +168,12 @@ pub struct Graph<Op> {
     /// `num_ops()` (a sentinel that the walks treat as already visited) for graph inputs and
     /// parent values.
     pub(crate) operand_ops: Vec<u32>,
+    /// Operation `i`'s outputs are `op_outputs[out_start[i]..out_start[i + 1]]` (a compact
+    /// copy of the operations' output ranges for the walks; `num_ops() + 1` entries).
+    pub(crate) out_start: Vec<u32>,
+    /// The parts of each operation's fingerprint record that do not depend on numbering,
+    /// encoded when the operation was appended (see [`Records`]).
+    pub(crate) records: Records,
     pub(crate) ops: Vec<OpNode<Op>>,
     pub(crate) op_inputs: Vec<ValueRef>,
     pub(crate) op_outputs: Vec<ValueId>,
@@ -151,6 +192,8 @@ impl<Op: Clone> Clone for Graph<Op> {
             producers: self.producers.clone(),
             in_start: self.in_start.clone(),
             operand_ops: self.operand_ops.clone(),
+            out_start: self.out_start.clone(),
+            records: self.records.clone(),
             ops: self.ops.clone(),
             op_inputs: self.op_inputs.clone(),
             op_outputs: self.op_outputs.clone(),
@@ -345,6 +388,8 @@ impl<Op> Graph<Op> {
             vec_bytes(&self.producers),
             vec_bytes(&self.in_start),
             vec_bytes(&self.operand_ops),
+            vec_bytes(&self.out_start),
+            self.records.heap_bytes(),
             vec_bytes(&self.ops),
             vec_bytes(&self.op_inputs),
             vec_bytes(&self.op_outputs),

@@ -250,6 +250,15 @@ impl StableHasher {
         h
     }
 
+    /// Everything written since the last [`reset`](Self::reset), when it is all still in
+    /// the buffer (at most 16 KiB were written); `None` once bytes went to the XXH3 state.
+    pub(crate) fn buffered(&self) -> Option<&[u8]> {
+        match self.sink.state {
+            None => self.sink.buf.get(..self.pos),
+            Some(_) => None,
+        }
+    }
+
     /// Forgets everything written so far (keeps the buffer's allocation).
     pub fn reset(&mut self) {
         self.pos = 0;
@@ -383,6 +392,31 @@ impl Reserved<'_> {
             d.copy_from_slice(&x.to_le_bytes());
             self.at += 8;
         }
+    }
+}
+
+impl Reserved<'_> {
+    /// Writes the first `n` bytes of `src` by copying whole 16-byte chunks (no branch on
+    /// the length for the usual short payloads): `src` must hold `n` rounded up to 16 bytes
+    /// and the reserved room as many; the bytes copied past `n` are scratch, overwritten by
+    /// the next write. Writes nothing when either is too short.
+    #[inline(always)]
+    pub(crate) fn write_padded(&mut self, src: &[u8], n: usize) {
+        let mut off = 0;
+        loop {
+            let (Some(s), Some(d)) = (
+                src.get(off..off + 16),
+                self.dst.get_mut(self.at + off..self.at + off + 16),
+            ) else {
+                return;
+            };
+            d.copy_from_slice(s);
+            off += 16;
+            if off >= n {
+                break;
+            }
+        }
+        self.at += n;
     }
 }
 

@@ -530,3 +530,91 @@ fn wide_operations_and_long_encodings_keep_the_documented_layout() {
     assert_eq!(g.fingerprint(), Fingerprint::of_bytes(&bytes));
     assert_eq!(g.compute_fingerprint(), g.fingerprint());
 }
+
+/// A chain over input key 3: op `i` reads the previous value; its record is built by hand.
+fn chain_and_bytes(payloads: &[(TOp, Role)]) -> (graph_core::Graph<TOp>, Vec<u8>) {
+    let mut b = GraphBuilder::new();
+    let mut v = b.add_input(3);
+    for (p, role) in payloads {
+        v = b.add_op1(p.clone(), &[v.into()], role.clone()).1;
+    }
+    b.set_outputs(&[v]);
+    let g = b.build().expect("valid");
+    let mut bytes = Vec::new();
+    let domain = b"tracegraph.graph-core.fingerprint";
+    bytes.extend_from_slice(&(domain.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(domain);
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&3u64.to_le_bytes());
+    for (i, (p, role)) in payloads.iter().enumerate() {
+        let (tag, mask): (u8, &[bool]) = match role {
+            Role::Linearized { active } => (1, active),
+            Role::Transposed => (2, &[]),
+            _ => (0, &[]),
+        };
+        bytes.extend_from_slice(&[1, tag, 0, 0]);
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&1u64.to_le_bytes());
+        bytes.extend_from_slice(&(i as u64).to_le_bytes());
+        bytes.extend(mask.iter().map(|&a| u8::from(a)));
+        match p {
+            TOp::Add => bytes.push(0),
+            TOp::Const(c) => {
+                bytes.push(2);
+                bytes.extend_from_slice(&c.to_le_bytes());
+            }
+            TOp::Named(n) => {
+                bytes.push(3);
+                bytes.extend_from_slice(&(n.len() as u64).to_le_bytes());
+                bytes.extend_from_slice(n.as_bytes());
+            }
+            other => panic!("not used here: {other:?}"),
+        }
+    }
+    let n = payloads.len() as u64;
+    bytes.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0]);
+    bytes.extend_from_slice(&n.to_le_bytes());
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&(n as u32).to_le_bytes());
+    (g, bytes)
+}
+
+#[test]
+fn payloads_of_every_length_keep_the_documented_layout() {
+    // The builder keeps each operation's mask and payload bytes for the walk; payloads of
+    // 1 to 49 bytes (the walk copies short ones specially), with and without masks.
+    let mut payloads = vec![
+        (TOp::Add, Role::Primary),
+        (TOp::Const(-5), Role::Transposed),
+    ];
+    for len in 0..=40 {
+        let role = if len % 3 == 0 {
+            Role::Linearized {
+                active: vec![len % 2 == 0],
+            }
+        } else {
+            Role::Primary
+        };
+        payloads.push((TOp::Named("n".repeat(len)), role));
+    }
+    let (g, bytes) = chain_and_bytes(&payloads);
+    assert_eq!(g.fingerprint(), Fingerprint::of_bytes(&bytes));
+    assert_eq!(g.compute_fingerprint(), g.fingerprint());
+}
+
+#[test]
+fn a_payload_over_16_kib_keeps_the_documented_layout() {
+    // Too large for the builder to keep: the walk encodes every payload itself.
+    let payloads = vec![
+        (TOp::Const(1), Role::Primary),
+        (TOp::Named("x".repeat(20_000)), Role::Transposed),
+        (TOp::Add, Role::Linearized { active: vec![true] }),
+    ];
+    let (g, bytes) = chain_and_bytes(&payloads);
+    assert_eq!(g.fingerprint(), Fingerprint::of_bytes(&bytes));
+    assert_eq!(g.compute_fingerprint(), g.fingerprint());
+    let small = chain_and_bytes(&payloads[..1]).0;
+    // The kept bytes were dropped (the payload's own heap is not arena memory).
+    assert!(g.arena_heap_bytes() < small.arena_heap_bytes() + 4096);
+}
