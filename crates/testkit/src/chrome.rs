@@ -74,7 +74,8 @@ pub fn check_chrome(v: &Value) -> ChromeCheck {
             "X" => match (ns(&e["ts"]), ns(&e["dur"]), e["cat"].as_str()) {
                 (Some(start), Some(dur), Some(cat)) => {
                     if cat == "op" {
-                        *check.op_totals.entry(name.to_string()).or_default() += dur;
+                        let total = check.op_totals.entry(name.to_string()).or_default();
+                        *total = total.saturating_add(dur);
                     }
                     check.complete.push(XEvent {
                         name: name.to_string(),
@@ -159,7 +160,7 @@ fn nesting(xs: &[XEvent]) -> (Vec<String>, u64) {
                     x.name, x.start, x.end, top.name, top.start, top.end
                 )),
                 Some(_) => {}
-                None if x.cat != "step" => outermost += x.end - x.start,
+                None if x.cat != "step" => outermost = outermost.saturating_add(x.end - x.start),
                 None => {}
             }
             stack.push(x);

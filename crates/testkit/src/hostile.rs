@@ -92,8 +92,9 @@ pub fn allocations(n: u64, structured: bool) -> Vec<u8> {
     s.into_bytes()
 }
 
-/// Sums that overflow u64: allocations of 2^63, 2^63 and 100 bytes live together, and a step
-/// lasting about 2^64 ns (from ts 1 to ts u64::MAX); complete.
+/// Sums that overflow u64: allocations of 2^63, 2^63 and 100 bytes live together, two ops
+/// of about 2^64 ns, and steps of about 2^64 ns each (from ts 1 to u64::MAX, then from 5 to
+/// u64::MAX again); complete.
 pub fn overflowing_sums() -> Vec<u8> {
     let half = 1u64 << 63;
     let mut s = start();
@@ -117,8 +118,10 @@ pub fn overflowing_sums() -> Vec<u8> {
         "{{\"type\":\"op\",\"name\":\"huge\",\"in\":[1],\"out\":[2],\"shape\":[2],\"dtype\":\"f32\",\"ts\":6,\"dur\":{},\"in_b\":{half},\"out_b\":{half}}}",
         u64::MAX - 10
     );
+    // Steps of about 2^64 ns each (the clock going back between them): their sum overflows.
     let _ = writeln!(s, "{{\"type\":\"step\",\"index\":1,\"ts\":{}}}", u64::MAX);
-    let _ = writeln!(s, "{{\"type\":\"step\",\"index\":2,\"ts\":{}}}", u64::MAX);
+    s.push_str("{\"type\":\"step\",\"index\":2,\"ts\":5}\n");
+    let _ = writeln!(s, "{{\"type\":\"step\",\"index\":3,\"ts\":{}}}", u64::MAX);
     s.push_str(TRAILER);
     s.push('\n');
     s.into_bytes()

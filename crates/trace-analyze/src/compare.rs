@@ -245,13 +245,16 @@ fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
             samples: Vec::new(),
         });
         a.count += 1;
-        a.total += op.dur_ns;
-        a.bytes += op.output_bytes;
+        // Saturating: durations and sizes from a file may sum past u64::MAX.
+        a.total = a.total.saturating_add(op.dur_ns);
+        a.bytes = a.bytes.saturating_add(op.output_bytes);
         if op.step.is_some() {
-            *step_sum.entry(op.name).or_insert(0) += op.dur_ns;
+            let sum = step_sum.entry(op.name).or_insert(0);
+            *sum = sum.saturating_add(op.dur_ns);
         }
         if op.step.is_some_and(|s| (s as usize) < whole) {
-            *sample_sum.entry(op.name).or_insert(0) += op.dur_ns;
+            let sum = sample_sum.entry(op.name).or_insert(0);
+            *sum = sum.saturating_add(op.dur_ns);
         }
     }
     flush(&mut by, &mut step_sum);
@@ -262,35 +265,25 @@ fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
         .collect()
 }
 
-/// Time per whole step of every span path (by path string), for the steps where the path
-/// occurs: the samples of the span comparison. Paths are built as the span tree builds them
-/// ([`span_paths`](crate::spans::span_paths)), names from the root joined by `/`.
-fn span_samples(t: &Trace) -> FastMap<String, Vec<u64>> {
-    let (path_of, table) = crate::spans::span_paths(t);
-    // Path strings, parents before children (a parent path is created first).
-    let mut names: Vec<String> = Vec::with_capacity(table.len());
-    for (parent, name) in &table {
-        let n = match parent.and_then(|p| names.get(p as usize)) {
-            Some(p) => format!("{p}/{}", t.str(*name)),
-            None => t.str(*name).to_string(),
-        };
-        names.push(n);
-    }
+/// Time per whole step of every span path (by path id of
+/// [`span_paths`](crate::spans::span_paths), as [`SpanNode::path_id`](crate::SpanNode)), for
+/// the steps where the path occurs: the samples of the span comparison.
+fn span_samples(t: &Trace) -> FastMap<u32, Vec<u64>> {
+    let (path_of, _) = crate::spans::span_paths(t);
     let whole = t.complete_steps().len();
     let mut sums: BTreeMap<(u32, u32), u64> = BTreeMap::new();
     for (i, s) in t.spans.iter().enumerate() {
         if let (Some(step), Some(d), Some(&p)) = (s.step, s.duration_ns(), path_of.get(i))
             && (step as usize) < whole
         {
-            *sums.entry((p, step)).or_insert(0) += d;
+            let sum = sums.entry((p, step)).or_insert(0);
+            *sum = sum.saturating_add(d);
         }
     }
     t.work.add(t.spans.len() as u64);
-    let mut out: FastMap<String, Vec<u64>> = FastMap::default();
+    let mut out: FastMap<u32, Vec<u64>> = FastMap::default();
     for ((p, _), v) in sums {
-        if let Some(n) = names.get(p as usize) {
-            out.entry(n.clone()).or_default().push(v);
-        }
+        out.entry(p).or_default().push(v);
     }
     out
 }
@@ -342,23 +335,11 @@ pub fn compare(
 
     // Spans.
     let (bt, ct) = (span_tree(base), span_tree(candidate));
-    let mut paths: BTreeMap<
-        &str,
-        (
-            Option<&crate::spans::SpanNode>,
-            Option<&crate::spans::SpanNode>,
-        ),
-    > = BTreeMap::new();
-    for n in &bt.nodes {
-        paths.entry(&n.path).or_default().0 = Some(n);
-    }
-    for n in &ct.nodes {
-        paths.entry(&n.path).or_default().1 = Some(n);
-    }
-    let mut spans: Vec<SpanDelta> = paths
+    // Paired by position in the trees (linear, no path strings), like paths.
+    let mut spans: Vec<SpanDelta> = crate::spans::pair_nodes(&bt, &ct)
         .into_iter()
-        .map(|(path, (b, c))| SpanDelta {
-            path: path.to_string(),
+        .map(|(b, c)| SpanDelta {
+            path: b.or(c).map_or_else(String::new, |n| n.path.clone()),
             time_per_step_ns: Delta::of(
                 b.map(|n| per_step_or_total(n.per_step, n.total_ns)),
                 c.map(|n| per_step_or_total(n.per_step, n.total_ns)),
@@ -369,7 +350,10 @@ pub fn compare(
                 b.map(|n| n.alloc_bytes as f64),
                 c.map(|n| n.alloc_bytes as f64),
             ),
-            change: change_of(bss.get(path), css.get(path)),
+            change: change_of(
+                b.and_then(|n| bss.get(&n.path_id)),
+                c.and_then(|n| css.get(&n.path_id)),
+            ),
         })
         .collect();
     sort_by_abs(&mut spans, |s| &s.time_per_step_ns, |s| &s.path);

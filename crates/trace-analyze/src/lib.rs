@@ -68,10 +68,10 @@ pub use compare::{
     Comparison, Delta, MemoryDelta, OpDelta, Regression, SpanDelta, StepGraphPair, compare,
 };
 pub use error::AnalyzeError;
+pub use format::{format_bytes, format_ns, format_pct};
 pub use gradients::{
     AutogradStep, GradientPoint, GradientReport, GradientVerdict, ParamGradients, gradient_report,
 };
-pub use format::{format_bytes, format_ns, format_pct};
 pub use hot::{
     CrateGroup, HotBy, HotOptions, HotReport, HotRow, PhaseHot, SampleRow, SampledFrame,
     SampledStacks, SamplerAccount, SamplerStep, backward_kernels, crate_of, hot_report,
@@ -88,7 +88,7 @@ pub use model::{
     PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
 };
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table, sort_rows};
-pub use spans::{SpanNode, SpanTree, span_paths, span_tree};
+pub use spans::{MAX_PATH_NAMES, SpanNode, SpanTree, pair_nodes, span_paths, span_tree};
 pub use stats::{
     BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, SpreadAcc, Verdict,
     bootstrap_resamples, compare_samples, median, percentile,

@@ -35,15 +35,17 @@ pub struct ByCategory {
 }
 
 impl ByCategory {
-    fn from_array(a: &[u64; 7]) -> Self {
+    /// From exact (u128) sums, each capped at `u64::MAX`; `saturated` is set when one was.
+    fn from_sums(a: &[u128; 7], saturated: &mut bool) -> Self {
+        let mut c = |v: u128| capped(v, saturated);
         ByCategory {
-            parameter: a[0],
-            activation: a[1],
-            gradient: a[2],
-            optimizer_state: a[3],
-            input: a[4],
-            temporary: a[5],
-            other: a[6],
+            parameter: c(a[0]),
+            activation: c(a[1]),
+            gradient: c(a[2]),
+            optimizer_state: c(a[3]),
+            input: c(a[4]),
+            temporary: c(a[5]),
+            other: c(a[6]),
         }
     }
 
@@ -60,10 +62,20 @@ impl ByCategory {
         }
     }
 
-    /// The sum over categories.
+    /// The sum over categories (capped at `u64::MAX`).
     pub fn total(&self) -> u64 {
-        MemoryCategory::ALL.iter().map(|&c| self.get(c)).sum()
+        MemoryCategory::ALL
+            .iter()
+            .fold(0u64, |a, &c| a.saturating_add(self.get(c)))
     }
+}
+
+/// `v` as u64, capped at `u64::MAX` (setting `saturated`) when it does not fit.
+fn capped(v: u128, saturated: &mut bool) -> u64 {
+    u64::try_from(v).unwrap_or_else(|_| {
+        *saturated = true;
+        u64::MAX
+    })
 }
 
 /// One point of a timeline: live logical bytes at `t_ns` (the maximum within its bucket).
@@ -153,6 +165,10 @@ pub struct DeviceMemory {
     /// numbers, never added to them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub physical: Option<PhysicalSummary>,
+    /// Some live-byte sum exceeded `u64::MAX` (sizes are summed exactly, in 128 bits): the
+    /// figures that did are shown as `u64::MAX`, never wrapped. Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub saturated: bool,
 }
 
 /// The memory report. `None` from [`memory_report`] when the trace has no memory events at all
@@ -225,20 +241,22 @@ fn time_range(trace: &Trace) -> (u64, u64) {
 fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
     let events = || trace.memory.iter().filter(move |e| e.device == device);
     let mut live: FastMap<u64, Live> = FastMap::default();
-    let mut cats = [0u64; 7];
-    let mut total = 0u64;
+    // Exact sums: u128 holds the sum of any number of u64 sizes a trace can hold.
+    let mut cats = [0u128; 7];
+    let mut total = 0u128;
+    let mut saturated = false;
     let (mut allocs, mut frees, mut unmatched) = (0u64, 0u64, 0u64);
-    let mut peak = 0u64;
+    let mut peak = 0u128;
     let mut peak_at = 0u64;
     let mut peak_idx: Option<usize> = None;
-    let mut peak_cats = [0u64; 7];
+    let mut peak_cats = [0u128; 7];
     let mut peak_live = 0u64;
     let span = (t1 - t0).max(1);
     let mut buckets: Vec<Option<TimelinePoint>> = vec![None; TIMELINE_POINTS];
     let apply = |e: &MemEvent,
                  live: &mut FastMap<u64, Live>,
-                 cats: &mut [u64; 7],
-                 total: &mut u64|
+                 cats: &mut [u128; 7],
+                 total: &mut u128|
      -> Option<bool> {
         if e.alloc {
             if let Some(old) = live.insert(
@@ -251,16 +269,16 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
                 },
             ) {
                 // A duplicate allocation replaces the old one.
-                cats[old.category.index()] -= old.bytes;
-                *total -= old.bytes;
+                cats[old.category.index()] -= u128::from(old.bytes);
+                *total -= u128::from(old.bytes);
             }
-            cats[e.category.index()] += e.bytes;
-            *total += e.bytes;
+            cats[e.category.index()] += u128::from(e.bytes);
+            *total += u128::from(e.bytes);
             Some(true)
         } else {
             let old = live.remove(&e.storage)?;
-            cats[old.category.index()] -= old.bytes;
-            *total -= old.bytes;
+            cats[old.category.index()] -= u128::from(old.bytes);
+            *total -= u128::from(old.bytes);
             Some(false)
         }
     };
@@ -285,11 +303,12 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
         let b = (((e.t_ns.saturating_sub(t0)) as u128 * (TIMELINE_POINTS as u128 - 1))
             / span as u128) as usize;
         let slot = &mut buckets[b.min(TIMELINE_POINTS - 1)];
-        if slot.is_none_or(|p| total > p.live_bytes) {
+        let live_bytes = capped(total, &mut saturated);
+        if slot.is_none_or(|p| live_bytes > p.live_bytes) {
             *slot = Some(TimelinePoint {
                 t_ns: e.t_ns,
-                live_bytes: total,
-                by_category: ByCategory::from_array(&cats),
+                live_bytes,
+                by_category: ByCategory::from_sums(&cats, &mut saturated),
             });
         }
     }
@@ -302,7 +321,10 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
         .map(|(&s, l)| (s, l))
         .collect();
     let possible_leak_count = leaks.len() as u64;
-    let possible_leak_bytes = leaks.iter().map(|(_, l)| l.bytes).sum();
+    let possible_leak_bytes = capped(
+        leaks.iter().map(|(_, l)| u128::from(l.bytes)).sum(),
+        &mut saturated,
+    );
     leaks.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
     trace.work.add_sort(leaks.len());
     let possible_leaks = leaks
@@ -315,8 +337,8 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
     let mut peak_allocations = Vec::new();
     if let Some(pi) = peak_idx {
         let mut live2: FastMap<u64, Live> = FastMap::default();
-        let mut c2 = [0u64; 7];
-        let mut t2 = 0u64;
+        let mut c2 = [0u128; 7];
+        let mut t2 = 0u128;
         for e in events().take(pi + 1) {
             let _ = apply(e, &mut live2, &mut c2, &mut t2);
         }
@@ -337,18 +359,19 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
         allocs,
         frees,
         unmatched_frees: unmatched,
-        peak_bytes: peak,
+        peak_bytes: capped(peak, &mut saturated),
         peak_at_ns: peak_at,
-        peak_by_category: ByCategory::from_array(&peak_cats),
+        peak_by_category: ByCategory::from_sums(&peak_cats, &mut saturated),
         peak_live_allocations: peak_live,
         peak_allocations,
-        end_bytes,
-        end_by_category: ByCategory::from_array(&end_cats),
+        end_bytes: capped(end_bytes, &mut saturated),
+        end_by_category: ByCategory::from_sums(&end_cats, &mut saturated),
         possible_leaks,
         possible_leak_count,
         possible_leak_bytes,
         timeline: buckets.into_iter().flatten().collect(),
         physical,
+        saturated,
     }
 }
 

@@ -109,8 +109,9 @@ pub struct OpRow {
     pub p95_ns: u64,
     /// Sum of logical output bytes.
     pub output_bytes: u64,
-    /// Self time as a fraction of the total step time (0..1); absent when the trace has no
-    /// steps.
+    /// Self time in whole steps as a fraction of the time of the whole steps (0..1), as the
+    /// summary times steps: a step cut off by a truncation ([`Trace::partial_step`]) counts
+    /// in neither. Absent when the trace has no whole step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share_of_step: Option<f64>,
 }
@@ -126,9 +127,14 @@ pub struct OpTable {
     pub sort: OpColumn,
     /// Total ops in the trace.
     pub op_count: u64,
-    /// Total wall time of all steps (the denominator of the share), when there are steps.
+    /// Total wall time of the whole steps (the denominator of the share; a partial step is
+    /// left out, as in the summary), when there are whole steps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_time_ns: Option<u64>,
+    /// Some sum (a total, self time, bytes or the step time) exceeded `u64::MAX` and is shown
+    /// as `u64::MAX` instead of wrapping. Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub saturated: bool,
     /// Number of groups before the limit.
     pub groups: usize,
     /// The rows, sorted and limited.
@@ -251,19 +257,37 @@ pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
     let mut fill = starts.clone();
     let mut durs = vec![0u64; trace.ops.len()];
     let mut acc = vec![(0u64, 0u64, u64::MAX, 0u64, 0u64); ng]; // total, self, min, max, bytes
+    // Self time within whole steps per group (the numerator of the share of step time).
+    let whole_steps = trace.complete_steps().len();
+    let mut in_whole = vec![0u64; ng];
+    let mut saturated = false;
     for (i, op) in trace.ops.iter().enumerate() {
         let g = op_group[i] as usize;
         durs[fill[g]] = op.dur_ns;
         fill[g] += 1;
         let a = &mut acc[g];
-        a.0 = a.0.saturating_add(op.dur_ns);
-        a.1 = a.1.saturating_add(self_ns[i]);
+        saturated |= add_to(&mut a.0, op.dur_ns);
+        saturated |= add_to(&mut a.1, self_ns[i]);
         a.2 = a.2.min(op.dur_ns);
         a.3 = a.3.max(op.dur_ns);
-        a.4 = a.4.saturating_add(op.output_bytes);
+        saturated |= add_to(&mut a.4, op.output_bytes);
+        if op.step.is_some_and(|st| (st as usize) < whole_steps) {
+            saturated |= add_to(&mut in_whole[g], self_ns[i]);
+        }
     }
     trace.work.add(2 * trace.ops.len() as u64);
-    let step_time = trace.step_time_ns();
+    // The denominator is the summary's: whole steps only, summed exactly.
+    let step_time = (whole_steps > 0).then(|| {
+        let sum: u128 = trace
+            .complete_steps()
+            .iter()
+            .map(|s| u128::from(s.duration_ns()))
+            .sum();
+        u64::try_from(sum).unwrap_or_else(|_| {
+            saturated = true;
+            u64::MAX
+        })
+    });
     let mut rows: Vec<OpRow> = Vec::with_capacity(ng);
     for (g, &(name, list)) in groups.iter().enumerate() {
         let slice = &mut durs[starts[g]..starts[g + 1]];
@@ -292,7 +316,7 @@ pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
             output_bytes: bytes,
             share_of_step: step_time
                 .filter(|&t| t > 0)
-                .map(|t| self_t as f64 / t as f64),
+                .map(|t| in_whole[g] as f64 / t as f64),
         });
     }
     trace.work.add(trace.ops.len() as u64);
@@ -308,6 +332,7 @@ pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
         sort: opts.sort,
         op_count: trace.ops.len() as u64,
         step_time_ns: step_time,
+        saturated,
         groups: groups_n,
         rows,
     }
@@ -336,4 +361,18 @@ pub fn sort_rows(rows: &mut [OpRow], col: OpColumn) {
             .then_with(|| a.name.cmp(&b.name))
             .then_with(|| a.input_shapes.cmp(&b.input_shapes))
     });
+}
+
+/// `*acc += v`, capped at `u64::MAX`; true when it had to cap.
+fn add_to(acc: &mut u64, v: u64) -> bool {
+    match acc.checked_add(v) {
+        Some(x) => {
+            *acc = x;
+            false
+        }
+        None => {
+            *acc = u64::MAX;
+            true
+        }
+    }
 }

@@ -10,12 +10,22 @@ use trace_record::schema::{ExecStep, SpanKind, TimingMode};
 use crate::model::Trace;
 use crate::stats::{Spread, SpreadAcc};
 
+/// Paths deeper than this many names are shown with their middle elided (see
+/// [`SpanNode::path`]), so that the nodes of a deeply nested trace take linear memory.
+pub const MAX_PATH_NAMES: usize = 32;
+
 /// One node of the span tree: every span with the same path (names from the root joined by
 /// `/`) is aggregated into one node.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpanNode {
-    /// The path, e.g. `train_step/forward/model/layers.0`.
+    /// The path, e.g. `train_step/forward/model/layers.0`, for display. A path of more than
+    /// [`MAX_PATH_NAMES`] names keeps its first and last `MAX_PATH_NAMES / 2` names around
+    /// `…N more…`; nodes are identified by their position in the tree ([`SpanNode::parent`]
+    /// and [`SpanNode::name`]), never by this text (see [`pair_nodes`]).
     pub path: String,
+    /// The id of the path in the table of [`span_paths`] (per trace).
+    #[serde(skip)]
+    pub path_id: u32,
     /// The last name of the path.
     pub name: String,
     /// Depth (0 for a root).
@@ -50,8 +60,8 @@ pub struct SpanNode {
 
 /// The span tree, nodes in depth-first order (children by total time, largest first).
 ///
-/// Building it is O(n log n) in the spans; the nodes carry their full path strings, so the
-/// output itself grows with the sum of the path depths (small for real module trees).
+/// Building it is O(n log n) in the spans, and its size is linear in the number of distinct
+/// paths, however deep they nest (display paths are bounded by [`MAX_PATH_NAMES`]).
 #[derive(Debug, Clone, Serialize)]
 pub struct SpanTree {
     /// How durations were measured.
@@ -65,10 +75,63 @@ pub struct SpanTree {
 }
 
 impl SpanTree {
-    /// The node with `path`, if any.
+    /// The node with (display) `path`, if any.
     pub fn node(&self, path: &str) -> Option<&SpanNode> {
         self.nodes.iter().find(|n| n.path == path)
     }
+
+    /// The full path of node `i`: every name from the root, joined by `/` (O(depth); the
+    /// nodes carry a bounded display path instead).
+    pub fn full_path(&self, i: usize) -> String {
+        let mut names = Vec::new();
+        let mut cur = Some(i);
+        while let Some(c) = cur {
+            let Some(n) = self.nodes.get(c) else { break };
+            names.push(n.name.as_str());
+            // Parents come before their children in depth-first order, so this ends.
+            cur = n.parent.filter(|&p| p < c);
+        }
+        names.reverse();
+        names.join("/")
+    }
+}
+
+/// Pairs the nodes of two span trees that have the same full path (the same names from the
+/// root), in O(n) expected time and without building path strings: a node pairs with the
+/// child of the same name of its parent's partner. Returns every node of either tree once,
+/// as `(Some(a), Some(b))` for a pair or with `None` on the side that lacks the path; pairs
+/// and `a`'s nodes in `a`'s order, then `b`'s unpaired nodes in `b`'s order.
+pub fn pair_nodes<'t>(
+    a: &'t SpanTree,
+    b: &'t SpanTree,
+) -> Vec<(Option<&'t SpanNode>, Option<&'t SpanNode>)> {
+    // `b`'s children by (parent node, name).
+    let mut b_child: FastMap<(Option<usize>, &str), usize> = FastMap::default();
+    for (i, n) in b.nodes.iter().enumerate() {
+        b_child.entry((n.parent, n.name.as_str())).or_insert(i);
+    }
+    let mut partner: Vec<Option<usize>> = vec![None; a.nodes.len()];
+    let mut taken = vec![false; b.nodes.len()];
+    let mut out = Vec::with_capacity(a.nodes.len().max(b.nodes.len()));
+    for (i, n) in a.nodes.iter().enumerate() {
+        // Parents precede children (depth-first order), so the parent's partner is known.
+        let bp = match n.parent {
+            None => Some(None),
+            Some(p) => partner.get(p).copied().flatten().map(Some),
+        };
+        let m = bp.and_then(|bp| b_child.get(&(bp, n.name.as_str())).copied());
+        partner[i] = m;
+        if let Some(j) = m {
+            taken[j] = true;
+        }
+        out.push((Some(n), m.map(|j| &b.nodes[j])));
+    }
+    for (j, n) in b.nodes.iter().enumerate() {
+        if !taken[j] {
+            out.push((None, Some(n)));
+        }
+    }
+    out
 }
 
 /// The path id of each span (an index into the returned path table), plus the table of
@@ -243,21 +306,21 @@ pub fn span_tree(trace: &Trace) -> SpanTree {
     }
     trace.work.add_sort(np);
     let mut nodes: Vec<SpanNode> = Vec::with_capacity(np);
-    let mut paths: Vec<String> = vec![String::new(); np];
+    // The path ids from the root to the node being visited (depth-first).
+    let mut chain: Vec<u32> = Vec::new();
     // Stack of (path id, parent node index, depth), pushed in reverse so the largest comes first.
     let mut stack: Vec<(u32, Option<usize>, u32)> =
         roots.iter().rev().map(|&r| (r, None, 0)).collect();
     while let Some((id, parent_node, depth)) = stack.pop() {
         let name = name_of(id).to_string();
-        let path = match table[id as usize].0 {
-            Some(pp) => format!("{}/{}", paths[pp as usize], name),
-            None => name.clone(),
-        };
-        paths[id as usize] = path.clone();
+        chain.truncate(depth as usize);
+        chain.push(id);
+        let path = display_path(&chain, |p| name_of(p));
         let a = acc[id as usize].as_ref();
         let node_index = nodes.len();
         nodes.push(SpanNode {
             path,
+            path_id: id,
             name,
             depth,
             parent: parent_node,
@@ -282,4 +345,31 @@ pub fn span_tree(trace: &Trace) -> SpanTree {
         span_count: trace.spans.len(),
         nodes,
     }
+}
+
+/// The display path of the names along `chain` (root first), joined by `/`, with the middle
+/// elided beyond [`MAX_PATH_NAMES`] names: O(`MAX_PATH_NAMES`) whatever the depth.
+fn display_path<'n>(chain: &[u32], name_of: impl Fn(u32) -> &'n str) -> String {
+    let half = MAX_PATH_NAMES / 2;
+    let mut s = String::new();
+    let push = |s: &mut String, part: &str| {
+        if !s.is_empty() {
+            s.push('/');
+        }
+        s.push_str(part);
+    };
+    if chain.len() <= MAX_PATH_NAMES {
+        for &p in chain {
+            push(&mut s, name_of(p));
+        }
+    } else {
+        for &p in &chain[..half] {
+            push(&mut s, name_of(p));
+        }
+        push(&mut s, &format!("…{} more…", chain.len() - 2 * half));
+        for &p in &chain[chain.len() - half..] {
+            push(&mut s, name_of(p));
+        }
+    }
+    s
 }

@@ -59,6 +59,9 @@ pub struct StepTimes {
     /// the step times above, which cover whole steps only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partial_step: Option<u64>,
+    /// The total exceeded `u64::MAX` ns and is shown as `u64::MAX`. Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub saturated: bool,
 }
 
 /// Peak logical memory of one device.
@@ -166,9 +169,12 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         .iter()
         .map(|s| s.duration_ns())
         .collect();
+    // Summed exactly; a total past u64::MAX is shown capped and flagged, never wrapped.
+    let exact: u128 = durs.iter().map(|&d| u128::from(d)).sum();
     let steps = StepTimes {
         count: durs.len(),
-        total_ns: durs.iter().sum(),
+        total_ns: u64::try_from(exact).unwrap_or(u64::MAX),
+        saturated: exact > u128::from(u64::MAX),
         spread: Spread::of(&durs),
         p95_ns: percentile(&mut durs, 95.0),
         partial_step: trace.partial_step().map(|s| s.index),

@@ -5,6 +5,7 @@ mod common;
 mod compare;
 mod golden;
 mod hand;
+mod hostile;
 mod linear;
 mod props;
 mod steps;
