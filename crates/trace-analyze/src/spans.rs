@@ -262,8 +262,8 @@ pub fn span_tree(trace: &Trace) -> SpanTree {
         if let Some(step) = s.step {
             match a.cur {
                 Some((cs, ref mut t, ref mut sl)) if cs == step => {
-                    *t += d;
-                    *sl += sf;
+                    *t = t.saturating_add(d);
+                    *sl = sl.saturating_add(sf);
                 }
                 _ => {
                     flush(a);
@@ -279,7 +279,8 @@ pub fn span_tree(trace: &Trace) -> SpanTree {
     let mut alloc_bytes = vec![0u64; np];
     for e in trace.memory.iter().filter(|e| e.alloc) {
         if let Some(s) = e.span {
-            alloc_bytes[path_of[s as usize] as usize] += e.bytes;
+            let b = &mut alloc_bytes[path_of[s as usize] as usize];
+            *b = b.saturating_add(e.bytes);
         }
     }
     trace.work.add(trace.memory.len() as u64);

@@ -431,7 +431,7 @@ impl Nester {
         if let Some(t) = self.threads.get_mut(&tid)
             && let Some(f) = t.stack.last_mut()
         {
-            f.children_ns += dur;
+            f.children_ns = f.children_ns.saturating_add(dur);
         }
         emit(
             self,
@@ -488,7 +488,7 @@ impl Nester {
         let dur = end - frame.start;
         match thread.stack.last_mut() {
             Some(parent) => {
-                parent.children_ns += dur;
+                parent.children_ns = parent.children_ns.saturating_add(dur);
                 parent.cursor = end;
             }
             None => thread.root_cursor = end,
