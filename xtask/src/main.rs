@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 mod browser_check;
+mod fuzz;
 #[cfg(test)]
 mod tidy;
 
@@ -17,6 +18,9 @@ commands:
   ci                       fmt check, clippy -D warnings, the tests, the doc tests
   bench [--quick] [FILTER] run the criterion suites in benches/ (those whose file name
                            contains FILTER) and write target/bench-summary.json
+  fuzz [--seconds N]       mutate checked-in and generated traces and run every analysis
+                           and export on each in-process (time and memory budget per
+                           input); fails on a panic, an overrun or an unparsable output
   browser-check            build the demo's trace and HTML reports, load them in headless
                            Chromium from disk, fail on any console message or missing
                            section, and save target/browser-check/report.png
@@ -28,6 +32,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("bench") => bench(&args[1..]),
         Some("browser-check") => browser_check::run(&root(), &args[1..]),
+        Some("fuzz") => fuzz::run(&root(), &args[1..]),
         Some("-h" | "--help") | None => {
             print!("{USAGE}");
             Ok(())
