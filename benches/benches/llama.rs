@@ -1,0 +1,311 @@
+//! Benchmark suite `llama`: trace-candle's cost on a real candle-transformers model (tiny Llama generation and training step).
+//!
+//! The model is the one `cargo run -p trace-candle --example profile_llama` profiles
+//! (candle-transformers' `Llama`, hidden 128, 2 layers, 4 heads / 2 KV heads, vocabulary
+//! 1000, random weights from a `VarMap`; `crates/trace-candle/examples/profile_llama.rs`,
+//! included below for its configuration and sizes). The profiled model carries exactly the
+//! example's capture lines: its `tracing` spans go to the capture's layer
+//! (`TraceLayer::for_capture`, what `Capture::install_tracing` installs, here as a scoped
+//! default while the model is built, so the unprofiled model has no subscriber at all),
+//! parameters are registered, each forward is `capture.op("llama.forward", ..)`, the KV
+//! cache is declared per step (`buffer_shape`), training runs `capture.backward(&loss)`
+//! (autograd memory, every parameter's gradient state and norm), the process's resident
+//! memory is sampled at every `step()`, and the trace is written to a file.
+//!
+//! Rows (each against the same work with no instrumentation at all):
+//! - `llama/generate ns_per_generation (median)`: one generation, prefill of the 16-token
+//!   prompt then 20 greedy decode steps with a fresh KV cache (21 forwards, one `step()`
+//!   each), and `llama/generate median_paired_ratio`, the median of the per-round ratios.
+//! - `llama/train_step ns_per_step (median)`: one training step (forward over 16 tokens,
+//!   cross-entropy, backward, AdamW), and `llama/train_step median_paired_ratio`.
+//!
+//! As in the `capture` suite, profiled and unprofiled runs alternate round by round in one
+//! run (the order flipping every other round, so drift hits both alike) for a time budget,
+//! with two pairs of models created in opposite orders so that creation order cannot favour
+//! one side; the figures are medians, robust to a shared machine's preemptions. Target:
+//! ratio ≤ 1.05 for both.
+
+use std::error::Error;
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use candle_transformers::models::llama::{Cache, Config, Llama};
+use trace_candle::{Capture, Phase, Run, TraceLayer};
+use tracegraph_benches::{Row, emit, quick};
+use tracing_subscriber::layer::SubscriberExt;
+
+// The model `profile_llama` profiles: one home (the example), measured here as is.
+#[path = "../../crates/trace-candle/examples/profile_llama.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod profile_llama;
+
+use profile_llama::{DECODE, PROMPT, tiny_config};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// One tiny Llama with its optimizer, profiled (`capture` set) or not.
+struct Model {
+    cfg: Config,
+    device: Device,
+    llama: Llama,
+    optimizer: AdamW,
+    capture: Option<Capture>,
+}
+
+impl Model {
+    /// A model with random weights. Profiled: its `tracing` spans are made under `capture`'s
+    /// layer, its weights are registered as parameters and resident memory is sampled at
+    /// every step. Unprofiled: built under no subscriber, so its spans are disabled.
+    fn new(capture: Option<Capture>) -> Res<Self> {
+        let device = Device::Cpu;
+        let cfg = tiny_config();
+        let varmap = VarMap::new();
+        let load = || Llama::load(VarBuilder::from_varmap(&varmap, DType::F32, &device), &cfg);
+        let llama = match &capture {
+            Some(c) => {
+                let subscriber = tracing_subscriber::registry().with(TraceLayer::for_capture(c));
+                tracing::subscriber::with_default(subscriber, load)?
+            }
+            None => load()?,
+        };
+        let capture = capture.map(|c| c.sampling_memory(&device));
+        if let Some(c) = &capture {
+            let weights = varmap.data().lock().map_err(|_| "poisoned VarMap")?.clone();
+            c.parameters(weights.iter().map(|(name, var)| (name, var.as_tensor())));
+        }
+        let params = ParamsAdamW {
+            lr: 1e-3,
+            ..ParamsAdamW::default()
+        };
+        let optimizer = AdamW::new(varmap.all_vars(), params)?;
+        Ok(Model {
+            cfg,
+            device,
+            llama,
+            optimizer,
+            capture,
+        })
+    }
+
+    /// One forward, as `capture.op("llama.forward", ..)` when profiled.
+    fn forward(&self, input: &Tensor, pos: usize, cache: &mut Cache) -> Res<Tensor> {
+        let mut forward = || self.llama.forward(input, pos, cache);
+        Ok(match &self.capture {
+            Some(c) => c.op("llama.forward", &[input], forward)?,
+            None => forward()?,
+        })
+    }
+
+    /// Prefill of the prompt, then [`DECODE`] greedy decode steps with a fresh KV cache; one
+    /// step per forward. Returns the generated tokens.
+    fn generate(&self, prompt: &[u32]) -> Res<Vec<u32>> {
+        let cfg = &self.cfg;
+        let head_dim = cfg.hidden_size / cfg.num_attention_heads;
+        let mut cache = Cache::new(true, DType::F32, cfg, &self.device)?;
+        let mut tokens = prompt.to_vec();
+        let mut pos = 0;
+        for step in 0..=DECODE {
+            let context = if step == 0 {
+                &tokens[..]
+            } else {
+                &tokens[tokens.len() - 1..]
+            };
+            let input = Tensor::new(context, &self.device)?.unsqueeze(0)?;
+            let logits = self.forward(&input, pos, &mut cache)?;
+            pos += context.len();
+            if let Some(c) = &self.capture {
+                let kv_shape = [
+                    cfg.num_hidden_layers,
+                    2,
+                    1,
+                    cfg.num_key_value_heads,
+                    pos,
+                    head_dim,
+                ];
+                c.buffer_shape("kv_cache", &kv_shape, DType::F32, &self.device);
+            }
+            tokens.push(logits.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?);
+            if let Some(c) = &self.capture {
+                c.step();
+            }
+        }
+        Ok(tokens.split_off(prompt.len()))
+    }
+
+    /// One training step: next-token prediction of `sequence[PROMPT]` from the first
+    /// [`PROMPT`] tokens (forward without KV cache, cross-entropy, backward, AdamW). Returns
+    /// the loss.
+    fn train_step(&mut self, sequence: &[u32]) -> Res<f32> {
+        let input = Tensor::new(&sequence[..PROMPT], &self.device)?.unsqueeze(0)?;
+        let target = Tensor::new(&sequence[PROMPT..=PROMPT], &self.device)?;
+        let mut no_kv = Cache::new(false, DType::F32, &self.cfg, &self.device)?;
+        let logits = self.forward(&input, 0, &mut no_kv)?;
+        let loss = candle_nn::loss::cross_entropy(&logits, &target)?;
+        let grads = match &self.capture {
+            Some(c) => c.backward(&loss)?,
+            None => loss.backward()?,
+        };
+        self.optimizer.step(&grads)?;
+        if let Some(c) = &self.capture {
+            c.step();
+        }
+        Ok(loss.to_scalar::<f32>()?)
+    }
+}
+
+/// Two (profiled, unprofiled) pairs, created in opposite orders, each profiled model with
+/// its own capture writing `<dir>/<name>-<k>.jsonl`.
+fn pairs(dir: &Path, name: &str) -> Res<Vec<(Model, Model)>> {
+    let mut pairs = Vec::new();
+    for (k, on_first) in [true, false].into_iter().enumerate() {
+        let run = Run::new(format!("benches::llama::{name}"), Phase::Train, "cpu");
+        let capture = Capture::open(dir.join(format!("{name}-{k}.jsonl")), run)?;
+        let pair = if on_first {
+            let on = Model::new(Some(capture))?;
+            (on, Model::new(None)?)
+        } else {
+            let off = Model::new(None)?;
+            (Model::new(Some(capture))?, off)
+        };
+        pairs.push(pair);
+    }
+    Ok(pairs)
+}
+
+/// Times `work` on both models of the pairs alternately until the budget is spent (bounded
+/// both ways): one round times one call on each model of one pair, pairs taking turns and
+/// the order within a pair flipping every other round. Returns the profiled and unprofiled
+/// times in nanoseconds, round by round.
+fn alternate(
+    pairs: &mut [(Model, Model)],
+    mut work: impl FnMut(&mut Model) -> Res<()>,
+) -> Res<(Vec<f64>, Vec<f64>)> {
+    let (warmup, budget, min_rounds, max_rounds) = if quick() {
+        (3, Duration::from_secs(10), 20, 2000)
+    } else {
+        (10, Duration::from_secs(45), 100, 20000)
+    };
+    for (on, off) in pairs.iter_mut() {
+        for _ in 0..warmup {
+            work(on)?;
+            work(off)?;
+        }
+    }
+    let mut time = |m: &mut Model| -> Res<f64> {
+        let start = Instant::now();
+        work(m)?;
+        Ok(start.elapsed().as_nanos() as f64)
+    };
+    let (mut t_on, mut t_off) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    let mut round = 0usize;
+    while round < max_rounds && (round < min_rounds || started.elapsed() < budget) {
+        let (on, off) = &mut pairs[round % pairs.len()];
+        if (round / 2).is_multiple_of(2) {
+            t_off.push(time(off)?);
+            t_on.push(time(on)?);
+        } else {
+            t_on.push(time(on)?);
+            t_off.push(time(off)?);
+        }
+        round += 1;
+    }
+    Ok((t_on, t_off))
+}
+
+/// Ends both captures and checks that they recorded the model: ops, the model's own spans,
+/// and (for training) gradients.
+fn finish(pairs: &[(Model, Model)], what: &str, gradients: bool) -> Res<()> {
+    for (on, _) in pairs {
+        let Some(c) = &on.capture else { continue };
+        let counts = c.finish()?.counts;
+        if counts.op == 0 || counts.span_start <= counts.op || (gradients && counts.gradient == 0) {
+            return Err(format!("{what}: the capture recorded too little: {counts:?}").into());
+        }
+    }
+    Ok(())
+}
+
+/// Emits the median row (profiled against unprofiled) and the median of paired ratios.
+fn emit_pair(bench: &str, metric: &str, mut t_on: Vec<f64>, mut t_off: Vec<f64>) {
+    let mut paired: Vec<f64> = t_on.iter().zip(&t_off).map(|(a, b)| a / b).collect();
+    let rounds = paired.len();
+    eprintln!("{bench}: {rounds} alternating rounds");
+    emit(Row::new(bench, metric, median(&mut t_on), "ns").vs(
+        "same work, no instrumentation (alternating)",
+        median(&mut t_off),
+    ));
+    emit(Row::new(
+        bench,
+        "median_paired_ratio",
+        median(&mut paired),
+        "x",
+    ));
+}
+
+/// The median (the mean of the two middle values for an even count); NaN when empty.
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// The prompt `profile_llama` generates from.
+fn prompt() -> Vec<u32> {
+    (0..PROMPT as u32).map(|i| (i * 37 + 11) % 1000).collect()
+}
+
+fn generate_rows(dir: &Path) -> Res<()> {
+    let mut pairs = pairs(dir, "generate")?;
+    let prompt = prompt();
+    let (t_on, t_off) = alternate(&mut pairs, |m| {
+        let tokens = m.generate(&prompt)?;
+        if tokens.len() != DECODE + 1 {
+            return Err(format!("generated {} tokens", tokens.len()).into());
+        }
+        black_box(tokens);
+        Ok(())
+    })?;
+    finish(&pairs, "llama/generate", false)?;
+    emit_pair("llama/generate", "ns_per_generation (median)", t_on, t_off);
+    Ok(())
+}
+
+fn train_rows(dir: &Path) -> Res<()> {
+    let mut pairs = pairs(dir, "train")?;
+    let sequence: Vec<u32> = (0..=PROMPT as u32).map(|i| (i * 53 + 7) % 1000).collect();
+    let mut losses = (f32::NAN, f32::NAN);
+    let (t_on, t_off) = alternate(&mut pairs, |m| {
+        let loss = m.train_step(&sequence)?;
+        if !loss.is_finite() {
+            return Err(format!("non-finite loss {loss}").into());
+        }
+        if m.capture.is_some() {
+            losses.0 = loss;
+        } else {
+            losses.1 = loss;
+        }
+        Ok(())
+    })?;
+    finish(&pairs, "llama/train_step", true)?;
+    eprintln!(
+        "llama/train_step: last loss with / without capture: {:.4} / {:.4}",
+        losses.0, losses.1
+    );
+    emit_pair("llama/train_step", "ns_per_step (median)", t_on, t_off);
+    Ok(())
+}
+
+fn main() -> Res<()> {
+    let dir = tempfile::tempdir()?;
+    generate_rows(dir.path())?;
+    train_rows(dir.path())?;
+    Ok(())
+}
