@@ -81,6 +81,45 @@ pub struct SampledStacks {
     pub samples: Vec<SampleRow>,
     /// `sampler` lines in the order they were read.
     pub steps: Vec<SamplerStep>,
+    /// Per frame: its crate (from the function's path, else from its source file).
+    crates: Vec<Option<String>>,
+    /// Per frame: the name shown (the function; an unqualified one, as inlined functions are
+    /// named by line-table-only debug information, with its source file).
+    names: Vec<String>,
+}
+
+/// The crate a source file belongs to: `candle-core-0.11.1/src/...` → `candle_core`,
+/// `library/core/src/...` → `core`, `.../crates/tracegraph/src/...` → `tracegraph`.
+pub fn crate_of_file(file: &str) -> Option<String> {
+    let file = file.replace('\\', "/");
+    if let Some(rest) = file.strip_prefix("library/") {
+        return rest.split('/').next().map(str::to_string);
+    }
+    let parts: Vec<&str> = file.split('/').collect();
+    let src = parts.iter().rposition(|p| *p == "src")?;
+    let dir = parts.get(src.checked_sub(1)?)?;
+    // A registry crate's directory ends in its version: `name-1.2.3`.
+    let name = match dir.rsplit_once('-') {
+        Some((n, v)) if v.starts_with(|c: char| c.is_ascii_digit()) => n,
+        _ => dir,
+    };
+    (!name.is_empty()).then(|| name.replace('-', "_"))
+}
+
+/// Whether a function name carries its path (`a::b`, `<T as U>::f`) outside generic arguments.
+fn is_qualified(func: &str) -> bool {
+    let mut depth = 0usize;
+    let b = func.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'<' if i == 0 => return true,
+            b'<' => depth += 1,
+            b'>' => depth = depth.saturating_sub(1),
+            b':' if depth == 0 && b.get(i + 1) == Some(&b':') => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 impl SampledStacks {
@@ -90,6 +129,17 @@ impl SampledStacks {
             Event::Frame(f) => {
                 let i = self.frames.len() as u32;
                 self.frame_index.entry(f.id).or_insert(i);
+                let qualified = is_qualified(&f.func);
+                let krate = if qualified {
+                    crate_of(&f.func).map(str::to_string)
+                } else {
+                    f.file.as_deref().and_then(crate_of_file)
+                };
+                self.crates.push(krate);
+                self.names.push(match (&f.file, qualified) {
+                    (Some(file), false) => format!("{} ({file})", f.func),
+                    _ => f.func.clone(),
+                });
                 self.frames.push(SampledFrame {
                     func: f.func.clone(),
                     file: f.file.clone(),
@@ -127,6 +177,31 @@ impl SampledStacks {
             }),
             _ => {}
         }
+    }
+
+    /// A frame's crate (from its function's path, else its source file).
+    pub fn frame_crate(&self, f: u32) -> Option<&str> {
+        self.crates.get(f as usize).and_then(|c| c.as_deref())
+    }
+
+    /// A frame's name as shown (an unqualified function with its source file).
+    pub fn frame_name(&self, f: u32) -> &str {
+        self.names
+            .get(f as usize)
+            .map_or("[unknown]", String::as_str)
+    }
+
+    /// Whether a frame is the allocator's.
+    fn frame_is_allocator(&self, f: u32) -> bool {
+        self.frames
+            .get(f as usize)
+            .is_some_and(|fr| is_allocator(&fr.func))
+    }
+
+    /// Rust's generic runtime (`core`, `std`, `alloc`) or an unknown crate: attributed to the
+    /// nearest caller outside it when grouping by crate.
+    fn frame_is_runtime(&self, f: u32) -> bool {
+        matches!(self.frame_crate(f), Some("core" | "std" | "alloc") | None)
     }
 
     /// True when the trace has no samples.
@@ -263,12 +338,6 @@ pub fn is_allocator(func: &str) -> bool {
     PREFIXES.iter().any(|p| func.starts_with(p))
 }
 
-/// Rust's generic runtime (`core`, `std`, `alloc`) or an unknown frame: attributed to the
-/// nearest caller outside it when grouping by crate.
-fn is_runtime(func: &str) -> bool {
-    matches!(crate_of(func), Some("core" | "std" | "alloc") | None)
-}
-
 /// Which group a crate name falls in, given the model's crates.
 fn group_of_crate(name: Option<&str>, model: &[String]) -> CrateGroup {
     match name {
@@ -376,10 +445,16 @@ pub struct HotReport {
 fn phase_of(row: &SampleRow, frames: &[u32], s: &SampledStacks) -> Option<ExecStep> {
     row.phase.or_else(|| {
         frames.iter().rev().find_map(|&f| {
-            let func = &s.frames[f as usize].func;
-            if func.contains("candle_core::backprop") {
+            let fr = &s.frames[f as usize];
+            let file = fr.file.as_deref().unwrap_or("");
+            let krate = s.frame_crate(f);
+            if fr.func.contains("candle_core::backprop")
+                || (krate == Some("candle_core") && file.ends_with("backprop.rs"))
+            {
                 Some(ExecStep::Backward)
-            } else if func.contains("candle_nn::optim") || func.contains("Optimizer>::step") {
+            } else if fr.func.contains("candle_nn::optim")
+                || (krate == Some("candle_nn") && file.ends_with("optim.rs"))
+            {
                 Some(ExecStep::Optimizer)
             } else {
                 None
@@ -399,10 +474,7 @@ fn attributed_frame(frames: &[u32], s: &SampledStacks) -> Option<u32> {
         .iter()
         .rev()
         .copied()
-        .find(|&f| {
-            let func = &s.frames[f as usize].func;
-            is_allocator(func) || !is_runtime(func)
-        })
+        .find(|&f| s.frame_is_allocator(f) || !s.frame_is_runtime(f))
         .or_else(|| frames.last().copied())
 }
 
@@ -413,7 +485,7 @@ fn find_model_crates(trace: &Trace) -> Vec<String> {
     let mut votes: FastMap<&str, u64> = FastMap::default();
     for row in &s.samples {
         let outer = s.stack(row.stack).iter().find_map(|&f| {
-            let c = crate_of(&s.frames[f as usize].func)?;
+            let c = s.frame_crate(f)?;
             let runtime = matches!(
                 c,
                 "core" | "std" | "alloc" | "candle_core" | "candle_nn" | "rayon" | "rayon_core"
@@ -456,11 +528,10 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     };
     let in_steps = |step: u64| opts.steps.is_none_or(|(a, b)| step >= a && step <= b);
     let group_of = |f: u32| -> CrateGroup {
-        let func = &s.frames[f as usize].func;
-        if is_allocator(func) {
+        if s.frame_is_allocator(f) {
             CrateGroup::Allocator
         } else {
-            group_of_crate(crate_of(func), &model)
+            group_of_crate(s.frame_crate(f), &model)
         }
     };
 
@@ -569,7 +640,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                 seen_frame.clear();
                 let last = frames.len().saturating_sub(1);
                 for (i, &f) in frames.iter().enumerate() {
-                    let func = s.frames[f as usize].func.as_str();
+                    let func = s.frame_name(f);
                     if seen_frame.insert(func, ri).is_none() || i == last {
                         bump(func, Some(group_of(f)), i == last);
                     }
@@ -651,7 +722,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                 .filter(|((q, _), _)| *q == p)
                 .map(|(&(_, f), &k)| {
                     make(
-                        s.frames[f as usize].func.clone(),
+                        s.frame_name(f).to_string(),
                         Some(group_of(f)),
                         Acc {
                             self_n: k,
@@ -988,6 +1059,41 @@ mod tests {
         assert_eq!((r.samples, r.rows.len(), r.sampler.steps), (0, 0, 0));
         assert_eq!(r.sampler.cpu_ns, None);
         assert!(backward_kernels(&t, 3).is_empty());
+    }
+
+    #[test]
+    fn crates_of_files_and_qualified_names() {
+        let check = |f: &str, c: Option<&str>| assert_eq!(crate_of_file(f).as_deref(), c, "{f}");
+        check(
+            "candle-core-0.11.1/src/cpu_backend/utils.rs",
+            Some("candle_core"),
+        );
+        check("gemm-common-0.17.1/src/gemm.rs", Some("gemm_common"));
+        check("library/core/src/ptr/mod.rs", Some("core"));
+        check(
+            "/work/main/crates/tracegraph/src/demo/mod.rs",
+            Some("tracegraph"),
+        );
+        check("main.rs", None);
+        assert!(is_qualified("candle_core::tensor::Tensor::matmul"));
+        assert!(is_qualified("<f32 as core::ops::Add>::add"));
+        assert!(!is_qualified(
+            "execute_chunked<candle_core::cpu_backend::utils::Foo>"
+        ));
+        assert!(!is_qualified("spin_loop"));
+        // An inlined (unqualified) function is grouped by its file and shown with it.
+        let mut s = SampledStacks::default();
+        s.add(&Event::Frame(trace_record::schema::FrameEvent {
+            id: 1,
+            func: "execute_chunked<candle_core::X>".into(),
+            file: Some("candle-core-0.11.1/src/utils.rs".into()),
+            inlined: true,
+        }));
+        assert_eq!(s.frame_crate(0), Some("candle_core"));
+        assert_eq!(
+            s.frame_name(0),
+            "execute_chunked<candle_core::X> (candle-core-0.11.1/src/utils.rs)"
+        );
     }
 
     #[test]

@@ -74,8 +74,8 @@ pub use gradients::{
 };
 pub use hot::{
     CrateGroup, HotBy, HotOptions, HotReport, HotRow, PhaseHot, SampleRow, SampledFrame,
-    SampledStacks, SamplerAccount, SamplerStep, backward_kernels, crate_of, hot_report,
-    is_allocator, short_func,
+    SampledStacks, SamplerAccount, SamplerStep, backward_kernels, crate_of, crate_of_file,
+    hot_report, is_allocator, short_func,
 };
 pub use intern::{FastMap, Interner, ShapeId, ShapeInterner, Sym, format_shape};
 pub use load::{LoadOptions, load_path, load_reader, load_str};

@@ -60,6 +60,8 @@ enum Command {
     Memory(cmd::memory::MemoryArgs),
     /// Per-step execution graphs: fingerprints, stability, first differing op.
     Graph(cmd::graph::GraphArgs),
+    /// Sampled CPU hot spots (trace recorded with the sampler): by function, crate group, phase or span.
+    Hot(cmd::hot::HotArgs),
     /// Gradients per parameter and step: never trained first, non-finite flagged; autograd memory.
     Gradients(cmd::gradients::GradientsArgs),
     /// Compare two traces: median time per step per span and op with bootstrap intervals, memory, graph equality.
@@ -111,6 +113,7 @@ fn main() -> ExitCode {
         Command::Spans(a) => cmd::spans::run(a),
         Command::Memory(a) => cmd::memory::run(a),
         Command::Graph(a) => cmd::graph::run(a),
+        Command::Hot(a) => cmd::hot::run(a),
         Command::Gradients(a) => cmd::gradients::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Validate(a) => cmd::validate::run(a),

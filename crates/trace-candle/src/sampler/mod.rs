@@ -154,6 +154,14 @@ impl Capture {
         self.inner().sampler.start(self.session(), config)
     }
 
+    /// Stops sampling now: writes the current recorded step's samples (when one is open) and
+    /// ends the sampler thread. [`Capture::finish`] does this; call it before finishing the
+    /// session directly ([`TraceSession::finish`](trace_record::TraceSession::finish)).
+    /// Nothing happens when this capture is not sampling.
+    pub fn stop_sampling(&self) {
+        self.inner().sampler.stop(self.session());
+    }
+
     /// What the sampler has accounted for so far; `None` when this capture never sampled.
     pub fn sampler_stats(&self) -> Option<SamplerStats> {
         self.inner().sampler.stats()

@@ -77,7 +77,9 @@ impl Symbols {
             let handler = found.iter().any(|(f, _)| {
                 f.contains("sampler::signal::on_sigprof") || f.starts_with("backtrace::")
             });
-            let trampoline = found.iter().any(|(f, _)| f == "__restore_rt");
+            let trampoline = found
+                .iter()
+                .all(|(f, _)| f == "__restore_rt" || f == "[unknown]");
             let last = found.len() - 1;
             let mut frames = Vec::with_capacity(found.len());
             for (i, (func, file)) in found.into_iter().enumerate().rev() {
@@ -104,7 +106,10 @@ impl Symbols {
                 start = i + 1;
             }
         }
-        if let Some(&ip) = ips.get(start)
+        // The signal trampoline (`__restore_rt`, unnamed where libc has no symbols) sits
+        // between the handler and the interrupted function.
+        if start > 0
+            && let Some(&ip) = ips.get(start)
             && self.resolve(ip).trampoline
         {
             start += 1;

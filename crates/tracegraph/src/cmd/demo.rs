@@ -23,6 +23,10 @@ pub(crate) struct DemoArgs {
     /// Training steps (the schedule records steps 7-9 and 12-14 when there are enough).
     #[arg(long, default_value_t = 50, value_name = "N")]
     pub(crate) steps: u64,
+    /// Sample call stacks of every thread in the recorded steps (CPU sampler, about 1 kHz of
+    /// CPU time; `--sample=HZ` for another rate); see them with `tracegraph hot`.
+    #[arg(long, value_name = "HZ", num_args = 0..=1, default_missing_value = "1000")]
+    pub(crate) sample: Option<u32>,
 }
 
 /// Runs `tracegraph demo`.
@@ -32,6 +36,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
     let path = args.out.join(TRACE_FILE);
     let mut config = MlpDemoConfig::new(&path);
     config.steps = args.steps;
+    config.sample = args.sample.map(trace_candle::SamplerConfig::hz);
     let started = Instant::now();
     let report = run_mlp_demo(&config).context("the demo training run failed")?;
     let took = started.elapsed();
@@ -57,7 +62,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
     let p = path.display();
     write_stdout(&format!(
         "\nnext (prefix with `cargo run --release -p tracegraph --` when tracegraph is not installed):\n  tracegraph ops {p} --sort self --limit 10\n  tracegraph spans {p}\n  \
-         tracegraph memory {p}\n  tracegraph graph {p}\n  tracegraph validate --strict {p}\n  \
+         tracegraph memory {p}\n  tracegraph graph {p}\n  tracegraph hot {p} --by phase\n  tracegraph validate --strict {p}\n  \
          tracegraph export {p} --format chrome -o {}\n  tracegraph report {p} -o {}",
         args.out.join("demo.trace.json").display(),
         args.out.join("report.html").display()

@@ -7,6 +7,7 @@ pub(crate) mod demo;
 pub(crate) mod export;
 pub(crate) mod gradients;
 pub(crate) mod graph;
+pub(crate) mod hot;
 pub(crate) mod memory;
 pub(crate) mod ops;
 pub(crate) mod output;

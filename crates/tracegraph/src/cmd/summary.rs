@@ -117,6 +117,26 @@ pub(crate) fn render(s: &Summary) -> String {
     } else {
         let _ = writeln!(o, "{}", t.render());
     }
+    if !s.backward_kernels.is_empty() {
+        let kernels: Vec<String> = s
+            .backward_kernels
+            .iter()
+            .map(|k| {
+                format!(
+                    "{} {:.0}% ({} samples{})",
+                    trace_analyze::short_func(&k.name, 60),
+                    k.self_share * 100.0,
+                    k.self_samples,
+                    k.self_est_ns.map_or(String::new(), |n| format!(", ≈{} CPU", nsu(n)))
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "backward  top kernels by sampled CPU (estimates; `tracegraph hot --by phase`): {}",
+            kernels.join("; ")
+        );
+    }
     let _ = writeln!(o);
     match &s.memory {
         None => {

@@ -27,6 +27,8 @@ pub(crate) struct MlpDemoConfig {
     pub(crate) seed: u64,
     /// AdamW learning rate (default 0.01).
     pub(crate) learning_rate: f64,
+    /// Sample call stacks in the recorded steps (`tracegraph demo --sample`; default off).
+    pub(crate) sample: Option<trace_candle::SamplerConfig>,
 }
 
 impl MlpDemoConfig {
@@ -38,6 +40,7 @@ impl MlpDemoConfig {
             schedule: default_schedule(),
             seed: 42,
             learning_rate: 0.01,
+            sample: None,
         }
     }
 }
@@ -109,6 +112,11 @@ pub(crate) fn run_mlp_demo(config: &MlpDemoConfig) -> anyhow::Result<MlpDemoRepo
         .close_on_signals(trace_record::AfterSignal::Terminate)
         .context("installing the SIGINT/SIGTERM handler")?;
     let capture = Capture::new(Arc::clone(&session));
+    if let Some(sampler) = config.sample {
+        capture
+            .sample_stacks(sampler)
+            .context("starting the CPU sampler")?;
+    }
     let mut trainer = MlpTrainer::new(Some(&capture), config.seed, config.learning_rate)
         .context("building the model")?;
     let mut losses = Vec::with_capacity(usize::try_from(config.steps).unwrap_or(0));
@@ -127,6 +135,8 @@ pub(crate) fn run_mlp_demo(config: &MlpDemoConfig) -> anyhow::Result<MlpDemoRepo
         }
     }
     let accuracy = trainer.accuracy().context("measuring the accuracy")?;
+    // The sampler writes its last recorded step before the trailer.
+    capture.stop_sampling();
     let summary = session
         .finish()
         .with_context(|| format!("cannot finish {}", config.trace_path.display()))?;

@@ -85,3 +85,40 @@ fn demo_rejects_bad_configuration() {
     // Rejected before anything is written.
     assert!(!path.exists());
 }
+
+/// `tracegraph demo --sample`: sampled stacks break backward into kernels (issue 12).
+#[test]
+fn the_sampled_demo_breaks_backward_into_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sampled.trace.jsonl");
+    let mut config = MlpDemoConfig::new(&path);
+    config.sample = Some(trace_candle::SamplerConfig::default());
+    let report = run_mlp_demo(&config).unwrap();
+    let v = validate_file(&path, ReadOptions::strict()).unwrap();
+    assert!(v.issues.is_empty(), "{:?}", v.issues);
+    assert_eq!(v.counts, report.summary.counts);
+    // One `sampler` line per recorded step, samples only in recorded steps.
+    assert_eq!(v.counts.sampler, 6);
+    let trace = trace_analyze::load_path(&path, Default::default()).unwrap();
+    let recorded = [7, 8, 9, 12, 13, 14];
+    assert!(trace.sampled.samples.iter().all(|s| recorded.contains(&s.step)));
+    let hot = trace_analyze::hot_report(
+        &trace,
+        &trace_analyze::HotOptions {
+            by: trace_analyze::HotBy::Phase,
+            ..Default::default()
+        },
+    );
+    assert_eq!(hot.samples, hot.sampler.taken);
+    let backward = hot
+        .phases
+        .iter()
+        .find(|p| p.phase == "backward")
+        .expect("backward samples");
+    assert!(
+        backward.top.len() >= 3,
+        "backward broken into {} function(s): {:?}",
+        backward.top.len(),
+        backward.top
+    );
+}

@@ -1,0 +1,210 @@
+//! `tracegraph hot`: where the sampled CPU time went, by function, crate group, phase or span (estimates with their sample counts).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use trace_analyze::{HotBy, HotOptions, HotReport, HotRow, hot_report, short_func};
+use trace_record::schema::ExecStep;
+
+use super::output::UsageError;
+use super::{Status, Table, load, nsu, print_json, write_stdout};
+
+/// Arguments of `tracegraph hot`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct HotArgs {
+    /// The trace file (JSON Lines), recorded with the CPU sampler on
+    /// (`tracegraph demo --sample`, or `Capture::sample_stacks`).
+    pub(crate) trace: PathBuf,
+    /// What rows are: `function`, `crate` (candle_core, gemm, candle_nn, model, allocator,
+    /// other), `phase` (forward, backward, optimizer) or `span`.
+    #[arg(long, value_name = "BY", default_value = "function")]
+    pub(crate) by: HotBy,
+    /// Only samples of recorded steps A to B (inclusive), e.g. `3..8` or `5`.
+    #[arg(long, value_name = "A..B")]
+    pub(crate) steps: Option<String>,
+    /// Only samples of one phase: `forward`, `backward` or `optimizer`.
+    #[arg(long, value_name = "PHASE")]
+    pub(crate) phase: Option<ExecStep>,
+    /// Rows shown (and functions per phase).
+    #[arg(long, value_name = "N", default_value_t = 15)]
+    pub(crate) top: usize,
+    /// The model's crates for the `model` group (repeatable); default: the program's own
+    /// crate, found from the stacks, and `candle_transformers`.
+    #[arg(long = "model-crate", value_name = "CRATE")]
+    pub(crate) model_crates: Vec<String>,
+    /// Print JSON (schema `tracegraph.hot/1`) instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+fn parse_steps(s: &str) -> anyhow::Result<(u64, u64)> {
+    let bad = || UsageError(format!("--steps {s}: expected A..B or N (step indices)"));
+    let (a, b) = match s.split_once("..") {
+        Some((a, b)) => (a.trim(), b.trim()),
+        None => (s.trim(), s.trim()),
+    };
+    let a: u64 = a.parse().map_err(|_| bad())?;
+    let b: u64 = if b.is_empty() {
+        u64::MAX
+    } else {
+        b.parse().map_err(|_| bad())?
+    };
+    if a > b {
+        return Err(bad().into());
+    }
+    Ok((a, b))
+}
+
+/// Runs `tracegraph hot`.
+pub(crate) fn run(args: &HotArgs) -> anyhow::Result<Status> {
+    let steps = args.steps.as_deref().map(parse_steps).transpose()?;
+    let trace = load(&args.trace, false)?;
+    let report = hot_report(
+        &trace,
+        &HotOptions {
+            by: args.by,
+            steps,
+            phase: args.phase,
+            limit: Some(args.top),
+            model_crates: args.model_crates.clone(),
+        },
+    );
+    if args.json {
+        print_json("hot", &report)?;
+        return Ok(Status::Ok);
+    }
+    let version = trace.run.version;
+    write_stdout(&render(&report, version))?;
+    Ok(Status::Ok)
+}
+
+/// A share as `12.3%`.
+fn pct(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
+}
+
+/// `≈ 12.3 ms` (an estimate from samples), or `-` without a rate.
+fn est(ns: Option<u64>) -> String {
+    ns.map_or("-".into(), |n| format!("≈{}", nsu(n)))
+}
+
+fn rows_table(first: &str, rows: &[HotRow], with_group: bool) -> Table {
+    let mut cols = vec![first];
+    if with_group {
+        cols.push("group");
+    }
+    cols.extend([">self", ">self %", ">total", ">total %", ">est. CPU (self)"]);
+    let mut t = Table::new(&cols);
+    for r in rows {
+        let mut row = vec![short_func(&r.name, 90)];
+        if with_group {
+            row.push(r.group.map_or("-".into(), |g| g.as_str().to_string()));
+        }
+        row.extend([
+            r.self_samples.to_string(),
+            pct(r.self_share),
+            r.total_samples.to_string(),
+            pct(r.total_share),
+            est(r.self_est_ns),
+        ]);
+        t.row(row);
+    }
+    t
+}
+
+/// The report as text.
+pub(crate) fn render(r: &HotReport, version: u32) -> String {
+    let mut o = String::new();
+    let a = &r.sampler;
+    if r.samples == 0 {
+        let why = if a.steps > 0 {
+            "the sampler took no sample in the selected steps and phase"
+        } else if version < 2 {
+            "the trace is schema version 1, which has no sampled stacks; record it with the \
+             sampler on (`tracegraph demo --sample`, `Capture::sample_stacks`)"
+        } else {
+            "the trace has no sampled stacks in the selection; record it with the sampler on \
+             (`tracegraph demo --sample`, `Capture::sample_stacks`)"
+        };
+        let _ = writeln!(o, "no samples: {why}");
+        return o;
+    }
+    let range = a.step_range.map_or("-".into(), |(x, y)| {
+        if x == y {
+            format!("step {x}")
+        } else {
+            format!("steps {x}..{y}")
+        }
+    });
+    let _ = writeln!(
+        o,
+        "sampled   {} samples in {} recorded step(s) ({range}); requested {} Hz of process CPU time, achieved {}; {} lost",
+        r.samples,
+        a.steps,
+        a.requested_hz,
+        a.effective_hz
+            .map_or("unknown (no CPU time)".into(), |h| format!("{h:.0} Hz")),
+        a.lost,
+    );
+    let _ = writeln!(
+        o,
+        "          sample counts are estimates of where CPU time went (all threads), not measured durations; est. CPU = samples x {}",
+        match (a.cpu_ns, a.taken) {
+            (Some(ns), t) if t > 0 => format!("{} (CPU time / samples taken)", nsu(ns / t)),
+            _ => "the requested period".into(),
+        }
+    );
+    let _ = writeln!(o, "model     crate(s) {}", r.model_crates.join(", "));
+    let _ = writeln!(o);
+    let title = match r.by {
+        HotBy::Function => "hottest functions (self: the sample landed in it; total: on the stack)",
+        HotBy::Crate => {
+            "by crate group (self: innermost frame outside core/std/alloc; total: on the stack)"
+        }
+        HotBy::Phase => "by phase",
+        HotBy::Span => "by innermost open span (self) and its ancestors (total)",
+    };
+    let _ = writeln!(o, "{title}");
+    let first = match r.by {
+        HotBy::Function => "function",
+        HotBy::Crate => "group",
+        HotBy::Phase => "phase",
+        HotBy::Span => "span",
+    };
+    let _ = writeln!(
+        o,
+        "{}",
+        rows_table(first, &r.rows, r.by == HotBy::Function).render()
+    );
+    if r.by != HotBy::Crate {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "by crate group");
+        let _ = writeln!(o, "{}", rows_table("group", &r.groups, false).render());
+    }
+    for p in &r.phases {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "{} — {} samples ({}); hottest functions (innermost frame outside core/std/alloc)",
+            p.phase,
+            p.samples,
+            pct(p.share)
+        );
+        let _ = writeln!(o, "{}", rows_table("function", &p.top, true).render());
+    }
+    o.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_steps;
+
+    #[test]
+    fn step_ranges() {
+        assert_eq!(parse_steps("3..8").unwrap(), (3, 8));
+        assert_eq!(parse_steps("5").unwrap(), (5, 5));
+        assert_eq!(parse_steps("2..").unwrap(), (2, u64::MAX));
+        assert!(parse_steps("8..3").is_err());
+        assert!(parse_steps("x").is_err());
+    }
+}
