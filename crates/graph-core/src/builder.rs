@@ -10,6 +10,9 @@ use crate::ids::{OpId, ParentId, ValueId};
 /// Builds a [`Graph`]. Adding never fails; [`build`](Self::build) validates everything and
 /// returns a [`GraphError`] naming the first offending id.
 ///
+/// Each operation's payload is encoded ([`StableHash`]) as it is appended, so that `build`
+/// fingerprints the graph by adding the canonical operand indices to bytes it already has.
+///
 /// Two styles can be mixed:
 /// - **Forward**: [`add_input`](Self::add_input), then [`add_op`](Self::add_op) (which creates
 ///   the operation's output values), then [`set_outputs`](Self::set_outputs).

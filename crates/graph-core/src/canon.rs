@@ -51,9 +51,10 @@ pub(crate) struct Frame {
 }
 
 impl<Op: StableHash> Graph<Op> {
-    /// Recomputes the fingerprint from scratch (canonical walk and hashing), ignoring the
-    /// cached value. Always equal to [`fingerprint`](Graph::fingerprint); exists to measure
-    /// and verify the computation.
+    /// Recomputes the fingerprint (canonical walk and hashing, as `build` does), ignoring
+    /// the cached value. Like `build`, it uses the payload and mask bytes the builder encoded
+    /// when each operation was appended. Always equal to [`fingerprint`](Graph::fingerprint);
+    /// exists to measure and verify the computation.
     pub fn compute_fingerprint(&self) -> Fingerprint {
         match self.canonicalize(false) {
             Ok((_, fp)) => fp,
