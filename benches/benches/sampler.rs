@@ -1,0 +1,129 @@
+//! Benchmark suite `sampler`: the CPU sampler's cost on the demo's training step, and the sampling rate achieved.
+//!
+//! Rows:
+//! - `sampler/train_step ns_per_step (median)`: one step of `tracegraph demo`'s trainer
+//!   (`crates/tracegraph/src/demo/mlp.rs`, uninstrumented) while the CPU sampler runs at the
+//!   default rate (about 1 kHz of CPU time), against the same step with the sampler's timer
+//!   disarmed. One capture drives the sampler with a schedule that alternates recorded and
+//!   idle steps (wait 1, active 1, forever): a recorded step samples, an idle one does not,
+//!   so the same trainer alternates on and off step by step, the order flipping every round,
+//!   for a time budget (10 s quick, 40 s full). Medians. Target: ratio ≤ 1.03.
+//!   `sampler/train_step median_paired_ratio` is the median of the per-round ratios.
+//! - `sampler/rate achieved_hz`: samples taken per second of process CPU time over the
+//!   sampled steps, against the requested rate (the kernel's timer tick caps it).
+//! - `sampler/rate lost_per_1000`: samples lost per 1000 taken.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use trace_candle::{Capture, SamplerConfig};
+use trace_record::schema::{Phase, Schedule};
+use trace_record::{Run, TraceSession};
+use tracegraph_benches::{Row, emit, quick};
+
+// The trainer `tracegraph demo` runs: one home (the CLI), measured here as is.
+#[path = "../../crates/tracegraph/src/demo/mlp.rs"]
+mod mlp;
+
+use mlp::MlpTrainer;
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = Run::new("benches::sampler", Phase::Train, "cpu").schedule(Schedule {
+        skip_first: 0,
+        wait: 1,
+        warmup: 0,
+        active: 1,
+        repeat: 0,
+    });
+    let session =
+        Arc::new(TraceSession::open(dir.path().join("sampler.jsonl"), run).expect("trace file"));
+    let capture = Capture::new(Arc::clone(&session));
+    let config = SamplerConfig::default();
+    capture.sample_stacks(config).expect("sampler");
+    let mut trainer = MlpTrainer::new(None, 42, 0.01).expect("trainer");
+    let (warmup, budget, min_rounds, max_rounds) = if quick() {
+        (5, Duration::from_secs(10), 20, 400)
+    } else {
+        (20, Duration::from_secs(40), 100, 4000)
+    };
+    for _ in 0..warmup {
+        black_box(trainer.step().expect("step"));
+    }
+    // Steps the capture (and so the sampler's timer) to the wanted state, then times one
+    // training step in it.
+    let mut time = |on: bool| {
+        while capture.is_active() != on {
+            capture.step();
+        }
+        let start = Instant::now();
+        black_box(trainer.step().expect("step"));
+        let ns = start.elapsed().as_nanos() as f64;
+        capture.step();
+        ns
+    };
+    let (mut t_on, mut t_off) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    let mut round = 0usize;
+    while round < max_rounds && (round < min_rounds || started.elapsed() < budget) {
+        if round.is_multiple_of(2) {
+            t_off.push(time(false));
+            t_on.push(time(true));
+        } else {
+            t_on.push(time(true));
+            t_off.push(time(false));
+        }
+        round += 1;
+    }
+    capture.finish().expect("finish");
+    let stats = capture.sampler_stats().expect("sampler stats");
+    let mut paired: Vec<f64> = t_on.iter().zip(&t_off).map(|(a, b)| a / b).collect();
+    let (on_ns, off_ns) = (median(&mut t_on), median(&mut t_off));
+    eprintln!(
+        "sampler/train_step: {round} alternating rounds; {} samples taken, {} lost over {} sampled steps; training accuracy {:.3}",
+        stats.taken,
+        stats.lost,
+        stats.steps,
+        trainer.accuracy().expect("accuracy")
+    );
+    emit(
+        Row::new("sampler/train_step", "ns_per_step (median)", on_ns, "ns")
+            .vs("same step, sampler timer disarmed (alternating)", off_ns),
+    );
+    emit(Row::new(
+        "sampler/train_step",
+        "median_paired_ratio",
+        median(&mut paired),
+        "x",
+    ));
+    emit(
+        Row::new(
+            "sampler/rate",
+            "achieved_hz",
+            stats.effective_hz().unwrap_or(f64::NAN),
+            "Hz",
+        )
+        .vs("requested", f64::from(config.hz)),
+    );
+    emit(Row::new(
+        "sampler/rate",
+        "lost_per_1000",
+        if stats.taken > 0 {
+            stats.lost as f64 * 1000.0 / stats.taken as f64
+        } else {
+            f64::NAN
+        },
+        "samples",
+    ));
+}
