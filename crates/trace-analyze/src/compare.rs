@@ -13,7 +13,7 @@ use trace_record::schema::TimingMode;
 
 use crate::model::Trace;
 use crate::spans::span_tree;
-use crate::stats::{BOOTSTRAP_SEED, Change, Spread, SpreadAcc, compare_samples};
+use crate::stats::{BOOTSTRAP_SEED, Change, Spread, SpreadAcc, Verdict, compare_samples};
 use crate::steps::{GraphReport, StepCache, graph_report};
 
 /// A figure in both traces and its change.
@@ -487,4 +487,25 @@ fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> &Delta, name: impl Fn(&T) -> &S
             .then_with(|| kb.1.partial_cmp(&ka.1).unwrap_or(std::cmp::Ordering::Equal))
             .then_with(|| name(a).cmp(name(b)))
     });
+}
+
+/// Orders comparison rows for people: significant changes (regressions and improvements)
+/// first, largest relative change first; then the rest in their given order (the
+/// comparison's own: largest absolute change of the means first). `change` picks a row's
+/// noise-aware [`Change`]. The CLI's `compare` and the report's comparison section share it.
+pub fn significance_order<T>(rows: &[T], change: impl Fn(&T) -> Option<&Change>) -> Vec<&T> {
+    let mut v: Vec<(usize, &T)> = rows.iter().enumerate().collect();
+    let key = |c: Option<&Change>| -> (u8, f64) {
+        match c {
+            Some(c) if matches!(c.verdict, Verdict::Regression | Verdict::Improvement) => {
+                (0, -c.ratio.map_or(0.0, f64::abs))
+            }
+            _ => (1, 0.0),
+        }
+    };
+    v.sort_by(|(ia, a), (ib, b)| {
+        let (ka, kb) = (key(change(a)), key(change(b)));
+        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(ia.cmp(ib))
+    });
+    v.into_iter().map(|(_, r)| r).collect()
 }

@@ -66,6 +66,7 @@ mod summary;
 
 pub use compare::{
     Comparison, Delta, MemoryDelta, OpDelta, Regression, SpanDelta, StepGraphPair, compare,
+    significance_order,
 };
 pub use error::AnalyzeError;
 pub use format::{format_bytes, format_ns, format_pct};

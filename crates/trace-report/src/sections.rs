@@ -4,7 +4,8 @@ use serde_json::{Value, json};
 use trace_analyze::{
     Allocation, AnalyzeError, ByCategory, CONFIDENCE, Change, Comparison, Delta, DeviceMemory,
     OpColumn, OpTableOptions, Summary, Trace, TraceEnd, Verdict, compare, format_bytes, format_ns,
-    graph_report, memory_report, new_step_cache, op_table, span_tree, summarize,
+    graph_report, memory_report, new_step_cache, op_table, significance_order, span_tree,
+    summarize,
 };
 
 use crate::charts::{MEMORY_POINTS, Producers, memory_band, step_phases};
@@ -61,6 +62,7 @@ pub fn build_report(
     let spans = spans_table(trace, opts, &mut caps);
     let memory = memory_data(trace);
     let graphs = graphs_data(&graphs, opts, &mut caps);
+    let gradients = crate::gradients::gradients_data(trace, &mut caps);
     let comparison = match baseline {
         Some(b) => Some(comparison_data(
             &compare(b, trace, &cache)?,
@@ -81,6 +83,7 @@ pub fn build_report(
         memory,
         graphs,
         comparison,
+        gradients,
     })
 }
 
@@ -764,25 +767,6 @@ fn change_row(t: &mut TableData, name: &str, c: Option<&Change>, d: &Delta) {
     };
     t.rows.push(row);
     t.row_class.get_or_insert_with(Vec::new).push(class);
-}
-
-/// Significant changes first (largest relative change first), then the rest in the
-/// comparison's order (largest absolute change of the means first).
-fn significance_order<T>(rows: &[T], change: impl Fn(&T) -> Option<&Change>) -> Vec<&T> {
-    let mut v: Vec<(usize, &T)> = rows.iter().enumerate().collect();
-    let key = |c: Option<&Change>| -> (u8, f64) {
-        match c {
-            Some(c) if matches!(c.verdict, Verdict::Regression | Verdict::Improvement) => {
-                (0, -c.ratio.map_or(0.0, f64::abs))
-            }
-            _ => (1, 0.0),
-        }
-    };
-    v.sort_by(|(ia, a), (ib, b)| {
-        let (ka, kb) = (key(change(a)), key(change(b)));
-        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(ia.cmp(ib))
-    });
-    v.into_iter().map(|(_, r)| r).collect()
 }
 
 fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>) -> ComparisonData {

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use trace_analyze::new_step_cache;
-use trace_analyze::{CONFIDENCE, Change, Delta, Verdict, compare};
+use trace_analyze::{CONFIDENCE, Change, Delta, Verdict, compare, significance_order};
 
 use trace_analyze::{format_bytes, format_ns, format_pct};
 
@@ -51,25 +51,6 @@ fn change_cells(c: Option<&Change>) -> [String; 3] {
             },
         ],
     }
-}
-
-/// Significant changes first (largest relative change first), then the rest as the
-/// comparison orders them (largest absolute change of the means first).
-fn significance_order<T>(rows: &[T], change: impl Fn(&T) -> Option<&Change>) -> Vec<&T> {
-    let mut v: Vec<(usize, &T)> = rows.iter().enumerate().collect();
-    let key = |c: Option<&Change>| -> (u8, f64) {
-        match c {
-            Some(c) if matches!(c.verdict, Verdict::Regression | Verdict::Improvement) => {
-                (0, -c.ratio.map_or(0.0, f64::abs))
-            }
-            _ => (1, 0.0),
-        }
-    };
-    v.sort_by(|(ia, a), (ib, b)| {
-        let (ka, kb) = (key(change(a)), key(change(b)));
-        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(ia.cmp(ib))
-    });
-    v.into_iter().map(|(_, r)| r).collect()
 }
 
 fn cell(v: Option<f64>, f: fn(f64) -> String) -> String {
