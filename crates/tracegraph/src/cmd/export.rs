@@ -213,6 +213,14 @@ fn export<R: std::io::BufRead + Send, W: Write>(
                 return Err(ExportError::StepNotFound(step).into());
             }
             f.write(out)?;
+            if f.truncated > 0 {
+                eprintln!(
+                    "tracegraph: note: {} spans/ops deeper than {} frames folded into a `{}` frame",
+                    f.truncated,
+                    trace_export::MAX_FOLDED_FRAMES,
+                    trace_export::DEEPER_FRAMES
+                );
+            }
             Ok((
                 f.adjustments,
                 format!(

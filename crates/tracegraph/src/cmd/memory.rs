@@ -137,6 +137,12 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
             nsu(d.peak_at_ns),
             d.peak_live_allocations
         );
+        if d.saturated {
+            let _ = writeln!(
+                o,
+                "  note: live bytes exceeded 2^64 - 1 (16 EiB); figures that did are shown capped at that value"
+            );
+        }
         if d.timeline.len() > 1 {
             let _ = writeln!(
                 o,

@@ -89,10 +89,15 @@ pub(crate) fn run(args: &OpsArgs) -> anyhow::Result<Status> {
         table.groups,
         timing_text(table.timing),
         match table.step_time_ns {
-            Some(s) => format!(" ({})", nsu(s)),
-            None => " (no steps recorded)".into(),
+            Some(s) => format!(" ({} in whole steps)", nsu(s)),
+            None => " (no whole step recorded)".into(),
         }
     );
+    if table.saturated {
+        out.push_str(
+            "note: some sums exceeded 2^64 - 1 ns or bytes and are shown capped at that value\n",
+        );
+    }
     out.push_str(&t.render());
     if table.rows.len() < table.groups {
         out.push_str(&format!(

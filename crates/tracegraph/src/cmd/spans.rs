@@ -49,7 +49,7 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
             String::new()
         };
         t.row(vec![
-            format!("{}{}{}", "  ".repeat(n.depth as usize), n.name, open),
+            indented(n.depth, &n.name, &open),
             n.exec_step.map_or("-".into(), |e| e.as_str().to_string()),
             n.count.to_string(),
             nsu(n.total_ns),
@@ -73,4 +73,20 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
     }
     write_stdout(&out)?;
     Ok(Status::Ok)
+}
+
+/// Indentation stops growing at this depth (deeper rows say their depth instead), so that the
+/// table of a deeply nested trace stays linear in size.
+const MAX_INDENT: u32 = 32;
+
+/// The name indented by its depth: two spaces a level up to [`MAX_INDENT`], then `[depth N]`.
+fn indented(depth: u32, name: &str, open: &str) -> String {
+    if depth <= MAX_INDENT {
+        format!("{}{name}{open}", "  ".repeat(depth as usize))
+    } else {
+        format!(
+            "{}[depth {depth}] {name}{open}",
+            "  ".repeat(MAX_INDENT as usize)
+        )
+    }
 }

@@ -301,3 +301,30 @@ fn validate_json_for_a_rejected_trace_and_truncation_only_fails_strict() {
     let o = run_in(dir.path(), &["validate", "open.jsonl"]);
     assert_eq!(o.status.code(), Some(4), "{}", stdout(&o));
 }
+
+#[test]
+fn hostile_traces_print_in_linear_size_and_say_what_was_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("deep.jsonl"), testkit::deep_nesting(20_000)).unwrap();
+    let o = run_in(dir.path(), &["spans", "deep.jsonl"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Indentation stops at a fixed depth: ~100 bytes a row, not 2 bytes per level.
+    assert!(o.stdout.len() < 20_000 * 200, "{} bytes", o.stdout.len());
+    assert!(stdout(&o).contains("[depth 19999]"));
+    let o = run_in(
+        dir.path(),
+        &["export", "deep.jsonl", "--format", "folded", "-o", "f.txt"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("[deeper frames]"), "{}", stderr(&o));
+
+    std::fs::write(dir.path().join("huge.jsonl"), testkit::overflowing_sums()).unwrap();
+    let o = run_in(dir.path(), &["memory", "huge.jsonl"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("capped"), "{}", stdout(&o));
+    let o = run_in(dir.path(), &["ops", "huge.jsonl"]);
+    assert!(stdout(&o).contains("capped"), "{}", stdout(&o));
+    let o = run_in(dir.path(), &["summary", "--json", "huge.jsonl"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["steps"]["saturated"], true, "{v}");
+}
