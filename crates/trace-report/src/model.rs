@@ -97,7 +97,8 @@ pub struct TableData {
     pub note: Option<String>,
     /// What to show when there are no rows.
     pub empty: String,
-    /// A CSS class per row (`regression`, `improvement`, `noise`), when rows are marked.
+    /// A CSS class per row (`regression`, `improvement`, `noise`; a gradient verdict), when
+    /// rows are marked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub row_class: Option<Vec<&'static str>>,
 }
@@ -218,6 +219,20 @@ pub struct ComparisonData {
     pub tables: Vec<TableData>,
 }
 
+/// The gradients section: parameters that never received a gradient first, non-finite ones
+/// flagged, norms per step, and the autograd graph per step.
+#[derive(Debug, Clone, Serialize)]
+pub struct GradientsData {
+    /// Key figures.
+    pub summary: Vec<(String, String)>,
+    /// Per parameter, worst first: verdict, facts by state, last and largest norm, then the
+    /// norm in each step shown (or the state when there is no norm). `row_class` holds each
+    /// row's verdict (`never`, `non_finite`, `sometimes`, `always_zero`, `ok`).
+    pub params: TableData,
+    /// The autograd graph kept alive at each step's backward.
+    pub autograd: TableData,
+}
+
 /// Everything the page shows (embedded in it as JSON).
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportData {
@@ -243,4 +258,6 @@ pub struct ReportData {
     pub graphs: Option<GraphsData>,
     /// The comparison with a baseline, when one was given.
     pub comparison: Option<ComparisonData>,
+    /// Gradients; absent when the trace has no gradient facts and no autograd graph.
+    pub gradients: Option<GradientsData>,
 }

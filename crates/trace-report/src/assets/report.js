@@ -40,6 +40,7 @@
       case "delta_bytes": return sign(v, fmtBytes(v));
       case "delta_pct": return sign(v, (v * 100).toFixed(1) + " %");
       case "float": return Number(v).toPrecision(4);
+      case "norm": return typeof v === "number" ? Number(v).toPrecision(4) : String(v);
       default: return String(v);
     }
   }
@@ -449,6 +450,21 @@
     var t = el("div"); host.appendChild(t); renderTable(t, data.graphs.table);
   }
 
+  function renderGradients() {
+    var host = section("gradients"), g = data.gradients;
+    if (!g) {
+      host.setAttribute("data-rendered", "absent");
+      host.appendChild(absent("No gradient facts and no autograd graph in this trace: gradients are absent."));
+      return;
+    }
+    host.appendChild(kv(g.summary));
+    [g.params, g.autograd].forEach(function (spec) {
+      host.appendChild(el("h3", { text: spec.title }));
+      var t = el("div", { "class": "gradient-table" }); host.appendChild(t); renderTable(t, spec);
+    });
+    host.setAttribute("data-rendered", "tables");
+  }
+
   function renderComparison() {
     var sec = document.getElementById("comparison-section"), host = section("comparison");
     if (!data.comparison) {
@@ -474,6 +490,7 @@
   renderTable(section("span-tree"), data.spans);
   renderMemory();
   renderGraphs();
+  renderGradients();
   renderComparison();
   if (document.getElementById("tg-errors").textContent === "") {
     document.documentElement.setAttribute("data-tg-status", "ok");
