@@ -515,6 +515,14 @@ fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError>
             _ => {
                 // Only a whole JSON line is an event of an unknown type: a damaged line that
                 // merely starts like one (`{"type":"memoryb,...`) is a syntax error.
+                // JSON text is UTF-8, and skipping a string does not check it.
+                if let Err(e) = std::str::from_utf8(line) {
+                    return Err(ReadError::Syntax {
+                        line: no,
+                        column: e.valid_up_to() as u64 + 1,
+                        message: "invalid UTF-8".into(),
+                    });
+                }
                 from_slice_at::<serde::de::IgnoredAny>(line, no)?;
                 if mode == ReadMode::Lenient {
                     Ok(Parsed::Unknown)
@@ -623,14 +631,14 @@ fn map_json_error(e: &serde_json::Error, line: &[u8], no: u64) -> ReadError {
     }
 }
 
-fn missing_field(message: &str) -> Option<String> {
-    let rest = message.split_once("missing field `")?.1;
-    Some(rest.split_once('`')?.0.to_string())
-}
 /// Keys of the schema whose values are objects (the header's run metadata and maps, the
 /// trailer's counts); any other object-valued key is a wrong value.
 const OBJECT_KEYS: &[&str] = &["run", "tags", "versions", "schedule", "counts"];
 
+fn missing_field(message: &str) -> Option<String> {
+    let rest = message.split_once("missing field `")?.1;
+    Some(rest.split_once('`')?.0.to_string())
+}
 
 /// The object keys whose value contains byte column `column` (1-based), outermost first: the
 /// last key seen before it at each nesting level, tracking strings and nesting. With them,

@@ -32,6 +32,24 @@ fn a_line_that_only_starts_like_an_unknown_type_is_a_syntax_error() {
         Err(ReadError::Schema { line: 3, field, .. }) => assert_eq!(field, "type"),
         other => panic!("{other:?}"),
     }
+    // Nor is a line with invalid UTF-8 (a flipped byte inside the tag).
+    let mut bytes = trace_text(&[r#"{"type":"memXry","x":1}"#]).into_bytes();
+    let at = bytes.iter().rposition(|&b| b == b'X').unwrap();
+    bytes[at] = 0xfa;
+    for options in [ReadOptions::default(), ReadOptions::strict()] {
+        let r = TraceReader::new(&bytes[..], options).and_then(ParsedTrace::from_reader);
+        assert!(
+            matches!(
+                r,
+                Err(ReadError::Syntax {
+                    line: 2,
+                    column: 13,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    }
     // Trailing garbage after an unknown type's object is not JSON either.
     let text = trace_text(&[r#"{"type":"mystery"} trailing"#]);
     assert!(matches!(
