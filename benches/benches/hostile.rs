@@ -1,0 +1,105 @@
+//! Benchmark suite `hostile`: hostile traces stay linear — 20,000-deep span nesting through `spans`, `report` and `export` (Chrome and folded) as child processes (wall and peak RSS), and 250,000 allocations with ids `i << 40` against ids `1..n` through load + memory report.
+//!
+//! Targets (issue 13): each deep-nesting command ≤ 1 s and ≤ 200 MB peak RSS; the memory
+//! analysis of structured ids ≤ 1.5× the time of dense ids, measured in the same run.
+
+use std::hint::black_box;
+use std::process::Command;
+use std::time::Duration;
+
+use trace_analyze::{LoadOptions, load_reader, memory_report};
+use tracegraph_benches::{Row, emit, emit_time_ratio, measure_child, quick, release_cli};
+
+const DEPTH: u64 = 20_000;
+const ALLOCS: u64 = 250_000;
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn main() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cli = release_cli();
+    let deep = dir.path().join("deep-20k.jsonl");
+    std::fs::write(&deep, testkit::deep_nesting(DEPTH)).expect("write the deep trace");
+    let out = |name: &str| dir.path().join(name).display().to_string();
+    let deep_s = deep.display().to_string();
+    let commands: Vec<(&str, Vec<String>)> = vec![
+        ("spans", vec!["spans".into(), deep_s.clone()]),
+        (
+            "report",
+            vec!["report".into(), deep_s.clone(), "-o".into(), out("r.html")],
+        ),
+        (
+            "export_chrome",
+            vec![
+                "export".into(),
+                deep_s.clone(),
+                "--format".into(),
+                "chrome".into(),
+                "-o".into(),
+                out("c.json"),
+            ],
+        ),
+        (
+            "export_folded",
+            vec![
+                "export".into(),
+                deep_s.clone(),
+                "--format".into(),
+                "folded".into(),
+                "-o".into(),
+                out("f.txt"),
+            ],
+        ),
+    ];
+    let repeats = if quick() { 1 } else { 3 };
+    for (name, args) in &commands {
+        let mut wall = Vec::new();
+        let mut rss = 0u64;
+        for _ in 0..repeats {
+            let mut cmd = Command::new(&cli);
+            cmd.args(args);
+            let m = measure_child(cmd, Some(LIMIT))
+                .unwrap_or_else(|| panic!("tracegraph {name} ran past {} s", LIMIT.as_secs()));
+            assert!(m.ok, "tracegraph {name} failed: {}", m.stderr);
+            wall.push(m.wall.as_secs_f64());
+            rss = rss.max(m.peak_rss.unwrap_or(0));
+        }
+        wall.sort_by(f64::total_cmp);
+        let bench = format!("hostile/deep_nesting_20k/{name}");
+        emit(Row::new(&bench, "cli_wall_time", wall[wall.len() / 2], "s"));
+        emit(Row::new(
+            &bench,
+            "cli_peak_rss",
+            rss as f64 / 1048576.0,
+            "MiB",
+        ));
+    }
+
+    // Structured ids against dense ids: load (validation keys its maps by id) and the memory
+    // report (live allocations keyed by storage id), in process.
+    let structured = testkit::allocations(ALLOCS, true);
+    let dense = testkit::allocations(ALLOCS, false);
+    let mut c = tracegraph_benches::criterion();
+    let mut g = c.benchmark_group("hostile");
+    g.sample_size(10);
+    for (id, bytes) in [
+        ("memory_250k_ids_i_shl_40", &structured),
+        ("memory_250k_ids_1_to_n", &dense),
+    ] {
+        g.bench_function(id, |b| {
+            b.iter(|| {
+                let t = load_reader(&bytes[..], "bench", LoadOptions::default()).expect("load");
+                black_box(memory_report(&t));
+            })
+        });
+    }
+    g.finish();
+    c.final_summary();
+    emit_time_ratio(
+        "hostile/memory_250k_allocs",
+        "load_and_memory_ns_per_alloc",
+        "hostile/memory_250k_ids_i_shl_40",
+        "ids 1..n",
+        "hostile/memory_250k_ids_1_to_n",
+        ALLOCS as f64,
+    );
+}
