@@ -142,6 +142,11 @@ pub struct Summary {
     /// self samples: estimates); empty when the trace has no backward samples.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backward_kernels: Vec<crate::hot::HotRow>,
+    /// How many spans trace-candle's `tracing` layer saw (its counter
+    /// `trace_candle.tracing_spans`, written at `Capture::finish`); absent when the trace has
+    /// no such counter (no layer installed). 0: the layer saw no span at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing_spans: Option<u64>,
 }
 
 /// How many sampled functions inside backward the summary names.
@@ -238,5 +243,9 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         graph,
         gradients,
         backward_kernels: crate::hot::backward_kernels(trace, TOP_BACKWARD_KERNELS),
+        tracing_spans: trace
+            .counter("trace_candle.tracing_spans")
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| v as u64),
     })
 }

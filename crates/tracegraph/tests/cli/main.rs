@@ -6,6 +6,7 @@ mod errors;
 mod golden;
 #[cfg(feature = "demo")]
 mod killed;
+mod layer;
 mod outputs;
 
 use std::path::{Path, PathBuf};

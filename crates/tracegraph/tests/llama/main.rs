@@ -134,6 +134,9 @@ fn check(path: &Path) {
     for cmd in ["summary", "spans", "memory", "graph", "gradients"] {
         let (code, out) = cli(&[cmd, p]);
         assert_eq!(code, 0, "{cmd}: {out}");
+        if cmd == "summary" {
+            assert!(!out.contains("saw no spans"), "the layer saw spans: {out}");
+        }
         if std::env::var_os("PROFILE_LLAMA_SHOW").is_some() {
             println!("$ tracegraph {cmd}\n{out}");
         }
