@@ -7,6 +7,7 @@ mod golden;
 #[cfg(feature = "demo")]
 mod killed;
 mod layer;
+mod loops;
 mod outputs;
 
 use std::path::{Path, PathBuf};
