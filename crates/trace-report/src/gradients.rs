@@ -120,7 +120,7 @@ pub(crate) fn gradients_data(trace: &Trace, caps: &mut Vec<String>) -> Option<Gr
     params.total_rows = report.params.len();
     params.empty = "No gradient facts in this trace.".to_string();
     params.note = Some(
-        "Parameters that never received a gradient first, then non-finite ones, then by name. The `step N` columns show that step's gradient L2 norm (its last fact when a step recorded several).".to_string(),
+        "Parameters that never received a gradient first, then non-finite ones, then by name. The \"step N\" columns show that step's gradient L2 norm (its last fact when a step recorded several).".to_string(),
     );
     let mut row_class = Vec::new();
     for p in report.params.iter().take(MAX_PARAM_ROWS) {
