@@ -62,7 +62,8 @@ impl FoldedStacks {
     }
 }
 
-fn frame_name(name: &str) -> String {
+/// `name` as a folded frame: `;` (the frame separator) becomes `:`, line breaks become spaces.
+pub(crate) fn frame_name(name: &str) -> String {
     name.chars()
         .map(|c| match c {
             ';' => ':',

@@ -4,8 +4,11 @@
 //!   speedscope (spans and ops as nested complete events, memory as stacked counters, steps,
 //!   markers), streamed event by event.
 //! - [`folded_stacks`]: `span;span;op self_ns` lines for flamegraph.pl, inferno and speedscope.
+//! - [`folded_samples`]: a CPU sampler's call stacks under the span they were taken in,
+//!   `span;span;frame;frame samples`, weighted by sample count (never mixed with the ns of
+//!   [`folded_stacks`]).
 //!
-//! Both read a trace through trace-record's [`TraceReader`] and nothing else: this crate
+//! All read a trace through trace-record's [`TraceReader`] and nothing else: this crate
 //! depends on the trace format only, so a change to the analyses cannot change an export.
 //! Spans and ops are made to nest per thread by one span nester, which counts what it had to
 //! adjust ([`Adjustments`]); the Chrome export and the folded stacks share it, so their
@@ -13,10 +16,14 @@
 
 mod chrome;
 mod folded;
+mod folded_samples;
 mod nest;
 
 pub use chrome::{ArgsMode, ChromeOptions, ChromeSummary, step_bar_us, write_chrome};
 pub use folded::{DEEPER_FRAMES, FoldedStacks, MAX_FOLDED_FRAMES, folded_stacks};
+pub use folded_samples::{
+    FoldedSamples, MAX_SAMPLED_FRAMES, NO_SPAN, SamplerTotals, UNKNOWN_STACK, folded_samples,
+};
 pub use nest::{Adjustments, OUTSIDE_SPANS_TID};
 
 use trace_record::ReadError;

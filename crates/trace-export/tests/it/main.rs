@@ -1,6 +1,7 @@
-//! Tests of the exports: Chrome trace JSON structure, nesting adjustments, streaming, and folded stacks.
+//! Tests of the exports: Chrome trace JSON structure, nesting adjustments, streaming, folded stacks and folded sampled stacks.
 
 mod chrome;
 mod common;
 mod folded;
+mod folded_samples;
 mod hostile;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use trace_analyze::AnalyzeError;
 use trace_export::{
-    Adjustments, ArgsMode, ChromeOptions, ExportError, folded_stacks, write_chrome,
+    Adjustments, ArgsMode, ChromeOptions, ExportError, folded_samples, folded_stacks, write_chrome,
 };
 use trace_record::{ReadOptions, TraceReader};
 
@@ -21,6 +21,10 @@ pub(crate) enum ExportFormat {
     Chrome,
     /// Folded stacks (`span;span;op self_ns`) for flamegraph.pl, inferno and speedscope.
     Folded,
+    /// Sampled call stacks under the span they were taken in (`span;span;frame;frame N`),
+    /// weighted by sample COUNT, not ns (a trace recorded with the CPU sampler:
+    /// `tracegraph demo --sample`, trace-candle's `Capture::sample_stacks`).
+    FoldedSamples,
 }
 
 /// Arguments of `tracegraph export`.
@@ -28,7 +32,9 @@ pub(crate) enum ExportFormat {
 pub(crate) struct ExportArgs {
     /// The trace file (JSON Lines) to export.
     pub(crate) trace: PathBuf,
-    /// The output format.
+    /// The output format. `folded` weighs each stack by measured self time in ns;
+    /// `folded-samples` by the number of CPU samples (estimates; one sample's CPU time is
+    /// printed on stderr). The two units are never mixed in one file.
     #[arg(long, value_enum, default_value = "chrome")]
     pub(crate) format: ExportFormat,
     /// Where to write the export (`-` for standard output).
@@ -227,6 +233,61 @@ fn export<R: std::io::BufRead + Send, W: Write>(
                     "folded stacks ({} stacks, {} ns of self time; for flamegraph.pl, inferno or speedscope)",
                     f.lines.len(),
                     f.total_self_ns
+                ),
+            ))
+        }
+        ExportFormat::FoldedSamples => {
+            let f = folded_samples(reader, args.step)?;
+            if let Some(step) = args.step
+                && !f.step_found
+            {
+                return Err(ExportError::StepNotFound(step).into());
+            }
+            if f.total_samples == 0 {
+                let what = match args.step {
+                    Some(step) => format!("step {step} of the trace has no sampled stacks"),
+                    None => "the trace has no sampled stacks".to_string(),
+                };
+                return Err(UsageError(format!(
+                    "{what}: record it with the CPU sampler (`tracegraph demo --sample`, trace-candle's Capture::sample_stacks with feature `sampler`)"
+                ))
+                .into());
+            }
+            f.write(out)?;
+            let s = f.sampler;
+            let rate = match s.effective_hz() {
+                Some(hz) => format!(
+                    "requested {} Hz, achieved {hz:.0} Hz of process CPU time",
+                    s.requested_hz
+                ),
+                None => format!("requested {} Hz", s.requested_hz),
+            };
+            let per = s
+                .ns_per_sample()
+                .map_or_else(|| "unknown".to_string(), trace_analyze::format_ns);
+            eprintln!(
+                "tracegraph: note: weights are sample counts, not ns: {} samples in {} step(s) ({rate}; {} lost); one sample ≈ {per} of CPU time (an estimate)",
+                f.total_samples, s.steps, s.lost
+            );
+            if f.without_span + f.unknown_stacks + f.truncated > 0 {
+                eprintln!(
+                    "tracegraph: note: {} samples without a known span (under [phase] or {}), {} naming an undefined stack ({}), {} lines cut at {} span / {} stack frames ({})",
+                    f.without_span,
+                    trace_export::NO_SPAN,
+                    f.unknown_stacks,
+                    trace_export::UNKNOWN_STACK,
+                    f.truncated,
+                    trace_export::MAX_FOLDED_FRAMES,
+                    trace_export::MAX_SAMPLED_FRAMES,
+                    trace_export::DEEPER_FRAMES
+                );
+            }
+            Ok((
+                f.adjustments,
+                format!(
+                    "folded sampled stacks ({} stacks, {} samples; weights are sample counts; for flamegraph.pl --countname=samples, inferno or speedscope)",
+                    f.lines.len(),
+                    f.total_samples
                 ),
             ))
         }

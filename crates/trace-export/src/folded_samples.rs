@@ -1,0 +1,324 @@
+//! Folded sampled stacks (`span;span;frame;frame samples` lines): a CPU sampler's call stacks under the span they were taken in, weighted by sample count.
+//!
+//! A trace recorded with a CPU sampler (schema version 2) says, per recorded step, how many
+//! samples landed in each interned call stack, and which span the program was in (the
+//! innermost phase or module span the capture knew of). [`folded_samples`] writes one line
+//! per distinct *span path + call stack*, weighted by the **number of samples**:
+//!
+//! ```text
+//! backward;main;train::step;candle_core::backprop::…::backward;gemm::gemm 12
+//! forward;model;model/layers.0;main;train::step;…;candle_core::tensor::Tensor::matmul 3
+//! ```
+//!
+//! - The span part is the span's path as the span folded stacks ([`crate::folded_stacks`])
+//!   name it (the same nesting, the same frame names), so both flame graphs line up.
+//! - The call stack follows, outermost (the thread's entry) first, innermost last, as the
+//!   sampler recorded it (inlined functions are frames of their own). An unqualified function
+//!   name (line-table-only debug information names inlined functions without their path) is
+//!   shown with its source file, `drop (candle-core-0.11.1/src/utils.rs)`, as `tracegraph hot`
+//!   shows it.
+//! - A sample whose span is absent (or not in the trace: a span opened outside the recorded
+//!   steps) is placed under `[backward]` (its phase in brackets) or `[no span]`, and counted
+//!   in [`FoldedSamples::without_span`]; a sample naming an undefined stack gets one
+//!   `[unknown stack]` frame, counted in [`FoldedSamples::unknown_stacks`]. No sample is
+//!   dropped: the weights sum to [`FoldedSamples::total_samples`].
+//!
+//! **Weights are sample counts, never nanoseconds**: the span folded stacks weigh measured
+//! self time in ns, these weigh samples, so the two are separate outputs. One sample stands
+//! for about [`SamplerTotals::ns_per_sample`] of process CPU time (an estimate).
+//!
+//! Memory held: the span nester's state, one path id per span (samples are written after
+//! their step, when its spans are closed), the interned frames and stacks, and one entry per
+//! distinct (span, phase, stack). Lines are capped in depth (see [`MAX_SAMPLED_FRAMES`]), so
+//! the output is linear in the input.
+
+use std::io::{BufRead, Write};
+
+use trace_record::TraceReader;
+use trace_record::schema::{Event, ExecStep};
+
+use crate::ExportError;
+use crate::FastMap;
+use crate::folded::{DEEPER_FRAMES, MAX_FOLDED_FRAMES, frame_name};
+use crate::nest::{Adjustments, Interval, Nester};
+
+/// Call stacks deeper than this many frames keep their outermost `MAX_SAMPLED_FRAMES - 1`
+/// frames and one `[deeper frames]` frame (the span part is capped at [`MAX_FOLDED_FRAMES`]
+/// as in the span folded stacks).
+pub const MAX_SAMPLED_FRAMES: usize = 1024;
+
+/// The frame standing for a stack id that no `stack` line defines.
+pub const UNKNOWN_STACK: &str = "[unknown stack]";
+
+/// The first frame of samples with neither a known span nor a phase.
+pub const NO_SPAN: &str = "[no span]";
+
+/// The sampler's own account over the exported steps (its `sampler` lines).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SamplerTotals {
+    /// `sampler` lines (recorded steps the sampler accounted for).
+    pub steps: u64,
+    /// The requested rate, samples per second of process CPU time (the largest, when steps
+    /// differ).
+    pub requested_hz: u64,
+    /// Samples taken.
+    pub taken: u64,
+    /// Samples lost (the sampler's buffer was full); in no line.
+    pub lost: u64,
+    /// Process CPU time over the steps, when every step reported it.
+    pub cpu_ns: Option<u64>,
+}
+
+impl SamplerTotals {
+    /// Estimated process CPU time one sample stands for: CPU time over samples taken, else
+    /// the requested period; `None` when neither is known.
+    pub fn ns_per_sample(&self) -> Option<f64> {
+        match self.cpu_ns {
+            Some(ns) if ns > 0 && self.taken > 0 => Some(ns as f64 / self.taken as f64),
+            _ if self.requested_hz > 0 => Some(1e9 / self.requested_hz as f64),
+            _ => None,
+        }
+    }
+
+    /// Samples per second of process CPU time achieved (`taken` ÷ `cpu_ns`), when known.
+    pub fn effective_hz(&self) -> Option<f64> {
+        self.cpu_ns
+            .filter(|&ns| ns > 0)
+            .map(|ns| self.taken as f64 / (ns as f64 / 1e9))
+    }
+}
+
+/// Aggregated folded sampled stacks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FoldedSamples {
+    /// `(stack, samples)` sorted by stack; frames joined by `;`.
+    pub lines: Vec<(String, u64)>,
+    /// Sum of every line's weight: the samples of the exported steps.
+    pub total_samples: u64,
+    /// Samples with no span, or a span the trace does not have (under `[phase]` or
+    /// `[no span]`).
+    pub without_span: u64,
+    /// Samples naming a stack no `stack` line defines (one `[unknown stack]` frame).
+    pub unknown_stacks: u64,
+    /// Lines whose span path or call stack was cut (a `[deeper frames]` frame).
+    pub truncated: u64,
+    /// The sampler's account over the exported steps.
+    pub sampler: SamplerTotals,
+    /// What the span nesting had to adjust (as in the span folded stacks).
+    pub adjustments: Adjustments,
+    /// Whether the step asked for was found (true when no step was asked for).
+    pub step_found: bool,
+}
+
+impl FoldedSamples {
+    /// Writes one `stack samples` line per stack.
+    pub fn write<W: Write>(&self, mut out: W) -> Result<(), ExportError> {
+        for (stack, n) in &self.lines {
+            writeln!(out, "{stack} {n}").map_err(ExportError::Write)?;
+        }
+        out.flush().map_err(ExportError::Write)
+    }
+}
+
+/// Whether a function name carries its path (`a::b`, `<T as U>::f`) outside generic
+/// arguments (`record<a::b>` does not).
+fn is_qualified(func: &str) -> bool {
+    let b = func.as_bytes();
+    if b.first() == Some(&b'<') {
+        return true;
+    }
+    let mut depth = 0usize;
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'<' => depth += 1,
+            b'>' => depth = depth.saturating_sub(1),
+            b':' if depth == 0 && b.get(i + 1) == Some(&b':') => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A sampled frame as a folded frame: the function, with its source file when the name
+/// is unqualified; separators replaced.
+fn sampled_frame_name(func: &str, file: Option<&str>) -> String {
+    match file {
+        Some(file) if !is_qualified(func) => frame_name(&format!("{func} ({file})")),
+        _ => frame_name(func),
+    }
+}
+
+/// What a sample line is keyed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct SampleKey {
+    span: Option<u64>,
+    phase: Option<ExecStep>,
+    stack: u64,
+}
+
+/// Folds the sampled stacks of `events` under the span each sample was taken in, weighted
+/// by sample count (see the module documentation). With `step`, only samples (and
+/// `sampler` lines) of that recorded step count.
+///
+/// ```
+/// use trace_export::folded_samples;
+/// use trace_record::schema::{Event, ExecStep, FrameEvent, Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent};
+/// use trace_record::{ReadOptions, Run, TraceReader, TraceSession};
+///
+/// let (session, sink) = TraceSession::in_memory(Run::new("doc", Phase::Train, "cpu"));
+/// let span = session.span("backward", SpanKind::Function, Some(ExecStep::Backward)).id().map(|s| s.0);
+/// let frame = |id, func: &str| Event::Frame(FrameEvent { id, func: func.into(), file: None, inlined: false });
+/// session.record_sampled(&[
+///     frame(1, "main"),
+///     frame(2, "gemm::gemm"),
+///     Event::Stack(StackEvent { id: 1, frames: vec![1, 2] }),
+///     Event::Samples(SamplesEvent { step: 0, thread: 7, stack: 1, n: 3, phase: Some(ExecStep::Backward), span }),
+///     Event::Sampler(SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: Some(3_000_000), ts: 0, dur: 4_000_000 }),
+/// ]);
+/// session.finish()?;
+/// let trace = sink.bytes();
+/// let mut reader = TraceReader::new(&trace[..], ReadOptions::default())?;
+/// let folded = folded_samples(&mut reader, None)?;
+/// assert_eq!(folded.lines, [("backward;main;gemm::gemm".to_string(), 3)]);
+/// assert_eq!(folded.sampler.ns_per_sample(), Some(1_000_000.0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn folded_samples<R: BufRead + Send>(
+    reader: &mut TraceReader<R>,
+    step: Option<u64>,
+) -> Result<FoldedSamples, ExportError> {
+    let mut nester = Nester::with_clip_depth(MAX_FOLDED_FRAMES - 1);
+    // Span id → interned path, recorded when the span closes.
+    let mut span_paths: FastMap<u64, u32> = FastMap::default();
+    let mut frames: FastMap<u64, String> = FastMap::default();
+    let mut stacks: FastMap<u64, Vec<u64>> = FastMap::default();
+    let mut counts: FastMap<SampleKey, u64> = FastMap::default();
+    let mut sampler = SamplerTotals {
+        cpu_ns: Some(0),
+        ..SamplerTotals::default()
+    };
+    let mut total = 0u64;
+    let mut step_found = step.is_none();
+    let keep = |s: u64| step.is_none_or(|f| s == f);
+    let mut on = |_: &Nester, iv: Interval<'_>| {
+        if let Interval::Span { frame, .. } = iv {
+            span_paths.entry(frame.id).or_insert(frame.path);
+        }
+    };
+    reader.for_each_batched(|line| {
+        let event = line.event;
+        match &event {
+            Event::Step(s) if step == Some(s.index) => step_found = true,
+            // Defined once; a redefinition is a validation issue and ignored here.
+            Event::Frame(f) => {
+                frames
+                    .entry(f.id)
+                    .or_insert_with(|| sampled_frame_name(&f.func, f.file.as_deref()));
+            }
+            Event::Stack(s) => {
+                stacks.entry(s.id).or_insert_with(|| s.frames.clone());
+            }
+            Event::Samples(s) if keep(s.step) => {
+                let key = SampleKey {
+                    span: s.span,
+                    phase: s.phase,
+                    stack: s.stack,
+                };
+                let n = counts.entry(key).or_default();
+                *n = n.saturating_add(s.n);
+                total = total.saturating_add(s.n);
+            }
+            Event::Sampler(s) if keep(s.step) => {
+                sampler.steps += 1;
+                sampler.requested_hz = sampler.requested_hz.max(s.hz);
+                sampler.taken = sampler.taken.saturating_add(s.taken);
+                sampler.lost = sampler.lost.saturating_add(s.lost);
+                sampler.cpu_ns = match (sampler.cpu_ns, s.cpu_ns) {
+                    (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                    _ => None,
+                };
+            }
+            _ => {}
+        }
+        nester.push(event, &mut on);
+        Ok::<(), ExportError>(())
+    })?;
+    nester.finish(&mut on);
+    if sampler.steps == 0 {
+        sampler.cpu_ns = None;
+    }
+
+    let mut without_span = 0u64;
+    let mut unknown_stacks = 0u64;
+    let mut truncated = 0u64;
+    let mut lines: Vec<(String, u64)> = Vec::with_capacity(counts.len());
+    for (key, n) in counts {
+        let mut parts: Vec<String> = Vec::new();
+        let mut cut = false;
+        match key.span.and_then(|id| span_paths.get(&id).copied()) {
+            Some(path) if nester.depth(path) <= MAX_FOLDED_FRAMES => {
+                parts.extend(nester.path_names(path).into_iter().map(frame_name));
+            }
+            Some(path) => {
+                parts.extend(
+                    nester
+                        .path_names(nester.clip(path))
+                        .into_iter()
+                        .map(frame_name),
+                );
+                parts.push(DEEPER_FRAMES.to_string());
+                cut = true;
+            }
+            None => {
+                without_span = without_span.saturating_add(n);
+                parts.push(match key.phase {
+                    Some(p) => format!("[{}]", p.as_str()),
+                    None => NO_SPAN.to_string(),
+                });
+            }
+        }
+        match stacks.get(&key.stack) {
+            Some(ids) => {
+                // Undefined frames are a validation issue; they are left out here.
+                let known: Vec<&String> = ids.iter().filter_map(|id| frames.get(id)).collect();
+                if known.len() > MAX_SAMPLED_FRAMES {
+                    parts.extend(known[..MAX_SAMPLED_FRAMES - 1].iter().map(|s| (*s).clone()));
+                    parts.push(DEEPER_FRAMES.to_string());
+                    cut = true;
+                } else {
+                    parts.extend(known.into_iter().cloned());
+                }
+            }
+            None => {
+                unknown_stacks = unknown_stacks.saturating_add(n);
+                parts.push(UNKNOWN_STACK.to_string());
+            }
+        }
+        if cut {
+            truncated += 1;
+        }
+        if n > 0 {
+            lines.push((parts.join(";"), n));
+        }
+    }
+    lines.sort_unstable();
+    // Distinct keys can print the same (two phases without a span path, renamed frames).
+    lines.dedup_by(|later, earlier| {
+        if later.0 == earlier.0 {
+            earlier.1 = earlier.1.saturating_add(later.1);
+            true
+        } else {
+            false
+        }
+    });
+    Ok(FoldedSamples {
+        lines,
+        total_samples: total,
+        without_span,
+        unknown_stacks,
+        truncated,
+        sampler,
+        adjustments: nester.adjustments(),
+        step_found,
+    })
+}
