@@ -16,7 +16,9 @@ pub struct MemorySink {
 }
 
 impl MemorySink {
-    /// A copy of everything written so far (blocks are written when full and at finish).
+    /// A copy of everything written so far: the header from the start, then blocks written
+    /// when full, at each step, every [`Run::flush_interval`](crate::Run::flush_interval) and
+    /// at finish.
     pub fn bytes(&self) -> Vec<u8> {
         lock(&self.bytes).clone()
     }
