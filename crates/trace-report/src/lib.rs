@@ -1,7 +1,7 @@
 //! trace-report: the self-contained offline HTML report of a trace (and of its comparison with a baseline).
 //!
 //! [`build_report`] runs trace-analyze's analyses (summary, op table, span tree, memory
-//! report, step graphs, gradients, and with a baseline the comparison) and keeps what a
+//! report, step graphs, gradients, the sampled flame graph, and with a baseline the comparison) and keeps what a
 //! person reads in a [`ReportData`] view model, capped for size ([`ReportOptions`]; every cap
 //! that cut something is listed on the page). [`write_html`] writes one HTML file: inline CSS, the
 //! data as JSON in a `<script type="application/json">` element (with `<`, `>` and `&`
@@ -16,6 +16,7 @@
 
 mod charts;
 mod error;
+mod flame;
 mod gradients;
 mod model;
 mod page;
@@ -23,8 +24,8 @@ mod sections;
 
 pub use error::ReportError;
 pub use model::{
-    Badge, Column, ComparisonData, GradientsData, GraphsData, MemoryData, MemoryDevice, ReportData,
-    ReportOptions, StepsData, TableData,
+    Badge, Column, ComparisonData, FlameData, GradientsData, GraphsData, MemoryData, MemoryDevice,
+    ReportData, ReportOptions, StepsData, TableData,
 };
 pub use page::{embedded_json, write_html};
 pub use sections::build_report;

@@ -233,6 +233,37 @@ pub struct GradientsData {
     pub autograd: TableData,
 }
 
+/// The sampled flame graph: a CPU sampler's call stacks with their sample counts per phase
+/// (estimates of where CPU time went, not durations). The page builds the tree of the
+/// selected phases from `stacks` and `counts`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlameData {
+    /// Key figures: samples, steps, requested and achieved rate, samples lost, the CPU time
+    /// of one sample.
+    pub summary: Vec<(String, String)>,
+    /// What the numbers are (shown above the graph).
+    pub note: String,
+    /// Frame names as `tracegraph hot` shows them (an unqualified function with its source
+    /// file), indexed by `stacks`.
+    pub names: Vec<String>,
+    /// Per name: the label drawn in a bar (generic arguments elided).
+    pub labels: Vec<String>,
+    /// Per name: the crate group of `tracegraph hot` (`candle_core`, `gemm`, `candle_nn`,
+    /// `model`, `allocator`, `other`), the bar's colour.
+    pub groups: Vec<&'static str>,
+    /// Distinct stacks: name indices, outermost (the thread's entry) first.
+    pub stacks: Vec<Vec<u32>>,
+    /// Per stack: samples in each phase, in the order of `phases`.
+    pub counts: Vec<[u64; 4]>,
+    /// The phases (`forward`, `backward`, `optimizer`, `unknown`) and their samples.
+    pub phases: Vec<(String, u64)>,
+    /// Samples in all.
+    pub samples: u64,
+    /// Estimated CPU time of one sample (ns): process CPU time over samples taken, else the
+    /// requested period; absent when neither is known.
+    pub ns_per_sample: Option<f64>,
+}
+
 /// Everything the page shows (embedded in it as JSON).
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportData {
@@ -260,4 +291,6 @@ pub struct ReportData {
     pub comparison: Option<ComparisonData>,
     /// Gradients; absent when the trace has no gradient facts and no autograd graph.
     pub gradients: Option<GradientsData>,
+    /// The sampled flame graph; absent when the trace has no sampled stacks.
+    pub flame: Option<FlameData>,
 }

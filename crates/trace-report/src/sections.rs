@@ -63,6 +63,7 @@ pub fn build_report(
     let memory = memory_data(trace);
     let graphs = graphs_data(&graphs, opts, &mut caps);
     let gradients = crate::gradients::gradients_data(trace, &mut caps);
+    let flame = crate::flame::flame_data(trace, &mut caps);
     let comparison = match baseline {
         Some(b) => Some(comparison_data(
             &compare(b, trace, &cache)?,
@@ -84,6 +85,7 @@ pub fn build_report(
         graphs,
         comparison,
         gradients,
+        flame,
     })
 }
 

@@ -465,6 +465,169 @@
     host.setAttribute("data-rendered", "tables");
   }
 
+  // ---------- sampled flame graph ----------
+  var FLAME_COLORS = {
+    candle_core: "#f28e2b", gemm: "#e15759", candle_nn: "#edc948", model: "#59a14f",
+    allocator: "#b07aa1", other: "#bab0ac"
+  };
+  function renderFlame() {
+    var host = section("flame"), f = data.flame;
+    if (!f) {
+      host.setAttribute("data-rendered", "absent");
+      host.appendChild(absent("No sampled stacks in this trace (it was recorded without the CPU sampler: `tracegraph demo --sample`, trace-candle's Capture::sample_stacks)."));
+      return;
+    }
+    host.appendChild(kv(f.summary));
+    host.appendChild(note(f.note));
+    var W = 1160, ROW = 17, LABEL_PX = 6.6;
+    var phaseOn = f.phases.map(function (p) { return p[1] > 0; });
+    var zoom = [];  // the zoomed node's path from the root, as name indices
+    var search = "";
+    var tools = el("div", { "class": "toolbar flame-tools" });
+    var phaseBox = el("span", { "class": "flame-phases" });
+    f.phases.forEach(function (p, k) {
+      if (!(p[1] > 0)) return;
+      var id = "flame-phase-" + p[0];
+      var cb = el("input", { type: "checkbox", id: id, "data-phase": p[0] });
+      cb.checked = true;
+      cb.addEventListener("change", function () { phaseOn[k] = cb.checked; draw(); });
+      phaseBox.appendChild(el("label", { "for": id }, [cb, document.createTextNode(" " + p[0] + " (" + fmtInt(p[1]) + ")")]));
+    });
+    var only = el("button", { type: "button", text: "backward only" });
+    only.addEventListener("click", function () {
+      f.phases.forEach(function (p, k) { phaseOn[k] = p[0] === "backward"; });
+      Array.prototype.forEach.call(phaseBox.querySelectorAll("input"), function (cb) { cb.checked = cb.getAttribute("data-phase") === "backward"; });
+      draw();
+    });
+    only.disabled = !f.phases.some(function (p) { return p[0] === "backward" && p[1] > 0; });
+    var reset = el("button", { type: "button", text: "reset zoom" });
+    reset.addEventListener("click", function () { zoom = []; draw(); });
+    var find = el("input", { type: "search", placeholder: "highlight frames\u2026" });
+    find.addEventListener("input", function () { search = find.value.toLowerCase(); draw(); });
+    tools.appendChild(el("span", { text: "phases:" }));
+    tools.appendChild(phaseBox);
+    tools.appendChild(only);
+    tools.appendChild(reset);
+    tools.appendChild(find);
+    var detail = el("div", { "class": "flame-detail note", text: "Hover a frame for its samples; click to zoom." });
+    var wrap = el("div", { "class": "flame-wrap" });
+    var legend = el("div", { "class": "legend" });
+    Object.keys(FLAME_COLORS).forEach(function (g) {
+      legend.appendChild(el("span", null, [el("span", { "class": "sw", style: "background:" + FLAME_COLORS[g] }), document.createTextNode(g)]));
+    });
+    host.appendChild(tools);
+    host.appendChild(legend);
+    host.appendChild(detail);
+    host.appendChild(wrap);
+
+    // The tree of the selected phases: {name, total, self, kids: {nameIndex: node}, list}.
+    function build() {
+      var root = { name: -1, total: 0, self: 0, kids: {}, parent: null };
+      f.stacks.forEach(function (stack, i) {
+        var c = f.counts[i], n = 0;
+        for (var k = 0; k < c.length; k++) if (phaseOn[k]) n += c[k];
+        if (!n) return;
+        var node = root;
+        root.total += n;
+        for (var d = 0; d < stack.length; d++) {
+          var key = stack[d], next = node.kids[key];
+          if (!next) { next = node.kids[key] = { name: key, total: 0, self: 0, kids: {}, parent: node }; }
+          next.total += n;
+          node = next;
+        }
+        node.self += n;
+      });
+      return root;
+    }
+    function sortedKids(node) {
+      return Object.keys(node.kids).map(function (k) { return node.kids[k]; })
+        .sort(function (a, b) { return b.total - a.total || a.name - b.name; });
+    }
+    function estimate(n) {
+      return f.ns_per_sample ? "\u2248" + fmtNs(n * f.ns_per_sample) + " CPU (estimate)" : "CPU time unknown";
+    }
+    function describe(node, shown) {
+      var name = f.names[node.name];
+      var parts = [name, fmtInt(node.total) + " samples (" + (100 * node.total / shown).toFixed(1) + " % of the samples shown" +
+        (node.parent && node.parent.name >= 0 ? ", " + (100 * node.total / node.parent.total).toFixed(1) + " % of its caller" : "") + ")",
+        "self " + fmtInt(node.self) + " samples", estimate(node.total), "group " + f.groups[node.name]];
+      return parts.join(" \u00b7 ");
+    }
+    function draw() {
+      // As wide as the section (the page's charts are 1160 px at most).
+      W = Math.max(480, Math.min(1160, (wrap.clientWidth || 1162) - 2));
+      var root = build();
+      // Follow the zoom path as far as it exists under the selected phases.
+      var top = root, chain = [];
+      for (var z = 0; z < zoom.length; z++) {
+        var nx = top.kids[zoom[z]];
+        if (!nx) { zoom = zoom.slice(0, z); break; }
+        chain.push(nx); top = nx;
+      }
+      while (wrap.firstChild) wrap.removeChild(wrap.firstChild);
+      reset.disabled = zoom.length === 0;
+      if (!root.total) {
+        wrap.appendChild(absent("No samples in the selected phases."));
+        wrap.setAttribute("data-nodes", "0");
+        return;
+      }
+      var rects = [], maxDepth = 0;
+      // Ancestors of the zoomed frame: full width, click to zoom out to them.
+      chain.slice(0, -1).forEach(function (node, d) { rects.push({ node: node, x: 0, w: W, d: d, anc: d + 1 }); });
+      var base = Math.max(0, chain.length - 1);
+      var scale = W / (top === root ? root.total : top.total);
+      var stack = top === root ? sortedKids(root).map(function (k) { return { node: k, x: 0, d: base }; }) : [{ node: top, x: 0, d: base }];
+      // Lay out children left to right, iteratively.
+      if (top === root) { var acc0 = 0; stack.forEach(function (it) { it.x = acc0; acc0 += it.node.total * scale; }); }
+      while (stack.length) {
+        var it = stack.pop(), w = it.node.total * scale;
+        if (w < 0.4) continue;
+        rects.push({ node: it.node, x: it.x, w: w, d: it.d });
+        if (it.d > maxDepth) maxDepth = it.d;
+        var acc = it.x;
+        sortedKids(it.node).forEach(function (k) { stack.push({ node: k, x: acc, d: it.d + 1 }); acc += k.total * scale; });
+      }
+      var H = (maxDepth + 1) * ROW + 2;
+      var s = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "sampled flame graph" });
+      function isHit(node) { return !!search && f.names[node.name].toLowerCase().indexOf(search) >= 0; }
+      // Samples with a matching frame on the stack: outermost matches only, so none twice.
+      var matched = 0, walk = [[top === root ? root : top, false]];
+      while (search && walk.length) {
+        var w0 = walk.pop(), n0 = w0[0], hit0 = n0.name >= 0 && isHit(n0);
+        if (hit0 && !w0[1]) matched += n0.total;
+        Object.keys(n0.kids).forEach(function (k) { walk.push([n0.kids[k], w0[1] || hit0]); });
+      }
+      rects.forEach(function (r) {
+        var node = r.node;
+        var hit = isHit(node);
+        var g = svg("g", { "class": "flame-node" + (r.anc ? " flame-ancestor" : "") + (hit ? " flame-hit" : "") });
+        var rect = svg("rect", { x: r.x.toFixed(2), y: r.d * ROW, width: Math.max(0.4, r.w - 0.6).toFixed(2), height: ROW - 1,
+          fill: hit ? "#3164c6" : (FLAME_COLORS[f.groups[node.name]] || "#bab0ac"), rx: 1.5 });
+        g.appendChild(rect);
+        var label = f.labels[node.name], fit = Math.floor((r.w - 6) / LABEL_PX);
+        if (fit >= 3) g.appendChild(svg("text", { x: (r.x + 3).toFixed(2), y: r.d * ROW + 12 }, label.length > fit ? label.slice(0, fit - 1) + "\u2026" : label));
+        g.appendChild(svg("title", {}, describe(node, root.total)));
+        g.addEventListener("mouseover", function () { detail.textContent = describe(node, root.total); });
+        g.addEventListener("click", function () {
+          var path = [], n = node;
+          while (n && n.name >= 0) { path.unshift(n.name); n = n.parent; }
+          zoom = r.anc || path.length === zoom.length && path.every(function (v, i) { return v === zoom[i]; }) ? path.slice(0, r.anc ? r.anc : path.length - 1) : path;
+          draw();
+        });
+        s.appendChild(g);
+      });
+      wrap.appendChild(s);
+      wrap.setAttribute("data-nodes", String(rects.length));
+      wrap.setAttribute("data-samples", String(root.total));
+      wrap.setAttribute("data-view", zoom.length ? "zoomed" : "full");
+      var shown = top === root ? root.total : top.total;
+      detail.textContent = (zoom.length ? "zoomed into " + f.names[top.name] + ": " : "all frames: ") + fmtInt(shown) + " of " + fmtInt(root.total) +
+        " samples in the selected phases (" + estimate(shown) + ")" + (search ? " \u00b7 highlighted: " + fmtInt(matched) + " samples with a matching frame" : "");
+    }
+    draw();
+    host.setAttribute("data-rendered", "svg");
+  }
+
   function renderComparison() {
     var sec = document.getElementById("comparison-section"), host = section("comparison");
     if (!data.comparison) {
@@ -491,6 +654,7 @@
   renderMemory();
   renderGraphs();
   renderGradients();
+  renderFlame();
   renderComparison();
   if (document.getElementById("tg-errors").textContent === "") {
     document.documentElement.setAttribute("data-tg-status", "ok");

@@ -1,4 +1,5 @@
-//! Tests of the HTML report: self-contained, escaped, the embedded data round-trips, caps are stated.
+//! Tests of the HTML report: self-contained, escaped, the embedded data round-trips, caps are stated, the gradients section and the sampled flame graph.
 
+mod flame;
 mod gradients;
 mod html;

@@ -1,0 +1,208 @@
+//! The report's sampled flame graph: stacks with sample counts per phase in the view model, estimates labelled, caps stated, absent without a sampler.
+
+use std::collections::HashSet;
+
+use testkit::session_trace;
+use trace_analyze::{LoadOptions, Trace, load_str};
+use trace_record::schema::{
+    Event, ExecStep, FrameEvent, Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent,
+};
+use trace_record::{Run, TraceSession};
+use trace_report::{FlameData, ReportOptions, build_report, write_html};
+
+/// A real sampled trace: `tracegraph demo --steps 10 --sample` (trace-export's fixture).
+const DEMO: &str = include_str!("../../../trace-export/tests/data/sampled-demo.jsonl");
+
+fn load(text: &str) -> Trace {
+    load_str(text, "sampled.jsonl", LoadOptions::default()).expect("load")
+}
+
+fn flame(trace: &Trace) -> FlameData {
+    build_report(trace, None, &ReportOptions::default())
+        .expect("report")
+        .flame
+        .expect("a flame graph for a sampled trace")
+}
+
+fn frame(id: u64, func: &str, file: Option<&str>) -> Event {
+    Event::Frame(FrameEvent {
+        id,
+        func: func.into(),
+        file: file.map(str::to_string),
+        inlined: false,
+    })
+}
+
+fn samples(stack: u64, n: u64, phase: Option<ExecStep>, span: Option<u64>) -> Event {
+    Event::Samples(SamplesEvent {
+        step: 0,
+        thread: 7,
+        stack,
+        n,
+        phase,
+        span,
+    })
+}
+
+/// One step with a backward span; stacks `main → backward → gemm` (forward and backward
+/// samples), `main → backward → malloc` (backward) and one sample without a phase.
+fn sampled_trace(extra_stacks: u64) -> Trace {
+    let (session, sink) = TraceSession::in_memory(Run::new("flame", Phase::Train, "cpu"));
+    let span = {
+        let g = session.span("backward", SpanKind::Function, Some(ExecStep::Backward));
+        g.id().map(|s| s.0)
+    };
+    let mut events = vec![
+        frame(1, "main", Some("src/main.rs")),
+        frame(
+            2,
+            "candle_core::backprop::<impl candle_core::tensor::Tensor>::backward",
+            None,
+        ),
+        frame(3, "gemm_common::gemm::gemm_basic_generic<f32>", None),
+        frame(4, "malloc", None),
+        Event::Stack(StackEvent {
+            id: 1,
+            frames: vec![1, 2, 3],
+        }),
+        Event::Stack(StackEvent {
+            id: 2,
+            frames: vec![1, 2, 4],
+        }),
+        samples(1, 6, Some(ExecStep::Backward), span),
+        samples(1, 2, Some(ExecStep::Forward), None),
+        samples(2, 3, Some(ExecStep::Backward), span),
+        samples(2, 1, None, None),
+    ];
+    let mut taken = 12;
+    for i in 0..extra_stacks {
+        let (f, st) = (100 + i, 100 + i);
+        events.push(frame(f, &format!("other::f{i}"), None));
+        events.push(Event::Stack(StackEvent {
+            id: st,
+            frames: vec![1, f],
+        }));
+        events.push(samples(st, 1, None, None));
+        taken += 1;
+    }
+    events.push(Event::Sampler(SamplerEvent {
+        step: 0,
+        hz: 1000,
+        taken,
+        lost: 1,
+        cpu_ns: Some(taken * 2_000_000),
+        ts: 0,
+        dur: 1,
+    }));
+    assert_eq!(session.record_sampled(&events), events.len());
+    session.finish().expect("finish");
+    load(std::str::from_utf8(&sink.bytes()).expect("utf-8"))
+}
+
+/// The frames of stack `i` by name.
+fn names(f: &FlameData, i: usize) -> Vec<&str> {
+    f.stacks[i]
+        .iter()
+        .map(|&n| f.names[n as usize].as_str())
+        .collect()
+}
+
+#[test]
+fn stacks_carry_their_samples_per_phase() {
+    let f = flame(&sampled_trace(0));
+    assert_eq!(f.samples, 12);
+    assert_eq!(
+        f.phases,
+        [
+            ("forward".to_string(), 2),
+            ("backward".to_string(), 9),
+            ("optimizer".to_string(), 0),
+            ("unknown".to_string(), 1)
+        ]
+    );
+    // Stacks by samples, most first; counts per phase in the order of `phases`.
+    assert_eq!(f.stacks.len(), 2);
+    assert_eq!(
+        names(&f, 0),
+        [
+            "main (src/main.rs)",
+            "candle_core::backprop::<impl candle_core::tensor::Tensor>::backward",
+            "gemm_common::gemm::gemm_basic_generic<f32>"
+        ]
+    );
+    assert_eq!(f.counts[0], [2, 6, 0, 0]);
+    assert_eq!(f.counts[1], [0, 3, 0, 1]);
+    assert_eq!(names(&f, 1)[2], "malloc");
+    let total: u64 = f.counts.iter().flatten().sum();
+    assert_eq!(total, f.samples);
+    // Colours are `tracegraph hot`'s crate groups; labels elide generic arguments.
+    let group = |name: &str| f.groups[f.names.iter().position(|n| n == name).expect(name)];
+    assert_eq!(group("malloc"), "allocator");
+    assert_eq!(group("gemm_common::gemm::gemm_basic_generic<f32>"), "gemm");
+    assert_eq!(
+        group("candle_core::backprop::<impl candle_core::tensor::Tensor>::backward"),
+        "candle_core"
+    );
+    assert!(
+        f.labels
+            .iter()
+            .any(|l| l == "gemm_common::gemm::gemm_basic_generic<…>")
+    );
+    // Estimates are labelled as such, with the sampler's account.
+    assert_eq!(f.ns_per_sample, Some(2_000_000.0));
+    assert!(f.note.contains("estimates") && f.note.contains("not measured durations"));
+    let summary: Vec<&str> = f.summary.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(summary.contains(&"samples lost") && summary.contains(&"one sample ≈"));
+    assert!(f.summary.iter().any(|(_, v)| v.contains("an estimate")));
+}
+
+#[test]
+fn the_page_embeds_and_draws_the_flame_graph() {
+    let data = build_report(&sampled_trace(0), None, &ReportOptions::default()).expect("report");
+    let mut out = Vec::new();
+    write_html(&data, &mut out).expect("write");
+    let html = String::from_utf8(out).expect("utf-8");
+    assert!(html.contains(r##"<a href="#flame-section">"##));
+    assert!(html.contains(r#"<div id="flame"></div>"#));
+    assert!(html.contains("function renderFlame()"));
+    assert!(html.contains(r#""flame":{"summary""#));
+}
+
+#[test]
+fn the_demo_breaks_backward_down() {
+    let trace = load(DEMO);
+    let f = flame(&trace);
+    let taken: u64 = trace.sampled.steps.iter().map(|s| s.taken).sum();
+    assert_eq!(f.samples, taken);
+    assert_eq!(f.counts.iter().flatten().sum::<u64>(), taken);
+    // Backward's samples end in at least three distinct functions.
+    let leaves: HashSet<&str> = f
+        .stacks
+        .iter()
+        .zip(&f.counts)
+        .filter(|(_, c)| c[1] > 0)
+        .filter_map(|(s, _)| s.last().map(|&n| f.names[n as usize].as_str()))
+        .collect();
+    assert!(leaves.len() >= 3, "{leaves:?}");
+    assert!(f.phases[1].1 > 0);
+}
+
+#[test]
+fn many_stacks_are_capped_and_every_sample_stays_counted() {
+    let trace = sampled_trace(4100);
+    let data = build_report(&trace, None, &ReportOptions::default()).expect("report");
+    let f = data.flame.expect("flame");
+    assert_eq!(f.stacks.len(), 4001);
+    assert_eq!(f.counts.iter().flatten().sum::<u64>(), f.samples);
+    assert_eq!(f.samples, 12 + 4100);
+    let last = f.stacks.last().expect("the cut stacks");
+    assert_eq!(f.names[last[0] as usize], "[102 stacks cut for size]");
+    assert!(data.caps.iter().any(|c| c.contains("sampled flame graph")));
+}
+
+#[test]
+fn a_trace_without_samples_has_no_flame_graph() {
+    let text = String::from_utf8(session_trace(3)).expect("utf-8");
+    let data = build_report(&load(&text), None, &ReportOptions::default()).expect("report");
+    assert!(data.flame.is_none());
+}
