@@ -13,7 +13,8 @@
 //! the span nester (the same as the Chrome export), so the weights of all lines sum
 //! to the total duration of the root spans and root-level ops of every thread. Frames keep
 //! their recorded names, except that `;` becomes `:` and line breaks become spaces (the
-//! format's separators). Stacks with zero self time are left out.
+//! format's separators), and an empty name becomes `[empty name]`. Stacks with zero self
+//! time are left out.
 //!
 //! A stack deeper than [`MAX_FOLDED_FRAMES`] frames is cut: its first
 //! `MAX_FOLDED_FRAMES - 1` frames and then one `[deeper frames]` frame that carries the self
@@ -62,8 +63,16 @@ impl FoldedStacks {
     }
 }
 
-/// `name` as a folded frame: `;` (the frame separator) becomes `:`, line breaks become spaces.
+/// The frame an empty name is shown as: an empty frame would leave an empty stack (a line
+/// ` 30` that flame graph tools cannot parse) or `a;;b`.
+pub(crate) const EMPTY_FRAME: &str = "[empty name]";
+
+/// `name` as a folded frame: `;` (the frame separator) becomes `:`, line breaks become spaces,
+/// an empty name becomes [`EMPTY_FRAME`].
 pub(crate) fn frame_name(name: &str) -> String {
+    if name.is_empty() {
+        return EMPTY_FRAME.to_string();
+    }
     name.chars()
         .map(|c| match c {
             ';' => ':',

@@ -69,3 +69,15 @@ fn never_ended_root_spans_export_in_linear_size() {
     assert!(text.len() < (n as usize) * 1_000, "{} bytes", text.len());
     check_structure(&v);
 }
+
+#[test]
+fn an_empty_name_is_a_named_frame_not_an_empty_stack() {
+    let trace = testkit::hand_trace(&[
+        r#"{"type":"span_start","id":1,"name":"","kind":"function","thread":1,"ts":0}"#,
+        r#"{"type":"op","span":1,"name":"","in":[],"out":[],"shape":[],"dtype":"f32","ts":1,"dur":5,"out_b":4}"#,
+        r#"{"type":"span_end","id":1,"ts":30}"#,
+    ]);
+    let f = folded(&trace);
+    let stacks: Vec<&str> = f.lines.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(stacks, ["[empty name]", "[empty name];[empty name]"]);
+}
