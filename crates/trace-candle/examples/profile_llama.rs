@@ -20,6 +20,11 @@
 //! - `backward(&loss)`: `loss.backward()` as the backward phase, the tensors its autograd
 //!   graph keeps alive, and every parameter's gradient (present, missing, zero, non-finite);
 //! - `step()` at the end of each iteration and `finish()` at the end of the run.
+//!
+//! With `PROFILE_LLAMA_SAMPLE=1` and `--features sampler`, `sample_stacks(..)` also samples
+//! the call stacks of every thread in the recorded steps (`tracegraph hot --by phase`); the
+//! variable is read at run time because this file is also compiled by tests and benches that
+//! have no `sampler` feature of their own.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -62,6 +67,10 @@ pub fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     let run = Run::new("examples/profile_llama", Phase::Train, "cpu");
     let capture = Capture::open(path, run)?.sampling_memory(&device); // capture
     capture.install_tracing()?; // capture: before the model is built (its spans are made there)
+    if std::env::var_os("PROFILE_LLAMA_SAMPLE").is_some() {
+        // Optional: the CPU sampler (trace-candle feature `sampler`; see `tracegraph hot`).
+        capture.sample_stacks(trace_candle::SamplerConfig::default())?;
+    }
 
     let cfg = tiny_config();
     let varmap = VarMap::new();
