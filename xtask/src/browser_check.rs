@@ -78,7 +78,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let chromium = find_chromium()?;
 
     let mut demo = tracegraph(root);
-    demo.arg("demo").arg("--out").arg(&out);
+    // Sampled, so the report's flame graph of sampled stacks is drawn and checked too.
+    demo.arg("demo").arg("--out").arg(&out).arg("--sample");
     super::run(demo)?;
     let trace = newest_trace(&out)?;
     eprintln!("xtask: demo trace {}", trace.display());
@@ -921,6 +922,19 @@ fn dom_checks(dom: &str, needs_comparison: bool) -> Vec<String> {
         )),
         None => failures.push("the memory chart (#memory-chart) is missing".to_string()),
     }
+    // The demo is sampled: the flame graph of its sampled stacks must be drawn.
+    match opening_tag(dom, "flame") {
+        Some(tag) if attr(tag, "data-rendered") == Some("svg") => {
+            if !section_text(dom, "flame").unwrap_or("").contains("<rect") {
+                failures.push("the flame graph (#flame) has no frames".to_string());
+            }
+        }
+        Some(tag) => failures.push(format!(
+            "the flame graph is not drawn (data-rendered = {:?})",
+            attr(tag, "data-rendered")
+        )),
+        None => failures.push("the flame graph (#flame) is missing".to_string()),
+    }
     if needs_comparison && rows("comparison").is_none_or(|n| n == 0) {
         failures.push("the comparison (#comparison) rendered no rows".to_string());
     }
@@ -979,6 +993,7 @@ mod tests {
 <section><div id="op-table" data-rows="2"><table><tr><th>a</th></tr><tr><td>1</td></tr><tr><td>2</td></tr></table></div></section>
 <section><div id="span-tree" data-rows="1"><table><tr><td>x</td></tr></table></div></section>
 <section><div id="memory-chart" data-rendered="svg"><svg><path d="M0 0"></path><line class="peak-marker"></line></svg></div></section>
+<section><div id="flame" data-rendered="svg"><svg><rect x="0"></rect></svg></div></section>
 </body></html>"#;
         assert_eq!(dom_checks(good, false), Vec::<String>::new());
         assert_eq!(dom_checks(good, true).len(), 1);
