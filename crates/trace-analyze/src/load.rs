@@ -391,7 +391,9 @@ impl Builder {
         if let Some(cur) = self.t.steps.last_mut() {
             cur.ops.1 = n;
             cur.end_ns = match next {
-                Some((idx, ts)) if idx == cur.index + 1 && ts >= cur.start_ns => ts,
+                Some((idx, ts)) if cur.index.checked_add(1) == Some(idx) && ts >= cur.start_ns => {
+                    ts
+                }
                 _ => last.max(cur.start_ns),
             };
         }

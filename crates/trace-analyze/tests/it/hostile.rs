@@ -158,3 +158,16 @@ fn the_partial_step_is_left_out_of_every_step_time_alike() {
     let shares: f64 = ops.rows.iter().filter_map(|r| r.share_of_step).sum();
     assert!(shares <= 1.0 + 1e-9, "{shares}");
 }
+
+#[test]
+fn a_step_index_of_u64_max_loads() {
+    // Fuzz: `index + 1` overflowed when closing a step whose index is u64::MAX.
+    let text = testkit::hand_trace(&[
+        &format!(r#"{{"type":"step","index":{},"ts":1}}"#, u64::MAX),
+        r#"{"type":"op","name":"add","in":[1],"out":[2],"shape":[2],"dtype":"f32","ts":2,"dur":1,"out_b":8}"#,
+        r#"{"type":"step","index":0,"ts":5}"#,
+    ]);
+    let t = load(&text);
+    assert!(!t.steps.is_empty());
+    summarize(&t, &new_step_cache()).unwrap();
+}
