@@ -13,7 +13,7 @@ fn frame(id: u64, func: &str, inlined: bool) -> Event {
     Event::Frame(FrameEvent {
         id,
         func: func.into(),
-        file: (id % 2 == 0).then(|| format!("src/{id}.rs")),
+        file: id.is_multiple_of(2).then(|| format!("src/{id}.rs")),
         inlined,
     })
 }
