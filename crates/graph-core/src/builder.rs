@@ -81,7 +81,7 @@ impl<Op> GraphBuilder<Op> {
         b.ops.reserve(ops);
         b.op_inputs.reserve(ops * 2);
         b.op_outputs.reserve(values);
-        b.records.heads.reserve(ops);
+        b.records.roles.reserve(ops);
         b.records.tail_start.reserve(ops);
         b.records.tails.reserve(ops * 8);
         b
@@ -195,7 +195,7 @@ impl<Op: StableHash> GraphBuilder<Op> {
         if self.op_outputs.len() > u32::MAX as usize {
             self.overflow.get_or_insert("operation outputs");
         }
-        self.record(&payload, &role, outputs.len());
+        self.record(&payload, &role);
         self.ops.push(OpNode {
             payload,
             role,
@@ -206,12 +206,10 @@ impl<Op: StableHash> GraphBuilder<Op> {
     }
 
     /// Encodes the numbering-independent parts of the operation's fingerprint record
-    /// (header word, active mask, payload bytes); see `docs/fingerprint.md`.
-    fn record(&mut self, payload: &Op, role: &Role, n_outputs: usize) {
+    /// (role tag, active mask, payload bytes); see `docs/fingerprint.md`.
+    fn record(&mut self, payload: &Op, role: &Role) {
         let r = &mut self.records;
-        let n_out = u64::try_from(n_outputs).unwrap_or(u64::MAX) & 0xffff_ffff;
-        r.heads
-            .push(1 | (u64::from(crate::canon::role_tag(role)) << 8) | (n_out << 32));
+        r.roles.push(crate::canon::role_tag(role));
         if !r.complete {
             return;
         }
@@ -362,6 +360,7 @@ impl<Op: StableHash> GraphBuilder<Op> {
             records
                 .tails
                 .extend_from_slice(&[0; crate::canon::TAIL_PAD]);
+            records.shrink_to_fit();
         } else {
             // The walk encodes payloads itself; drop what was kept.
             records.tail_start = Vec::new();

@@ -151,7 +151,7 @@ impl<Op: StableHash> Graph<Op> {
     }
 
     /// Writes one operation record (see docs/fingerprint.md) from the parts the builder
-    /// encoded when the operation was appended (header word, mask and payload bytes),
+    /// encoded when the operation was appended (role tag, mask and payload bytes),
     /// adding the operand indices (numbered already). Touches only the compact walk tables,
     /// never the operation nodes.
     #[inline(always)]
@@ -160,7 +160,8 @@ impl<Op: StableHash> Graph<Op> {
         let ins = &self.op_inputs[self.in_start[i] as usize..self.in_start[i + 1] as usize];
         let r = &self.records;
         let tail = &r.tails[r.tail_start[i] as usize..r.tail_start[i + 1] as usize];
-        let head = r.heads[i];
+        let (o0, o1) = (self.out_start[i], self.out_start[i + 1]);
+        let head = 1 | (u64::from(r.roles[i]) << 8) | (u64::from(o1 - o0) << 32);
         // `tails` ends with `TAIL_PAD` spare bytes, so the tail is copied in whole 16-byte
         // chunks (the reserved room has as many spare bytes; only `tail.len()` count).
         if let Some(mut w) = h.reserve(16 + 24 * ins.len() + tail.len() + TAIL_PAD) {

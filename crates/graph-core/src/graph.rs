@@ -104,14 +104,14 @@ pub(crate) struct Canon {
 
 /// The numbering-independent parts of each operation's fingerprint record (see
 /// `docs/fingerprint.md`), encoded by the builder as operations are appended, so that the
-/// canonical walk only adds operand indices: `heads[i]` is the record's first word (tag,
-/// role, output count) and `tails[tail_start[i]..tail_start[i + 1]]` the bytes after the
+/// canonical walk only adds operand indices: `roles[i]` is the role tag of the record's
+/// first word and `tails[tail_start[i]..tail_start[i + 1]]` the bytes after the
 /// operands (the active mask, then the payload's `StableHash` bytes). `complete` is false
 /// when some payload was too large to keep (over 16 KiB) or the tails outgrew `u32`
 /// offsets; the walk then encodes payloads itself.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Records {
-    pub(crate) heads: Vec<u64>,
+    pub(crate) roles: Vec<u8>,
     pub(crate) tail_start: Vec<u32>,
     pub(crate) tails: Vec<u8>,
     pub(crate) complete: bool,
@@ -121,17 +121,23 @@ impl Records {
     /// No operations yet.
     pub(crate) fn new() -> Self {
         Records {
-            heads: Vec::new(),
+            roles: Vec::new(),
             tail_start: vec![0],
             tails: Vec::new(),
             complete: true,
         }
     }
 
+    /// Gives back the room reserved for more operations (the builder reserves ahead).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.roles.shrink_to_fit();
+        self.tail_start.shrink_to_fit();
+        self.tails.shrink_to_fit();
+    }
+
     fn heap_bytes(&self) -> usize {
-        self.heads
+        self.roles
             .capacity()
-            .saturating_mul(8)
             .saturating_add(self.tail_start.capacity().saturating_mul(4))
             .saturating_add(self.tails.capacity())
     }
