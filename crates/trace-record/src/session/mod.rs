@@ -79,6 +79,7 @@ mod records;
 mod run;
 mod sampled;
 mod scoped;
+mod signals;
 
 pub use output::{BLOCK_BYTES, MemorySink};
 pub use records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
@@ -207,8 +208,6 @@ impl TraceSession {
         let mut buf = LineBuf::with_capacity(BLOCK_BYTES + 64 * 1024);
         buf.extend(&header_line);
         let active = run.schedule.is_none_or(|s| s.is_active(0));
-        TraceSession {
-            id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
         let mut output = Output {
             sink: Box::new(writer),
             buf,
@@ -226,6 +225,8 @@ impl TraceSession {
         let flusher = run
             .flush_interval
             .and_then(|every| Flusher::start(Arc::downgrade(&out), every));
+        TraceSession {
+            id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             active: AtomicBool::new(active),
             finished: AtomicBool::new(false),
             origin,
@@ -240,8 +241,6 @@ impl TraceSession {
         }
     }
 
-    /// Whether records are written now (inside an active window, not finished). One relaxed
-    /// atomic load.
     /// Writes the `incomplete` trailer when the process receives SIGINT or SIGTERM, then
     /// lets the program's handling continue as `after` says: [`AfterSignal::Terminate`] for
     /// a program that does not handle them (it then ends as the signal's default action
@@ -256,6 +255,8 @@ impl TraceSession {
         })
     }
 
+    /// Whether records are written now (inside an active window, not finished). One relaxed
+    /// atomic load.
     #[inline(always)]
     pub fn is_active(&self) -> bool {
         self.active.load(Ordering::Relaxed)
@@ -583,14 +584,14 @@ impl TraceSession {
             let ts = self.now_ns();
             self.emit(EventType::Step, |b| encode::step(b, index, ts));
         }
-        index
-    }
         // A step boundary is written out: the trace on disk holds every finished step.
         let mut out = lock(&self.out);
         if !out.finished {
             out.write_block();
             out.flush_sink();
         }
+        index
+    }
 
     /// Writes the trailer (outcome complete) and flushes. Returns the summary, or the first
     /// I/O error (everything written before it stays readable).
@@ -611,22 +612,22 @@ impl TraceSession {
 
     fn close(&self, outcome: Outcome) -> Result<Summary, TraceError> {
         if self.finished.swap(true, Ordering::AcqRel) {
-            return Err(TraceError::AlreadyFinished);
-        }
             // Another thread is closing (a signal handler, say): return once its trailer is
             // written, so that a program may exit right after this.
             while !lock(&self.out).finished {
                 std::thread::yield_now();
             }
+            return Err(TraceError::AlreadyFinished);
+        }
         self.active.store(false, Ordering::Relaxed);
-        let ts = self.now_ns();
-        let mut out = lock(&self.out);
         // Tell the background writer to stop; it is joined after the trailer is written
         // (it would wait for the output's lock held below).
         let mut flusher = lock(&self.flusher).take();
         if let Some(f) = flusher.as_mut() {
             f.request_stop();
         }
+        let ts = self.now_ns();
+        let mut out = lock(&self.out);
         out.write_block();
         let mut trailer_line = Vec::new();
         if out.error.is_none() {
