@@ -48,8 +48,9 @@ pub struct GraphBuilder<Op> {
     overflow: Option<&'static str>,
     /// Fingerprint record parts, encoded as operations are appended.
     records: Records,
-    /// Scratch encoder of one payload.
-    scratch: StableHasher,
+    /// The kept bytes (masks and payloads), one operation after another; `records.tails`
+    /// at build.
+    tails: StableHasher,
 }
 
 impl<Op> Default for GraphBuilder<Op> {
@@ -71,7 +72,7 @@ impl<Op> GraphBuilder<Op> {
             parents: Vec::new(),
             overflow: None,
             records: Records::new(),
-            scratch: StableHasher::new(),
+            tails: StableHasher::encoder(),
         }
     }
 
@@ -83,7 +84,6 @@ impl<Op> GraphBuilder<Op> {
         b.op_outputs.reserve(values);
         b.records.roles.reserve(ops);
         b.records.tail_start.reserve(ops);
-        b.records.tails.reserve(ops * 8);
         b
     }
 
@@ -214,15 +214,12 @@ impl<Op: StableHash> GraphBuilder<Op> {
             return;
         }
         if let Role::Linearized { active } = role {
-            r.tails.extend(active.iter().map(|&a| u8::from(a)));
+            for &a in active {
+                self.tails.write_bool(a);
+            }
         }
-        self.scratch.reset();
-        payload.stable_hash(&mut self.scratch);
-        match self.scratch.buffered() {
-            Some(bytes) => r.tails.extend_from_slice(bytes),
-            None => r.complete = false,
-        }
-        match u32::try_from(r.tails.len()) {
+        payload.stable_hash(&mut self.tails);
+        match u32::try_from(self.tails.len()) {
             Ok(end) => r.tail_start.push(end),
             Err(_) => r.complete = false,
         }
@@ -357,14 +354,12 @@ impl<Op: StableHash> GraphBuilder<Op> {
         out_start.push(self.op_outputs.len() as u32);
         let mut records = std::mem::take(&mut self.records);
         if records.complete {
-            records
-                .tails
-                .extend_from_slice(&[0; crate::canon::TAIL_PAD]);
+            records.tails =
+                std::mem::take(&mut self.tails).into_padded_bytes(crate::canon::TAIL_PAD);
             records.shrink_to_fit();
         } else {
             // The walk encodes payloads itself; drop what was kept.
             records.tail_start = Vec::new();
-            records.tails = Vec::new();
         }
         let mut g = Graph {
             keys: resolved,

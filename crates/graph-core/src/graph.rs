@@ -107,8 +107,7 @@ pub(crate) struct Canon {
 /// canonical walk only adds operand indices: `roles[i]` is the role tag of the record's
 /// first word and `tails[tail_start[i]..tail_start[i + 1]]` the bytes after the
 /// operands (the active mask, then the payload's `StableHash` bytes). `complete` is false
-/// when some payload was too large to keep (over 16 KiB) or the tails outgrew `u32`
-/// offsets; the walk then encodes payloads itself.
+/// when the tails outgrew `u32` offsets (4 GiB); the walk then encodes payloads itself.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Records {
     pub(crate) roles: Vec<u8>,
@@ -132,7 +131,6 @@ impl Records {
     pub(crate) fn shrink_to_fit(&mut self) {
         self.roles.shrink_to_fit();
         self.tail_start.shrink_to_fit();
-        self.tails.shrink_to_fit();
     }
 
     fn heap_bytes(&self) -> usize {

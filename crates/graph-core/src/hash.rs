@@ -127,6 +127,8 @@ struct Sink {
     /// `buf.len()` is the room; bytes past `pos` are scratch.
     buf: Vec<u8>,
     state: Option<Box<Xxh3Default>>,
+    /// Grow the buffer instead of spilling it (an encoder that keeps every byte).
+    keep_all: bool,
 }
 
 impl Sink {
@@ -161,7 +163,10 @@ impl Sink {
         while !bytes.is_empty() {
             let room = self.buf.len() - pos;
             if room == 0 {
-                if self.buf.len() < CHUNK {
+                if self.keep_all {
+                    let len = (self.buf.len().saturating_mul(2)).max(INITIAL);
+                    self.buf.resize(len, 0);
+                } else if self.buf.len() < CHUNK {
                     let len = (self.buf.len() * 2).clamp(INITIAL, CHUNK);
                     self.buf.resize(len, 0);
                 } else {
@@ -226,6 +231,7 @@ impl StableHasher {
             sink: Sink {
                 buf: vec![0; INITIAL],
                 state: None,
+                keep_all: false,
             },
         }
     }
@@ -237,6 +243,7 @@ impl StableHasher {
             sink: Sink {
                 buf: vec![0; CHUNK],
                 state: None,
+                keep_all: false,
             },
         }
     }
@@ -250,13 +257,27 @@ impl StableHasher {
         h
     }
 
-    /// Everything written since the last [`reset`](Self::reset), when it is all still in
-    /// the buffer (at most 16 KiB were written); `None` once bytes went to the XXH3 state.
-    pub(crate) fn buffered(&self) -> Option<&[u8]> {
-        match self.sink.state {
-            None => self.sink.buf.get(..self.pos),
-            Some(_) => None,
-        }
+    /// An encoder: keeps every byte written (its buffer grows instead of feeding XXH3),
+    /// for [`len`](Self::len) and [`into_padded_bytes`](Self::into_padded_bytes).
+    pub(crate) fn encoder() -> Self {
+        let mut h = StableHasher::new();
+        h.sink.keep_all = true;
+        h
+    }
+
+    /// Bytes written so far (of an [`encoder`](Self::encoder)).
+    pub(crate) fn len(&self) -> usize {
+        self.pos
+    }
+
+    /// Everything an [`encoder`](Self::encoder) was given, followed by `pad` bytes of
+    /// unspecified value, in a vector of exactly that length and capacity (usually without
+    /// copying: the buffer's scratch bytes serve as the padding).
+    pub(crate) fn into_padded_bytes(mut self, pad: usize) -> Vec<u8> {
+        let len = self.pos.saturating_add(pad);
+        self.sink.buf.resize(len, 0);
+        self.sink.buf.shrink_to_fit();
+        self.sink.buf
     }
 
     /// Forgets everything written so far (keeps the buffer's allocation).
