@@ -132,6 +132,9 @@ pub struct ChromeSummary {
     pub memory: MemoryAdjustments,
     /// Whether the step asked for with [`ChromeOptions::step`] was found (true without one).
     pub step_found: bool,
+    /// Step bars whose start was moved later (or that shrank to zero length) so that they do
+    /// not overlap an earlier bar on the steps track: steps recorded out of time order.
+    pub step_bars_clamped: u64,
 }
 
 /// A buffered JSON array writer that formats numbers and strings without allocating.
@@ -211,6 +214,8 @@ struct Chrome<W: Write> {
     open_step: Option<(u64, u64)>,
     /// The last time seen since the open step began (event times, op and span ends).
     step_last_ns: u64,
+    /// Where the last step bar ends, µs: the next bar starts there at the earliest.
+    steps_track_us: u64,
     /// Which args spans and ops carry.
     args: ArgsMode,
     error: Option<ExportError>,
@@ -505,7 +510,15 @@ impl<W: Write> Chrome<W> {
             Some((i, ts)) if index.checked_add(1) == Some(i) && ts >= start => ts,
             _ => self.step_last_ns.max(start),
         };
-        let (ts, dur) = step_bar_us(start, end);
+        let (mut ts, mut dur) = step_bar_us(start, end);
+        if ts < self.steps_track_us {
+            // A step recorded out of time order: keep the track a sequence of disjoint bars.
+            let end_us = ts + dur;
+            ts = self.steps_track_us;
+            dur = end_us.saturating_sub(ts);
+            self.summary.step_bars_clamped += 1;
+        }
+        self.steps_track_us = ts + dur;
         self.thread_name(STEPS_TID)?;
         let o = &mut self.out;
         o.begin();
@@ -710,6 +723,7 @@ where
         },
         open_step: None,
         step_last_ns: 0,
+        steps_track_us: 0,
         args: opts.args,
         error: None,
     };

@@ -560,6 +560,38 @@ fn step_bars_leave_unrecorded_steps_as_gaps_and_never_overlap() {
 }
 
 #[test]
+fn steps_recorded_out_of_time_order_still_give_disjoint_bars() {
+    // Fuzz finding (seed 9001, input 4777): step 8's line comes after step 9's and starts
+    // before it; its bar used to overlap step 9's on the steps track.
+    let bytes = hand_trace(&[
+        r#"{"type":"step","index":7,"ts":291326284}"#,
+        r#"{"type":"op","name":"a","dtype":"f32","ts":291326300,"dur":1000}"#,
+        r#"{"type":"step","index":9,"ts":468752106}"#,
+        r#"{"type":"op","name":"a","dtype":"f32","ts":468752200,"dur":90000000}"#,
+        r#"{"type":"step","index":8,"ts":368448962}"#,
+        r#"{"type":"op","name":"a","dtype":"f32","ts":368449000,"dur":1000}"#,
+    ]);
+    let (v, summary) = chrome(&bytes, None);
+    check_structure(&v);
+    let mut bars: Vec<(u64, u64)> = v["traceEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["cat"] == "step")
+        .map(|e| {
+            let ts = e["ts"].as_u64().unwrap_or(u64::MAX);
+            (ts, ts + e["dur"].as_u64().unwrap_or(u64::MAX))
+        })
+        .collect();
+    assert_eq!(bars.len(), 3);
+    bars.sort_unstable();
+    for w in bars.windows(2) {
+        assert!(w[0].1 <= w[1].0, "overlapping step bars: {bars:?}");
+    }
+    assert_eq!(summary.step_bars_clamped, 1);
+}
+
+#[test]
 fn twenty_thousand_steps_export_without_overlapping_bars() {
     let mut lines = Vec::new();
     // Boundaries at odd nanoseconds that add up badly in three-decimal microseconds.
