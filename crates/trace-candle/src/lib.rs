@@ -83,11 +83,11 @@ pub use meta::{
     ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits, dtype_label, tensor_id,
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
-pub use sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
 pub use persist::{
     AUTOGRAD_LABEL, AutogradSummary, DECLARED_BUFFER_BIT, GradientFact, TRACING_SPANS_COUNTER,
     gradient_state, process_resident_bytes,
 };
+pub use sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
 #[cfg(feature = "nn")]
 pub use train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture};
 

@@ -656,6 +656,9 @@ mod statm_tests {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .expect("VmRSS");
         let vm = kib * 1024;
-        assert!(bytes.abs_diff(vm) * 4 <= vm, "statm {bytes} B vs VmRSS {vm} B");
+        assert!(
+            bytes.abs_diff(vm) * 4 <= vm,
+            "statm {bytes} B vs VmRSS {vm} B"
+        );
     }
 }

@@ -318,12 +318,24 @@ impl Validator {
             Event::DeviceMemory(_) | Event::Gradient(_) | Event::Step(_) | Event::Counter(_) => {}
             Event::Frame(f) => {
                 if !self.sampled.frames.insert(f.id) {
-                    self.issue(line, IssueKind::DuplicateInterned { what: "frame", id: f.id });
+                    self.issue(
+                        line,
+                        IssueKind::DuplicateInterned {
+                            what: "frame",
+                            id: f.id,
+                        },
+                    );
                 }
             }
             Event::Stack(st) => {
                 if !self.sampled.stacks.insert(st.id) {
-                    self.issue(line, IssueKind::DuplicateInterned { what: "stack", id: st.id });
+                    self.issue(
+                        line,
+                        IssueKind::DuplicateInterned {
+                            what: "stack",
+                            id: st.id,
+                        },
+                    );
                 }
                 for &f in &st.frames {
                     if !self.sampled.frames.contains(&f) {

@@ -133,7 +133,8 @@ pub(crate) fn render(s: &Summary) -> String {
                     trace_analyze::short_func(&k.name, 60),
                     k.self_share * 100.0,
                     k.self_samples,
-                    k.self_est_ns.map_or(String::new(), |n| format!(", ≈{} CPU", nsu(n)))
+                    k.self_est_ns
+                        .map_or(String::new(), |n| format!(", ≈{} CPU", nsu(n)))
                 )
             })
             .collect();

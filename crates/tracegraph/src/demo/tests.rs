@@ -101,7 +101,13 @@ fn the_sampled_demo_breaks_backward_into_kernels() {
     assert_eq!(v.counts.sampler, 6);
     let trace = trace_analyze::load_path(&path, Default::default()).unwrap();
     let recorded = [7, 8, 9, 12, 13, 14];
-    assert!(trace.sampled.samples.iter().all(|s| recorded.contains(&s.step)));
+    assert!(
+        trace
+            .sampled
+            .samples
+            .iter()
+            .all(|s| recorded.contains(&s.step))
+    );
     let hot = trace_analyze::hot_report(
         &trace,
         &trace_analyze::HotOptions {
