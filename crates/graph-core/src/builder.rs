@@ -356,7 +356,6 @@ impl<Op: StableHash> GraphBuilder<Op> {
         if records.complete {
             records.tails =
                 std::mem::take(&mut self.tails).into_padded_bytes(crate::canon::TAIL_PAD);
-            records.shrink_to_fit();
         } else {
             // The walk encodes payloads itself; drop what was kept.
             records.tail_start = Vec::new();

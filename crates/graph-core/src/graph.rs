@@ -127,12 +127,6 @@ impl Records {
         }
     }
 
-    /// Gives back the room reserved for more operations (the builder reserves ahead).
-    pub(crate) fn shrink_to_fit(&mut self) {
-        self.roles.shrink_to_fit();
-        self.tail_start.shrink_to_fit();
-    }
-
     fn heap_bytes(&self) -> usize {
         self.roles
             .capacity()

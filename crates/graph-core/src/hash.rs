@@ -271,12 +271,11 @@ impl StableHasher {
     }
 
     /// Everything an [`encoder`](Self::encoder) was given, followed by `pad` bytes of
-    /// unspecified value, in a vector of exactly that length and capacity (usually without
-    /// copying: the buffer's scratch bytes serve as the padding).
+    /// unspecified value (usually without copying: the buffer's scratch bytes serve as the
+    /// padding). The capacity stays what the buffer grew to.
     pub(crate) fn into_padded_bytes(mut self, pad: usize) -> Vec<u8> {
         let len = self.pos.saturating_add(pad);
         self.sink.buf.resize(len, 0);
-        self.sink.buf.shrink_to_fit();
         self.sink.buf
     }
 
