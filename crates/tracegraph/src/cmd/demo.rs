@@ -14,17 +14,35 @@ use crate::demo::{MlpDemoConfig, run_mlp_demo};
 /// The trace's file name inside `--out`.
 pub(crate) const TRACE_FILE: &str = "trace.jsonl";
 
+/// The MLP demo's training steps when `--steps` is not given.
+const DEFAULT_STEPS: u64 = 50;
+
+/// The model the demo profiles.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum DemoModel {
+    /// A 3-layer MLP trained with candle-nn under a PyTorch-style schedule.
+    #[default]
+    Mlp,
+    /// A tiny random-weight candle-transformers Llama: prefill, 20 decode steps with the KV
+    /// cache, 4 AdamW training steps (trace-candle's profile_llama example).
+    Llama,
+}
+
 /// Arguments of `tracegraph demo`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct DemoArgs {
+    /// The model to profile.
+    #[arg(long, value_enum, default_value_t = DemoModel::Mlp)]
+    pub(crate) model: DemoModel,
     /// The directory the trace is written to (created when missing).
     #[arg(long, default_value = "tracegraph-demo", value_name = "DIR")]
     pub(crate) out: PathBuf,
-    /// Training steps (the schedule records steps 7-9 and 12-14 when there are enough).
-    #[arg(long, default_value_t = 50, value_name = "N")]
-    pub(crate) steps: u64,
-    /// Sample call stacks of every thread in the recorded steps (CPU sampler, about 1 kHz of
-    /// CPU time; `--sample=HZ` for another rate); see them with `tracegraph hot`.
+    /// Training steps of the MLP, 50 when not given (the schedule records steps 7-9 and
+    /// 12-14 when there are enough).
+    #[arg(long, value_name = "N")]
+    pub(crate) steps: Option<u64>,
+    /// Sample call stacks of every thread in the MLP's recorded steps (CPU sampler, about
+    /// 1 kHz of CPU time; `--sample=HZ` for another rate); see them with `tracegraph hot`.
     #[arg(long, value_name = "HZ", num_args = 0..=1, default_missing_value = "1000")]
     pub(crate) sample: Option<u32>,
 }
@@ -34,8 +52,11 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let path = args.out.join(TRACE_FILE);
+    if args.model == DemoModel::Llama {
+        return run_llama(args, &path);
+    }
     let mut config = MlpDemoConfig::new(&path);
-    config.steps = args.steps;
+    config.steps = args.steps.unwrap_or(DEFAULT_STEPS);
     config.sample = args.sample.map(trace_candle::SamplerConfig::hz);
     let started = Instant::now();
     let report = run_mlp_demo(&config).context("the demo training run failed")?;
@@ -45,7 +66,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
         "trained a 3-layer MLP (candle-nn, CPU) for {} steps in {:.1} s: loss {:.4} -> {:.4}, accuracy {:.1}%\n\
          recorded steps [{}] (schedule: skip 5, warmup 2, active 3, repeat 2)\n\
          wrote {} ({} events, {})\n",
-        args.steps,
+        config.steps,
         took.as_secs_f64(),
         report.first_loss,
         report.last_loss,
@@ -67,5 +88,24 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
         args.out.join("demo.trace.json").display(),
         args.out.join("report.html").display()
     ))?;
+    Ok(Status::Ok)
+}
+
+/// `tracegraph demo --model llama`: the profile_llama example into `path`, then the summary.
+fn run_llama(args: &DemoArgs, path: &std::path::Path) -> anyhow::Result<Status> {
+    if args.sample.is_some() || args.steps.is_some() {
+        return Err(super::output::UsageError(
+            "--steps and --sample apply to the MLP demo; `--model llama` runs a fixed \
+             generation (prefill + 20 decode steps) and 4 training steps"
+                .to_string(),
+        )
+        .into());
+    }
+    crate::demo::llama::run(path)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("the Llama demo run failed")?;
+    let trace = load(path, false)?;
+    let s = summarize(&trace, &new_step_cache())?;
+    write_stdout(&super::summary::render(&s))?;
     Ok(Status::Ok)
 }

@@ -3,6 +3,13 @@
 
 pub(crate) mod mlp;
 
+/// trace-candle's profile_llama example (a tiny random-weight candle-transformers Llama:
+/// generation with a KV cache, then training, ten capture lines), run by
+/// `tracegraph demo --model llama`: one file, shared with tests/llama and the llama bench.
+#[path = "../../../trace-candle/examples/profile_llama.rs"]
+#[allow(dead_code, unreachable_pub)]
+pub(crate) mod llama;
+
 #[cfg(test)]
 mod tests;
 

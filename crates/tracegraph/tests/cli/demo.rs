@@ -5,6 +5,29 @@ use crate::{run_in, stderr, stdout};
 
 #[cfg(feature = "demo")]
 #[test]
+fn the_llama_demo_profiles_a_real_model_and_takes_no_mlp_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = run_in(d, &["demo", "--model", "llama", "--out", "out"]);
+    assert!(o.status.success(), "demo --model llama: {}", stderr(&o));
+    let text = stdout(&o);
+    // Prefill + 20 decode steps + 4 training steps, and the graph sees the prefill/decode
+    // shapes.
+    assert!(text.contains("25 steps"), "{text}");
+    assert!(text.contains("input 0 shape [1, 16] → [1, 1]"), "{text}");
+    let v = run_in(d, &["validate", "--strict", "out/trace.jsonl"]);
+    assert!(v.status.success(), "validate: {}", stdout(&v));
+    for extra in [&["--steps", "3"][..], &["--sample"][..]] {
+        let mut args = vec!["demo", "--model", "llama", "--out", "out2"];
+        args.extend_from_slice(extra);
+        let o = run_in(d, &args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("apply to the MLP demo"), "{}", stderr(&o));
+    }
+}
+
+#[cfg(feature = "demo")]
+#[test]
 fn demo_trace_through_every_command() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -30,7 +53,7 @@ fn demo_trace_through_every_command() {
             "--format",
             "chrome",
             "-o",
-            "out/trace.chrome.json",
+            "out/trace.trace.json",
         ],
         vec![
             "export",

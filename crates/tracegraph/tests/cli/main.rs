@@ -6,7 +6,9 @@ mod errors;
 mod golden;
 #[cfg(feature = "demo")]
 mod killed;
+#[cfg(feature = "demo")]
 mod layer;
+#[cfg(feature = "demo")]
 mod loops;
 mod outputs;
 
