@@ -37,7 +37,7 @@ use criterion::Criterion;
 use trace_candle::Capture;
 use trace_record::schema::{AllocKind, MemoryCategory, Phase, Schedule};
 use trace_record::{MemoryRecord, OpRecord, Run, TensorRecord, TraceSession};
-use tracegraph_benches::{Row, criterion_mean_ns, emit, quick};
+use tracegraph_benches::{Row, criterion_mean_ns, emit, median, quick};
 
 // The trainer `tracegraph demo` runs: one home (the CLI), measured here as is.
 #[path = "../../crates/tracegraph/src/demo/mlp.rs"]
@@ -129,17 +129,6 @@ fn train_step_rows() {
         median(&mut paired),
         "x",
     ));
-}
-
-/// The median (the mean of the two middle values for an even count); NaN when empty.
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 fn probe_groups(c: &mut Criterion) {

@@ -34,7 +34,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use candle_transformers::models::llama::{Cache, Config, Llama};
 use trace_candle::{Capture, Phase, Run, TraceLayer};
-use tracegraph_benches::{Row, emit, quick};
+use tracegraph_benches::{Row, emit, median, quick};
 use tracing_subscriber::layer::SubscriberExt;
 
 // The model `profile_llama` profiles: one home (the example), measured here as is.
@@ -244,17 +244,6 @@ fn emit_pair(bench: &str, metric: &str, mut t_on: Vec<f64>, mut t_off: Vec<f64>)
         median(&mut paired),
         "x",
     ));
-}
-
-/// The median (the mean of the two middle values for an even count); NaN when empty.
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 /// The prompt `profile_llama` generates from.

@@ -20,23 +20,13 @@ use std::time::{Duration, Instant};
 use trace_candle::{Capture, SamplerConfig};
 use trace_record::schema::{Phase, Schedule};
 use trace_record::{Run, TraceSession};
-use tracegraph_benches::{Row, emit, quick};
+use tracegraph_benches::{Row, emit, median, quick};
 
 // The trainer `tracegraph demo` runs: one home (the CLI), measured here as is.
 #[path = "../../crates/tracegraph/src/demo/mlp.rs"]
 mod mlp;
 
 use mlp::MlpTrainer;
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
 
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");

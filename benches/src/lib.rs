@@ -317,3 +317,15 @@ pub fn measure_child(cmd: std::process::Command, limit: Option<Duration>) -> Opt
         stderr,
     })
 }
+
+/// The median of `values` (the mean of the two middle values for an even count); NaN when
+/// empty. Sorts `values` in place.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}

@@ -22,7 +22,11 @@ fn the_llama_demo_profiles_a_real_model_and_takes_no_mlp_options() {
         args.extend_from_slice(extra);
         let o = run_in(d, &args);
         assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains("apply to the MLP demo"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("apply to the MLP demo"),
+            "{}",
+            stderr(&o)
+        );
     }
 }
 
