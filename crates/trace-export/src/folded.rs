@@ -55,12 +55,20 @@ pub struct FoldedStacks {
 
 impl FoldedStacks {
     /// Writes one `stack weight` line per stack.
-    pub fn write<W: Write>(&self, mut out: W) -> Result<(), ExportError> {
-        for (stack, w) in &self.lines {
-            writeln!(out, "{stack} {w}").map_err(ExportError::Write)?;
-        }
-        out.flush().map_err(ExportError::Write)
+    pub fn write<W: Write>(&self, out: W) -> Result<(), ExportError> {
+        write_lines(&self.lines, out)
     }
+}
+
+/// Writes `stack weight` lines (the folded format of both span and sampled stacks) and flushes.
+pub(crate) fn write_lines<W: Write>(
+    lines: &[(String, u64)],
+    mut out: W,
+) -> Result<(), ExportError> {
+    for (stack, w) in lines {
+        writeln!(out, "{stack} {w}").map_err(ExportError::Write)?;
+    }
+    out.flush().map_err(ExportError::Write)
 }
 
 /// The frame an empty name is shown as: an empty frame would leave an empty stack (a line

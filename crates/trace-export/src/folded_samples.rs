@@ -112,11 +112,8 @@ pub struct FoldedSamples {
 
 impl FoldedSamples {
     /// Writes one `stack samples` line per stack.
-    pub fn write<W: Write>(&self, mut out: W) -> Result<(), ExportError> {
-        for (stack, n) in &self.lines {
-            writeln!(out, "{stack} {n}").map_err(ExportError::Write)?;
-        }
-        out.flush().map_err(ExportError::Write)
+    pub fn write<W: Write>(&self, out: W) -> Result<(), ExportError> {
+        crate::folded::write_lines(&self.lines, out)
     }
 }
 
