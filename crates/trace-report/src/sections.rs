@@ -295,7 +295,8 @@ fn steps_data(
             .get(ci * group + slow_i)
             .copied()
             .unwrap_or([0; 3]);
-        let in_phases = ph.iter().sum::<u64>().min(dur);
+        // Saturating: phase times come from the trace, whose numbers may be hostile.
+        let in_phases = ph.iter().fold(0u64, |a, &b| a.saturating_add(b)).min(dur);
         d.index.push(first.index);
         d.last_index.push(last.index);
         d.duration_ns.push(Some(dur));

@@ -246,3 +246,25 @@ fn the_step_chart_leaves_out_the_step_a_truncated_trace_ends_in() {
     assert_eq!(steps.index.len(), trace.steps.len() - 1);
     assert!(steps.note.contains("is left out"), "{}", steps.note);
 }
+
+/// Fuzz finding (`cargo xtask fuzz --seed 31337`, input 4284): a forward span ending at
+/// u64::MAX ns made the step chart's phase sum overflow (a panic in debug builds). The phase
+/// times saturate and the page is still written.
+#[test]
+fn a_span_ending_at_u64_max_does_not_overflow_the_step_chart() {
+    let bytes = include_bytes!("../data/hostile-phase-times.jsonl");
+    let trace = load(bytes, "hostile-phase-times.jsonl");
+    let html = page(&trace, None, &ReportOptions::default());
+    let data = embedded(&html);
+    let phases = data["steps"]["phases_ns"].as_array().expect("step phases");
+    assert!(!phases.is_empty());
+    for bar in phases {
+        let parts: Vec<u64> = bar
+            .as_array()
+            .expect("4 parts")
+            .iter()
+            .map(|v| v.as_u64().expect("ns"))
+            .collect();
+        assert_eq!(parts.len(), 4);
+    }
+}
