@@ -7,12 +7,12 @@
 //! the run's device and derivable output bytes too.
 
 use crate::json::{Cur, Digits, INT, LineBuf, is_clean, str_bound};
+use crate::records::{MemoryRecord, OpRecord, TensorRecord};
 use crate::schema::logical_bytes;
 use crate::schema::{
     Event, ExecStep, Frame, GradientState, Header, MemoryCategory, MemoryEvent, OpEvent, SpanKind,
     TensorEvent, Trailer,
 };
-use crate::session::{MemoryRecord, OpRecord, TensorRecord};
 
 /// Appends one event line (with its trailing `\n`) to `out`, exactly as a session writes it.
 ///

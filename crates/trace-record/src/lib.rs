@@ -20,6 +20,7 @@ mod fast;
 pub mod json;
 mod pipeline;
 mod reader;
+mod records;
 pub mod schema;
 mod session;
 mod validate;
@@ -29,9 +30,10 @@ pub use reader::{
     LineEvent, MAX_LINE_BYTES, ParsedTrace, ReadError, ReadMode, ReadOptions, TraceReader,
     read_trace, read_trace_bytes,
 };
+pub use records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
 pub use session::{
-    AfterSignal, BLOCK_BYTES, DEFAULT_FLUSH_INTERVAL, MemoryRecord, MemorySink, OpRecord, Run,
-    SpanGuard, SpanId, StepAction, Summary, TensorRecord, TraceError, TraceSession,
+    AfterSignal, BLOCK_BYTES, DEFAULT_FLUSH_INTERVAL, MemorySink, Run, SpanGuard, StepAction,
+    Summary, TraceError, TraceSession,
 };
 pub use validate::{
     Issue, IssueKind, Validation, Validator, validate, validate_file, validate_reader,

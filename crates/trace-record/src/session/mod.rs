@@ -49,6 +49,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::encode;
 use crate::json::LineBuf;
+use crate::records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
 use crate::schema::{
     EventCounts, EventType, ExecStep, GradientState, Header, Outcome, RunMeta, SCHEMA_NAME,
     SCHEMA_VERSION, Schedule, SpanKind, TimingMode, Trailer,
@@ -75,14 +76,12 @@ pub enum TraceError {
 
 mod flusher;
 mod output;
-mod records;
 mod run;
 mod sampled;
 mod scoped;
 mod signals;
 
 pub use output::{BLOCK_BYTES, MemorySink};
-pub use records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
 pub use run::{DEFAULT_FLUSH_INTERVAL, Run, StepAction};
 pub use signals::AfterSignal;
 

@@ -2,10 +2,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{STACK, SpanId, StackEntry, THREAD_NO, TraceSession};
+use super::{STACK, StackEntry, THREAD_NO, TraceSession};
 use crate::encode::{self, InputMeta};
+use crate::records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
 use crate::schema::{EventType, ExecStep, SpanKind};
-use crate::session::{MemoryRecord, OpRecord, TensorRecord};
 
 impl TraceSession {
     /// [`TraceSession::record_op_with_output`] with every input's shape and dtype written on
