@@ -455,6 +455,21 @@ fn fast_tag(line: &[u8]) -> Option<&[u8]> {
     (rest[end] == b'"').then_some(&rest[..end])
 }
 
+/// What a line holds when its first value is not a JSON object (`a string`, `an array`, ...),
+/// read from its first non-blank byte; `None` for an object or an empty line.
+fn not_an_object(line: &[u8]) -> Option<&'static str> {
+    let first = line.iter().find(|b| !b.is_ascii_whitespace())?;
+    Some(match first {
+        b'{' => return None,
+        b'"' => "a string",
+        b'[' => "an array",
+        b't' | b'f' => "a boolean",
+        b'n' => "null",
+        b'-' | b'0'..=b'9' => "a number",
+        _ => return None,
+    })
+}
+
 /// Only the `type` of a line, for lines whose keys are not in this crate's order.
 #[derive(serde::Deserialize)]
 struct TagOnly {
@@ -502,6 +517,16 @@ fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError>
         Some(tag) => tag,
         None => {
             // Any key order: find the tag first; struct fields are order-independent.
+            if let Some(found) = not_an_object(line) {
+                // Valid JSON of another kind (`"hello"`, `[1,2]`, `555`) is named as such; a
+                // damaged line keeps its syntax error and column.
+                from_slice_at::<serde::de::IgnoredAny>(line, no)?;
+                return Err(schema_err(
+                    no,
+                    "type",
+                    format!("expected a JSON object with a \"type\" field, found {found}"),
+                ));
+            }
             let t: TagOnly = from_slice_at(line, no)?;
             slow =
                 t.ty.ok_or_else(|| schema_err(no, "type", "missing field `type`".into()))?;
@@ -557,6 +582,13 @@ fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError>
 
 fn parse_header(line: &[u8]) -> Result<Header, ReadError> {
     let value: serde_json::Value = from_slice_at(line, 1)?;
+    if let Some(found) = not_an_object(line) {
+        return Err(schema_err(
+            1,
+            "type",
+            format!("expected a JSON object with a \"type\" field (the header), found {found}"),
+        ));
+    }
     match value.get("type").and_then(|t| t.as_str()) {
         Some("header") => {}
         _ => return Err(schema_err(1, "type", "line 1 is not a header".into())),

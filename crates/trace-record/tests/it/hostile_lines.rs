@@ -93,3 +93,43 @@ fn an_object_where_a_value_belongs_is_named_by_its_field() {
         }
     }
 }
+
+#[test]
+fn a_json_line_that_is_not_an_object_says_what_it_found() {
+    for (line, found) in [
+        (r#""hello""#, "a string"),
+        ("[1,2]", "an array"),
+        ("555", "a number"),
+        ("-1.5", "a number"),
+        ("true", "a boolean"),
+        ("null", "null"),
+    ] {
+        let text = trace_text(&[line]);
+        for options in [ReadOptions::default(), ReadOptions::strict()] {
+            let err = read(&text, options).expect_err(line);
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "line 2, field `type`: expected a JSON object with a \"type\" field, found {found}"
+                ),
+                "{line}"
+            );
+            // No internal type name reaches the user.
+            assert!(!err.to_string().contains("TagOnly"), "{err}");
+        }
+    }
+    // A damaged non-object keeps its syntax error.
+    let text = trace_text(&[r#""unterminated"#]);
+    assert!(matches!(
+        read(&text, ReadOptions::default()),
+        Err(ReadError::Syntax { line: 2, .. })
+    ));
+    // The header line too.
+    let err = TraceReader::new(&b"[1,2]\n"[..], ReadOptions::default())
+        .and_then(ParsedTrace::from_reader)
+        .expect_err("an array is no header");
+    assert_eq!(
+        err.to_string(),
+        "line 1, field `type`: expected a JSON object with a \"type\" field (the header), found an array"
+    );
+}
