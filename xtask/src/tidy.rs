@@ -194,3 +194,517 @@ fn every_source_file_opens_with_one_line_saying_what_lives_there() {
         .collect();
     assert!(bad.is_empty(), "files without a `//!` first line: {bad:#?}");
 }
+
+/// A source file's module path inside its crate (`src/lib.rs` → `[]`, `src/a/mod.rs` and
+/// `src/a.rs` → `["a"]`, `src/a/b.rs` → `["a", "b"]`); `None` for files outside `src/`.
+fn module_path(src: &Path, file: &Path) -> Option<Vec<String>> {
+    let rel = file.strip_prefix(src).ok()?;
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop()?;
+    let stem = last.strip_suffix(".rs")?;
+    if !matches!(stem, "lib" | "main" | "mod") {
+        parts.push(stem.to_string());
+    } else if stem != "mod" && !parts.is_empty() {
+        // A `main.rs` or `lib.rs` below `src/` (a `bin/` target) is its own root: skip it.
+        return None;
+    }
+    Some(parts)
+}
+
+/// The code of a Rust file with `//` comments and string literals blanked, so that paths
+/// named in docs or messages are not read as imports.
+fn code_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut in_str = false;
+        let mut prev = ' ';
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            if in_str {
+                if c == '"' && prev != '\\' {
+                    in_str = false;
+                }
+                prev = if c == '\\' && prev == '\\' { ' ' } else { c };
+                out.push(' ');
+                continue;
+            }
+            if c == '/' && chars.peek() == Some(&'/') {
+                break;
+            }
+            if c == '"' {
+                in_str = true;
+            }
+            prev = c;
+            out.push(c);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The module paths a file refers to: every `crate::a::b` and `super::c` path in its code,
+/// with the braces of `use` trees expanded one level (`use crate::{a::X, b::Y}`).
+fn referenced_paths(me: &[String], code: &str) -> Vec<Vec<String>> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    let bytes: Vec<char> = code.chars().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts_word = i == 0 || !is_ident(bytes[i - 1]) && bytes[i - 1] != ':';
+        let rest: String = bytes[i..bytes.len().min(i + 7)].iter().collect();
+        let (base, skip): (Vec<String>, usize) = if starts_word && rest.starts_with("crate::") {
+            (Vec::new(), 7)
+        } else if starts_word && rest.starts_with("super::") {
+            // `super` of a module file is its parent module.
+            let mut base = me.to_vec();
+            base.pop();
+            let mut skip = 7;
+            // `super::super::`
+            while bytes[i + skip..]
+                .iter()
+                .collect::<String>()
+                .starts_with("super::")
+            {
+                base.pop();
+                skip += 7;
+            }
+            (base, skip)
+        } else {
+            i += 1;
+            continue;
+        };
+        i += skip;
+        // Read `a::b::{c::D, e}` or `a::b::X`.
+        let mut path = base.clone();
+        loop {
+            let start = i;
+            while i < bytes.len() && is_ident(bytes[i]) {
+                i += 1;
+            }
+            if start == i {
+                break;
+            }
+            path.push(bytes[start..i].iter().collect());
+            if bytes[i..].iter().take(2).collect::<String>() == "::" {
+                i += 2;
+            } else {
+                break;
+            }
+        }
+        if i < bytes.len() && bytes[i] == '{' {
+            // One level of a use tree: each comma-separated head is a path below `path`.
+            let close = bytes[i..]
+                .iter()
+                .position(|&c| c == '}')
+                .map_or(bytes.len(), |p| i + p);
+            let inner: String = bytes[i + 1..close].iter().collect();
+            for item in inner.split(',') {
+                let mut p = path.clone();
+                p.extend(
+                    item.split("::")
+                        .map(|s| s.trim().trim_start_matches('{').trim())
+                        .take_while(|s| !s.is_empty() && s.chars().all(is_ident))
+                        .map(String::from),
+                );
+                out.push(p);
+            }
+            i = close;
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The module a referenced path lands in: the longest prefix that is a module file; a name
+/// re-exported by that module (`pub use m::Name` / `pub use m::{.., Name, ..}`) resolves to
+/// the module it comes from, so `crate::Trace` counts as an import of `model`.
+fn resolve(
+    path: &[String],
+    modules: &BTreeSet<Vec<String>>,
+    reexports: &std::collections::BTreeMap<(Vec<String>, String), Vec<String>>,
+) -> Option<Vec<String>> {
+    let mut len = path.len();
+    while len > 0 && !modules.contains(&path[..len].to_vec()) {
+        len -= 1;
+    }
+    let module = path[..len].to_vec();
+    if let Some(name) = path.get(len)
+        && let Some(origin) = reexports.get(&(module.clone(), name.clone()))
+    {
+        return Some(origin.clone());
+    }
+    modules.contains(&module).then_some(module)
+}
+
+/// The names a module file re-exports from its own submodules or siblings, with the module
+/// each comes from (`pub use model::{Trace, Op};`, `pub use self::a::B;`).
+fn reexports_of(
+    me: &[String],
+    code: &str,
+    modules: &BTreeSet<Vec<String>>,
+) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    let flat = code.replace('\n', " ");
+    for stmt in flat.split(';') {
+        let stmt = stmt.trim();
+        let Some(body) = stmt
+            .strip_prefix("pub use ")
+            .or_else(|| stmt.strip_prefix("pub(crate) use "))
+        else {
+            continue;
+        };
+        let body = body.trim();
+        let (head, names): (&str, Vec<&str>) = match body.split_once('{') {
+            Some((head, rest)) => (
+                head.trim_end_matches("::"),
+                rest.trim_end_matches('}').split(',').collect(),
+            ),
+            None => match body.rsplit_once("::") {
+                Some((head, name)) => (head, vec![name]),
+                None => continue,
+            },
+        };
+        let mut base: Vec<String> = if let Some(h) = head.strip_prefix("crate::") {
+            h.split("::").map(String::from).collect()
+        } else {
+            let h = head.strip_prefix("self::").unwrap_or(head);
+            me.iter()
+                .cloned()
+                .chain(h.split("::").map(String::from))
+                .collect()
+        };
+        base.retain(|s| !s.is_empty());
+        for name in names {
+            let name = name.trim();
+            let name = name.split(" as ").last().unwrap_or(name).trim();
+            // `a::B` inside the braces: the module is `base::a`.
+            let (sub, item) = match name.rsplit_once("::") {
+                Some((sub, item)) => (Some(sub), item),
+                None => (None, name),
+            };
+            let mut origin = base.clone();
+            if let Some(sub) = sub {
+                origin.extend(sub.split("::").map(|s| s.trim().to_string()));
+            }
+            if !item.is_empty() && item != "*" && modules.contains(&origin) {
+                out.push((item.to_string(), origin));
+            }
+        }
+    }
+    out
+}
+
+/// Pairs (and longer rings) of modules in one crate's `src/` that import each other.
+fn module_circles(src: &Path) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut files: BTreeMap<Vec<String>, String> = BTreeMap::new();
+    for f in rust_files(src) {
+        if let Some(m) = module_path(src, &f) {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            // Tests inside a file (`#[cfg(test)] mod tests { use super::*; }`) are not imports.
+            let text = match text.find("#[cfg(test)]\nmod tests") {
+                Some(at) => text[..at].to_string(),
+                None => text,
+            };
+            files.insert(m, code_only(&text));
+        }
+    }
+    let modules: BTreeSet<Vec<String>> = files.keys().cloned().collect();
+    let mut reexports = BTreeMap::new();
+    for (m, code) in &files {
+        for (name, origin) in reexports_of(m, code, &modules) {
+            reexports.insert((m.clone(), name), origin);
+        }
+    }
+    // Edges between modules that are not ancestor and descendant (a parent declaring and
+    // re-exporting its children, and a child naming its parent's items, is one module tree).
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (m, code) in &files {
+        for path in referenced_paths(m, code) {
+            let Some(target) = resolve(&path, &modules, &reexports) else {
+                continue;
+            };
+            let related = target.starts_with(m) || m.starts_with(&target);
+            if !related {
+                edges.entry(m.clone()).or_default().insert(target);
+            }
+        }
+    }
+    // A module is in a circle when it reaches itself; report each circle once by its members.
+    let reach = |from: &Vec<String>| -> BTreeSet<Vec<String>> {
+        let mut seen = BTreeSet::new();
+        let mut todo: Vec<Vec<String>> = edges.get(from).into_iter().flatten().cloned().collect();
+        while let Some(n) = todo.pop() {
+            if seen.insert(n.clone()) {
+                todo.extend(edges.get(&n).into_iter().flatten().cloned());
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> =
+        modules.iter().map(|m| (m.clone(), reach(m))).collect();
+    let mut circles = BTreeSet::new();
+    for (m, r) in &reaches {
+        if r.contains(m) {
+            let ring: Vec<String> = reaches
+                .iter()
+                .filter(|(o, ro)| r.contains(*o) && ro.contains(m))
+                .map(|(o, _)| {
+                    if o.is_empty() {
+                        "crate".into()
+                    } else {
+                        o.join("::")
+                    }
+                })
+                .collect();
+            circles.insert(ring.join(" <-> "));
+        }
+    }
+    circles.into_iter().collect()
+}
+
+#[test]
+fn no_two_modules_of_a_crate_import_each_other() {
+    let mut problems = Vec::new();
+    let mut dirs: Vec<PathBuf> = workspace_crates()
+        .into_iter()
+        .map(|c| root().join("crates").join(c).join("src"))
+        .collect();
+    dirs.push(root().join("xtask/src"));
+    dirs.push(root().join("benches/src"));
+    for src in dirs {
+        for circle in module_circles(&src) {
+            let name = src.parent().map_or_else(String::new, |p| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            });
+            problems.push(format!("{name}: {circle}"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "modules that import each other: {problems:#?}"
+    );
+}
+
+#[test]
+fn the_circle_finder_sees_a_circle_through_a_reexport_and_ignores_the_module_tree() {
+    let dir = std::env::temp_dir().join(format!("tidy-circles-{}", std::process::id()));
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("session")).expect("temp dir");
+    let write = |p: &str, t: &str| std::fs::write(src.join(p), t).expect("write");
+    write(
+        "lib.rs",
+        "//! x\nmod a;\nmod b;\nmod session;\npub use a::A;\n",
+    );
+    // `b` names `crate::A`, re-exported from `a`; `a` names `b` directly: a circle.
+    write("a.rs", "//! a\nuse crate::b::B;\npub struct A;\n");
+    write(
+        "b.rs",
+        "//! b\nuse crate::A; // crate::session::S in a comment is no import\npub struct B;\n",
+    );
+    // A parent and its child naming each other is one module tree, not a circle.
+    write("session/mod.rs", "//! s\nmod inner;\npub use inner::S;\n");
+    write(
+        "session/inner.rs",
+        "//! i\nuse super::super::b::B as _B;\npub struct S;\n#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n",
+    );
+    let circles = module_circles(&src);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(circles, ["a <-> b"]);
+}
+
+/// The external (non-workspace) crates a manifest depends on outside dev-dependencies.
+fn external_deps(manifest: &str, crates: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut deps = BTreeSet::new();
+    let mut in_deps = false;
+    for line in manifest.lines().map(str::trim) {
+        if let Some(section) = line.strip_prefix('[') {
+            let section = section.trim_end_matches(']');
+            let last = section.rsplit('.').next().unwrap_or(section);
+            in_deps = (last == "dependencies" || last == "build-dependencies")
+                && !section.contains("dev-dependencies");
+            if let Some((head, name)) = section.rsplit_once('.')
+                && (head.ends_with(".dependencies") || head == "dependencies")
+                && !crates.contains(name)
+            {
+                deps.insert(name.to_string());
+            }
+            continue;
+        }
+        if !in_deps || line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let key = line
+            .split(['=', '.'])
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches('"');
+        if !key.is_empty() && !crates.contains(key) {
+            deps.insert(key.to_string());
+        }
+    }
+    deps
+}
+
+/// The "depends on" column of each crate's row in docs/ARCHITECTURE.md, as the set of words.
+fn documented_deps() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let doc = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md"))
+        .expect("docs/ARCHITECTURE.md is readable");
+    let mut rows = std::collections::BTreeMap::new();
+    for line in doc.lines() {
+        let Some(rest) = line.strip_prefix("| `crates/") else {
+            continue;
+        };
+        let Some((name, _)) = rest.split_once('`') else {
+            continue;
+        };
+        let column = line
+            .trim_end()
+            .trim_end_matches('|')
+            .rsplit('|')
+            .next()
+            .unwrap_or("");
+        let words = column
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .filter(|w| !w.is_empty())
+            .map(String::from)
+            .collect();
+        rows.insert(name.to_string(), words);
+    }
+    rows
+}
+
+#[test]
+fn the_architecture_table_names_each_crates_external_dependencies() {
+    let crates = workspace_crates();
+    let rows = documented_deps();
+    let mut problems = Vec::new();
+    for name in &crates {
+        let Some(words) = rows.get(name) else {
+            problems.push(format!(
+                "{name}: no row in the crate table of docs/ARCHITECTURE.md"
+            ));
+            continue;
+        };
+        let path = root().join("crates").join(name).join("Cargo.toml");
+        let manifest = std::fs::read_to_string(&path).expect("manifest is readable");
+        for dep in external_deps(&manifest, &crates) {
+            if !words.contains(&dep) {
+                problems.push(format!(
+                    "{name} depends on {dep}, which its row in docs/ARCHITECTURE.md does not name"
+                ));
+            }
+        }
+        // And the row names no workspace crate the manifest does not depend on.
+        let have = workspace_deps(&manifest, &crates);
+        for w in words {
+            if crates.contains(w) && w != name && !have.contains(w) {
+                problems.push(format!(
+                    "docs/ARCHITECTURE.md says {name} depends on {w}; its Cargo.toml does not"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn the_external_dependency_parser_skips_dev_dependencies() {
+    let crates: BTreeSet<String> = ["trace-record"].into_iter().map(String::from).collect();
+    let manifest = r#"
+[dependencies]
+trace-record.workspace = true
+serde = "1"
+thiserror.workspace = true
+
+[target.'cfg(target_os = "linux")'.dependencies]
+libc = { workspace = true, optional = true }
+
+[target.'cfg(unix)'.dependencies.rustix]
+workspace = true
+
+[dev-dependencies]
+proptest = "1"
+"#;
+    let got: Vec<String> = external_deps(manifest, &crates).into_iter().collect();
+    assert_eq!(got, ["libc", "rustix", "serde", "thiserror"]);
+}
+
+#[test]
+fn first_doc_lines_fit_in_100_columns() {
+    let root = root();
+    let mut files = rust_files(&root.join("crates"));
+    files.extend(rust_files(&root.join("benches")));
+    files.extend(rust_files(&root.join("xtask")));
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            text.lines().next().unwrap_or("").chars().count() > 100
+        })
+        .map(|f| f.strip_prefix(&root).unwrap_or(f).display().to_string())
+        .collect();
+    assert!(
+        long.is_empty(),
+        "first `//!` lines over 100 columns: {long:#?}"
+    );
+}
+
+/// Whether a line names a tracker issue by number (`issue 12`, `issues 10 and 11`, `#15`).
+fn names_an_issue(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    let digits_after = |s: &str| {
+        let s = s.trim_start_matches(['s', ' ', '#']);
+        s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    lower.match_indices("issue").any(|(at, _)| {
+        let before_ok = at == 0 || !lower.as_bytes()[at - 1].is_ascii_alphanumeric();
+        before_ok && digits_after(&lower[at + 5..])
+    })
+}
+
+#[test]
+fn code_comments_and_manifests_name_no_issue_numbers() {
+    let root = root();
+    let mut files = rust_files(&root.join("crates"));
+    files.extend(rust_files(&root.join("benches")));
+    files.extend(rust_files(&root.join("xtask")));
+    files.push(root.join("Cargo.toml"));
+    files.push(root.join("benches/Cargo.toml"));
+    files.push(root.join("xtask/Cargo.toml"));
+    files.extend(
+        workspace_crates()
+            .into_iter()
+            .map(|c| root.join("crates").join(c).join("Cargo.toml")),
+    );
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            if names_an_issue(line) {
+                let rel = f.strip_prefix(&root).unwrap_or(f).display();
+                found.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "say why, not which ticket: {found:#?}");
+}
+
+#[test]
+fn the_issue_number_finder_sees_the_forms_and_not_plain_words() {
+    assert!(names_an_issue("// Issue 15: with a 1000 B limit"));
+    assert!(names_an_issue("# a real model (issue 11)."));
+    assert!(names_an_issue("issues 10 and 11"));
+    assert!(!names_an_issue(
+        "assert!(issues.is_empty(), \"validation issues: {issues:?}\");"
+    ));
+    assert!(!names_an_issue("let issue = v.issues()[0];"));
+}
