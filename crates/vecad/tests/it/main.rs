@@ -1,4 +1,4 @@
-//! Integration tests for vecad: derivatives against finite differences, typed errors, the chain generator.
+//! vecad integration tests: derivatives against finite differences, typed errors, the generator.
 
 mod engine;
 mod generator;
