@@ -26,8 +26,33 @@ pub(crate) struct CompareArgs {
     /// Exit with code 5 when the step time, an op or a span is slower by more than PCT
     /// percent (median per step) *and* the whole 95% bootstrap interval of the change lies
     /// above 0 (outside the step-to-step noise). Changes within noise never fail.
-    #[arg(long, value_name = "PCT")]
+    /// PCT is a finite number from 0 to 10000; anything else (NaN, inf, negative, 1e400) is a
+    /// usage error, so no value can switch the gate off.
+    #[arg(long, value_name = "PCT", value_parser = parse_threshold_pct)]
     pub(crate) fail_on_regression: Option<f64>,
+}
+
+/// The largest `--fail-on-regression` threshold: 100× slower. A larger one would be a gate
+/// that no real regression can trip.
+const MAX_THRESHOLD_PCT: f64 = 10_000.0;
+
+/// Parses `--fail-on-regression PCT`: finite and in `0..=MAX_THRESHOLD_PCT`.
+fn parse_threshold_pct(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number (a percentage such as 10 or 2.5)"))?;
+    if !v.is_finite() {
+        return Err(format!(
+            "`{s}` is not a finite percentage; a NaN or infinite threshold would disable the gate"
+        ));
+    }
+    if !(0.0..=MAX_THRESHOLD_PCT).contains(&v) {
+        return Err(format!(
+            "{s}% is outside 0..={MAX_THRESHOLD_PCT}: a negative or larger threshold is no gate"
+        ));
+    }
+    Ok(v)
 }
 
 /// `+12.3% [+8.1%, +16.0%]`: the relative change of the medians and its interval.

@@ -39,11 +39,19 @@ pub(crate) struct DemoArgs {
     pub(crate) out: PathBuf,
     /// Training steps of the MLP, 50 when not given (the schedule records steps 7-9 and
     /// 12-14 when there are enough).
-    #[arg(long, value_name = "N")]
+    /// N is from 1 to 1000000.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub(crate) steps: Option<u64>,
     /// Sample call stacks of every thread in the MLP's recorded steps (CPU sampler, about
     /// 1 kHz of CPU time; `--sample=HZ` for another rate); see them with `tracegraph hot`.
-    #[arg(long, value_name = "HZ", num_args = 0..=1, default_missing_value = "1000")]
+    /// HZ is from 1 to 10000.
+    #[arg(
+        long,
+        value_name = "HZ",
+        num_args = 0..=1,
+        default_missing_value = "1000",
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
     pub(crate) sample: Option<u32>,
 }
 

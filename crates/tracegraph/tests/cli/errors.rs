@@ -1,9 +1,9 @@
 //! Bad input: a clear error naming file, line and field, and the documented exit codes.
 
-use crate::{data_dir, run_in, stderr, stdout};
+use crate::{run_in, stderr, stdout};
 
 fn small_text() -> String {
-    std::fs::read_to_string(data_dir().join("small.jsonl")).unwrap()
+    std::fs::read_to_string(testkit::small_jsonl()).unwrap()
 }
 
 #[test]
@@ -157,4 +157,48 @@ fn compare_counts_steps_present_in_one_trace_only_apart_from_changed_graphs() {
         "{out}"
     );
     assert!(!out.contains("vs candidate (none)"), "{out}");
+}
+
+#[test]
+fn no_threshold_value_disables_the_regression_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.jsonl"), small_text()).unwrap();
+    for bad in [
+        "NaN", "nan", "inf", "-inf", "1e400", "-5", "10001", "ten", "",
+    ] {
+        let arg = format!("--fail-on-regression={bad}");
+        let o = run_in(dir.path(), &["compare", "a.jsonl", "a.jsonl", &arg]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains("--fail-on-regression"), "{bad}: {e}");
+        assert!(stdout(&o).is_empty(), "{bad}: nothing compared");
+    }
+    for good in ["0", "2.5", "10", "10000"] {
+        let o = run_in(
+            dir.path(),
+            &[
+                "compare",
+                "a.jsonl",
+                "a.jsonl",
+                "--fail-on-regression",
+                good,
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{good}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn demo_rates_and_step_counts_out_of_range_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["demo", "--sample=0"][..],
+        &["demo", "--sample=20000"][..],
+        &["demo", "--steps", "0"][..],
+        &["demo", "--steps", "-3"][..],
+    ] {
+        let o = run_in(dir.path(), args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!dir.path().join("tracegraph-demo").exists(), "{args:?}");
+    }
 }
