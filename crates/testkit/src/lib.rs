@@ -9,15 +9,19 @@
 //!   traces (linear-time tests, the hostile benches, `cargo xtask fuzz`).
 //! - [`check_chrome`]: the structural checker of a Chrome Trace Event export (fields, per-thread
 //!   nesting, counters), used by the export tests and `cargo xtask browser-check`.
+//! - [`assert_golden`]: golden-file checks, rewritten with [`UPDATE_GOLDENS`]; [`small_jsonl`]:
+//!   the small hand-made trace the analysis and CLI goldens read.
 //!
 //! Not published: it exists so each of these has one home.
 
 mod chrome;
+mod golden;
 mod hostile;
 mod session;
 mod synth;
 
 pub use chrome::{ChromeCheck, XEvent, check_chrome, nesting_failures, ns};
+pub use golden::{UPDATE_GOLDENS, assert_golden, data_dir, small_jsonl};
 pub use hostile::{allocations, deep_nesting, overflowing_sums, unended_roots};
 pub use session::{HEADER, hand_trace, session_trace};
 pub use synth::{SynthConfig, write_synthetic};

@@ -20,8 +20,8 @@ pub(crate) fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// The small hand-made trace (`tests/data/small.jsonl`), named `small.jsonl` in outputs.
+/// The small hand-made trace (testkit's `small.jsonl`), named `small.jsonl` in outputs.
 pub(crate) fn small() -> Trace {
-    let text = std::fs::read_to_string(data("small.jsonl")).expect("small.jsonl");
+    let text = std::fs::read_to_string(testkit::small_jsonl()).expect("small.jsonl");
     load_str(&text, "small.jsonl", LoadOptions::default()).expect("small trace loads")
 }

@@ -12,21 +12,7 @@ use crate::common::{data, small};
 
 fn check<T: Serialize>(name: &str, value: &T) {
     let text = serde_json::to_string_pretty(value).unwrap() + "\n";
-    let path = data(name);
-    if std::env::var_os("UPDATE_GOLDENS").is_some() {
-        std::fs::write(&path, &text).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with UPDATE_GOLDENS=1 to create it)",
-            path.display()
-        )
-    });
-    assert_eq!(
-        text, want,
-        "golden {name} differs (UPDATE_GOLDENS=1 rewrites it)"
-    );
+    testkit::assert_golden(&data(name), &text);
 }
 
 #[test]

@@ -183,7 +183,7 @@ fn gaps_are_absent_not_zero_and_device_timing_is_labelled() {
 
 #[test]
 fn truncated_trace_is_analysed_and_flagged() {
-    let text = std::fs::read_to_string(crate::common::data("small.jsonl")).unwrap();
+    let text = std::fs::read_to_string(testkit::small_jsonl()).unwrap();
     // Cut in the middle of the line after the first step's spans end.
     let cut = text.find(r#"{"type":"step","index":1"#).unwrap() + 20;
     let t = load_str(&text[..cut], "cut.jsonl", Default::default()).unwrap();
@@ -195,7 +195,7 @@ fn truncated_trace_is_analysed_and_flagged() {
 
 #[test]
 fn bad_input_names_file_line_and_field() {
-    let text = std::fs::read_to_string(crate::common::data("small.jsonl")).unwrap();
+    let text = std::fs::read_to_string(testkit::small_jsonl()).unwrap();
     let bad = text.replacen(r#""dur":60"#, r#""dur":"sixty""#, 1);
     let e = load_str(&bad, "bad.jsonl", Default::default()).unwrap_err();
     let msg = e.to_string();

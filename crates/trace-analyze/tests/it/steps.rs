@@ -100,7 +100,7 @@ fn small_trace_step_diff() {
 #[test]
 fn the_step_a_truncated_trace_ends_in_is_partial_not_a_change_or_a_step_time() {
     // The demo-like trace cut inside step 1: only step 1's first op was written.
-    let text = std::fs::read_to_string(crate::common::data("small.jsonl")).unwrap();
+    let text = std::fs::read_to_string(testkit::small_jsonl()).unwrap();
     let cut = text
         .find(r#"{"type":"op","span":5,"name":"linear""#)
         .unwrap();

@@ -1,24 +1,13 @@
-//! Golden text and JSON output of every analysis command on `tests/data/small.jsonl` (run in
+//! Golden text and JSON output of every analysis command on testkit's `small.jsonl` (run in
 //! that directory, so no absolute path appears). `UPDATE_GOLDENS=1` rewrites them.
 
 use crate::{data_dir, run_in, stderr, stdout};
 
 fn check(name: &str, args: &[&str]) {
-    let o = run_in(&data_dir(), args);
+    let o = run_in(&testkit::data_dir(), args);
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));
     let text = stdout(&o);
-    let path = data_dir().join("golden").join(name);
-    if std::env::var_os("UPDATE_GOLDENS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &text).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDENS=1 creates it)", path.display()));
-    assert_eq!(
-        text, want,
-        "golden {name} differs (UPDATE_GOLDENS=1 rewrites it)"
-    );
+    testkit::assert_golden(&data_dir().join("golden").join(name), &text);
     if name.ends_with(".json") {
         let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         assert!(v["schema"].as_str().unwrap().starts_with("tracegraph."));

@@ -5,10 +5,10 @@ use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::{data_dir, run_in, stderr, stdout};
+use crate::{run_in, stderr, stdout};
 
 fn small_text() -> String {
-    std::fs::read_to_string(data_dir().join("small.jsonl")).unwrap()
+    std::fs::read_to_string(testkit::small_jsonl()).unwrap()
 }
 
 /// A trace that fails in the middle: the export has started writing when it fails.
@@ -60,7 +60,7 @@ fn a_failed_export_or_report_leaves_an_existing_output_and_a_symlink_target_alon
     assert_eq!(names, ["bad.jsonl", "keep.txt", "link.txt", "target.txt"]);
 
     // A successful export through the symlink replaces its target and keeps the link.
-    std::fs::copy(data_dir().join("small.jsonl"), dir.path().join("t.jsonl")).unwrap();
+    std::fs::copy(testkit::small_jsonl(), dir.path().join("t.jsonl")).unwrap();
     let o = run_in(
         dir.path(),
         &["export", "t.jsonl", "--format", "folded", "-o", "link.txt"],
@@ -81,7 +81,7 @@ fn device_nodes_are_written_in_place_and_never_removed() {
     use std::os::unix::fs::FileTypeExt;
     let dir = tempfile::tempdir().unwrap();
     write_bad_midway(dir.path());
-    std::fs::copy(data_dir().join("small.jsonl"), dir.path().join("t.jsonl")).unwrap();
+    std::fs::copy(testkit::small_jsonl(), dir.path().join("t.jsonl")).unwrap();
     // A failed export into /dev/null: the device stays.
     let o = run_in(dir.path(), &["export", "bad.jsonl", "-o", "/dev/null"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
@@ -112,7 +112,7 @@ fn device_nodes_are_written_in_place_and_never_removed() {
 #[test]
 fn a_fifo_output_is_written_in_place() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(data_dir().join("small.jsonl"), dir.path().join("t.jsonl")).unwrap();
+    std::fs::copy(testkit::small_jsonl(), dir.path().join("t.jsonl")).unwrap();
     let fifo = dir.path().join("pipe");
     let made = Command::new("mkfifo").arg(&fifo).status();
     if !made.is_ok_and(|s| s.success()) {
@@ -185,7 +185,7 @@ fn an_output_that_is_an_input_is_a_usage_error_and_the_trace_is_untouched() {
 fn a_new_output_gets_the_usual_mode_and_an_existing_one_keeps_its_mode() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(data_dir().join("small.jsonl"), dir.path().join("t.jsonl")).unwrap();
+    std::fs::copy(testkit::small_jsonl(), dir.path().join("t.jsonl")).unwrap();
     let o = run_in(dir.path(), &["export", "t.jsonl", "-o", "new.json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let mode = std::fs::metadata(dir.path().join("new.json"))
@@ -237,7 +237,7 @@ fn export_to_a_closed_pipe_is_success() {
 #[test]
 fn an_unknown_step_is_a_usage_error_listing_the_recorded_steps() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(data_dir().join("small.jsonl"), dir.path().join("t.jsonl")).unwrap();
+    std::fs::copy(testkit::small_jsonl(), dir.path().join("t.jsonl")).unwrap();
     std::fs::write(dir.path().join("keep.json"), "keep").unwrap();
     for format in ["chrome", "folded"] {
         let o = run_in(
