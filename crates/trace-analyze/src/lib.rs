@@ -59,6 +59,7 @@ mod load;
 mod memory;
 mod model;
 mod ops;
+mod samples;
 mod spans;
 mod stats;
 mod steps;
@@ -74,9 +75,8 @@ pub use gradients::{
     AutogradStep, GradientPoint, GradientReport, GradientVerdict, ParamGradients, gradient_report,
 };
 pub use hot::{
-    CrateGroup, HotBy, HotOptions, HotReport, HotRow, PhaseHot, SampleRow, SampledFrame,
-    SampledStacks, SamplerAccount, SamplerStep, backward_kernels, crate_of, crate_of_file,
-    hot_report, is_allocator, short_func,
+    CrateGroup, HotBy, HotOptions, HotReport, HotRow, PhaseHot, SamplerAccount, backward_kernels,
+    hot_report, short_func,
 };
 pub use intern::{FastMap, Interner, ShapeId, ShapeInterner, Sym, format_shape};
 pub use load::{LoadOptions, load_path, load_reader, load_str};
@@ -89,6 +89,7 @@ pub use model::{
     PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
 };
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table, sort_rows};
+pub use samples::{SampleRow, SampledFrame, SampledStacks, SamplerStep};
 pub use spans::{MAX_PATH_NAMES, SpanNode, SpanTree, pair_nodes, span_paths, span_tree};
 pub use stats::{
     BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, SpreadAcc, Verdict,

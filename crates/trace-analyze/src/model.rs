@@ -384,7 +384,7 @@ pub struct Trace {
     /// The autograd graph's tensors per step (see [`AutogradNode`]).
     pub autograd: Vec<AutogradNode>,
     /// Sampled stacks (schema version 2; empty without a sampler).
-    pub sampled: crate::hot::SampledStacks,
+    pub sampled: crate::samples::SampledStacks,
     /// The latest time seen on any event.
     pub end_ns: u64,
     /// Work done so far (see [`WorkCounter`]).
