@@ -8,7 +8,7 @@ use std::collections::HashMap;
 /// used for anything persisted (fingerprints come from graph-core's XXH3 encoding).
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
-/// The id of an interned string in an [`Interner`].
+/// The id of an interned string of a trace (resolved with [`Trace::str`](crate::Trace::str)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Sym(pub u32);
 
@@ -16,19 +16,19 @@ pub struct Sym(pub u32);
 ///
 /// Interning a string that is already present allocates nothing.
 #[derive(Debug, Default, Clone)]
-pub struct Interner {
+pub(crate) struct Interner {
     map: FastMap<Box<str>, u32>,
     strings: Vec<Box<str>>,
 }
 
 impl Interner {
     /// An empty interner.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// The id of `s`, adding it when new.
-    pub fn intern(&mut self, s: &str) -> Sym {
+    pub(crate) fn intern(&mut self, s: &str) -> Sym {
         if let Some(&id) = self.map.get(s) {
             return Sym(id);
         }
@@ -38,46 +38,31 @@ impl Interner {
         Sym(id)
     }
 
-    /// The id of `s` when it was interned.
-    pub fn get(&self, s: &str) -> Option<Sym> {
-        self.map.get(s).map(|&id| Sym(id))
-    }
-
     /// The string of `sym` (empty for an id this interner never handed out).
-    pub fn resolve(&self, sym: Sym) -> &str {
+    pub(crate) fn resolve(&self, sym: Sym) -> &str {
         self.strings.get(sym.0 as usize).map_or("", |s| s)
-    }
-
-    /// How many distinct strings are stored.
-    pub fn len(&self) -> usize {
-        self.strings.len()
-    }
-
-    /// True when nothing is stored.
-    pub fn is_empty(&self) -> bool {
-        self.strings.is_empty()
     }
 }
 
-/// The id of an interned shape in a [`ShapeInterner`].
+/// The id of an interned shape of a trace (each distinct list of dimensions is stored once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ShapeId(pub u32);
 
 /// Stores each distinct tensor shape (list of dimensions) once.
 #[derive(Debug, Default, Clone)]
-pub struct ShapeInterner {
+pub(crate) struct ShapeInterner {
     map: FastMap<Box<[u64]>, u32>,
     shapes: Vec<Box<[u64]>>,
 }
 
 impl ShapeInterner {
     /// An empty shape interner.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// The id of `dims`, adding it when new.
-    pub fn intern(&mut self, dims: &[u64]) -> ShapeId {
+    pub(crate) fn intern(&mut self, dims: &[u64]) -> ShapeId {
         if let Some(&id) = self.map.get(dims) {
             return ShapeId(id);
         }
@@ -88,18 +73,18 @@ impl ShapeInterner {
     }
 
     /// The dimensions of `id` (empty for an id this interner never handed out).
-    pub fn resolve(&self, id: ShapeId) -> &[u64] {
+    pub(crate) fn resolve(&self, id: ShapeId) -> &[u64] {
         self.shapes.get(id.0 as usize).map_or(&[], |s| s)
     }
 
     /// The shape formatted like `[32, 784]`.
-    pub fn display(&self, id: ShapeId) -> String {
+    pub(crate) fn display(&self, id: ShapeId) -> String {
         format_shape(self.resolve(id))
     }
 }
 
 /// Formats dimensions like `[32, 784]`.
-pub fn format_shape(dims: &[u64]) -> String {
+pub(crate) fn format_shape(dims: &[u64]) -> String {
     let mut s = String::with_capacity(2 + dims.len() * 4);
     s.push('[');
     for (i, d) in dims.iter().enumerate() {
@@ -124,7 +109,8 @@ mod tests {
         assert_eq!(i.intern("matmul"), a);
         assert_ne!(a, b);
         assert_eq!(i.resolve(b), "add");
-        assert_eq!(i.len(), 2);
+        assert_eq!(i.resolve(a), "matmul");
+        assert_eq!(i.resolve(Sym(2)), "", "an id never handed out");
         let mut s = ShapeInterner::new();
         let x = s.intern(&[2, 3]);
         assert_eq!(s.intern(&[2, 3]), x);

@@ -78,7 +78,7 @@ pub use hot::{
     CrateGroup, HotBy, HotOptions, HotReport, HotRow, PhaseHot, SamplerAccount, backward_kernels,
     hot_report, short_func,
 };
-pub use intern::{FastMap, Interner, ShapeId, ShapeInterner, Sym, format_shape};
+pub use intern::{FastMap, ShapeId, Sym};
 pub use load::{LoadOptions, load_path, load_reader, load_str};
 pub use memory::{
     Allocation, ByCategory, DeviceMemory, MemoryReport, PhysicalSummary, TIMELINE_POINTS,
@@ -88,17 +88,16 @@ pub use model::{
     AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,
     PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
 };
-pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table, sort_rows};
+pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table};
 pub use samples::{SampleRow, SampledFrame, SampledStacks, SamplerStep};
 pub use spans::{MAX_PATH_NAMES, SpanNode, SpanTree, pair_nodes, span_paths, span_tree};
 pub use stats::{
-    BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, SpreadAcc, Verdict,
-    bootstrap_resamples, compare_samples, median, percentile,
+    BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, Verdict, compare_samples, median,
+    percentile,
 };
 pub use steps::{
-    CacheReport, CanonInput, CanonOp, GraphReport, OpCount, PayloadPool, StepCache, StepDiff,
-    StepGraph, StepGraphAnalysis, StepKey, StepOp, analyse_step_graph, build_step_graph,
-    canonical_ops, first_difference, graph_report, new_step_cache,
+    CacheReport, CanonInput, CanonOp, GraphReport, OpCount, StepCache, StepDiff, StepGraph,
+    StepGraphAnalysis, StepKey, StepOp, canonical_ops, graph_report, new_step_cache,
 };
 pub use summary::{
     ChangedStep, DevicePeak, GraphStability, Health, LISTED, StepTimes, Summary,

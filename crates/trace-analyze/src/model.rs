@@ -1,9 +1,9 @@
 //! The loaded trace: compact, interned records of spans, ops, tensors, memory and steps.
 //!
-//! [`Trace`] is what every analysis reads. It is built once by [`crate::load`] from a JSONL
-//! trace, keeps per-event state small (names, devices and shapes are interned; ids are
-//! integers) and records where each step begins so analyses can group by step without
-//! searching.
+//! [`Trace`] is what every analysis reads. It is built once by the loader
+//! ([`load_path`](crate::load_path) and its siblings) from a JSONL trace, keeps per-event
+//! state small (names, devices and shapes are interned; ids are integers) and records where
+//! each step begins so analyses can group by step without searching.
 
 use crate::intern::FastMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -355,9 +355,9 @@ pub struct Trace {
     /// Structural issues from validation.
     pub issues: Vec<trace_record::Issue>,
     /// Interned strings (names, devices, dtypes, labels).
-    pub strings: Interner,
+    pub(crate) strings: Interner,
     /// Interned shapes.
-    pub shapes: ShapeInterner,
+    pub(crate) shapes: ShapeInterner,
     /// Spans in the order their `span_start` was read.
     pub spans: Vec<Span>,
     /// Ops in the order they were read.

@@ -339,7 +339,7 @@ pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
 }
 
 /// Sorts rows by `col` (descending, except by name), ties by name then input shapes.
-pub fn sort_rows(rows: &mut [OpRow], col: OpColumn) {
+pub(crate) fn sort_rows(rows: &mut [OpRow], col: OpColumn) {
     use std::cmp::Ordering;
     let f = |r: &OpRow| -> f64 {
         match col {

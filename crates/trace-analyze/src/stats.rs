@@ -30,7 +30,7 @@ impl Spread {
 
 /// Accumulates a [`Spread`] in one pass (Welford's algorithm).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SpreadAcc {
+pub(crate) struct SpreadAcc {
     count: u64,
     mean: f64,
     m2: f64,
@@ -40,7 +40,7 @@ pub struct SpreadAcc {
 
 impl SpreadAcc {
     /// Adds one sample.
-    pub fn push(&mut self, x: u64) {
+    pub(crate) fn push(&mut self, x: u64) {
         if self.count == 0 {
             self.min = x;
             self.max = x;
@@ -56,7 +56,7 @@ impl SpreadAcc {
     }
 
     /// The spread so far; `None` when no sample was added.
-    pub fn finish(&self) -> Option<Spread> {
+    pub(crate) fn finish(&self) -> Option<Spread> {
         (self.count > 0).then(|| Spread {
             count: self.count,
             mean: self.mean,
@@ -198,14 +198,14 @@ pub fn median(v: &mut [u64]) -> Option<f64> {
 /// How many bootstrap resamples [`compare_samples`] draws for samples of `n` values in all:
 /// 2,000, fewer for very long runs so that one comparison stays O(10^7) work per row (at least
 /// 200).
-pub fn bootstrap_resamples(n: usize) -> usize {
+pub(crate) fn bootstrap_resamples(n: usize) -> usize {
     (20_000_000 / n.max(1)).clamp(200, 2_000)
 }
 
 /// Compares two samples of a per-step figure (e.g. step time, or an op's time per step):
 /// medians, the relative change of the medians, and its percentile-bootstrap [`CONFIDENCE`]
-/// interval from resampling both with replacement ([`bootstrap_resamples`] times, generator
-/// seeded with `seed`). The verdict is [`Verdict::WithinNoise`] when the interval contains 0.
+/// interval from resampling both with replacement (2,000 times, fewer for very long runs but at
+/// least 200; generator seeded with `seed`). The verdict is [`Verdict::WithinNoise`] when the interval contains 0.
 /// `None` when either sample is empty.
 ///
 /// ```

@@ -144,7 +144,7 @@ pub fn canonical_ops(trace: &Trace, ops: &[Op]) -> Vec<CanonOp> {
 
 /// Shared payload strings so that building a graph allocates no string per op.
 #[derive(Debug, Default)]
-pub struct PayloadPool {
+pub(crate) struct PayloadPool {
     names: FastMap<Sym, Arc<str>>,
     shapes: FastMap<ShapeId, Arc<[u64]>>,
     input_lists: FastMap<Vec<(ShapeId, Sym)>, InputMetaList>,
@@ -202,7 +202,7 @@ impl PayloadPool {
 }
 
 /// Builds the graph of a step from its canonical ops.
-pub fn build_step_graph(
+pub(crate) fn build_step_graph(
     trace: &Trace,
     canon: &[CanonOp],
     pool: &mut PayloadPool,
@@ -290,7 +290,7 @@ impl RetainedBytes for StepGraphAnalysis {
 }
 
 /// Analyses a step graph (iteratively, in canonical = topological order).
-pub fn analyse_step_graph(g: &Graph<StepOp>) -> StepGraphAnalysis {
+pub(crate) fn analyse_step_graph(g: &Graph<StepOp>) -> StepGraphAnalysis {
     let mut depth_of_value = vec![0usize; g.num_values()];
     let mut depth = 0usize;
     let mut counts: FastMap<&str, u64> = FastMap::default();
@@ -529,7 +529,11 @@ fn input_meta_difference(trace: &Trace, x: &CanonOp, y: &CanonOp) -> Option<Stri
 }
 
 /// The first op where `b` differs from `a`, if any.
-pub fn first_difference(trace: &Trace, a: &[CanonOp], b: &[CanonOp]) -> Option<(usize, String)> {
+pub(crate) fn first_difference(
+    trace: &Trace,
+    a: &[CanonOp],
+    b: &[CanonOp],
+) -> Option<(usize, String)> {
     let n = a.len().max(b.len());
     for i in 0..n {
         let what = match (a.get(i), b.get(i)) {
