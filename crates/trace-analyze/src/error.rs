@@ -30,9 +30,6 @@ pub enum AnalyzeError {
     /// A step graph could not be built (the trace's ops do not form a valid graph).
     #[error("building a step graph")]
     Graph(#[from] graph_core::GraphError),
-    /// An argument of an analysis was invalid (e.g. an unknown column name).
-    #[error("{0}")]
-    InvalidArgument(String),
 }
 
 /// The reader's message, prefixed with the header's line and field where the reader's own
@@ -45,8 +42,8 @@ fn located(error: &ReadError) -> String {
 }
 
 impl AnalyzeError {
-    /// True when the error is about the trace's content (syntax, schema, version) rather than
-    /// I/O or arguments.
+    /// True when the error is about the trace's content (syntax, schema, version, a graph its
+    /// ops cannot form) rather than I/O.
     pub fn is_bad_trace(&self) -> bool {
         matches!(
             self,

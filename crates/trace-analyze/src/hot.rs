@@ -15,7 +15,7 @@
 //! Every pass is linear in the samples and the frames of the stacks they name.
 
 use serde::Serialize;
-use trace_record::schema::ExecStep;
+use trace_record::schema::{ExecStep, ParseEnumError};
 
 use crate::intern::FastMap;
 use crate::model::Trace;
@@ -36,20 +36,27 @@ pub enum HotBy {
     Span,
 }
 
+impl HotBy {
+    /// The names `--by` accepts (the JSON names too), in declaration order.
+    const NAMES: &'static [&'static str] = &["function", "crate", "phase", "span"];
+}
+
 impl std::str::FromStr for HotBy {
-    type Err = String;
+    type Err = ParseEnumError;
 
     /// `function`, `crate`, `phase` or `span`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ParseEnumError> {
         Ok(match s {
             "function" => HotBy::Function,
             "crate" => HotBy::Crate,
             "phase" => HotBy::Phase,
             "span" => HotBy::Span,
             _ => {
-                return Err(format!(
-                    "unknown grouping `{s}` (function, crate, phase, span)"
-                ));
+                return Err(ParseEnumError {
+                    what: "grouping",
+                    found: s.to_string(),
+                    expected: HotBy::NAMES,
+                });
             }
         })
     }
@@ -822,6 +829,19 @@ mod tests {
         assert_eq!((r.samples, r.rows.len(), r.sampler.steps), (0, 0, 0));
         assert_eq!(r.sampler.cpu_ns, None);
         assert!(backward_kernels(&t, 3).is_empty());
+    }
+
+    #[test]
+    fn groupings_parse_from_their_json_names_and_list_them_when_unknown() {
+        for name in HotBy::NAMES {
+            let by: HotBy = name.parse().unwrap();
+            assert_eq!(serde_json::to_value(by).unwrap(), *name);
+        }
+        assert_eq!("span".parse::<HotBy>(), Ok(HotBy::Span));
+        assert_eq!(
+            "thread".parse::<HotBy>().unwrap_err().to_string(),
+            "unknown grouping `thread` (expected one of: function, crate, phase, span)"
+        );
     }
 
     #[test]

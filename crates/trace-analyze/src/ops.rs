@@ -5,9 +5,8 @@
 use crate::intern::FastMap;
 use serde::Serialize;
 
-use crate::error::AnalyzeError;
 use crate::intern::{ShapeId, Sym, format_shape};
-use trace_record::schema::TimingMode;
+use trace_record::schema::{ParseEnumError, TimingMode};
 
 use crate::model::Trace;
 use crate::stats::percentile;
@@ -39,9 +38,19 @@ pub enum OpColumn {
 }
 
 impl OpColumn {
+    /// The column names `--sort` lists (`from_str` also takes a few aliases).
+    const NAMES: &'static [&'static str] = &[
+        "name", "count", "total", "self", "mean", "min", "max", "p95", "bytes", "share",
+    ];
+}
+
+impl std::str::FromStr for OpColumn {
+    type Err = ParseEnumError;
+
     /// Parses a column name as accepted by `--sort` (`name`, `count`, `total`, `self`, `mean`,
-    /// `min`, `max`, `p95`, `bytes`, `share`).
-    pub fn parse(s: &str) -> Result<OpColumn, AnalyzeError> {
+    /// `min`, `max`, `p95`, `bytes`, `share`; also `calls`, `self_time`, `avg`,
+    /// `output_bytes`), in any case.
+    fn from_str(s: &str) -> Result<OpColumn, ParseEnumError> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "name" => OpColumn::Name,
             "count" | "calls" => OpColumn::Count,
@@ -54,10 +63,11 @@ impl OpColumn {
             "bytes" | "output_bytes" => OpColumn::OutputBytes,
             "share" => OpColumn::Share,
             _ => {
-                return Err(AnalyzeError::InvalidArgument(format!(
-                    "unknown op table column `{s}` (expected one of name, count, total, self, \
-                     mean, min, max, p95, bytes, share)"
-                )));
+                return Err(ParseEnumError {
+                    what: "op table column",
+                    found: s.to_string(),
+                    expected: OpColumn::NAMES,
+                });
             }
         })
     }

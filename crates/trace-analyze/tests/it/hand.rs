@@ -73,8 +73,16 @@ fn op_table_sorts_limits_and_groups_by_shape() {
             ("matmul_bwd", "[4, 8]"),
         ]
     );
-    assert!(OpColumn::parse("p95").is_ok());
-    assert!(OpColumn::parse("bogus").is_err());
+    assert_eq!("p95".parse::<OpColumn>(), Ok(OpColumn::P95));
+    assert_eq!("Self_Time".parse::<OpColumn>(), Ok(OpColumn::SelfTime));
+    assert_eq!(
+        "bogus".parse::<OpColumn>().map_err(|e| e.to_string()),
+        Err(
+            "unknown op table column `bogus` (expected one of: name, count, total, self, mean, \
+             min, max, p95, bytes, share)"
+                .to_string()
+        )
+    );
 }
 
 #[test]

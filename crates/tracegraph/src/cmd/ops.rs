@@ -15,7 +15,7 @@ pub(crate) struct OpsArgs {
     pub(crate) trace: PathBuf,
     /// Sort column (descending; `name` ascending): name, count, total, self, mean, min, max,
     /// p95, bytes, share.
-    #[arg(long, default_value = "total", value_name = "COL", value_parser = parse_column)]
+    #[arg(long, default_value = "total", value_name = "COL")]
     pub(crate) sort: OpColumn,
     /// One row per op name and input shapes.
     #[arg(long)]
@@ -26,10 +26,6 @@ pub(crate) struct OpsArgs {
     /// Print JSON (schema `tracegraph.ops/1`) instead of text.
     #[arg(long)]
     pub(crate) json: bool,
-}
-
-fn parse_column(s: &str) -> Result<OpColumn, String> {
-    OpColumn::parse(s).map_err(|e| e.to_string())
 }
 
 /// Runs `tracegraph ops`.
