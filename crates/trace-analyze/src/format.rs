@@ -1,4 +1,6 @@
-//! The one human-readable formatter of durations, byte counts and ratios, shared by the CLI and the report.
+//! The one formatter of durations, byte counts and ratios for people (the CLI and the report).
+//!
+//! Shared by the CLI and the report so that a figure reads the same in both.
 
 /// A duration in nanoseconds for people: `850 ns`, `12.5 µs`, `1.234 ms`, `2.10 s`.
 pub fn format_ns(v: f64) -> String {

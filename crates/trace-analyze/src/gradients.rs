@@ -1,4 +1,7 @@
-//! Gradients you can act on: per parameter its state and norm per step, parameters that never received a gradient first, non-finite ones flagged; and the autograd graph's size and fingerprint per step.
+//! Gradients you can act on: per parameter its state and norm per step, and the autograd graph.
+//!
+//! Parameters that never received a gradient come first, non-finite ones are flagged; the
+//! autograd graph's size and fingerprint are given per step.
 
 use graph_core::StableHasher;
 use serde::Serialize;

@@ -1,4 +1,4 @@
-//! trace-analyze: linear-time analyses over a read trace (op table, span tree, memory, step graphs, comparison, summary).
+//! trace-analyze: linear-time analyses over a read trace (ops, spans, memory, steps, comparison).
 //!
 //! Load a trace once with [`load_path`] (or [`load_str`], [`load_reader`]) into a compact
 //! [`Trace`] (names, devices and shapes interned; one streaming pass), then ask for:
@@ -20,7 +20,8 @@
 //! - one formatter of durations and sizes for people ([`format_ns`], [`format_bytes`]).
 //!
 //! Every analysis is iterative and O(n log n) at worst; [`Trace::work`] counts the work done so
-//! tests can assert linear growth. Durations are labelled with [`TimingMode`]: host time unless the
+//! tests can assert linear growth. Durations are labelled with their
+//! [`TimingMode`](trace_record::schema::TimingMode): host time unless the
 //! header says the device was synchronized. Exports (Chrome JSON, folded stacks) live in
 //! trace-export and the HTML report in trace-report: this crate computes, it does not draw.
 //!

@@ -1,4 +1,7 @@
-//! Small statistics: spread (mean, standard deviation, min, max), nearest-rank percentiles, and bootstrap confidence intervals of a change in medians.
+//! Small statistics: spread, nearest-rank percentiles, bootstrap intervals of a median change.
+//!
+//! A spread is the mean, standard deviation, min and max; the bootstrap gives a confidence
+//! interval of the relative change in medians between two samples.
 
 use serde::Serialize;
 

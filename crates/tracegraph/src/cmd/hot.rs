@@ -1,4 +1,6 @@
-//! `tracegraph hot`: where the sampled CPU time went, by function, crate group, phase or span (estimates with their sample counts).
+//! `tracegraph hot`: where the sampled CPU time went, by function, crate group, phase or span.
+//!
+//! Every CPU time shown is an estimate, printed with the sample count it comes from.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
