@@ -15,7 +15,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ad-cache", &["graph-core", "vecad"]),
     ("vecad", &["graph-core", "ad-cache"]),
     ("trace-record", &[]),
-    ("trace-candle", &["trace-record"]),
+    ("trace-sampler", &["trace-record"]),
+    ("trace-candle", &["trace-record", "trace-sampler"]),
     ("trace-export", &["trace-record", "testkit"]),
     (
         "trace-analyze",

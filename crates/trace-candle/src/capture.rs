@@ -66,7 +66,7 @@ pub(crate) struct Inner {
     /// `persist.rs`).
     pub(crate) persist: Mutex<Persistent>,
     /// The CPU sampler, when started (`Capture::sample_stacks`, feature `sampler`).
-    pub(crate) sampler: crate::sampler::SamplerSlot,
+    pub(crate) sampler: trace_sampler::Sampler,
 }
 
 impl Inner {
@@ -409,7 +409,7 @@ impl Capture {
             .session
             .span(name, SpanKind::Function, Some(step));
         let prev = EXEC_STEP.with(|c| c.replace(Some(step)));
-        let sampled = crate::sampler::enter(Some(step), span.id());
+        let sampled = crate::sampling::enter(Some(step), span.id());
         PhaseGuard {
             prev,
             _sampled: sampled,
@@ -650,7 +650,7 @@ impl Capture {
         }
         scope::materialize(&self.inner.session);
         let _span = self.span(path, SpanKind::Module);
-        let _sampled = crate::sampler::enter(None, _span.id());
+        let _sampled = crate::sampling::enter(None, _span.id());
         let category = category_for(current_exec_step());
         self.record_tensor(xs, Some(MODULE_INPUT), Some(category));
         let out = f(xs)?;
@@ -668,7 +668,7 @@ impl Capture {
 #[derive(Debug)]
 pub struct PhaseGuard<'a> {
     prev: Option<ExecStep>,
-    _sampled: crate::sampler::Scoped,
+    _sampled: crate::sampling::Scoped,
     _span: SpanGuard<'a>,
 }
 

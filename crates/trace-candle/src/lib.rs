@@ -19,7 +19,7 @@
 //! - [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` turning `tracing`
 //!   spans into trace spans.
 //! - [`Capture::sample_stacks`] (feature `sampler`, Linux): sampled call stacks of every
-//!   thread inside the schedule's windows, attributed to step, phase and span (see [`sampler`]).
+//!   thread inside the schedule's windows, attributed to step, phase and span (trace-sampler).
 //! - Owned tensor metadata: [`tensor_id`] (process-unique, never a raw address),
 //!   [`dtype_label`] (`f32`, `bf16`, …), [`DeviceLabel`] (`cpu`, `cuda:N`, `metal:N`),
 //!   [`dense_bytes`] for every Candle dtype, [`TensorMeta`].
@@ -31,9 +31,10 @@
 //!
 //! - `nn` (default): [`TrainingCapture`], on candle-nn.
 //! - `tracing` (default): [`TraceLayer`], on tracing and tracing-subscriber.
-//! - `sampler` (off): the CPU sampler behind [`Capture::sample_stacks`] (Linux; elsewhere it
-//!   reports [`SamplerError::Unavailable`]); off, the capture has no signal handler, no
-//!   unwinder dependency and no sampler thread.
+//! - `sampler` (off): the CPU sampler behind [`Capture::sample_stacks`] (trace-sampler's
+//!   `enabled`; Linux, elsewhere it reports [`SamplerError::Unavailable`]); off, the capture
+//!   has no signal handler, no unwinder dependency and no sampler thread, and
+//!   `sample_stacks` reports `Unavailable`.
 //! - `cuda`, `metal` (off): forwarded to candle-core (and candle-nn); no backend is forced.
 //!   Device labels (`cuda:N`, `metal:N`) and `Device::synchronize` work without them.
 //!
@@ -67,7 +68,7 @@ mod error;
 mod meta;
 mod module;
 mod persist;
-pub mod sampler;
+mod sampling;
 mod scope;
 
 #[cfg(feature = "tracing")]
@@ -87,7 +88,7 @@ pub use persist::{
     AUTOGRAD_LABEL, AutogradSummary, DECLARED_BUFFER_BIT, GradientFact, TRACING_SPANS_COUNTER,
     gradient_state, process_resident_bytes,
 };
-pub use sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
+pub use trace_sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
 #[cfg(feature = "nn")]
 pub use train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture};
 

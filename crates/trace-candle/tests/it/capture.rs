@@ -286,3 +286,29 @@ fn a_flops_count_is_written_when_given() {
         .collect();
     assert_eq!(flops, vec![Some(48)]);
 }
+
+/// Without the `sampler` feature the capture still has `sample_stacks`: it checks the rate,
+/// reports that sampling is unavailable and writes no sampled line.
+#[cfg(not(feature = "sampler"))]
+#[test]
+fn without_the_sampler_feature_sampling_is_unavailable() {
+    use trace_candle::{SamplerConfig, SamplerError};
+    let (capture, sink) = capture(Phase::Infer);
+    assert!(matches!(
+        capture.sample_stacks(SamplerConfig::hz(0)),
+        Err(SamplerError::InvalidRate { hz: 0 })
+    ));
+    assert!(matches!(
+        capture.sample_stacks(SamplerConfig::default()),
+        Err(SamplerError::Unavailable { .. })
+    ));
+    assert!(capture.sampler_stats().is_none());
+    let _phase = capture.phase("forward", ExecStep::Forward);
+    drop(_phase);
+    capture.step();
+    let trace = finish_and_read(&capture, &sink);
+    assert!(!events(&trace).any(|e| matches!(
+        e,
+        Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_)
+    )));
+}

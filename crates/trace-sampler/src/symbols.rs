@@ -1,4 +1,7 @@
-//! Symbolization and interning of sampled stacks: instruction pointers → demangled frames (inlined ones included) → stack ids.
+//! Symbolization and interning of sampled stacks: addresses to demangled frames to stack ids.
+//!
+//! Functions inlined at an address get frames of their own (from the line tables), marked
+//! `inlined`, inside the frame of the function containing them.
 
 use std::collections::HashMap;
 
@@ -75,7 +78,7 @@ impl Symbols {
                 found.push(("[unknown]".to_string(), None));
             }
             let handler = found.iter().any(|(f, _)| {
-                f.contains("sampler::signal::on_sigprof") || f.starts_with("backtrace::")
+                f.contains("trace_sampler::signal::on_sigprof") || f.starts_with("backtrace::")
             });
             let trampoline = found
                 .iter()

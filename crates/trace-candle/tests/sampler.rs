@@ -1,4 +1,10 @@
-//! Sampler tests: a workload with a known answer, windows, off means nothing, attribution, the written trace.
+//! The CPU sampler through a capture: a known answer, windows, off means nothing, attribution.
+//!
+//! A test binary of its own: the sampler samples every thread of the process into one
+//! session, so the other integration tests' captures, running alongside in one binary, would
+//! put their threads' samples (naming their own spans) into these tests' traces.
+
+#![cfg(all(feature = "sampler", target_os = "linux"))]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -8,9 +14,7 @@ use candle_core::{DType, Device, Tensor};
 use trace_record::schema::{Event, ExecStep, Phase, Schedule};
 use trace_record::{ParsedTrace, Run, TraceSession};
 
-use super::signal::gettid;
-use super::{SamplerConfig, SamplerError};
-use crate::Capture;
+use trace_candle::{Capture, SamplerConfig, SamplerError};
 
 /// One sampler per process: the tests that start one take turns.
 static TURN: Mutex<()> = Mutex::new(());
@@ -18,6 +22,16 @@ static TURN: Mutex<()> = Mutex::new(());
 fn turn() -> MutexGuard<'static, ()> {
     TURN.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The operating system's id of the calling thread (what `samples` lines name threads by),
+/// from the `/proc/thread-self` link (`<pid>/task/<tid>`).
+fn gettid() -> u64 {
+    let link = std::fs::read_link("/proc/thread-self").unwrap();
+    link.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse().ok())
+        .unwrap()
 }
 
 fn new_capture(run: Run) -> (Capture, trace_record::MemorySink) {
@@ -132,7 +146,8 @@ fn a_matmul_loop_and_an_elementwise_loop_are_told_apart() {
     elementwise(Duration::from_millis(600));
     capture.finish().unwrap();
     let trace = read(&sink);
-    assert!(trace_record::validate(&trace).is_empty());
+    let issues = trace_record::validate(&trace);
+    assert!(issues.is_empty(), "{issues:?}");
     let t = tally(&trace, gettid());
     let mm = &t[&0];
     let ew = &t[&1];

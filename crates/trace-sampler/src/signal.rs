@@ -1,4 +1,4 @@
-//! The sampler's one unsafe module: the SIGPROF handler, the CPU-time timer, the process CPU clock.
+//! The one unsafe module: the SIGPROF handler, the CPU-time timer, the process CPU clock.
 //!
 //! Why unsafe code of our own: a sample must record, at the instant it is taken, which step,
 //! phase and span the program is in (so that every sample is attributed exactly, worker threads
@@ -10,7 +10,7 @@
 //!   timer (`setitimer(ITIMER_PROF)`: one signal per period of CPU time used by any thread,
 //!   delivered to the thread that was running);
 //! - in the handler: relaxed/acquire/release atomics on a preallocated buffer
-//!   ([`super::ring`]), the thread id (`gettid`), a thread-local `Cell` read (constant
+//!   ([`crate::ring`]), the thread id (`gettid`), a thread-local `Cell` read (constant
 //!   initializer, no destructor, so no lazy registration), and one call to
 //!   `backtrace::trace_unsynchronized`, the unwinder that `std` and pprof-rs use from signal
 //!   handlers (it does not allocate or lock on Linux with glibc ≥ 2.35's `_dl_find_object`);
@@ -18,12 +18,14 @@
 //!
 //! Symbolization, interning and writing happen later on the sampler's own thread.
 
-#![allow(unsafe_code)] // the reasons are in the module docs above; nothing else in the crate is unsafe
+// The reasons are in the module docs above. Nothing else in the library crates is unsafe: the
+// workspace lints deny `unsafe_code` everywhere else.
+#![allow(unsafe_code)]
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use super::ring::Ring;
+use crate::ring::Ring;
 
 /// Set while samples are recorded (inside an active schedule window).
 pub(super) static RECORDING: AtomicBool = AtomicBool::new(false);
@@ -63,8 +65,8 @@ extern "C" fn on_sigprof(_sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *
         let tid = gettid();
         if tid != SELF_TID.load(Ordering::Relaxed) {
             let step = STEP.load(Ordering::Relaxed);
-            let scope = super::scope::current_packed();
-            super::ring::ring().record(tid, step, scope, |push| {
+            let scope = crate::scope_cell::current_packed();
+            crate::ring::ring().record(tid, step, scope, |push| {
                 // SAFETY: trace_unsynchronized must not run concurrently with another
                 // unsynchronized trace on this thread; SIGPROF is blocked while its own
                 // handler runs (no SA_NODEFER), and nothing else in the process calls it.

@@ -1,4 +1,4 @@
-//! The sampler's thread: drains the ring, symbolizes, aggregates per step and writes the step's lines.
+//! The sampler's thread: drains the buffer, symbolizes, aggregates per step, writes the lines.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use trace_record::TraceSession;
 use trace_record::schema::{Event, SamplerEvent, SamplesEvent};
 
-use super::SamplerStats;
-use super::ring::{RawSample, ring};
-use super::scope::unpack;
-use super::symbols::Symbols;
+use crate::SamplerStats;
+use crate::ring::{RawSample, ring};
+use crate::scope_cell::unpack;
+use crate::symbols::Symbols;
 
 /// How often the ring is drained between step boundaries.
 const DRAIN_EVERY: Duration = Duration::from_millis(5);

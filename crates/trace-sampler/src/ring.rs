@@ -1,4 +1,4 @@
-//! The preallocated sample buffer the signal handler writes and the sampler thread drains (atomics only).
+//! The preallocated sample buffer the signal handler writes and the sampler thread drains.
 //!
 //! A fixed number of slots, each holding one raw stack (instruction pointers, innermost
 //! first) with its thread, step and scope. A handler claims the next slot round-robin

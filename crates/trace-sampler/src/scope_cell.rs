@@ -1,9 +1,11 @@
-//! What the capture knows at each instant, for the sampler: the phase and the innermost open span.
+//! The current scope of each thread: its phase and innermost open span, for attributing samples.
 //!
-//! [`crate::Capture::phase`] and module spans publish `(phase, span)` into a thread-local cell
-//! (read by the signal handler on that thread) and into a process-wide atomic (read for
-//! threads that have none of their own, such as Candle's and gemm's worker threads, which run
-//! on behalf of the thread that drives the capture). Both are restored when the scope ends.
+//! The recorder (trace-candle's `Capture::phase` and module spans) publishes `(phase, span)`
+//! with [`enter_scope`] into a thread-local cell (read by the signal handler on that thread)
+//! and into a process-wide atomic (read for threads that have none of their own, such as
+//! Candle's and gemm's worker threads, which run on behalf of the thread that drives the
+//! capture). Both are restored when the [`ScopeGuard`] drops. [`current_scope`] reads what a
+//! sample taken now on the calling thread is attributed to.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,13 +32,13 @@ fn phase_code(p: Option<ExecStep>) -> u64 {
 }
 
 /// Packs a phase and a span id (0: none; ids at or above 2^62 are dropped) into one word.
-pub(super) fn pack(phase: Option<ExecStep>, span: Option<u64>) -> u64 {
+pub(crate) fn pack(phase: Option<ExecStep>, span: Option<u64>) -> u64 {
     let span = span.filter(|&s| s < 1 << (64 - PHASE_BITS)).unwrap_or(0);
     span << PHASE_BITS | phase_code(phase)
 }
 
 /// The phase and span of a packed word.
-pub(super) fn unpack(v: u64) -> (Option<ExecStep>, Option<u64>) {
+pub(crate) fn unpack(v: u64) -> (Option<ExecStep>, Option<u64>) {
     let phase = match v & 0b11 {
         1 => Some(ExecStep::Forward),
         2 => Some(ExecStep::Backward),
@@ -49,7 +51,7 @@ pub(super) fn unpack(v: u64) -> (Option<ExecStep>, Option<u64>) {
 
 /// The calling thread's scope, else the process-wide last one (signal-safe: a thread-local
 /// `Cell` with a constant initializer and an atomic load).
-pub(super) fn current_packed() -> u64 {
+pub(crate) fn current_packed() -> u64 {
     let own = SCOPE.try_with(Cell::get).unwrap_or(0);
     if own != 0 {
         own
@@ -58,25 +60,46 @@ pub(super) fn current_packed() -> u64 {
     }
 }
 
+/// What a sample taken now is attributed to: an execution step and the innermost open phase
+/// or module span (each absent when none is open).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// The execution step (forward, backward, optimizer).
+    pub phase: Option<ExecStep>,
+    /// The innermost open phase or module span.
+    pub span: Option<SpanId>,
+}
+
+/// The calling thread's current scope, else the one last entered or restored by any thread
+/// (the driving thread's, in a training loop).
+pub fn current_scope() -> Scope {
+    let (phase, span) = unpack(current_packed());
+    Scope {
+        phase,
+        span: span.map(SpanId),
+    }
+}
+
 /// Restores the previous scope when dropped.
 #[derive(Debug)]
 #[must_use = "the scope ends when the guard is dropped"]
-pub(crate) struct Scope {
+pub struct ScopeGuard {
     prev: u64,
 }
 
 /// Enters a scope on this thread: `phase` (or the enclosing one when `None`) and `span` (or the
-/// enclosing one when `None`, e.g. outside an active window).
-pub(crate) fn enter(phase: Option<ExecStep>, span: Option<SpanId>) -> Scope {
+/// enclosing one when `None`, e.g. outside an active window). Span ids at or above 2^62 are
+/// not kept (the scope then names no span).
+pub fn enter_scope(phase: Option<ExecStep>, span: Option<SpanId>) -> ScopeGuard {
     let prev = SCOPE.with(Cell::get);
     let (prev_phase, prev_span) = unpack(prev);
     let next = pack(phase.or(prev_phase), span.map(|s| s.0).or(prev_span));
     SCOPE.with(|c| c.set(next));
     LAST.store(next, Ordering::Relaxed);
-    Scope { prev }
+    ScopeGuard { prev }
 }
 
-impl Drop for Scope {
+impl Drop for ScopeGuard {
     fn drop(&mut self) {
         SCOPE.with(|c| c.set(self.prev));
         LAST.store(self.prev, Ordering::Relaxed);
@@ -102,13 +125,13 @@ mod tests {
         std::thread::spawn(|| {
             assert_eq!(SCOPE.with(Cell::get), 0);
             {
-                let _b = enter(Some(ExecStep::Backward), Some(SpanId(5)));
+                let _b = enter_scope(Some(ExecStep::Backward), Some(SpanId(5)));
                 assert_eq!(
                     unpack(current_packed()),
                     (Some(ExecStep::Backward), Some(5))
                 );
                 {
-                    let _m = enter(None, Some(SpanId(9)));
+                    let _m = enter_scope(None, Some(SpanId(9)));
                     assert_eq!(
                         unpack(current_packed()),
                         (Some(ExecStep::Backward), Some(9))
@@ -120,6 +143,14 @@ mod tests {
                 );
             }
             assert_eq!(SCOPE.with(Cell::get), 0);
+            let _p = enter_scope(Some(ExecStep::Forward), Some(SpanId(3)));
+            assert_eq!(
+                current_scope(),
+                Scope {
+                    phase: Some(ExecStep::Forward),
+                    span: Some(SpanId(3))
+                }
+            );
         })
         .join()
         .unwrap();

@@ -1,0 +1,63 @@
+//! The capture's CPU sampler: `sample_stacks`, `stop_sampling`, `sampler_stats`, scope publishing.
+//!
+//! The sampler itself is trace-sampler's (its `enabled` feature is this crate's `sampler`);
+//! the capture holds one [`trace_sampler::Sampler`], calls its hooks at step boundaries and at
+//! finish, and publishes its phases and module spans as the current scope
+//! ([`trace_sampler::enter_scope`]) while a sampler runs, so that samples are attributed to
+//! them.
+
+use trace_record::SpanId;
+use trace_record::schema::ExecStep;
+
+use crate::{Capture, SamplerConfig, SamplerError, SamplerStats};
+
+/// The guard of a published scope (restores the previous one when dropped); `None` when no
+/// sampler runs.
+pub(crate) type Scoped = Option<trace_sampler::ScopeGuard>;
+
+/// Publishes a phase or span scope for the sampler; does nothing while no sampler runs in the
+/// process (one relaxed load; a constant `false` without the `sampler` feature).
+#[inline]
+pub(crate) fn enter(phase: Option<ExecStep>, span: Option<SpanId>) -> Scoped {
+    trace_sampler::is_sampling().then(|| trace_sampler::enter_scope(phase, span))
+}
+
+impl Capture {
+    /// Starts sampling the process's call stacks at `config.hz` per CPU second, inside the
+    /// session's active windows only, until [`Capture::finish`] (feature `sampler`, Linux;
+    /// otherwise [`SamplerError::Unavailable`]). One line turns it on:
+    ///
+    /// ```no_run
+    /// # use trace_candle::{Capture, Phase, Run, SamplerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let capture = Capture::open("train.trace.jsonl", Run::new("train", Phase::Train, "cpu"))?;
+    /// capture.sample_stacks(SamplerConfig::default())?; // about 1 kHz of CPU time
+    /// // ... the training loop, with `capture.step()` per step ...
+    /// capture.finish()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// Samples are attributed to the step, the thread, and the phase and innermost phase or
+    /// module span open at the time (worker threads to the driving thread's). One sampler per
+    /// process: a second `sample_stacks` anywhere in the process gets [`SamplerError::Busy`].
+    /// End the run with [`Capture::finish`], which writes the last step's samples before the
+    /// trailer (a session finished directly loses them, reported in
+    /// [`SamplerStats::unwritten_steps`]). How sampling works is in trace-sampler's docs.
+    pub fn sample_stacks(&self, config: SamplerConfig) -> Result<(), SamplerError> {
+        self.inner().sampler.start(self.session(), config)
+    }
+
+    /// Stops sampling now: writes the current recorded step's samples (when one is open) and
+    /// ends the sampler thread. [`Capture::finish`] does this; call it before finishing the
+    /// session directly ([`TraceSession::finish`](trace_record::TraceSession::finish)).
+    /// Nothing happens when this capture is not sampling.
+    pub fn stop_sampling(&self) {
+        self.inner().sampler.stop(self.session());
+    }
+
+    /// What the sampler has accounted for so far; `None` when this capture never sampled.
+    pub fn sampler_stats(&self) -> Option<SamplerStats> {
+        self.inner().sampler.stats()
+    }
+}

@@ -1,0 +1,335 @@
+//! Starting, stepping and stopping the process's one sampler: the timer per step, the thread.
+
+use std::sync::Arc;
+
+use trace_record::TraceSession;
+
+use crate::{SamplerConfig, SamplerError, SamplerStats};
+
+/// A sampler of the process's call stacks into one session (a capture holds one). It does
+/// nothing until [`Sampler::start`]; its hooks are called at step boundaries
+/// ([`Sampler::on_step`]) and before the session finishes ([`Sampler::stop`]). Dropping a
+/// sampling `Sampler` stops it (without writing the current step's samples).
+#[derive(Debug, Default)]
+pub struct Sampler {
+    #[cfg(all(feature = "enabled", target_os = "linux"))]
+    imp: linux::Slot,
+}
+
+/// Whether a sampler runs anywhere in the process: the recorder publishes its scopes
+/// ([`crate::enter_scope`]) only then. Always `false` without the `enabled` feature or off
+/// Linux.
+#[inline]
+pub fn is_sampling() -> bool {
+    #[cfg(all(feature = "enabled", target_os = "linux"))]
+    {
+        linux::is_on()
+    }
+    #[cfg(not(all(feature = "enabled", target_os = "linux")))]
+    {
+        false
+    }
+}
+
+impl Sampler {
+    /// A sampler that has not started.
+    pub fn new() -> Sampler {
+        Sampler::default()
+    }
+
+    /// Starts sampling the process's call stacks at `config.hz` per CPU second into
+    /// `session`, inside the session's active windows only, until [`Sampler::stop`].
+    pub fn start(
+        &self,
+        session: &Arc<TraceSession>,
+        config: SamplerConfig,
+    ) -> Result<(), SamplerError> {
+        if !(1..=10_000).contains(&config.hz) {
+            return Err(SamplerError::InvalidRate { hz: config.hz });
+        }
+        #[cfg(all(feature = "enabled", target_os = "linux"))]
+        {
+            self.imp.start(session, config)
+        }
+        #[cfg(not(all(feature = "enabled", target_os = "linux")))]
+        {
+            let _ = session;
+            Err(SamplerError::Unavailable {
+                reason: if cfg!(target_os = "linux") {
+                    "trace-sampler was built without its `enabled` feature \
+                     (trace-candle's `sampler`)"
+                } else {
+                    "the sampler supports Linux only"
+                },
+            })
+        }
+    }
+
+    /// What this sampler has accounted for so far; `None` when it never started.
+    pub fn stats(&self) -> Option<SamplerStats> {
+        #[cfg(all(feature = "enabled", target_os = "linux"))]
+        {
+            self.imp.stats()
+        }
+        #[cfg(not(all(feature = "enabled", target_os = "linux")))]
+        {
+            None
+        }
+    }
+
+    /// Call after each `session.step()`: ends the sampled window of the step that ended,
+    /// opens one for a recorded step, arms or disarms the timer. One relaxed load when this
+    /// sampler is not sampling.
+    #[inline]
+    pub fn on_step(&self, session: &TraceSession) {
+        #[cfg(all(feature = "enabled", target_os = "linux"))]
+        self.imp.on_step(session);
+        #[cfg(not(all(feature = "enabled", target_os = "linux")))]
+        let _ = session;
+    }
+
+    /// Call before the session finishes: writes the current recorded step's samples (when
+    /// one is open), restores the signal action and ends the sampler thread. Nothing
+    /// happens when this sampler is not sampling.
+    pub fn stop(&self, session: &TraceSession) {
+        #[cfg(all(feature = "enabled", target_os = "linux"))]
+        self.imp.stop(session);
+        #[cfg(not(all(feature = "enabled", target_os = "linux")))]
+        let _ = session;
+    }
+}
+
+#[cfg(all(feature = "enabled", target_os = "linux"))]
+mod linux {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc::{self, Sender};
+    use std::sync::{Arc, Mutex, MutexGuard};
+    use std::thread::JoinHandle;
+
+    use trace_record::TraceSession;
+
+    use crate::signal::{self, Handler, RECORDING, SELF_TID, STEP};
+    use crate::worker::{Msg, StepEnd, Worker};
+    use crate::{SamplerConfig, SamplerError, SamplerStats};
+
+    /// A sampler runs somewhere in the process.
+    static RUNNING: AtomicBool = AtomicBool::new(false);
+
+    /// Whether a sampler runs (scope hooks do nothing otherwise).
+    #[inline]
+    pub(super) fn is_on() -> bool {
+        RUNNING.load(Ordering::Relaxed)
+    }
+
+    #[derive(Debug, Default)]
+    pub(super) struct Slot {
+        /// Set while this capture samples (one relaxed load per step otherwise).
+        on: AtomicBool,
+        running: Mutex<Option<Running>>,
+        stats: Mutex<Option<Arc<Mutex<SamplerStats>>>>,
+    }
+
+    struct Running {
+        tx: Sender<Msg>,
+        thread: Option<JoinHandle<()>>,
+        handler: Option<Handler>,
+        period_us: u64,
+        armed: bool,
+        /// The recorded step being sampled: (step, start ns, process CPU ns at start).
+        window: Option<(u64, u64, Option<u64>)>,
+    }
+
+    impl std::fmt::Debug for Running {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Running")
+                .field("period_us", &self.period_us)
+                .field("armed", &self.armed)
+                .field("window", &self.window)
+                .finish_non_exhaustive()
+        }
+    }
+
+    fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    impl Running {
+        /// Moves to the session's current step: ends the window of the step that ended
+        /// (sending its account), opens one when the new step is recorded, arms or disarms
+        /// the timer.
+        fn advance(&mut self, session: &TraceSession, stopping: bool) {
+            let now = session.now_ns();
+            let cpu = signal::process_cpu_ns();
+            let step = session.current_step();
+            let active = !stopping && session.is_active();
+            STEP.store(step, Ordering::Relaxed);
+            RECORDING.store(active, Ordering::Relaxed);
+            if !active && self.armed {
+                signal::disarm();
+                self.armed = false;
+            }
+            if let Some((s, ts, cpu0)) = self.window.take() {
+                let cpu_ns = match (cpu0, cpu) {
+                    (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                    _ => None,
+                };
+                let _ = self.tx.send(Msg::StepEnd(StepEnd {
+                    step: s,
+                    ts,
+                    dur: now.saturating_sub(ts),
+                    cpu_ns,
+                }));
+            }
+            if active {
+                self.window = Some((step, now, cpu));
+                if !self.armed && signal::arm(self.period_us).is_ok() {
+                    self.armed = true;
+                }
+            }
+        }
+    }
+
+    impl Slot {
+        pub(super) fn start(
+            &self,
+            session: &Arc<TraceSession>,
+            config: SamplerConfig,
+        ) -> Result<(), SamplerError> {
+            let mut running = lock(&self.running);
+            if running.is_some() {
+                return Err(SamplerError::AlreadySampling);
+            }
+            if RUNNING
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                return Err(SamplerError::Busy);
+            }
+            let ring = crate::ring::ring();
+            // Samples left from an earlier sampler in this process are not this one's.
+            ring.drain(|_| {});
+            ring.take_lost();
+            let stats = Arc::new(Mutex::new(SamplerStats {
+                hz: config.hz,
+                cpu_ns: Some(0),
+                ..SamplerStats::default()
+            }));
+            let (tx, rx) = mpsc::channel();
+            let (tid_tx, tid_rx) = mpsc::channel();
+            let worker = Worker::new(
+                Arc::clone(session),
+                u64::from(config.hz),
+                Arc::clone(&stats),
+            );
+            let thread = std::thread::Builder::new()
+                .name("tg-sampler".into())
+                .spawn(move || {
+                    let _ = tid_tx.send(signal::gettid());
+                    worker.run(&rx);
+                });
+            let thread = match thread {
+                Ok(t) => t,
+                Err(e) => {
+                    RUNNING.store(false, Ordering::Release);
+                    return Err(e.into());
+                }
+            };
+            SELF_TID.store(tid_rx.recv().unwrap_or(0), Ordering::Relaxed);
+            let handler = match Handler::install(ring) {
+                Ok(h) => h,
+                Err(e) => {
+                    drop(tx);
+                    let _ = thread.join();
+                    RUNNING.store(false, Ordering::Release);
+                    return Err(e.into());
+                }
+            };
+            let mut r = Running {
+                tx,
+                thread: Some(thread),
+                handler: Some(handler),
+                period_us: (1_000_000 / u64::from(config.hz)).max(1),
+                armed: false,
+                window: None,
+            };
+            r.advance(session, false);
+            *running = Some(r);
+            *lock(&self.stats) = Some(stats);
+            self.on.store(true, Ordering::Release);
+            Ok(())
+        }
+
+        pub(super) fn stats(&self) -> Option<SamplerStats> {
+            lock(&self.stats).as_ref().map(|s| *lock(s))
+        }
+
+        pub(super) fn on_step(&self, session: &TraceSession) {
+            if !self.on.load(Ordering::Relaxed) {
+                return;
+            }
+            if let Some(r) = lock(&self.running).as_mut() {
+                r.advance(session, false);
+            }
+        }
+
+        pub(super) fn stop(&self, session: &TraceSession) {
+            if !self.on.swap(false, Ordering::AcqRel) {
+                return;
+            }
+            let Some(mut r) = lock(&self.running).take() else {
+                return;
+            };
+            r.advance(session, true);
+            // Restore the previous SIGPROF action (the timer is already disarmed).
+            drop(r.handler.take());
+            let _ = r.tx.send(Msg::Stop);
+            if let Some(t) = r.thread.take() {
+                let _ = t.join();
+            }
+            RUNNING.store(false, Ordering::Release);
+        }
+    }
+
+    impl Drop for Slot {
+        fn drop(&mut self) {
+            if self.on.swap(false, Ordering::AcqRel)
+                && let Some(mut r) = lock(&self.running).take()
+            {
+                RECORDING.store(false, Ordering::Relaxed);
+                signal::disarm();
+                drop(r.handler.take());
+                let _ = r.tx.send(Msg::Stop);
+                if let Some(t) = r.thread.take() {
+                    let _ = t.join();
+                }
+                RUNNING.store(false, Ordering::Release);
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(all(feature = "enabled", target_os = "linux"))))]
+mod tests {
+    use super::*;
+    use trace_record::Run;
+    use trace_record::schema::Phase;
+
+    #[test]
+    fn without_the_machinery_a_start_is_unavailable_and_rates_are_still_checked() {
+        let (session, _sink) = TraceSession::in_memory(Run::new("off", Phase::Infer, "cpu"));
+        let session = Arc::new(session);
+        let sampler = Sampler::new();
+        assert!(matches!(
+            sampler.start(&session, SamplerConfig::hz(0)),
+            Err(SamplerError::InvalidRate { hz: 0 })
+        ));
+        assert!(matches!(
+            sampler.start(&session, SamplerConfig::default()),
+            Err(SamplerError::Unavailable { .. })
+        ));
+        assert!(!is_sampling());
+        assert!(sampler.stats().is_none());
+        sampler.on_step(&session);
+        sampler.stop(&session);
+    }
+}

@@ -1,0 +1,153 @@
+//! trace-sampler: sampled CPU call stacks of every thread, attributed to step, phase and span.
+//!
+//! Candle has no per-op hooks, so backward is one opaque span and a library model's layers
+//! show only their `tracing` spans. The call stacks of a Rust program name all of it: the
+//! model's code, Candle's ops and kernels (`candle_core::cpu_backend::…`, `gemm…`) and
+//! backward (`candle_core::backprop::…::backward`). A [`Sampler`] samples them into a
+//! [`TraceSession`]; trace-candle's `Capture::sample_stacks` (its feature `sampler`) drives
+//! one per capture, so a training loop turns sampling on with one line.
+//!
+//! How it works (Linux, feature `enabled`): the process CPU-time timer (`ITIMER_PROF`) sends
+//! `SIGPROF` to the thread that is running, once per period of CPU time used by any thread, so
+//! every busy thread is sampled (Candle's and gemm's worker threads included) and idle ones
+//! cost nothing. The handler (the `signal` module, the workspace's one unsafe module) reads
+//! the stack with the `backtrace` crate's unwinder into a preallocated lock-free buffer, with
+//! the step, the thread and the current scope (phase and innermost phase or module span, see
+//! [`enter_scope`]). A sampler thread drains the buffer, symbolizes and demangles the frames
+//! (inlined functions too, from the line tables that the release profile keeps), interns
+//! frames and stacks, and when a recorded step ends writes its `samples` lines and a
+//! `sampler` line with the samples taken and lost and the process CPU time (schema version 2).
+//!
+//! - Only inside the schedule's active windows: the timer is armed when a recorded step
+//!   begins and disarmed when recording stops; outside, no signal, no sample.
+//! - Off unless asked for: before [`Sampler::start`] there is no handler, no timer and no
+//!   thread; without the `enabled` feature there is no handler and no unwinder at all.
+//! - Honest numbers: a step's `taken` is the sum of its `samples` lines; samples that found
+//!   the buffer full, or arrived after their step was written, are counted as `lost`; the
+//!   effective rate is `taken` ÷ process CPU time ([`SamplerStats::effective_hz`]).
+//! - One sampler per process (the timer and the signal are process-wide): a second start
+//!   anywhere in the process gets [`SamplerError::Busy`].
+//! - [`Sampler::stop`] before the session finishes writes the last step's samples (a session
+//!   finished first loses them, reported in [`SamplerStats::unwritten_steps`]).
+//!
+//! The current scope ([`enter_scope`], [`current_scope`]) is plain safe code and always
+//! compiled: the recorder publishes the phase and innermost span of each thread there, and
+//! whatever attributes work to them (the signal handler today) reads it.
+//!
+//! On other platforms, or without the `enabled` feature, the crate compiles and
+//! [`Sampler::start`] returns [`SamplerError::Unavailable`].
+//!
+//! ```
+//! use std::sync::Arc;
+//! use trace_record::schema::Phase;
+//! use trace_record::{Run, TraceSession};
+//! use trace_sampler::{Sampler, SamplerConfig, SamplerError};
+//!
+//! let (session, _sink) = TraceSession::in_memory(Run::new("doc", Phase::Infer, "cpu"));
+//! let session = Arc::new(session);
+//! let sampler = Sampler::new();
+//! match sampler.start(&session, SamplerConfig::default()) {
+//!     Ok(()) | Err(SamplerError::Unavailable { .. }) => {}
+//!     Err(e) => panic!("{e}"),
+//! }
+//! // ... the program's steps: `session.step()` then `sampler.on_step(&session)` ...
+//! sampler.stop(&session); // writes the last step's samples
+//! session.finish().unwrap();
+//! ```
+
+mod control;
+mod scope_cell;
+
+#[cfg(all(feature = "enabled", target_os = "linux"))]
+mod ring;
+#[cfg(all(feature = "enabled", target_os = "linux"))]
+mod signal;
+#[cfg(all(feature = "enabled", target_os = "linux"))]
+mod symbols;
+#[cfg(all(feature = "enabled", target_os = "linux"))]
+mod worker;
+
+pub use control::{Sampler, is_sampling};
+pub use scope_cell::{Scope, ScopeGuard, current_scope, enter_scope};
+
+#[cfg(doc)]
+use trace_record::TraceSession;
+
+/// The default sampling rate: samples per second of process CPU time.
+pub const DEFAULT_HZ: u32 = 1000;
+
+/// How to sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SamplerConfig {
+    /// Samples per second of process CPU time (all threads together), 1 to 10,000. The
+    /// kernel's timer tick may cap what is achieved: see [`SamplerStats::effective_hz`].
+    pub hz: u32,
+}
+
+impl Default for SamplerConfig {
+    /// [`DEFAULT_HZ`] (about 1 kHz).
+    fn default() -> Self {
+        SamplerConfig { hz: DEFAULT_HZ }
+    }
+}
+
+impl SamplerConfig {
+    /// A configuration sampling at `hz` per CPU second.
+    pub fn hz(hz: u32) -> Self {
+        SamplerConfig { hz }
+    }
+}
+
+/// Why sampling could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    /// Sampling is not available on this platform or build.
+    #[error("CPU sampling is unavailable: {reason}")]
+    Unavailable {
+        /// Why.
+        reason: &'static str,
+    },
+    /// Another sampler is running in this process (the timer and signal are process-wide).
+    #[error("another CPU sampler is already running in this process")]
+    Busy,
+    /// This sampler (a capture's own) is already sampling.
+    #[error("this capture is already sampling")]
+    AlreadySampling,
+    /// The rate is outside 1 to 10,000 samples per second.
+    #[error("sampling rate {hz} Hz is outside 1..=10000")]
+    InvalidRate {
+        /// The rate asked for.
+        hz: u32,
+    },
+    /// Installing the signal handler, arming the timer or starting the thread failed.
+    #[error("starting the CPU sampler: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What a sampler has accounted for so far (steps whose lines were written).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SamplerStats {
+    /// The requested rate.
+    pub hz: u32,
+    /// Recorded steps accounted for.
+    pub steps: u64,
+    /// Samples taken (written in `samples` lines).
+    pub taken: u64,
+    /// Samples lost (buffer full, or arrived after their step was written).
+    pub lost: u64,
+    /// Process CPU time over those steps, when the platform reports it.
+    pub cpu_ns: Option<u64>,
+    /// Wall time sampled.
+    pub wall_ns: u64,
+    /// Steps whose lines could not be written (the session was already finished).
+    pub unwritten_steps: u64,
+}
+
+impl SamplerStats {
+    /// Samples per second of process CPU time achieved (`taken` ÷ `cpu_ns`).
+    pub fn effective_hz(&self) -> Option<f64> {
+        self.cpu_ns
+            .filter(|&ns| ns > 0)
+            .map(|ns| self.taken as f64 / (ns as f64 / 1e9))
+    }
+}

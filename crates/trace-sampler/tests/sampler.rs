@@ -1,0 +1,142 @@
+//! The sampler on a bare session (no Candle): windows, attribution to the entered scope, limits.
+
+#![cfg(all(feature = "enabled", target_os = "linux"))]
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use trace_record::schema::{Event, ExecStep, Phase, Schedule, SpanKind};
+use trace_record::{MemorySink, ParsedTrace, Run, TraceSession};
+use trace_sampler::{
+    Sampler, SamplerConfig, SamplerError, Scope, current_scope, enter_scope, is_sampling,
+};
+
+/// One sampler per process: the tests that start one take turns.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn turn() -> MutexGuard<'static, ()> {
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn session(run: Run) -> (Arc<TraceSession>, MemorySink) {
+    let (session, sink) = TraceSession::in_memory(run);
+    (Arc::new(session), sink)
+}
+
+/// Burns CPU on the calling thread for `for_`.
+fn spin(for_: Duration) {
+    let start = Instant::now();
+    let mut x = 1u64;
+    while start.elapsed() < for_ {
+        for i in 0..10_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+        }
+    }
+    std::hint::black_box(x);
+}
+
+fn step(session: &TraceSession, sampler: &Sampler) {
+    session.step();
+    sampler.on_step(session);
+}
+
+fn read(sink: &MemorySink) -> ParsedTrace {
+    let trace = trace_record::read_trace_bytes(&sink.bytes()).unwrap();
+    let issues = trace_record::validate(&trace);
+    assert!(issues.is_empty(), "{issues:?}");
+    trace
+}
+
+#[test]
+fn samples_land_in_recorded_steps_attributed_to_the_entered_scope() {
+    let _turn = turn();
+    // Step 0 skipped, step 1 recorded, then nothing more.
+    let run = Run::new("trace-sampler::scope", Phase::Train, "cpu").schedule(Schedule {
+        skip_first: 1,
+        wait: 0,
+        warmup: 0,
+        active: 1,
+        repeat: 1,
+    });
+    let (session, sink) = session(run);
+    let sampler = Sampler::new();
+    assert!(sampler.stats().is_none());
+    sampler.start(&session, SamplerConfig::hz(997)).unwrap();
+    assert!(is_sampling());
+    spin(Duration::from_millis(150));
+    step(&session, &sampler);
+    let span_id = {
+        let span = session.span("backward", SpanKind::Function, Some(ExecStep::Backward));
+        let _scope = enter_scope(Some(ExecStep::Backward), span.id());
+        assert_eq!(
+            current_scope(),
+            Scope {
+                phase: Some(ExecStep::Backward),
+                span: span.id()
+            }
+        );
+        spin(Duration::from_millis(300));
+        span.id().unwrap().0
+    };
+    step(&session, &sampler);
+    spin(Duration::from_millis(150));
+    sampler.stop(&session);
+    assert!(!is_sampling());
+    session.finish().unwrap();
+    let stats = sampler.stats().unwrap();
+
+    let trace = read(&sink);
+    let (mut total, mut in_scope, mut taken) = (0u64, 0u64, 0u64);
+    for e in &trace.events {
+        match &e.event {
+            Event::Samples(s) => {
+                assert_eq!(s.step, 1);
+                total += s.n;
+                if s.phase == Some(ExecStep::Backward) && s.span == Some(span_id) {
+                    in_scope += s.n;
+                }
+            }
+            Event::Sampler(s) => {
+                assert_eq!((s.step, s.hz), (1, 997));
+                taken += s.taken;
+            }
+            _ => {}
+        }
+    }
+    assert!(total >= 20, "too few samples: {total}");
+    assert!(in_scope * 10 >= total * 9, "{in_scope} of {total} in scope");
+    assert_eq!((stats.steps, stats.taken), (1, total));
+    assert_eq!(taken, total);
+    assert!(stats.effective_hz().is_some_and(|hz| hz > 0.0));
+}
+
+#[test]
+fn one_sampler_per_process_and_rates_are_checked() {
+    let _turn = turn();
+    let (s1, _k1) = session(Run::new("trace-sampler::first", Phase::Infer, "cpu"));
+    let (s2, _k2) = session(Run::new("trace-sampler::second", Phase::Infer, "cpu"));
+    let first = Sampler::new();
+    let second = Sampler::new();
+    for hz in [0, 10_001] {
+        assert!(matches!(
+            first.start(&s1, SamplerConfig::hz(hz)),
+            Err(SamplerError::InvalidRate { hz: h }) if h == hz
+        ));
+    }
+    first.start(&s1, SamplerConfig::default()).unwrap();
+    assert!(matches!(
+        second.start(&s2, SamplerConfig::default()),
+        Err(SamplerError::Busy)
+    ));
+    assert!(matches!(
+        first.start(&s1, SamplerConfig::default()),
+        Err(SamplerError::AlreadySampling)
+    ));
+    // Dropping a sampling sampler stops it: the next one may start.
+    drop(first);
+    assert!(!is_sampling());
+    second.start(&s2, SamplerConfig::default()).unwrap();
+    second.stop(&s2);
+    assert!(!is_sampling());
+}
