@@ -33,7 +33,7 @@ pub use reader::{
 pub use records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
 pub use session::{
     AfterSignal, BLOCK_BYTES, DEFAULT_FLUSH_INTERVAL, MemorySink, Run, SpanGuard, StepAction,
-    Summary, TraceError, TraceSession,
+    Summary, TraceError, TraceSession, Writer, writer_of,
 };
 pub use validate::{
     Issue, IssueKind, Validation, Validator, validate, validate_file, validate_reader,

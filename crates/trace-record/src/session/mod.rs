@@ -72,8 +72,31 @@ pub enum TraceError {
     /// `finish` (or `fail`) was already called.
     #[error("the trace session was already finished")]
     AlreadyFinished,
+    /// The trace path exists and the run did not ask to replace it
+    /// ([`Run::overwrite`](crate::Run::overwrite)).
+    #[error(
+        "trace {}: the file exists; choose another path or replace it (Run::overwrite, `--force`)",
+        path.display()
+    )]
+    Exists {
+        /// The trace path.
+        path: PathBuf,
+    },
+    /// Another live session is writing the trace at this path (it holds the file's lock).
+    #[error(
+        "trace {}: being written by {}; two sessions never share a trace file",
+        path.display(),
+        pid.map_or_else(|| "another session".to_string(), |p| format!("pid {p}"))
+    )]
+    Busy {
+        /// The trace path.
+        path: PathBuf,
+        /// The writing process, from the trace's header, when it is there.
+        pid: Option<u32>,
+    },
 }
 
+mod claim;
 mod flusher;
 mod output;
 mod run;
@@ -81,6 +104,7 @@ mod sampled;
 mod scoped;
 mod signals;
 
+pub use claim::{Writer, writer_of};
 pub use output::{BLOCK_BYTES, MemorySink};
 pub use run::{DEFAULT_FLUSH_INTERVAL, Run, StepAction};
 pub use signals::AfterSignal;
@@ -134,6 +158,9 @@ pub struct TraceSession {
     path: Option<PathBuf>,
     out: Arc<Mutex<Output>>,
     flusher: Mutex<Option<Flusher>>,
+    /// A handle on the trace file's open description whose lock marks the file as being
+    /// written; released when the session closes.
+    lock: Option<File>,
 }
 
 impl std::fmt::Debug for TraceSession {
@@ -147,17 +174,24 @@ impl std::fmt::Debug for TraceSession {
 }
 
 impl TraceSession {
-    /// Creates (truncates) the trace file at `path` and writes the header to it before
-    /// returning.
+    /// Creates the trace file at `path` and writes the header to it before returning.
+    ///
+    /// The path is taken exclusively: a file that exists is [`TraceError::Exists`] unless
+    /// `run` asks to replace it ([`Run::overwrite`]), and a file another live session is
+    /// writing is [`TraceError::Busy`]. The session holds an advisory lock on its file until
+    /// it finishes, so two writers never share a trace; [`writer_of`] tells a reader whether
+    /// a file is still being written. Devices (`/dev/null`) are written as they are.
     pub fn open(path: impl AsRef<Path>, run: Run) -> Result<Self, TraceError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::create(&path).map_err(|source| TraceError::Io {
-            path: Some(path.clone()),
-            source,
-            dropped: 0,
-        })?;
-        let mut s = Self::from_writer(file, run);
+        let claimed = claim::claim(&path, run.overwrite)?;
+        let lock = if claimed.locked {
+            claimed.file.try_clone().ok()
+        } else {
+            None
+        };
+        let mut s = Self::from_writer(claimed.file, run);
         s.path = Some(path);
+        s.lock = lock;
         Ok(s)
     }
 
@@ -237,6 +271,7 @@ impl TraceSession {
             path: None,
             out,
             flusher: Mutex::new(flusher),
+            lock: None,
         }
     }
 
@@ -642,6 +677,10 @@ impl TraceSession {
             out.flush_sink();
         }
         out.finished = true;
+        // The trace is whole (or as whole as it will get): readers no longer see a writer.
+        if let Some(lock) = &self.lock {
+            let _ = lock.unlock();
+        }
         let error = out.error.take();
         let (counts, bytes, dropped) = (out.counts, out.bytes, out.dropped);
         drop(out);

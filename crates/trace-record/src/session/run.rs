@@ -33,6 +33,11 @@ pub struct Run {
     /// the program by about this much at most. `None`: write only when the buffer is full,
     /// at each step and at the end. Recording calls never make a syscall for this.
     pub flush_interval: Option<Duration>,
+    /// Whether [`TraceSession::open`](crate::TraceSession::open) may replace a file that
+    /// exists at its path (default `false`: an existing file is an error). The old file is
+    /// replaced by rename, never truncated in place, and never while another session is
+    /// writing it.
+    pub overwrite: bool,
 }
 
 /// The default of [`Run::flush_interval`]: 200 ms.
@@ -53,6 +58,7 @@ impl Run {
             versions: BTreeMap::new(),
             schedule: None,
             flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
+            overwrite: false,
         }
     }
 
@@ -60,6 +66,13 @@ impl Run {
     /// [`Run::flush_interval`]); `None` writes only full blocks, at steps and at the end.
     pub fn flush_interval(mut self, interval: Option<Duration>) -> Self {
         self.flush_interval = interval;
+        self
+    }
+
+    /// Lets [`TraceSession::open`](crate::TraceSession::open) replace a trace file that
+    /// exists at its path (see [`Run::overwrite`](Run#structfield.overwrite)).
+    pub fn overwrite(mut self, yes: bool) -> Self {
+        self.overwrite = yes;
         self
     }
 

@@ -2,6 +2,7 @@
 #![allow(unsafe_code)] // the counting global allocator in `alloc` needs `unsafe impl GlobalAlloc`
 
 mod alloc;
+mod claim;
 mod combined;
 mod common;
 mod crash;

@@ -56,6 +56,8 @@ pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
 /// Loads a trace, with a progress bar on stderr when it is a terminal and the file is large.
 pub(crate) fn load(path: &Path, strict: bool) -> anyhow::Result<Trace> {
     let file = File::open(path).with_context(|| format!("cannot open trace {}", path.display()))?;
+    // Asked before reading: a writer that finishes meanwhile leaves a whole trace.
+    let writer = trace_record::writer_of(path);
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
     let reader = progress::ProgressReader::new(file, len, show, &path.display().to_string());
@@ -67,7 +69,14 @@ pub(crate) fn load(path: &Path, strict: bool) -> anyhow::Result<Trace> {
     // Erase the bar before anything else is printed, error or not.
     progress::clear(show);
     let trace = loaded?;
-    if trace.is_incomplete() {
+    if let trace_record::Writer::Live { pid } = writer {
+        let who = pid.map_or_else(|| "another session".to_string(), |p| format!("pid {p}"));
+        eprintln!(
+            "tracegraph: note: {} is being written by {who}; analysed up to its last complete \
+             line",
+            path.display()
+        );
+    } else if trace.is_incomplete() {
         eprintln!(
             "tracegraph: warning: {} is incomplete ({}); analysed up to its last complete line",
             path.display(),

@@ -109,7 +109,11 @@ pub(crate) fn run_mlp_demo(config: &MlpDemoConfig) -> anyhow::Result<MlpDemoRepo
         )
         .tag("optimizer", "adamw")
         .tag("seed", config.seed.to_string())
-        .version("trace-candle", env!("CARGO_PKG_VERSION"));
+        .version("trace-candle", env!("CARGO_PKG_VERSION"))
+        // The demo writes the same path every time it runs: the last run replaces the one
+        // before (by rename, so a symlink there is replaced, not followed), and a demo still
+        // running there makes this one refuse.
+        .overwrite(true);
     let session = Arc::new(
         TraceSession::open(&config.trace_path, run)
             .with_context(|| format!("cannot write {}", config.trace_path.display()))?,

@@ -73,3 +73,60 @@ fn a_killed_demo_leaves_a_trace_that_summary_reads() {
         }
     }
 }
+
+#[test]
+fn a_second_demo_on_the_same_output_refuses_and_readers_see_the_live_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut first = spawn_demo(d, "same");
+    let pid = first.id();
+    // Wait for the header (the pid the refusal names is read from it).
+    let trace = d.join("same/trace.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_to_string(&trace).is_ok_and(|t| t.contains('\n')) {
+        assert!(Instant::now() < deadline, "the demo never wrote its header");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let second = run_in(d, &["demo", "--out", "same", "--steps", "3"]);
+    let e = stderr(&second);
+    assert!(!second.status.success(), "the second demo must refuse: {e}");
+    assert!(e.contains(&format!("being written by pid {pid}")), "{e}");
+    // A reader of the growing trace is told so and reads what is there.
+    let o = run_in(d, &["summary", "same/trace.jsonl"]);
+    assert!(
+        stderr(&o).contains(&format!("is being written by pid {pid}")),
+        "{}",
+        stderr(&o)
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The first run's trace is its own, whole up to its last line, not mixed with another.
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert_eq!(text.matches("\"type\":\"header\"").count(), 1);
+    // With the writer gone, the next demo replaces the trace.
+    let third = run_in(d, &["demo", "--out", "same", "--steps", "3"]);
+    assert!(third.status.success(), "{}", stderr(&third));
+    let leftovers: Vec<_> = std::fs::read_dir(d.join("same"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_symlink_at_the_demo_trace_is_replaced_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("out")).unwrap();
+    std::fs::write(d.join("victim.txt"), "keep me\n").unwrap();
+    std::os::unix::fs::symlink(d.join("victim.txt"), d.join("out/trace.jsonl")).unwrap();
+    let o = run_in(d, &["demo", "--out", "out", "--steps", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(d.join("victim.txt")).unwrap(),
+        "keep me\n"
+    );
+    let meta = std::fs::symlink_metadata(d.join("out/trace.jsonl")).unwrap();
+    assert!(meta.file_type().is_file());
+}
