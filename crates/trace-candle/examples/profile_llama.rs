@@ -1,4 +1,6 @@
-//! Profiles a tiny random-weight candle-transformers Llama: generation with a KV cache, then a few AdamW training steps, with ten capture lines.
+//! Profiles a tiny random-weight candle-transformers Llama: generation, then AdamW training.
+//!
+//! Generation uses a KV cache; a few AdamW training steps follow; ten lines are the capture.
 //!
 //! `cargo run --release -p trace-candle --example profile_llama [TRACE_PATH]`
 //!

@@ -9,8 +9,8 @@ use trace_record::schema::{AllocKind, ExecStep, MemoryCategory, SpanKind, Timing
 use trace_record::{MemoryRecord, OpRecord, SpanGuard, TensorRecord, TraceSession};
 
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
-use crate::persist::Persistent;
-use crate::scope;
+use crate::op_spans;
+use crate::persistent::{Persistent, TRACING_SPANS_COUNTER};
 
 thread_local! {
     static EXEC_STEP: Cell<Option<ExecStep>> = const { Cell::new(None) };
@@ -63,7 +63,7 @@ pub(crate) struct Inner {
     sync: bool,
     allocations: Mutex<Allocations>,
     /// Parameters, buffers, memory sampling and the `tracing` layer's count (see
-    /// `persist.rs`).
+    /// `persistent.rs`).
     pub(crate) persist: Mutex<Persistent>,
     /// The CPU sampler, when started (`Capture::sample_stacks`, feature `sampler`).
     pub(crate) sampler: trace_sampler::Sampler,
@@ -352,22 +352,22 @@ impl Capture {
     {
         let session = &self.inner.session;
         // An enclosing op whose closure runs this one becomes a span first.
-        scope::materialize(session);
+        op_spans::materialize(session);
         if self.inner.sync
             && let Some(first) = inputs.first()
         {
             first.device().synchronize()?;
         }
         let start = session.now_ns();
-        let depth = scope::push(session, name, start, current_exec_step());
-        let mut unwind = scope::Unwind {
+        let depth = op_spans::push(session, name, start, current_exec_step());
+        let mut unwind = op_spans::Unwind {
             session,
             depth,
             armed: true,
         };
         let out = f();
         unwind.armed = false;
-        let span = scope::pop(depth);
+        let span = op_spans::pop(depth);
         let out = match out {
             Ok(out) => out,
             Err(e) => {
@@ -403,13 +403,14 @@ impl Capture {
     /// step's memory category (forward → activation, backward → gradient, optimizer →
     /// optimizer_state) until the guard drops.
     pub fn phase(&self, name: &str, step: ExecStep) -> PhaseGuard<'_> {
-        scope::materialize(&self.inner.session);
+        op_spans::materialize(&self.inner.session);
         let span = self
             .inner
             .session
             .span(name, SpanKind::Function, Some(step));
         let prev = EXEC_STEP.with(|c| c.replace(Some(step)));
-        let sampled = crate::sampling::enter(Some(step), span.id());
+        let sampled =
+            trace_sampler::is_sampling().then(|| trace_sampler::enter_scope(Some(step), span.id()));
         PhaseGuard {
             prev,
             _sampled: sampled,
@@ -419,7 +420,7 @@ impl Capture {
 
     /// Opens a span of `kind` tagged with this thread's execution step.
     pub fn span(&self, name: &str, kind: SpanKind) -> SpanGuard<'_> {
-        scope::materialize(&self.inner.session);
+        op_spans::materialize(&self.inner.session);
         self.inner.session.span(name, kind, current_exec_step())
     }
 
@@ -552,7 +553,7 @@ impl Capture {
         end_ns: u64,
     ) {
         if self.is_active() {
-            scope::materialize(&self.inner.session);
+            op_spans::materialize(&self.inner.session);
             self.inner
                 .record_op_output(name, inputs, output, start_ns, end_ns, None);
         }
@@ -616,24 +617,34 @@ impl Capture {
         Ok(self.inner.session.finish()?)
     }
 
-    /// Wraps `module` so every forward is a module span named `path`.
-    pub fn profile<M>(&self, path: impl Into<String>, module: M) -> crate::Profiled<M> {
-        crate::Profiled::new(self, path, module)
+    /// What a step's end records before its boundary: the frees of its allocations, the
+    /// physical-memory samples.
+    fn end_step_records(&self) {
+        self.free_step_allocations();
+        let sampled = self.inner.persist().sampled.clone();
+        for d in &sampled {
+            self.sample_memory(d);
+        }
     }
 
-    /// Wraps `module` (a [`candle_core::ModuleT`]) so every forward is a module span.
-    pub fn profile_t<M>(&self, path: impl Into<String>, module: M) -> crate::ProfiledT<M> {
-        crate::ProfiledT::new(self, path, module)
+    /// What a new step records first when it is active: parameters and buffers registered
+    /// while the session was inactive.
+    fn begin_step_records(&self) {
+        if self.is_active() {
+            self.record_pending_parameters();
+            self.record_pending_buffers();
+        }
     }
 
-    /// Wraps each layer of a sequence: the sequence is a module span named `path`, layer `i`
-    /// a child span named `{path}/layers.{i}`.
-    pub fn profile_sequence<M>(
-        &self,
-        path: impl Into<String>,
-        layers: impl IntoIterator<Item = M>,
-    ) -> crate::ProfiledSequence<M> {
-        crate::ProfiledSequence::new(self, path, layers)
+    /// Records, at finish, how many spans the `tracing` layer attached to this capture saw
+    /// (counter `trace_candle.tracing_spans`), so a trace whose layer saw none says so.
+    fn record_layer_count(&self) {
+        let seen = self.inner.persist().layer_span_count();
+        if let Some(n) = seen {
+            self.inner
+                .session
+                .record_counter(TRACING_SPANS_COUNTER, n as f64);
+        }
     }
 
     /// Records a module call: a module span named `path` with the input and output tensors
@@ -648,9 +659,10 @@ impl Capture {
         if !self.is_active() {
             return f(xs);
         }
-        scope::materialize(&self.inner.session);
+        op_spans::materialize(&self.inner.session);
         let _span = self.span(path, SpanKind::Module);
-        let _sampled = crate::sampling::enter(None, _span.id());
+        let _sampled =
+            trace_sampler::is_sampling().then(|| trace_sampler::enter_scope(None, _span.id()));
         let category = category_for(current_exec_step());
         self.record_tensor(xs, Some(MODULE_INPUT), Some(category));
         let out = f(xs)?;
@@ -668,7 +680,8 @@ impl Capture {
 #[derive(Debug)]
 pub struct PhaseGuard<'a> {
     prev: Option<ExecStep>,
-    _sampled: crate::sampling::Scoped,
+    /// The sampler's scope of this phase, published only while a sampler runs.
+    _sampled: Option<trace_sampler::ScopeGuard>,
     _span: SpanGuard<'a>,
 }
 

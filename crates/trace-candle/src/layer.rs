@@ -1,4 +1,7 @@
-//! [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` that turns `tracing` spans into trace spans, and [`Capture::install_tracing`], the one call that installs it.
+//! [`TraceLayer`] (feature `tracing`): `tracing` spans as trace spans, and `install_tracing`.
+//!
+//! [`TraceLayer`] is a `tracing_subscriber::Layer` that turns `tracing` spans into trace spans;
+//! [`Capture::install_tracing`] is the one call that installs it.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -13,7 +16,7 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::capture::current_exec_step;
-use crate::{Capture, CaptureError, scope};
+use crate::{Capture, CaptureError, op_spans};
 
 static NEXT_LAYER: AtomicU64 = AtomicU64::new(1);
 
@@ -225,7 +228,7 @@ where
             return;
         }
         // A captured op running this span becomes its parent span first.
-        scope::materialize(self.session);
+        op_spans::materialize(self.session);
         let name = self.trace_name(meta.name());
         let guard = self.session.span(&name, self.kind, current_exec_step());
         let trace_span = guard.id();

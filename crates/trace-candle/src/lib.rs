@@ -63,31 +63,37 @@
 //! # }
 //! ```
 
+mod autograd;
+mod buffers;
 mod capture;
 mod error;
+mod gradients;
 mod meta;
 mod module;
-mod persist;
+mod op_spans;
+mod params;
+mod persistent;
+mod resident;
 mod sampling;
-mod scope;
 
 #[cfg(feature = "tracing")]
 mod layer;
 #[cfg(feature = "nn")]
 mod train;
 
+pub use autograd::{AUTOGRAD_LABEL, AutogradSummary};
+pub use buffers::DECLARED_BUFFER_BIT;
 pub use capture::{Capture, MODULE_INPUT, MODULE_OUTPUT, PhaseGuard};
 pub use error::CaptureError;
+pub use gradients::{GradientFact, gradient_state};
 #[cfg(feature = "tracing")]
 pub use layer::TraceLayer;
 pub use meta::{
     ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits, dtype_label, tensor_id,
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
-pub use persist::{
-    AUTOGRAD_LABEL, AutogradSummary, DECLARED_BUFFER_BIT, GradientFact, TRACING_SPANS_COUNTER,
-    gradient_state, process_resident_bytes,
-};
+pub use persistent::TRACING_SPANS_COUNTER;
+pub use resident::process_resident_bytes;
 pub use trace_sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
 #[cfg(feature = "nn")]
 pub use train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture};

@@ -16,6 +16,28 @@ use candle_core::{Module, ModuleT, Tensor};
 
 use crate::Capture;
 
+impl Capture {
+    /// Wraps `module` so every forward is a module span named `path`.
+    pub fn profile<M>(&self, path: impl Into<String>, module: M) -> Profiled<M> {
+        Profiled::new(self, path, module)
+    }
+
+    /// Wraps `module` (a [`candle_core::ModuleT`]) so every forward is a module span.
+    pub fn profile_t<M>(&self, path: impl Into<String>, module: M) -> ProfiledT<M> {
+        ProfiledT::new(self, path, module)
+    }
+
+    /// Wraps each layer of a sequence: the sequence is a module span named `path`, layer `i`
+    /// a child span named `{path}/layers.{i}`.
+    pub fn profile_sequence<M>(
+        &self,
+        path: impl Into<String>,
+        layers: impl IntoIterator<Item = M>,
+    ) -> ProfiledSequence<M> {
+        ProfiledSequence::new(self, path, layers)
+    }
+}
+
 /// A module whose every forward is a module span named by its path.
 #[derive(Debug, Clone)]
 pub struct Profiled<M> {

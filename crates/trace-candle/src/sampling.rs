@@ -1,26 +1,12 @@
-//! The capture's CPU sampler: `sample_stacks`, `stop_sampling`, `sampler_stats`, scope publishing.
+//! The capture's CPU sampler: `sample_stacks`, `stop_sampling`, `sampler_stats`.
 //!
 //! The sampler itself is trace-sampler's (its `enabled` feature is this crate's `sampler`);
-//! the capture holds one [`trace_sampler::Sampler`], calls its hooks at step boundaries and at
-//! finish, and publishes its phases and module spans as the current scope
+//! the capture holds one [`trace_sampler::Sampler`] and calls its hooks at step boundaries
+//! and at finish. Phases and module spans publish themselves as the current scope
 //! ([`trace_sampler::enter_scope`]) while a sampler runs, so that samples are attributed to
 //! them.
 
-use trace_record::SpanId;
-use trace_record::schema::ExecStep;
-
 use crate::{Capture, SamplerConfig, SamplerError, SamplerStats};
-
-/// The guard of a published scope (restores the previous one when dropped); `None` when no
-/// sampler runs.
-pub(crate) type Scoped = Option<trace_sampler::ScopeGuard>;
-
-/// Publishes a phase or span scope for the sampler; does nothing while no sampler runs in the
-/// process (one relaxed load; a constant `false` without the `sampler` feature).
-#[inline]
-pub(crate) fn enter(phase: Option<ExecStep>, span: Option<SpanId>) -> Scoped {
-    trace_sampler::is_sampling().then(|| trace_sampler::enter_scope(phase, span))
-}
 
 impl Capture {
     /// Starts sampling the process's call stacks at `config.hz` per CPU second, inside the

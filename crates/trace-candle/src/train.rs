@@ -10,8 +10,8 @@ use candle_nn::VarMap;
 use trace_record::schema::{ExecStep, GradientState, MemoryCategory};
 use trace_record::{SpanGuard, TensorRecord};
 
+use crate::gradients::{GradientFact, gradient_state};
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
-use crate::persist::{GradientFact, gradient_state};
 use crate::{Capture, CaptureError, PhaseGuard};
 
 /// The bit set in the ids of estimated optimizer state (see [`TrainingCapture`]).

@@ -1,4 +1,6 @@
-//! Lazily opened op scopes: an op whose closure records anything nested (ops, spans, `tracing` spans) becomes a span, from the op's own start.
+//! Lazily opened op spans: an op whose closure records anything nested becomes a span.
+//!
+//! Nested records are ops, spans and `tracing` spans; the span starts at the op's own start.
 //!
 //! Opening a span for every op would double the lines of a leaf op, so [`crate::Capture::op`]
 //! only pushes a pending scope (its name, start and execution step) on a per-thread stack.

@@ -1,0 +1,61 @@
+//! What a capture keeps across steps: parameters, declared buffers, sampled devices, layer count.
+//!
+//! The state alone, held by the capture behind one mutex; the methods that fill and record it
+//! live by what they record (`params.rs`, `buffers.rs`, `resident.rs`, `layer.rs`).
+
+use candle_core::{DType, Device, TensorId};
+
+use crate::meta::DeviceLabel;
+
+/// Owned metadata of a registered parameter.
+#[derive(Debug, Clone)]
+pub(crate) struct Param {
+    pub(crate) name: String,
+    pub(crate) tensor_id: TensorId,
+    pub(crate) id: u64,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) dtype: DType,
+    pub(crate) device: DeviceLabel,
+    pub(crate) bytes: u64,
+    pub(crate) requires_grad: bool,
+}
+
+/// A declared persistent buffer: its current storage.
+#[derive(Debug, Clone)]
+pub(crate) struct Buffer {
+    pub(crate) name: String,
+    pub(crate) id: u64,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) dtype: DType,
+    pub(crate) device: DeviceLabel,
+    pub(crate) bytes: u64,
+    /// Whether its tensor event and allocation were written (the session was active).
+    pub(crate) recorded: bool,
+}
+
+/// Parameters, buffers and sampling settings of a [`crate::Capture`].
+#[derive(Debug, Default)]
+pub(crate) struct Persistent {
+    pub(crate) params: Vec<Param>,
+    /// Parameters not yet written (registered while the session was inactive).
+    pub(crate) params_pending: bool,
+    pub(crate) buffers: Vec<Buffer>,
+    pub(crate) next_buffer: u64,
+    /// Devices sampled at every step end and at finish.
+    pub(crate) sampled: Vec<Device>,
+    /// Spans the `tracing` layer attached to this capture saw (`None`: no layer).
+    pub(crate) layer_spans: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+}
+
+impl Persistent {
+    /// Spans the attached `tracing` layer saw so far; `None` when no layer was attached.
+    pub(crate) fn layer_span_count(&self) -> Option<u64> {
+        self.layer_spans
+            .as_ref()
+            .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+/// The counter [`crate::Capture::finish`] writes with the number of spans the `tracing` layer
+/// of `Capture::install_tracing` saw (absent when no layer was installed).
+pub const TRACING_SPANS_COUNTER: &str = "trace_candle.tracing_spans";

@@ -1,0 +1,128 @@
+//! Physical memory: the process's resident set (Linux), a CUDA device's used and free bytes.
+
+use candle_core::Device;
+
+use crate::Capture;
+use crate::meta::DeviceLabel;
+
+/// The process's resident set size in bytes (resident pages of `/proc/self/statm` times the
+/// page size), where the OS says (Linux); `None` elsewhere or when it cannot be read.
+///
+/// `statm` is read rather than `status` because it is one short line of numbers: a sample
+/// costs about 5 µs instead of 13 µs, which matters when a sample is taken every decode step.
+#[cfg(target_os = "linux")]
+pub fn process_resident_bytes() -> Option<u64> {
+    use std::io::Read;
+    // `size resident shared text lib data dt`, in pages; well under 128 bytes.
+    let mut buf = [0u8; 128];
+    let mut file = std::fs::File::open("/proc/self/statm").ok()?;
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    resident_bytes_from_statm(&buf[..len], rustix::param::page_size() as u64)
+}
+
+/// The process's resident set size in bytes; `None`: not known on this platform.
+#[cfg(not(target_os = "linux"))]
+pub fn process_resident_bytes() -> Option<u64> {
+    None
+}
+
+/// Resident bytes from the text of `/proc/self/statm` (its second field, in pages).
+fn resident_bytes_from_statm(statm: &[u8], page_size: u64) -> Option<u64> {
+    let text = std::str::from_utf8(statm).ok()?;
+    let pages: u64 = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    pages.checked_mul(page_size)
+}
+
+/// `(used, free)` bytes of a CUDA device as its driver reports them (`cuMemGetInfo`: free
+/// and total of the device, so `used` counts every process on it).
+#[cfg(feature = "cuda")]
+fn cuda_used_free(device: &Device) -> Option<(u64, u64)> {
+    let cuda = device.as_cuda_device().ok()?;
+    let stream = cuda.cuda_stream();
+    let (free, total) = stream.context().mem_get_info().ok()?;
+    Some(((total.saturating_sub(free)) as u64, free as u64))
+}
+
+impl Capture {
+    /// Records one physical-memory sample of `device` (`device_memory` event): on the CPU,
+    /// the process's resident set size as `used` ([`process_resident_bytes`]; Linux); on a
+    /// CUDA device (feature `cuda`), the driver's used and free bytes of the device. A figure
+    /// the platform cannot give is left absent, never zero; returns whether a sample was
+    /// written.
+    pub fn sample_memory(&self, device: &Device) -> bool {
+        if !self.is_active() {
+            return false;
+        }
+        let label = DeviceLabel::of(device);
+        let (used, free) = match device {
+            Device::Cpu => (process_resident_bytes(), None),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(_) => match cuda_used_free(device) {
+                Some((u, f)) => (Some(u), Some(f)),
+                None => (None, None),
+            },
+            _ => (None, None),
+        };
+        if used.is_none() && free.is_none() {
+            return false;
+        }
+        self.session()
+            .record_device_memory(label.as_str(), used, free, None);
+        true
+    }
+
+    /// Samples `device`'s physical memory ([`Capture::sample_memory`]) at the end of every
+    /// step and at [`Capture::finish`]. Chains after [`Capture::open`] / [`Capture::new`].
+    pub fn sampling_memory(self, device: &Device) -> Self {
+        self.inner().persist().sampled.push(device.clone());
+        self
+    }
+}
+
+#[cfg(test)]
+mod statm_tests {
+    use super::resident_bytes_from_statm;
+
+    #[test]
+    fn resident_pages_times_page_size() {
+        let cases: [(&[u8], u64, Option<u64>); 5] = [
+            (b"5374 2011 1342 342 0 1097 0\n", 4096, Some(2011 * 4096)),
+            (b"5374 2011 1342 342 0 1097 0", 65536, Some(2011 * 65536)),
+            (b"5374", 4096, None),
+            (b"5374 x 1", 4096, None),
+            (b"1 18446744073709551615 0", 4096, None),
+        ];
+        for (text, page, want) in cases {
+            assert_eq!(resident_bytes_from_statm(text, page), want, "{text:?}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn this_process_has_a_plausible_resident_size() {
+        let bytes = super::process_resident_bytes().expect("statm is readable on Linux");
+        // A test binary holds at least a megabyte and far less than a terabyte.
+        assert!((1 << 20..1 << 40).contains(&bytes), "{bytes}");
+        // And it agrees with the kernel's own VmRSS (kB) read right after (pages may come and
+        // go in between, so within 25%).
+        let status = std::fs::read_to_string("/proc/self/status").expect("status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS");
+        let vm = kib * 1024;
+        assert!(
+            bytes.abs_diff(vm) * 4 <= vm,
+            "statm {bytes} B vs VmRSS {vm} B"
+        );
+    }
+}
