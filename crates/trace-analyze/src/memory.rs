@@ -1,6 +1,7 @@
-//! The memory timeline: live logical bytes over time per device and category, the peak with its
-//! breakdown and the allocations live at it, what is still live at the end (possible leaks),
-//! and physical device samples reported beside, never mixed with logical bytes.
+//! The memory timeline: live logical bytes over time per device and category (with a min/max
+//! band), the peak with its breakdown and the allocations live at it, what is still live at the
+//! end (possible leaks), and physical device samples reported beside, never mixed with logical
+//! bytes.
 
 use crate::intern::FastMap;
 use serde::Serialize;
@@ -14,6 +15,9 @@ use crate::model::{MemEvent, Trace};
 pub const TIMELINE_POINTS: usize = 512;
 /// How many allocations are listed at the peak and at the end.
 pub const TOP_ALLOCATIONS: usize = 20;
+/// Points of a device's [`MemoryBand`] kept exactly (one per event) up to this many; more
+/// events are reduced to this many time buckets, each keeping its smallest and largest total.
+pub const BAND_POINTS: usize = 4096;
 
 /// Live logical bytes per category (fields named after [`MemoryCategory::as_str`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -89,6 +93,89 @@ pub struct TimelinePoint {
     pub by_category: ByCategory,
 }
 
+/// Live logical bytes of one device over time as a band: per point (an event, or a time bucket
+/// of events) the time, the smallest and largest live total in it, and the live bytes per
+/// category at the instant of the smallest total (the floor the band starts from). Unlike the
+/// [`DeviceMemory::timeline`], which keeps each bucket's maximum only, the band shows the drops
+/// between allocations as well as the peaks. Frees without their allocation are not points.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MemoryBand {
+    /// Start of each point (the event time, or the bucket's first event).
+    pub t_ns: Vec<u64>,
+    /// Smallest live total during each point (including what was live when it began).
+    pub lo: Vec<u64>,
+    /// Largest live total during each point.
+    pub hi: Vec<u64>,
+    /// Per category, in [`MemoryCategory::ALL`] order, live bytes at the instant of each `lo`.
+    pub by_category_at_lo: Vec<Vec<u64>>,
+    /// True when every point is one event (at most [`BAND_POINTS`] events, no bucketing).
+    pub exact: bool,
+    /// Time of the device's last memory event (0 without any).
+    pub end_ns: u64,
+}
+
+/// Builds a [`MemoryBand`] one live total at a time.
+struct BandBuilder {
+    band: MemoryBand,
+    t0: u64,
+    span: u64,
+    open: Option<usize>,
+}
+
+impl BandBuilder {
+    /// For `events` memory events of a device, the first at `first_ns`, the last at `last_ns`.
+    fn new(events: usize, first_ns: u64, last_ns: u64) -> Self {
+        let t1 = last_ns.max(first_ns);
+        BandBuilder {
+            band: MemoryBand {
+                by_category_at_lo: vec![Vec::new(); MemoryCategory::ALL.len()],
+                exact: events <= BAND_POINTS,
+                end_ns: if events > 0 { t1 } else { 0 },
+                ..MemoryBand::default()
+            },
+            t0: first_ns,
+            span: (t1 - first_ns).max(1),
+            open: None,
+        }
+    }
+
+    fn bucket_of(&self, t: u64) -> usize {
+        if self.band.exact {
+            return 0;
+        }
+        let b = (u128::from(t.saturating_sub(self.t0)) * BAND_POINTS as u128
+            / u128::from(self.span)) as usize;
+        b.min(BAND_POINTS - 1)
+    }
+
+    /// The live `total` and bytes per category (`cats`) just after an event at `t`.
+    fn push(&mut self, t: u64, total: u64, cats: &[u64; 7]) {
+        let b = self.bucket_of(t);
+        let band = &mut self.band;
+        if band.exact || self.open != Some(b) {
+            // A bucket starts from what was live when it began (the previous point's last
+            // value is not lower than its floor, so the floor is at most the running value).
+            band.t_ns.push(t);
+            band.lo.push(total);
+            band.hi.push(total);
+            for (series, v) in band.by_category_at_lo.iter_mut().zip(cats) {
+                series.push(*v);
+            }
+            self.open = Some(b);
+        } else if let (Some(lo), Some(hi)) = (band.lo.last_mut(), band.hi.last_mut()) {
+            if total < *lo {
+                *lo = total;
+                for (series, v) in band.by_category_at_lo.iter_mut().zip(cats) {
+                    if let Some(x) = series.last_mut() {
+                        *x = *v;
+                    }
+                }
+            }
+            *hi = (*hi).max(total);
+        }
+    }
+}
+
 /// An allocation (logical bytes).
 #[derive(Debug, Clone, Serialize)]
 pub struct Allocation {
@@ -161,6 +248,8 @@ pub struct DeviceMemory {
     pub possible_leak_bytes: u64,
     /// The timeline (at most [`TIMELINE_POINTS`] points, the maximum of each time bucket).
     pub timeline: Vec<TimelinePoint>,
+    /// The min/max band of live bytes (at most [`BAND_POINTS`] points).
+    pub band: MemoryBand,
     /// Physical samples for this device, when the trace has any: reported beside the logical
     /// numbers, never added to them.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -253,6 +342,16 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
     let mut peak_live = 0u64;
     let span = (t1 - t0).max(1);
     let mut buckets: Vec<Option<TimelinePoint>> = vec![None; TIMELINE_POINTS];
+    let mut band = {
+        let (mut count, mut first, mut last) = (0usize, None, 0u64);
+        for e in events() {
+            count += 1;
+            first.get_or_insert(e.t_ns);
+            last = e.t_ns;
+        }
+        trace.work.add(trace.memory.len() as u64);
+        BandBuilder::new(count, first.unwrap_or(0), last)
+    };
     let apply = |e: &MemEvent,
                  live: &mut FastMap<u64, Live>,
                  cats: &mut [u128; 7],
@@ -285,13 +384,27 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
     let mut n = 0u64;
     for (i, e) in events().enumerate() {
         n += 1;
-        match apply(e, &mut live, &mut cats, &mut total) {
-            Some(true) => allocs += 1,
-            Some(false) => frees += 1,
+        let matched = match apply(e, &mut live, &mut cats, &mut total) {
+            Some(true) => {
+                allocs += 1;
+                true
+            }
+            Some(false) => {
+                frees += 1;
+                true
+            }
             None => {
                 frees += 1;
                 unmatched += 1;
+                false
             }
+        };
+        if matched {
+            let mut at = [0u64; 7];
+            for (a, c) in at.iter_mut().zip(&cats) {
+                *a = capped(*c, &mut saturated);
+            }
+            band.push(e.t_ns, capped(total, &mut saturated), &at);
         }
         if total > peak {
             peak = total;
@@ -370,6 +483,7 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
         possible_leak_count,
         possible_leak_bytes,
         timeline: buckets.into_iter().flatten().collect(),
+        band: band.band,
         physical,
         saturated,
     }

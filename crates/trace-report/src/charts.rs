@@ -1,108 +1,9 @@
-//! Chart data computed from the loaded trace: the memory band (min/max per bucket, exact when it fits), step times by phase, and where each tensor came from.
+//! Chart data computed from the loaded trace: step times by phase, and where each tensor came from.
 
 use std::collections::HashMap;
 
 use trace_analyze::{Trace, span_paths};
-use trace_record::schema::{ExecStep, MemoryCategory};
-
-/// Points of a memory chart kept exactly (one per event) up to this many; more events are
-/// reduced to this many time buckets, each keeping its minimum and maximum.
-pub(crate) const MEMORY_POINTS: usize = 4096;
-
-/// The memory band of one device: per point (an event, or a time bucket of events) the time,
-/// the smallest and largest live total in it, and the live bytes per category at the instant
-/// of the smallest total (the floor the band starts from).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Band {
-    /// Start of the point (the event time, or the bucket's first event).
-    pub(crate) t_ns: Vec<u64>,
-    /// Smallest live total during the point (including what was live when it began).
-    pub(crate) lo: Vec<u64>,
-    /// Largest live total during the point.
-    pub(crate) hi: Vec<u64>,
-    /// Per category (`MemoryCategory::ALL` order), live bytes at the instant of `lo`.
-    pub(crate) by_category_at_lo: Vec<Vec<u64>>,
-    /// True when every point is one event (no bucketing).
-    pub(crate) exact: bool,
-    /// Time of the last event.
-    pub(crate) end_ns: u64,
-}
-
-/// Live logical bytes over time of `device`, from the trace's allocation and free events
-/// (a free without its allocation is ignored, a repeated allocation replaces the old one, as
-/// in the memory report). O(n) in the memory events.
-pub(crate) fn memory_band(trace: &Trace, device: &str) -> Band {
-    let ncat = MemoryCategory::ALL.len();
-    let events: Vec<&trace_analyze::MemEvent> = trace
-        .memory
-        .iter()
-        .filter(|m| trace.str(m.device) == device)
-        .collect();
-    let mut band = Band {
-        by_category_at_lo: vec![Vec::new(); ncat],
-        exact: events.len() <= MEMORY_POINTS,
-        ..Band::default()
-    };
-    let (Some(first), Some(last)) = (events.first(), events.last()) else {
-        return band;
-    };
-    let (t0, t1) = (first.t_ns, last.t_ns.max(first.t_ns));
-    band.end_ns = t1;
-    let span = (t1 - t0).max(1);
-    let bucket_of = |t: u64| -> usize {
-        if band.exact {
-            0
-        } else {
-            let b = (u128::from(t.saturating_sub(t0)) * MEMORY_POINTS as u128 / u128::from(span))
-                as usize;
-            b.min(MEMORY_POINTS - 1)
-        }
-    };
-    let mut live: HashMap<u64, (usize, u64)> = HashMap::new();
-    let mut cats = vec![0u64; ncat];
-    let mut total = 0u64;
-    let mut open: Option<usize> = None;
-    for m in events {
-        let c = m.category.index();
-        if m.alloc {
-            if let Some((oc, ob)) = live.insert(m.storage, (c, m.bytes)) {
-                cats[oc] = cats[oc].saturating_sub(ob);
-                total = total.saturating_sub(ob);
-            }
-            cats[c] = cats[c].saturating_add(m.bytes);
-            total = total.saturating_add(m.bytes);
-        } else if let Some((oc, ob)) = live.remove(&m.storage) {
-            cats[oc] = cats[oc].saturating_sub(ob);
-            total = total.saturating_sub(ob);
-        } else {
-            continue;
-        }
-        let b = bucket_of(m.t_ns);
-        let new_point = band.exact || open != Some(b);
-        if new_point {
-            // A bucket starts from what was live when it began (the previous point's last
-            // value is not lower than its floor, so the floor is at most the running value).
-            band.t_ns.push(m.t_ns);
-            band.lo.push(total);
-            band.hi.push(total);
-            for (k, v) in cats.iter().enumerate() {
-                band.by_category_at_lo[k].push(*v);
-            }
-            open = Some(b);
-        } else if let (Some(lo), Some(hi)) = (band.lo.last_mut(), band.hi.last_mut()) {
-            if total < *lo {
-                *lo = total;
-                for (k, v) in cats.iter().enumerate() {
-                    if let Some(x) = band.by_category_at_lo[k].last_mut() {
-                        *x = *v;
-                    }
-                }
-            }
-            *hi = (*hi).max(total);
-        }
-    }
-    band
-}
+use trace_record::schema::ExecStep;
 
 /// Time per step split by training phase: forward, backward, optimizer, and the rest of the
 /// step (`other`: time in no phase-tagged span). A phase's time is the duration of its
@@ -198,47 +99,6 @@ mod tests {
         }
         s.push('\n');
         trace_analyze::load_str(&s, "t.jsonl", Default::default()).expect("trace")
-    }
-
-    #[test]
-    fn the_band_keeps_every_point_when_it_fits_and_shows_drops() {
-        let t = trace(&[
-            r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":100,"cat":"parameter","ts":1}"#,
-            r#"{"type":"memory","action":"alloc","storage":2,"tensor":2,"bytes":1000,"cat":"activation","ts":2}"#,
-            r#"{"type":"memory","action":"free","storage":2,"tensor":2,"bytes":1000,"cat":"activation","ts":3}"#,
-            r#"{"type":"memory","action":"free","storage":9,"tensor":9,"bytes":5,"cat":"activation","ts":4}"#,
-        ]);
-        let b = memory_band(&t, "cpu");
-        assert!(b.exact);
-        assert_eq!(b.t_ns, [1, 2, 3]);
-        assert_eq!(b.lo, [100, 1100, 100]);
-        assert_eq!(b.hi, b.lo);
-        assert_eq!(
-            b.by_category_at_lo[MemoryCategory::Activation.index()],
-            [0, 1000, 0]
-        );
-    }
-
-    #[test]
-    fn a_bucketed_band_keeps_min_and_max() {
-        let mut lines = Vec::new();
-        for i in 0..(MEMORY_POINTS as u64 * 3) {
-            lines.push(format!(
-                r#"{{"type":"memory","action":"alloc","storage":{i},"tensor":{i},"bytes":1000,"cat":"activation","ts":{}}}"#,
-                2 * i
-            ));
-            lines.push(format!(
-                r#"{{"type":"memory","action":"free","storage":{i},"tensor":{i},"bytes":1000,"cat":"activation","ts":{}}}"#,
-                2 * i + 1
-            ));
-        }
-        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let b = memory_band(&trace(&refs), "cpu");
-        assert!(!b.exact);
-        assert!(b.t_ns.len() <= MEMORY_POINTS);
-        // Every bucket rises to 1000 and falls to 0: the drop between allocations is visible.
-        assert!(b.hi.iter().all(|&h| h == 1000), "{:?}", &b.hi[..8]);
-        assert!(b.lo.iter().skip(1).all(|&l| l == 0));
     }
 
     #[test]

@@ -2,13 +2,13 @@
 
 use serde_json::{Value, json};
 use trace_analyze::{
-    Allocation, AnalyzeError, ByCategory, CONFIDENCE, Change, Comparison, Delta, DeviceMemory,
-    OpColumn, OpTableOptions, Summary, Trace, TraceEnd, Verdict, compare, format_bytes, format_ns,
-    graph_report, memory_report, new_step_cache, op_table, significance_order, span_tree,
-    summarize,
+    Allocation, AnalyzeError, BAND_POINTS, ByCategory, CONFIDENCE, Change, Comparison, Delta,
+    DeviceMemory, OpColumn, OpTableOptions, Summary, Trace, TraceEnd, Verdict, compare,
+    format_bytes, format_ns, graph_report, memory_report, new_step_cache, op_table,
+    significance_order, span_tree, summarize,
 };
 
-use crate::charts::{MEMORY_POINTS, Producers, memory_band, step_phases};
+use crate::charts::{Producers, step_phases};
 use trace_record::schema::{MemoryCategory, Outcome, TimingMode};
 
 use crate::model::{
@@ -488,8 +488,8 @@ fn alloc_table(list: &[Allocation], total: u64, what: &str, producers: &Producer
     t
 }
 
-fn memory_device(trace: &Trace, d: &DeviceMemory, producers: &Producers) -> MemoryDevice {
-    let band = memory_band(trace, &d.device);
+fn memory_device(d: &DeviceMemory, producers: &Producers) -> MemoryDevice {
+    let band = &d.band;
     let cats: Vec<MemoryCategory> = MemoryCategory::ALL
         .iter()
         .copied()
@@ -570,10 +570,10 @@ fn memory_device(trace: &Trace, d: &DeviceMemory, producers: &Producers) -> Memo
     MemoryDevice {
         device: d.device.clone(),
         categories: cats.iter().map(|c| c.as_str()).collect(),
-        t_ns: band.t_ns,
+        t_ns: band.t_ns.clone(),
         end_ns: band.end_ns.max(d.peak_at_ns),
-        lo: band.lo,
-        hi: band.hi,
+        lo: band.lo.clone(),
+        hi: band.hi.clone(),
         exact: band.exact,
         series,
         peak,
@@ -601,13 +601,13 @@ fn memory_data(trace: &Trace) -> Option<MemoryData> {
     Some(MemoryData {
         bytes_kind: report.bytes_kind,
         note: format!(
-            "Live {} bytes (shape × dtype size, not allocator or device figures) from the trace's allocation and free events. Up to {MEMORY_POINTS} events are drawn exactly; more are grouped into {MEMORY_POINTS} time buckets drawn as a band from the smallest to the largest live total in the bucket (categories stacked at the smallest), so drops between steps and the peak both show. Drag across the chart to zoom in on a time range; double-click or \"reset zoom\" to zoom out.",
+            "Live {} bytes (shape × dtype size, not allocator or device figures) from the trace's allocation and free events. Up to {BAND_POINTS} events are drawn exactly; more are grouped into {BAND_POINTS} time buckets drawn as a band from the smallest to the largest live total in the bucket (categories stacked at the smallest), so drops between steps and the peak both show. Drag across the chart to zoom in on a time range; double-click or \"reset zoom\" to zoom out.",
             report.bytes_kind,
         ),
         devices: report
             .devices
             .iter()
-            .map(|d| memory_device(trace, d, &producers))
+            .map(|d| memory_device(d, &producers))
             .collect(),
     })
 }

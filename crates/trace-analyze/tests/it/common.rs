@@ -25,3 +25,16 @@ pub(crate) fn small() -> Trace {
     let text = std::fs::read_to_string(testkit::small_jsonl()).expect("small.jsonl");
     load_str(&text, "small.jsonl", LoadOptions::default()).expect("small trace loads")
 }
+
+/// A trace of `lines` (event lines, no trailer) after a fixed training-run header.
+pub(crate) fn from_lines<S: AsRef<str>>(lines: &[S]) -> Trace {
+    let mut text = String::from(
+        r#"{"type":"header","schema":"tracegraph-trace","version":1,"run":{"run_id":"t","entrypoint":"test","phase":"train","device":"cpu","timing":"host","start_unix_ns":0,"pid":7}}"#,
+    );
+    for l in lines {
+        text.push('\n');
+        text.push_str(l.as_ref());
+    }
+    text.push('\n');
+    load_str(&text, "t.jsonl", LoadOptions::default()).expect("trace loads")
+}

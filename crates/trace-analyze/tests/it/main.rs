@@ -1,6 +1,7 @@
 //! Integration tests of trace-analyze: hand-computed analyses, goldens, linear work, step graphs,
 //! comparison, gaps and truncated traces.
 
+mod band;
 mod common;
 mod compare;
 mod golden;
