@@ -1,12 +1,12 @@
-//! The summary `tracegraph summary` prints: header, health, step times, top ops, memory peak by
-//! category and graph stability, in one struct.
+//! The summary `tracegraph summary` prints: header, health, step times (with each whole step's
+//! time by phase), top ops, memory peak by category and graph stability, in one struct.
 
 use serde::Serialize;
 
 use crate::error::AnalyzeError;
 use crate::memory::{ByCategory, PhysicalSummary, memory_report};
 use trace_record::Issue;
-use trace_record::schema::TimingMode;
+use trace_record::schema::{ExecStep, TimingMode};
 
 use crate::model::{GradientCounts, ReadCounts, RunInfo, Trace, TraceEnd};
 use crate::ops::{OpColumn, OpRow, OpTableOptions, op_table};
@@ -62,6 +62,89 @@ pub struct StepTimes {
     /// The total exceeded `u64::MAX` ns and is shown as `u64::MAX`. Omitted when false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub saturated: bool,
+    /// The whole steps' time by phase, summed over them (each sum capped at `u64::MAX`);
+    /// absent when there is no whole step. Per step: [`step_phases`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phases: Option<PhaseTimes>,
+}
+
+/// The time of a step by training phase. A phase's time is the duration of its outermost
+/// spans in the step (a span whose parent has the same phase is not counted again); `other`
+/// is the rest of the step's wall time, in no phase-tagged span. Every figure is capped at
+/// `u64::MAX` (a trace's numbers may be hostile: a span may end at `u64::MAX` ns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PhaseTimes {
+    /// Time in forward spans.
+    pub forward_ns: u64,
+    /// Time in backward spans.
+    pub backward_ns: u64,
+    /// Time in optimizer spans.
+    pub optimizer_ns: u64,
+    /// The step's wall time minus the three phases (0 when they add up to more).
+    pub other_ns: u64,
+}
+
+impl PhaseTimes {
+    /// The time of phase `e`.
+    pub fn get(&self, e: ExecStep) -> u64 {
+        match e {
+            ExecStep::Forward => self.forward_ns,
+            ExecStep::Backward => self.backward_ns,
+            ExecStep::Optimizer => self.optimizer_ns,
+        }
+    }
+
+    fn get_mut(&mut self, e: ExecStep) -> &mut u64 {
+        match e {
+            ExecStep::Forward => &mut self.forward_ns,
+            ExecStep::Backward => &mut self.backward_ns,
+            ExecStep::Optimizer => &mut self.optimizer_ns,
+        }
+    }
+
+    /// Forward, backward and optimizer time together (capped at `u64::MAX`).
+    pub fn in_phases_ns(&self) -> u64 {
+        self.forward_ns
+            .saturating_add(self.backward_ns)
+            .saturating_add(self.optimizer_ns)
+    }
+
+    /// Adds `other`'s times to these, each capped at `u64::MAX`.
+    fn add(&mut self, other: &PhaseTimes) {
+        self.forward_ns = self.forward_ns.saturating_add(other.forward_ns);
+        self.backward_ns = self.backward_ns.saturating_add(other.backward_ns);
+        self.optimizer_ns = self.optimizer_ns.saturating_add(other.optimizer_ns);
+        self.other_ns = self.other_ns.saturating_add(other.other_ns);
+    }
+}
+
+/// The time by phase of every whole step, in the order of [`Trace::complete_steps`]. O(n) in
+/// the spans.
+pub fn step_phases(trace: &Trace) -> Vec<PhaseTimes> {
+    let steps = trace.complete_steps();
+    let mut per_step = vec![PhaseTimes::default(); steps.len()];
+    for s in &trace.spans {
+        let (Some(e), Some(step), Some(d)) = (s.exec_step, s.step, s.duration_ns()) else {
+            continue;
+        };
+        let parent_same = s
+            .parent
+            .and_then(|p| trace.spans.get(p as usize))
+            .is_some_and(|p| p.exec_step == Some(e));
+        if parent_same {
+            continue;
+        }
+        if let Some(row) = per_step.get_mut(step as usize) {
+            let t = row.get_mut(e);
+            *t = t.saturating_add(d);
+        }
+    }
+    for (row, step) in per_step.iter_mut().zip(steps) {
+        let dur = step.duration_ns();
+        row.other_ns = dur - row.in_phases_ns().min(dur);
+    }
+    trace.work.add((trace.spans.len() + steps.len()) as u64);
+    per_step
 }
 
 /// Peak logical memory of one device.
@@ -176,6 +259,14 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         .collect();
     // Summed exactly; a total past u64::MAX is shown capped and flagged, never wrapped.
     let exact: u128 = durs.iter().map(|&d| u128::from(d)).sum();
+    let per_step = step_phases(trace);
+    let phases = (!per_step.is_empty()).then(|| {
+        let mut sum = PhaseTimes::default();
+        for p in &per_step {
+            sum.add(p);
+        }
+        sum
+    });
     let steps = StepTimes {
         count: durs.len(),
         total_ns: u64::try_from(exact).unwrap_or(u64::MAX),
@@ -183,6 +274,7 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         spread: Spread::of(&durs),
         p95_ns: percentile(&mut durs, 95.0),
         partial_step: trace.partial_step().map(|s| s.index),
+        phases,
     };
     let table = op_table(
         trace,

@@ -1,49 +1,8 @@
-//! Chart data computed from the loaded trace: step times by phase, and where each tensor came from.
+//! Chart data computed from the loaded trace: where each tensor came from.
 
 use std::collections::HashMap;
 
 use trace_analyze::{Trace, span_paths};
-use trace_record::schema::ExecStep;
-
-/// Time per step split by training phase: forward, backward, optimizer, and the rest of the
-/// step (`other`: time in no phase-tagged span). A phase's time is the duration of its
-/// outermost spans in the step (a span whose parent has the same phase is not counted again).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct StepPhases {
-    /// Per whole step (as `Trace::complete_steps`): forward, backward, optimizer ns.
-    pub(crate) per_step: Vec<[u64; 3]>,
-}
-
-fn phase_index(e: ExecStep) -> usize {
-    match e {
-        ExecStep::Forward => 0,
-        ExecStep::Backward => 1,
-        ExecStep::Optimizer => 2,
-    }
-}
-
-/// The phase times of every whole step. O(n) in the spans.
-pub(crate) fn step_phases(trace: &Trace) -> StepPhases {
-    let n = trace.complete_steps().len();
-    let mut per_step = vec![[0u64; 3]; n];
-    for s in &trace.spans {
-        let (Some(e), Some(step), Some(d)) = (s.exec_step, s.step, s.duration_ns()) else {
-            continue;
-        };
-        let parent_same = s
-            .parent
-            .and_then(|p| trace.spans.get(p as usize))
-            .is_some_and(|p| p.exec_step == Some(e));
-        if parent_same {
-            continue;
-        }
-        if let Some(row) = per_step.get_mut(step as usize) {
-            let k = phase_index(e);
-            row[k] = row[k].saturating_add(d);
-        }
-    }
-    StepPhases { per_step }
-}
 
 /// Where tensors came from: tensor id → (producing op name, span path of that op).
 pub(crate) struct Producers {

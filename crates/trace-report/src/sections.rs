@@ -3,12 +3,12 @@
 use serde_json::{Value, json};
 use trace_analyze::{
     Allocation, AnalyzeError, BAND_POINTS, ByCategory, CONFIDENCE, Change, Comparison, Delta,
-    DeviceMemory, OpColumn, OpTableOptions, Summary, Trace, TraceEnd, Verdict, compare,
+    DeviceMemory, OpColumn, OpTableOptions, PhaseTimes, Summary, Trace, TraceEnd, Verdict, compare,
     format_bytes, format_ns, graph_report, memory_report, new_step_cache, op_table,
-    significance_order, span_tree, summarize,
+    significance_order, span_tree, step_phases, summarize,
 };
 
-use crate::charts::{Producers, step_phases};
+use crate::charts::Producers;
 use trace_record::schema::{MemoryCategory, Outcome, TimingMode};
 
 use crate::model::{
@@ -290,17 +290,19 @@ fn steps_data(
             continue;
         };
         let dur = slow.duration_ns();
+        // A step without its phase times (none past the whole steps) is all "other".
         let ph = phases
-            .per_step
             .get(ci * group + slow_i)
             .copied()
-            .unwrap_or([0; 3]);
-        // Saturating: phase times come from the trace, whose numbers may be hostile.
-        let in_phases = ph.iter().fold(0u64, |a, &b| a.saturating_add(b)).min(dur);
+            .unwrap_or(PhaseTimes {
+                other_ns: dur,
+                ..PhaseTimes::default()
+            });
         d.index.push(first.index);
         d.last_index.push(last.index);
         d.duration_ns.push(Some(dur));
-        d.phases_ns.push([ph[0], ph[1], ph[2], dur - in_phases]);
+        d.phases_ns
+            .push([ph.forward_ns, ph.backward_ns, ph.optimizer_ns, ph.other_ns]);
         d.changed.push(
             chunk
                 .iter()

@@ -8,5 +8,6 @@ mod golden;
 mod hand;
 mod hostile;
 mod linear;
+mod phases;
 mod props;
 mod steps;
