@@ -203,7 +203,7 @@ pub struct AutogradNode {
 }
 
 /// The label trace-candle gives the `tensor` events of the autograd graph's tensors.
-pub const AUTOGRAD_LABEL: &str = "autograd";
+pub use trace_record::schema::AUTOGRAD_LABEL;
 
 /// A memory event as loaded (logical bytes).
 #[derive(Debug, Clone, Copy)]

@@ -336,7 +336,7 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         gradients,
         backward_kernels: crate::hot::backward_kernels(trace, TOP_BACKWARD_KERNELS),
         tracing_spans: trace
-            .counter("trace_candle.tracing_spans")
+            .counter(trace_record::schema::TRACING_SPANS_COUNTER)
             .filter(|v| v.is_finite() && *v >= 0.0)
             .map(|v| v as u64),
     })

@@ -3,14 +3,10 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Tensor};
-use trace_record::schema::MemoryCategory;
+use trace_record::schema::{AUTOGRAD_LABEL, MemoryCategory};
 
 use crate::Capture;
 use crate::meta::{DeviceLabel, dense_bytes, tensor_id};
-
-/// The label of the `tensor` events [`Capture::autograd`] records for the tensors the
-/// autograd graph keeps alive.
-pub const AUTOGRAD_LABEL: &str = "autograd";
 
 /// What [`Capture::autograd`] found: the tensors the autograd graph of a loss keeps alive
 /// for backward (variables excluded: they are parameters).

@@ -5,12 +5,15 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use candle_core::Tensor;
-use trace_record::schema::{AllocKind, ExecStep, MemoryCategory, SpanKind, TimingMode};
+use trace_record::schema::{
+    AllocKind, ExecStep, MODULE_INPUT, MODULE_OUTPUT, MemoryCategory, SpanKind,
+    TRACING_SPANS_COUNTER, TimingMode,
+};
 use trace_record::{MemoryRecord, OpRecord, SpanGuard, TensorRecord, TraceSession};
 
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
 use crate::op_spans;
-use crate::persistent::{Persistent, TRACING_SPANS_COUNTER};
+use crate::persistent::Persistent;
 
 thread_local! {
     static EXEC_STEP: Cell<Option<ExecStep>> = const { Cell::new(None) };
@@ -690,11 +693,6 @@ impl Drop for PhaseGuard<'_> {
         EXEC_STEP.with(|c| c.set(self.prev));
     }
 }
-
-/// The label of a module span's input `tensor` event.
-pub const MODULE_INPUT: &str = "module_input";
-/// The label of a module span's output `tensor` event.
-pub const MODULE_OUTPUT: &str = "module_output";
 
 /// Most inputs an op records without allocating.
 const INLINE_INPUTS: usize = 8;

@@ -84,7 +84,7 @@ fn next_index(siblings: &mut Siblings, name: &'static str) -> u32 {
 /// them (a model built before the layer was installed: candle-transformers creates its spans
 /// at construction) stay disabled forever. [`Capture::install_tracing`] installs the layer as
 /// the global subscriber in one call; call it before building the model. The trace then
-/// says how many spans the layer saw (counter [`crate::TRACING_SPANS_COUNTER`], written by
+/// says how many spans the layer saw (counter [`trace_record::schema::TRACING_SPANS_COUNTER`], written by
 /// [`Capture::finish`]), so a layer that saw none is reported rather than silent.
 ///
 /// The layer composes with other layers, e.g. `tracing-chrome`, in one subscriber:

@@ -81,9 +81,9 @@ mod layer;
 #[cfg(feature = "nn")]
 mod train;
 
-pub use autograd::{AUTOGRAD_LABEL, AutogradSummary};
+pub use autograd::AutogradSummary;
 pub use buffers::DECLARED_BUFFER_BIT;
-pub use capture::{Capture, MODULE_INPUT, MODULE_OUTPUT, PhaseGuard};
+pub use capture::{Capture, PhaseGuard};
 pub use error::CaptureError;
 pub use gradients::{GradientFact, gradient_state};
 #[cfg(feature = "tracing")]
@@ -92,7 +92,6 @@ pub use meta::{
     ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits, dtype_label, tensor_id,
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
-pub use persistent::TRACING_SPANS_COUNTER;
 pub use resident::process_resident_bytes;
 pub use trace_sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
 #[cfg(feature = "nn")]

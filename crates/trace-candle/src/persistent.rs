@@ -55,7 +55,3 @@ impl Persistent {
             .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
-
-/// The counter [`crate::Capture::finish`] writes with the number of spans the `tracing` layer
-/// of `Capture::install_tracing` saw (absent when no layer was installed).
-pub const TRACING_SPANS_COUNTER: &str = "trace_candle.tracing_spans";

@@ -16,11 +16,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 
 mod vocab;
+mod words;
 
 pub use vocab::{
     AllocKind, EventType, ExecStep, GradientState, MemoryCategory, OutcomeKind, ParseEnumError,
     Phase, SpanKind, TimingMode,
 };
+pub use words::{AUTOGRAD_LABEL, MODULE_INPUT, MODULE_OUTPUT, TRACING_SPANS_COUNTER};
 
 /// The schema name written in every header.
 pub const SCHEMA_NAME: &str = "tracegraph-trace";

@@ -1,0 +1,46 @@
+//! The wire words: labels and counter names that a trace's writer and its readers agree on.
+//!
+//! Each is written by a recorder (trace-candle) and matched by a reader (trace-analyze, the
+//! CLI, the report), so each is declared here once and both sides name the constant. They are
+//! part of the format: changing one is a schema change (a new version), not a refactor.
+
+/// The label of the `tensor` events trace-candle records, at backward, for the tensors the
+/// autograd graph of a loss keeps alive (`Capture::autograd`); the analysis reads the
+/// graph's nodes from them.
+pub const AUTOGRAD_LABEL: &str = "autograd";
+
+/// The label of a module span's input `tensor` event (trace-candle's profiled modules).
+pub const MODULE_INPUT: &str = "module_input";
+
+/// The label of a module span's output `tensor` event (trace-candle's profiled modules).
+pub const MODULE_OUTPUT: &str = "module_output";
+
+/// The counter trace-candle's `Capture::finish` writes with the number of spans its
+/// `tracing` layer saw (absent when no layer was installed); the summary reports a layer
+/// that saw none.
+pub const TRACING_SPANS_COUNTER: &str = "trace_candle.tracing_spans";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words are wire format: traces on disk carry them, so their values never change
+    /// without a schema version.
+    #[test]
+    fn the_wire_words_keep_their_values() {
+        assert_eq!(
+            [
+                AUTOGRAD_LABEL,
+                MODULE_INPUT,
+                MODULE_OUTPUT,
+                TRACING_SPANS_COUNTER
+            ],
+            [
+                "autograd",
+                "module_input",
+                "module_output",
+                "trace_candle.tracing_spans"
+            ]
+        );
+    }
+}
