@@ -1,6 +1,6 @@
 //! The op table: per op name (optionally per name and input shapes) count, total, self, mean,
-//! min, max and p95 duration, output bytes and share of step time, like PyTorch's
-//! `key_averages().table()`.
+//! min, max and p95 duration, output bytes, share of step time and recorded FLOPs with their
+//! rate, like PyTorch's `key_averages().table()`.
 
 use crate::intern::FastMap;
 use serde::Serialize;
@@ -124,6 +124,14 @@ pub struct OpRow {
     /// in neither. Absent when the trace has no whole step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share_of_step: Option<f64>,
+    /// Floating-point operations summed over the calls that recorded them (capped at
+    /// `u64::MAX`); absent when no call did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flops: Option<u64>,
+    /// `flops` divided by the summed duration of the calls that recorded them, in GFLOP/s
+    /// (FLOPs per ns); absent when no call recorded FLOPs or those calls took no time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gflop_per_s: Option<f64>,
 }
 
 /// The op table.
@@ -141,8 +149,8 @@ pub struct OpTable {
     /// left out, as in the summary), when there are whole steps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_time_ns: Option<u64>,
-    /// Some sum (a total, self time, bytes or the step time) exceeded `u64::MAX` and is shown
-    /// as `u64::MAX` instead of wrapping. Omitted when false.
+    /// Some sum (a total, self time, bytes, FLOPs or the step time) exceeded `u64::MAX` and is
+    /// shown as `u64::MAX` instead of wrapping. Omitted when false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub saturated: bool,
     /// Number of groups before the limit.
@@ -270,6 +278,8 @@ pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
     // Self time within whole steps per group (the numerator of the share of step time).
     let whole_steps = trace.complete_steps().len();
     let mut in_whole = vec![0u64; ng];
+    // Recorded FLOPs per group and the time of the calls that recorded them.
+    let mut flops: Vec<Option<(u64, u64)>> = vec![None; ng];
     let mut saturated = false;
     for (i, op) in trace.ops.iter().enumerate() {
         let g = op_group[i] as usize;
@@ -283,6 +293,11 @@ pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
         saturated |= add_to(&mut a.4, op.output_bytes);
         if op.step.is_some_and(|st| (st as usize) < whole_steps) {
             saturated |= add_to(&mut in_whole[g], self_ns[i]);
+        }
+        if let Some(f) = op.flops {
+            let (sum, ns) = flops[g].get_or_insert((0, 0));
+            saturated |= add_to(sum, f);
+            saturated |= add_to(ns, op.dur_ns);
         }
     }
     trace.work.add(2 * trace.ops.len() as u64);
@@ -327,6 +342,10 @@ pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
             share_of_step: step_time
                 .filter(|&t| t > 0)
                 .map(|t| in_whole[g] as f64 / t as f64),
+            flops: flops[g].map(|(f, _)| f),
+            gflop_per_s: flops[g]
+                .filter(|&(_, ns)| ns > 0)
+                .map(|(f, ns)| f as f64 / ns as f64),
         });
     }
     trace.work.add(trace.ops.len() as u64);

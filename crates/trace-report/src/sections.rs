@@ -335,15 +335,6 @@ fn ops_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> Tab
             limit: Some(opts.max_op_rows),
         },
     );
-    // FLOPs per op name, over the calls that recorded them, and those calls' time.
-    let mut flops: std::collections::HashMap<&str, (u64, u64)> = std::collections::HashMap::new();
-    for op in &trace.ops {
-        if let Some(f) = op.flops {
-            let e = flops.entry(trace.str(op.name)).or_insert((0, 0));
-            e.0 = e.0.saturating_add(f);
-            e.1 = e.1.saturating_add(op.dur_ns);
-        }
-    }
     let mut t = TableData::new(vec![
         col("op", "name"),
         col("count", "int").explained("calls of this op in the whole trace"),
@@ -383,10 +374,7 @@ fn ops_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> Tab
             n(r.p95_ns),
             n(r.output_bytes),
             opt_f(r.share_of_step),
-            flops
-                .get(r.name.as_str())
-                .filter(|(_, ns)| *ns > 0)
-                .map_or(Value::Null, |(f, ns)| json!(*f as f64 / *ns as f64)),
+            opt_f(r.gflop_per_s),
         ]);
     }
     if table.groups > table.rows.len() {

@@ -46,8 +46,14 @@ fn a_repeated_allocation_replaces_the_old_one_in_the_band() {
     ]);
     let b = band_of(&t, "cpu");
     assert_eq!(b.lo, [100, 30]);
-    assert_eq!(b.by_category_at_lo[MemoryCategory::Activation.index()], [100, 0]);
-    assert_eq!(b.by_category_at_lo[MemoryCategory::Temporary.index()], [0, 30]);
+    assert_eq!(
+        b.by_category_at_lo[MemoryCategory::Activation.index()],
+        [100, 0]
+    );
+    assert_eq!(
+        b.by_category_at_lo[MemoryCategory::Temporary.index()],
+        [0, 30]
+    );
 }
 
 #[test]
@@ -97,7 +103,12 @@ fn the_band_of_real_traces_reaches_the_peak_and_ends_at_the_end() {
         let report = memory_report(&t).expect("memory events");
         for d in &report.devices {
             let b = &d.band;
-            assert_eq!(b.hi.iter().max().copied(), Some(d.peak_bytes), "{}", t.source);
+            assert_eq!(
+                b.hi.iter().max().copied(),
+                Some(d.peak_bytes),
+                "{}",
+                t.source
+            );
             assert!(b.lo.iter().zip(&b.hi).all(|(l, h)| l <= h));
             for (i, lo) in b.lo.iter().enumerate() {
                 let sum: u64 = b.by_category_at_lo.iter().map(|s| s[i]).sum();

@@ -4,6 +4,7 @@
 mod band;
 mod common;
 mod compare;
+mod flops;
 mod golden;
 mod hand;
 mod hostile;

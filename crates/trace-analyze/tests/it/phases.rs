@@ -109,7 +109,12 @@ fn phases_of_real_traces_fit_in_their_steps() {
         assert!(p.iter().any(|x| x.in_phases_ns() > 0), "{}", t.source);
         for (x, s) in p.iter().zip(t.complete_steps()) {
             // Properly nested spans: phases plus other are the step's wall time.
-            assert_eq!(x.in_phases_ns() + x.other_ns, s.duration_ns(), "{}", t.source);
+            assert_eq!(
+                x.in_phases_ns() + x.other_ns,
+                s.duration_ns(),
+                "{}",
+                t.source
+            );
         }
     }
 }
