@@ -1,7 +1,7 @@
 //! The memory timeline: live logical bytes over time per device and category (with a min/max
-//! band), the peak with its breakdown and the allocations live at it, what is still live at the
-//! end (possible leaks), and physical device samples reported beside, never mixed with logical
-//! bytes.
+//! band), the peak with its breakdown and the allocations live at it (with the op that produced
+//! each), what is still live at the end (possible leaks), and physical device samples reported
+//! beside, never mixed with logical bytes.
 
 use crate::intern::FastMap;
 use serde::Serialize;
@@ -10,6 +10,7 @@ use crate::intern::Sym;
 use trace_record::schema::MemoryCategory;
 
 use crate::model::{MemEvent, Trace};
+use crate::spans::full_span_path;
 
 /// How many points each device's timeline keeps at most (the maximum in each time bucket).
 pub const TIMELINE_POINTS: usize = 512;
@@ -190,6 +191,14 @@ pub struct Allocation {
     /// The tensor's shape, when recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shape: Option<String>,
+    /// The op that recorded the tensor as an output (the last one, when several did); absent
+    /// when no recorded op produced it (a parameter, an input).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub produced_by: Option<String>,
+    /// The span path (names from the root joined by `/`) that producing op ran in, when it
+    /// ran in a known span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span_path: Option<String>,
     /// Logical bytes.
     pub bytes: u64,
     /// The category.
@@ -304,10 +313,11 @@ pub fn memory_report(trace: &Trace) -> Option<MemoryReport> {
         .work
         .add((trace.memory.len() + trace.physical.len()) as u64);
     let (t0, t1) = time_range(trace);
-    let devices = device_ids
+    let mut devices: Vec<DeviceMemory> = device_ids
         .iter()
         .map(|&d| device_memory(trace, d, t0, t1))
         .collect();
+    name_producers(trace, &mut devices);
     Some(MemoryReport {
         bytes_kind: "logical",
         devices,
@@ -489,6 +499,53 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
     }
 }
 
+/// The allocations listed for a device: those live at the peak, then the possible leaks.
+fn listed(d: &mut DeviceMemory) -> impl Iterator<Item = &mut Allocation> {
+    d.peak_allocations
+        .iter_mut()
+        .chain(d.possible_leaks.iter_mut())
+}
+
+/// Fills in the producing op and its span path of every listed allocation: one pass over the
+/// ops' outputs, looking up only the (few) listed tensors; the last op writing a tensor wins.
+fn name_producers(trace: &Trace, devices: &mut [DeviceMemory]) {
+    let mut wanted: FastMap<u64, Option<usize>> = FastMap::default();
+    for d in devices.iter_mut() {
+        for a in listed(d) {
+            if let Some(t) = a.tensor {
+                wanted.insert(t, None);
+            }
+        }
+    }
+    if wanted.is_empty() {
+        return;
+    }
+    for (i, op) in trace.ops.iter().enumerate() {
+        for t in trace.op_outputs(op) {
+            if let Some(p) = wanted.get_mut(t) {
+                *p = Some(i);
+            }
+        }
+    }
+    trace.work.add(trace.tensor_refs.len() as u64 + trace.ops.len() as u64);
+    for d in devices.iter_mut() {
+        for a in listed(d) {
+            let Some(op) = a
+                .tensor
+                .and_then(|t| wanted.get(&t).copied().flatten())
+                .and_then(|i| trace.ops.get(i))
+            else {
+                continue;
+            };
+            a.produced_by = Some(trace.str(op.name).to_string());
+            a.span_path = op
+                .span
+                .filter(|&s| (s as usize) < trace.spans.len())
+                .map(|s| full_span_path(trace, s as usize));
+        }
+    }
+}
+
 fn allocation(trace: &Trace, storage: u64, l: &Live) -> Allocation {
     let info = l.tensor.and_then(|t| trace.tensors.get(&t));
     Allocation {
@@ -496,6 +553,8 @@ fn allocation(trace: &Trace, storage: u64, l: &Live) -> Allocation {
         tensor: l.tensor,
         label: info.and_then(|i| i.label).map(|s| trace.str(s).to_string()),
         shape: info.map(|i| trace.shapes.display(i.shape)),
+        produced_by: None,
+        span_path: None,
         bytes: l.bytes,
         category: l.category,
         allocated_at_ns: l.t_ns,

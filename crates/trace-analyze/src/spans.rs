@@ -163,6 +163,22 @@ pub fn span_paths(trace: &Trace) -> (Vec<u32>, Vec<(Option<u32>, Sym)>) {
     (path_of, table)
 }
 
+/// The full path of span `i` (an index into [`Trace::spans`]): every name from the root joined
+/// by `/`, with the parents [`span_paths`] follows (a parent read after its child, or unknown,
+/// makes the child a root). O(depth).
+pub(crate) fn full_span_path(trace: &Trace, i: usize) -> String {
+    let mut names = Vec::new();
+    let mut cur = Some(i);
+    while let Some(c) = cur {
+        let Some(s) = trace.spans.get(c) else { break };
+        names.push(trace.str(s.name));
+        // Parents precede their children, so this ends.
+        cur = s.parent.map(|p| p as usize).filter(|&p| p < c);
+    }
+    names.reverse();
+    names.join("/")
+}
+
 /// Builds the span tree. O(n log n) in the number of spans.
 pub fn span_tree(trace: &Trace) -> SpanTree {
     let (path_of, table) = span_paths(trace);

@@ -14,7 +14,6 @@
 //! The page template and its CSS and scripts are real files under `src/assets/`, included
 //! at compile time.
 
-mod charts;
 mod error;
 mod flame;
 mod gradients;

@@ -8,7 +8,6 @@ use trace_analyze::{
     significance_order, span_tree, step_phases, summarize,
 };
 
-use crate::charts::Producers;
 use trace_record::schema::{MemoryCategory, Outcome, TimingMode};
 
 use crate::model::{
@@ -441,7 +440,7 @@ fn spans_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> T
     t
 }
 
-fn alloc_table(list: &[Allocation], total: u64, what: &str, producers: &Producers) -> TableData {
+fn alloc_table(list: &[Allocation], total: u64, what: &str) -> TableData {
     let mut t = TableData::new(vec![
         col("tensor", "name").explained("the tensor's label when recorded, else its id"),
         col("produced by", "name").explained("the op that recorded this tensor as an output"),
@@ -462,13 +461,12 @@ fn alloc_table(list: &[Allocation], total: u64, what: &str, producers: &Producer
             (None, Some(id)) => format!("tensor {id}"),
             (None, None) => format!("storage {}", a.storage),
         };
-        let producer = a.tensor.and_then(|id| producers.of(id));
         t.rows.push(vec![
             json!(name),
-            producer.map_or(json!("(not produced by a recorded op)"), |p| json!(p.0)),
-            producer
-                .and_then(|p| p.1.as_ref())
-                .map_or(Value::Null, |p| json!(p)),
+            a.produced_by
+                .as_ref()
+                .map_or(json!("(not produced by a recorded op)"), |p| json!(p)),
+            a.span_path.as_ref().map_or(Value::Null, |p| json!(p)),
             a.shape.as_ref().map_or(Value::Null, |s| json!(s)),
             json!(a.category.as_str()),
             n(a.bytes),
@@ -478,7 +476,7 @@ fn alloc_table(list: &[Allocation], total: u64, what: &str, producers: &Producer
     t
 }
 
-fn memory_device(d: &DeviceMemory, producers: &Producers) -> MemoryDevice {
+fn memory_device(d: &DeviceMemory) -> MemoryDevice {
     let band = &d.band;
     let cats: Vec<MemoryCategory> = MemoryCategory::ALL
         .iter()
@@ -573,13 +571,11 @@ fn memory_device(d: &DeviceMemory, producers: &Producers) -> MemoryDevice {
             &d.peak_allocations,
             d.peak_live_allocations,
             "allocations live at the peak",
-            producers,
         ),
         leaks: alloc_table(
             &d.possible_leaks,
             d.possible_leak_count,
             "possible leaks: everything but parameters and optimizer state was freed",
-            producers,
         ),
         physical,
     }
@@ -587,18 +583,13 @@ fn memory_device(d: &DeviceMemory, producers: &Producers) -> MemoryDevice {
 
 fn memory_data(trace: &Trace) -> Option<MemoryData> {
     let report = memory_report(trace)?;
-    let producers = Producers::new(trace);
     Some(MemoryData {
         bytes_kind: report.bytes_kind,
         note: format!(
             "Live {} bytes (shape × dtype size, not allocator or device figures) from the trace's allocation and free events. Up to {BAND_POINTS} events are drawn exactly; more are grouped into {BAND_POINTS} time buckets drawn as a band from the smallest to the largest live total in the bucket (categories stacked at the smallest), so drops between steps and the peak both show. Drag across the chart to zoom in on a time range; double-click or \"reset zoom\" to zoom out.",
             report.bytes_kind,
         ),
-        devices: report
-            .devices
-            .iter()
-            .map(|d| memory_device(d, &producers))
-            .collect(),
+        devices: report.devices.iter().map(memory_device).collect(),
     })
 }
 

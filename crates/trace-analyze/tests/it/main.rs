@@ -10,5 +10,6 @@ mod hand;
 mod hostile;
 mod linear;
 mod phases;
+mod producers;
 mod props;
 mod steps;
