@@ -40,6 +40,8 @@ use std::time::{Duration, Instant};
 use ad_cache::{Cache, CacheLimits, LinearizeKey, VjpTransform};
 use criterion::Criterion;
 use lru::LruCache;
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use tracegraph_benches::{Row, criterion_mean_ns, emit, emit_time_ratio};
 use vecad::VecOp;
 
@@ -118,13 +120,8 @@ fn bench_hit(c: &mut Criterion) {
 
 /// One thread's operation sequence: `(key, size of the value built on a miss)`.
 fn op_sequence(seed: u64, len: usize) -> Vec<(u64, usize)> {
-    let mut s = seed | 1;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
+    let mut rng = SplitMix64::seed_from_u64(seed);
+    let mut next = move || rng.next_u64();
     (0..len)
         .map(|_| {
             let r = next();

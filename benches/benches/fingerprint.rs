@@ -29,6 +29,8 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, BenchmarkId, Criterion};
 use graph_core::{Graph, GraphBuilder, Role, StableHash, StableHasher, ValueId, ValueRef};
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use tracegraph_benches::{Row, emit, emit_time, emit_time_ratio, quick};
 
 /// A payload like an AD engine's or a trace's operation description.
@@ -81,13 +83,8 @@ const BINARY: [&str; 4] = ["add", "mul", "sub", "div"];
 /// A deterministic mixed graph of `n` operations over 8 inputs; the outputs are the values
 /// nobody reads (so nearly everything is live).
 fn mixed_graph(n: usize) -> GraphBuilder<BOp> {
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = SplitMix64::seed_from_u64(0x9e37_79b9_7f4a_7c15);
+    let mut next = move || rng.next_u64();
     let mut b = GraphBuilder::with_capacity(n, n + n / 8 + 8);
     let mut values: Vec<ValueId> = (0..8).map(|k| b.add_input(k)).collect();
     let mut read = vec![false; 8];

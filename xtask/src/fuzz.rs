@@ -1,15 +1,18 @@
-//! `cargo xtask fuzz`: mutates checked-in and generated traces and runs every analysis and export on each, in-process, within a time and memory budget.
+//! `cargo xtask fuzz`: every analysis and export on mutated traces, within time and memory.
 //!
-//! Seeds: the checked-in traces under `crates/*/tests/data`, a recorded session, a synthetic
-//! training trace and testkit's hostile traces. Mutations: truncation, byte flips, line
-//! edits (delete, duplicate, swap, copy), hostile numbers and strings, a UTF-8 BOM and CRLF
-//! line ends, deep nesting, unended spans, structured ids (`i << 40`). Every input goes
-//! through the reader and validator, the loader, the summary, op table, span tree, memory
-//! report, graph report, a self-comparison, the HTML report and both exports; JSON outputs
-//! are parsed back, the Chrome export is checked by testkit's checker and folded lines are
-//! parsed. A panic, an input over the time or memory budget, or an output that does not
-//! parse fails the run; the input is saved under `target/fuzz/` to reproduce it. The input
-//! being run is always at `target/fuzz/current.jsonl`, so an abort leaves it behind too.
+//! It mutates checked-in and generated traces and runs each input in-process, within a time
+//! and a memory budget.
+//!
+//! Seeds: the checked-in traces under `crates/*/tests/data` and `crates/testkit/data`, a recorded
+//! session, a synthetic training trace and testkit's hostile traces. Mutations: truncation, byte
+//! flips, line edits (delete, duplicate, swap, copy), hostile numbers and strings, a UTF-8 BOM and
+//! CRLF line ends, deep nesting, unended spans, structured ids (`i << 40`). Every input goes
+//! through the reader and validator, the loader, the summary, op table, span tree, memory report,
+//! graph report, a self-comparison, the HTML report and both exports; JSON outputs are parsed back,
+//! the Chrome export is checked by testkit's checker and folded lines are parsed. A panic, an input
+//! over the time or memory budget, or an output that does not parse fails the run; the input is
+//! saved under `target/fuzz/` to reproduce it. The input being run is always at
+//! `target/fuzz/current.jsonl`, so an abort leaves it behind too.
 #![allow(unsafe_code)] // the counting global allocator needs `unsafe impl GlobalAlloc`
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -20,6 +23,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
 
 /// Counts live heap bytes and their peak, and refuses an allocation that would take the
 /// live bytes past the hard limit while a budget is armed (the run then aborts with the
@@ -114,18 +119,18 @@ fn parse(args: &[String]) -> Result<Options> {
     Ok(o)
 }
 
-/// xorshift64*: deterministic for a seed.
-struct Rng(u64);
+/// The draws of a run, from the workspace's seeded generator (SplitMix64): one stream per
+/// `--seed`, the same on every machine.
+struct Rng(SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    fn new(seed: u64) -> Self {
+        Rng(SplitMix64::seed_from_u64(seed))
     }
+    fn next(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+    /// Uniform-enough in `0..n` for choosing mutations; 0 when `n` is 0.
     fn below(&mut self, n: usize) -> usize {
         if n == 0 {
             0
@@ -139,15 +144,18 @@ impl Rng {
 fn seeds(root: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     let mut out = Vec::new();
     for dir in std::fs::read_dir(root.join("crates")).context("listing crates/")? {
-        let data = dir?.path().join("tests/data");
-        let Ok(entries) = std::fs::read_dir(&data) else {
-            continue;
-        };
-        for e in entries {
-            let p = e?.path();
-            if p.extension().is_some_and(|x| x == "jsonl") {
-                let bytes = std::fs::read(&p).with_context(|| format!("{}", p.display()))?;
-                out.push((p.display().to_string(), bytes));
+        let dir = dir?.path();
+        // Each crate's test data, and testkit's shared data (the small trace).
+        for data in [dir.join("tests/data"), dir.join("data")] {
+            let Ok(entries) = std::fs::read_dir(&data) else {
+                continue;
+            };
+            for e in entries {
+                let p = e?.path();
+                if p.extension().is_some_and(|x| x == "jsonl") {
+                    let bytes = std::fs::read(&p).with_context(|| format!("{}", p.display()))?;
+                    out.push((p.display().to_string(), bytes));
+                }
             }
         }
     }
@@ -533,7 +541,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
             *w = format!("{}:{}", l.file(), l.line());
         }
     }));
-    let mut rng = Rng(o.seed | 1);
+    let mut rng = Rng::new(o.seed);
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
     let mut by_mutation: BTreeMap<&str, u64> = BTreeMap::new();
     let (mut inputs, mut loaded, mut rejected) = (0u64, 0u64, 0u64);

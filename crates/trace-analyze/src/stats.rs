@@ -3,6 +3,8 @@
 //! A spread is the mean, standard deviation, min and max; the bootstrap gives a confidence
 //! interval of the relative change in medians between two samples.
 
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use serde::Serialize;
 
 /// Mean, population standard deviation, minimum and maximum of a set of samples.
@@ -163,23 +165,11 @@ impl Change {
     }
 }
 
-/// splitmix64: a small, fixed, portable generator (the bootstrap must not depend on a crate's
-/// or a platform's random numbers).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0), by multiply-shift.
-    fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
-    }
+/// Uniform in `0..n` (n > 0), by multiply-shift, from the workspace's one seeded generator
+/// (SplitMix64: a fixed, portable algorithm, so the bootstrap gives the same interval for a
+/// seed on every platform).
+fn below(rng: &mut SplitMix64, n: usize) -> usize {
+    ((u128::from(rng.next_u64()) * n as u128) >> 64) as usize
 }
 
 /// The median of `v` (mean of the two middle values for an even count); reorders `v`.
@@ -249,16 +239,16 @@ pub fn compare_samples(base: &[u64], candidate: &[u64], seed: u64) -> Option<Cha
         return Some(change);
     };
     let rounds = bootstrap_resamples(base.len() + candidate.len());
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix64::seed_from_u64(seed);
     let mut rb = vec![0u64; base.len()];
     let mut rc = vec![0u64; candidate.len()];
     let mut stats: Vec<f64> = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         for x in rb.iter_mut() {
-            *x = base[rng.below(base.len())];
+            *x = base[below(&mut rng, base.len())];
         }
         for x in rc.iter_mut() {
-            *x = candidate[rng.below(candidate.len())];
+            *x = candidate[below(&mut rng, candidate.len())];
         }
         let (Some(bm), Some(cm)) = (median(&mut rb), median(&mut rc)) else {
             continue;
@@ -291,9 +281,9 @@ mod tests {
 
     /// Deterministic "noisy" samples around `center` (±spread).
     fn noisy(center: u64, spread: u64, n: usize, seed: u64) -> Vec<u64> {
-        let mut r = SplitMix(seed);
+        let mut r = SplitMix64::seed_from_u64(seed);
         (0..n)
-            .map(|_| center - spread + r.next() % (2 * spread + 1))
+            .map(|_| center - spread + r.next_u64() % (2 * spread + 1))
             .collect()
     }
 

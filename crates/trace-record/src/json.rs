@@ -571,6 +571,9 @@ fn needs_escape(b: u8) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use rand_xoshiro::SplitMix64;
+    use rand_xoshiro::rand_core::{Rng, SeedableRng};
+
     use super::LineBuf;
 
     #[test]
@@ -582,11 +585,9 @@ mod tests {
             vals.extend([x - 1, x, x + 1]);
             x = x.saturating_mul(10);
         }
-        let mut r = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = SplitMix64::seed_from_u64(0x9e37_79b9_7f4a_7c15);
         for _ in 0..100_000 {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
+            let r = rng.next_u64();
             vals.push(r >> (r % 64));
         }
         for v in vals {

@@ -1,6 +1,8 @@
 //! The bench graph generator: seeded pseudo-random primal graphs for tests and benchmarks.
 
 use graph_core::{Graph, GraphBuilder, Role};
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
 use crate::{VecAdError, VecOp};
 
@@ -9,8 +11,8 @@ use crate::{VecAdError, VecOp};
 /// benchmarks and examples. Each operation reads the previous value and, for binary ones, a
 /// recent earlier value. Every `exp` reads a `sin` and `sin`/`cos` bound their results, but
 /// runs of products (and sums) grow, so derivatives can be large (thousands to millions).
-/// Each seed draws its own pseudo-random sequence (SplitMix64), so different seeds give
-/// different graphs except by rare coincidence of the drawn operations.
+/// Each seed draws its own pseudo-random sequence (the workspace's SplitMix64), so different
+/// seeds give different graphs except by rare coincidence of the drawn operations.
 ///
 /// # Errors
 /// None in practice; graph-core validation errors are passed on.
@@ -22,17 +24,10 @@ pub fn chain_graph(n_ops: usize, seed: u64) -> Result<Graph<VecOp>, VecAdError> 
     // SplitMix64: every seed (0 included) starts its own stream, and the first output is a
     // bijection of the seed, so distinct seeds never share a sequence. (An xorshift state of
     // `seed | 1` made seeds 2 and 3 give the same graph.)
-    let mut s = seed;
-    let mut next = move || {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
+    let mut rng = SplitMix64::seed_from_u64(seed);
     let mut last = x;
     while b.num_ops() + 1 < n_ops.max(2) {
-        let r = next();
+        let r = rng.next_u64();
         // Every operation reads the previous value, so all of them are live.
         let a = last;
         let c = live[(r as usize >> 24) % live.len()];

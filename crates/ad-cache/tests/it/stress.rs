@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
 use ad_cache::{Cache, CacheLimits};
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
 use crate::common::Blob;
 
@@ -23,11 +25,9 @@ fn counters_lose_no_update_under_contention() {
                 let computed = Arc::clone(&computed);
                 std::thread::spawn(move || {
                     let mut lookups = 0u64;
-                    let mut x = t.wrapping_mul(0x9E37_79B9) | 1;
+                    let mut rng = SplitMix64::seed_from_u64(t);
                     for i in 0..per_thread {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        let x = rng.next_u64();
                         let key = x % 40;
                         if i % 3 == 0 {
                             cache.insert(

@@ -1,8 +1,11 @@
-//! Shared test vocabulary: a test payload type, a graph spec that can be built with any arena numbering, and a tiny deterministic shuffler.
+//! Shared test vocabulary: a test payload type, a graph spec buildable with any arena
+//! numbering, and a seeded shuffle.
 
 use std::sync::Arc;
 
 use graph_core::{Graph, GraphBuilder, Role, StableHash, StableHasher, ValueId, ValueRef};
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
 /// A payload with the kinds of fields real operations carry.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,9 +108,9 @@ impl Spec {
         let mut value_order: Vec<usize> = (0..n).collect();
         let mut op_order: Vec<usize> = (0..self.ops.len()).collect();
         if let Some(seed) = seed {
-            let mut rng = Rng(seed | 1);
-            rng.shuffle(&mut value_order);
-            rng.shuffle(&mut op_order);
+            let mut rng = seeded(seed);
+            shuffle(&mut rng, &mut value_order);
+            shuffle(&mut rng, &mut op_order);
         }
         let mut ids = vec![ValueId(0); n];
         for &i in &value_order {
@@ -138,26 +141,16 @@ impl Spec {
     }
 }
 
-/// xorshift64*: deterministic, dependency-free shuffling.
-pub(crate) struct Rng(pub(crate) u64);
+/// The workspace's seeded generator (SplitMix64) for `seed`: distinct seeds, distinct streams.
+pub(crate) fn seeded(seed: u64) -> SplitMix64 {
+    SplitMix64::seed_from_u64(seed)
+}
 
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    pub(crate) fn shuffle<T>(&mut self, xs: &mut [T]) {
-        for i in (1..xs.len()).rev() {
-            let j = self.below(i + 1);
-            xs.swap(i, j);
-        }
+/// Shuffles `xs` in place (Fisher–Yates) with draws from `rng`.
+pub(crate) fn shuffle<T>(rng: &mut SplitMix64, xs: &mut [T]) {
+    for i in (1..xs.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        xs.swap(i, j);
     }
 }
 

@@ -1,4 +1,7 @@
-//! Graph views: an engine-side graph type (`Tape`) gets the same fingerprints, value hashes and exact equality as the equal `Graph`, with its own numbering, parents and input keys.
+//! Graph views: an engine-side graph type (`Tape`) fingerprints and compares like `Graph`.
+//!
+//! It gets the same fingerprints, value hashes and exact equality as the equal `Graph`, with
+//! its own numbering, parents and input keys.
 
 use std::sync::Arc;
 
@@ -8,7 +11,7 @@ use graph_core::{
 };
 use proptest::prelude::*;
 
-use crate::common::{Rng, Spec, TOp};
+use crate::common::{Spec, TOp, seeded, shuffle};
 use crate::props::spec;
 
 /// One node of a [`Tape`].
@@ -82,7 +85,7 @@ fn tape(
 ) -> Tape {
     let mut order: Vec<usize> = (0..s.ops.len()).collect();
     if let Some(seed) = seed {
-        Rng(seed | 1).shuffle(&mut order);
+        shuffle(&mut seeded(seed), &mut order);
     }
     // node_of[spec op] = its node number.
     let mut node_of = vec![0u32; s.ops.len()];

@@ -1,13 +1,16 @@
 //! The demo's trainer: a 3-layer MLP on seeded synthetic data, with or without capture.
 //!
 //! Everything is deterministic given the seed: the data (Gaussian blobs) and the initial
-//! weights come from a seeded SplitMix64 generator in this file, not from Candle's unseedable
-//! CPU random generator, and training is full-batch. `tracegraph demo` runs it (see the
-//! parent module) and the `capture` benchmark includes this file (`#[path]`) to time the same
-//! step with and without capture, so it depends on trace-candle and Candle only.
+//! weights come from the workspace's seeded SplitMix64 generator (`rand_xoshiro`), not from
+//! Candle's unseedable CPU random generator, and training is full-batch. `tracegraph demo`
+//! runs it (see the parent module) and the `capture` benchmark includes this file (`#[path]`)
+//! to time the same step with and without capture, so it depends on trace-candle, Candle and
+//! that generator only.
 
 use candle_core::{DType, Device, Module, Tensor, Var};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use trace_candle::{Capture, CaptureError, OptimizerKind, ProfiledSequence, TrainingCapture};
 
 /// Samples in the synthetic data set (one full batch per step).
@@ -19,30 +22,16 @@ pub(crate) const HIDDEN: usize = 128;
 /// Classes.
 pub(crate) const CLASSES: usize = 4;
 
-/// SplitMix64: a tiny, seedable, portable generator (same stream on every platform).
-#[derive(Debug, Clone)]
-struct SplitMix64(u64);
+/// Uniform in [0, 1) with 53 bits.
+fn uniform(rng: &mut SplitMix64) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
 
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1) with 53 bits.
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Standard normal (Box–Muller).
-    fn normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.uniform(); // (0, 1]
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
+/// Standard normal (Box–Muller).
+fn normal(rng: &mut SplitMix64) -> f64 {
+    let u1 = 1.0 - uniform(rng); // (0, 1]
+    let u2 = uniform(rng);
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
 /// Spread of the class centres relative to the unit noise: overlapping blobs, so the loss
@@ -51,16 +40,16 @@ const CENTER_SCALE: f64 = 0.25;
 
 /// The synthetic data set: `SAMPLES` points in `CLASSES` Gaussian blobs.
 fn synthetic_data(seed: u64, device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
-    let mut rng = SplitMix64(seed ^ 0xDA7A_DA7A_DA7A_DA7A);
+    let mut rng = SplitMix64::seed_from_u64(seed ^ 0xDA7A_DA7A_DA7A_DA7A);
     let centers: Vec<f64> = (0..CLASSES * FEATURES)
-        .map(|_| CENTER_SCALE * rng.normal())
+        .map(|_| CENTER_SCALE * normal(&mut rng))
         .collect();
     let mut xs = Vec::with_capacity(SAMPLES * FEATURES);
     let mut ys = Vec::with_capacity(SAMPLES);
     for i in 0..SAMPLES {
         let class = i % CLASSES;
         for f in 0..FEATURES {
-            xs.push((centers[class * FEATURES + f] + rng.normal()) as f32);
+            xs.push((centers[class * FEATURES + f] + normal(&mut rng)) as f32);
         }
         ys.push(class as u32);
     }
@@ -72,16 +61,16 @@ fn synthetic_data(seed: u64, device: &Device) -> candle_core::Result<(Tensor, Te
 
 /// Inserts seeded initial weights into `varmap` (uniform ±1/√fan_in, PyTorch's default).
 fn seed_parameters(varmap: &VarMap, seed: u64, device: &Device) -> candle_core::Result<()> {
-    let mut rng = SplitMix64(seed ^ 0x5EED_5EED_5EED_5EED);
+    let mut rng = SplitMix64::seed_from_u64(seed ^ 0x5EED_5EED_5EED_5EED);
     let dims = layer_dims();
     let mut data = varmap.data().lock().unwrap_or_else(|e| e.into_inner());
     for (i, (fan_in, fan_out)) in dims.iter().copied().enumerate() {
         let bound = 1.0 / (fan_in as f64).sqrt();
         let w: Vec<f32> = (0..fan_in * fan_out)
-            .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
+            .map(|_| ((uniform(&mut rng) * 2.0 - 1.0) * bound) as f32)
             .collect();
         let b: Vec<f32> = (0..fan_out)
-            .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
+            .map(|_| ((uniform(&mut rng) * 2.0 - 1.0) * bound) as f32)
             .collect();
         data.insert(
             format!("layers.{i}.weight"),
