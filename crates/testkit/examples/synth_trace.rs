@@ -1,4 +1,6 @@
-//! Writes a synthetic trace: `cargo run --release -p testkit --example synth_trace -- OUT.jsonl [OPS] [OPS_PER_STEP]`.
+//! Writes a synthetic trace to a file.
+//!
+//! `cargo run --release -p testkit --example synth_trace -- OUT.jsonl [OPS] [OPS_PER_STEP]`.
 
 use std::io::Write;
 

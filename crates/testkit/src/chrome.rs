@@ -1,4 +1,4 @@
-//! The structural checker of Chrome Trace Event JSON shared by the export tests and `xtask browser-check`.
+//! The structural checker of Chrome Trace Event JSON (export tests, `xtask browser-check`).
 
 use std::collections::{BTreeMap, HashMap};
 

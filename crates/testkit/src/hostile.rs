@@ -1,4 +1,6 @@
-//! Hostile traces: deep nesting, never-ended spans, structured ids, sums that overflow u64; the inputs of the linear-time tests, the hostile benches and `cargo xtask fuzz`.
+//! Hostile traces: deep nesting, never-ended spans, structured ids, sums that overflow u64.
+//!
+//! The inputs of the linear-time tests, the hostile benches and `cargo xtask fuzz`.
 
 use std::fmt::Write as _;
 

@@ -1,4 +1,6 @@
-//! Fingerprints: golden values (the cross-process, cross-platform pin of encoding version 1), byte encodings, canonical renumbering and sensitivity.
+//! Fingerprints: golden values, byte encodings, canonical renumbering and sensitivity.
+//!
+//! The golden values are the cross-process, cross-platform pin of encoding version 1.
 
 use std::sync::Arc;
 

@@ -1,4 +1,6 @@
-//! Scale: a 1,000,000-operation chain, a depth-64 diamond and a 100,000-deep parent chain, all without recursion or blow-up.
+//! Scale: a 1,000,000-op chain, a depth-64 diamond and a 100,000-deep parent chain.
+//!
+//! All of them without recursion or blow-up.
 
 use std::sync::Arc;
 

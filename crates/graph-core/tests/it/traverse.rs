@@ -1,4 +1,4 @@
-//! Traversals: topological order, reachability, consumers, pruning, subgraph extraction, value grouping.
+//! Traversals: topological order, reachability, consumers, pruning, subgraphs, value groups.
 
 use std::sync::Arc;
 

@@ -1,4 +1,6 @@
-//! Records for capture libraries: ops with every input's shape and dtype, and spans opened at an instant already read (lazily opened scopes).
+//! Records for capture libraries: ops with each input's shape and dtype, lazily opened spans.
+//!
+//! A lazily opened scope is a span opened at an instant already read.
 
 use std::sync::atomic::Ordering;
 

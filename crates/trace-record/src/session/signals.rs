@@ -1,4 +1,6 @@
-//! Opt-in SIGINT/SIGTERM handling: write the `incomplete` trailer of every registered session, then let the program's handling continue.
+//! Opt-in SIGINT/SIGTERM handling: every registered session writes its `incomplete` trailer.
+//!
+//! Then the program's own handling of the signal continues.
 
 use std::io;
 use std::sync::{Arc, Mutex, Weak};
