@@ -75,7 +75,7 @@ pub enum TraceError {
     /// The trace path exists and the run did not ask to replace it
     /// ([`Run::overwrite`](crate::Run::overwrite)).
     #[error(
-        "trace {}: the file exists; choose another path or replace it (Run::overwrite, `--force`)",
+        "trace {}: the file exists; choose another path or replace it (Run::overwrite)",
         path.display()
     )]
     Exists {

@@ -18,6 +18,7 @@ pub(crate) mod validate;
 
 mod progress;
 mod table;
+mod temps;
 
 use std::fs::File;
 use std::io::{BufReader, IsTerminal, Write};

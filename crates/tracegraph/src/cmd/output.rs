@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use super::temps;
+
 /// A usage error (exit 2) found after argument parsing, e.g. an output that is an input.
 #[derive(Debug)]
 pub(crate) struct UsageError(pub(crate) String);
@@ -30,6 +32,8 @@ enum Target {
     Temp {
         file: BufWriter<tempfile::NamedTempFile>,
         dest: PathBuf,
+        /// Keeps the output on the list whose temporary files SIGINT/SIGTERM remove.
+        _live: temps::Live,
     },
 }
 
@@ -96,7 +100,10 @@ impl Output {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let prefix = format!(".{name}.");
+        // `.NAME.PID.XXXXXX.tmp`: the pid tells a later run whether the writer is gone.
+        temps::sweep_stale(&dir, &name);
+        let live = temps::Live::new(&dir, &name);
+        let prefix = temps::prefix(&name);
         let mut builder = tempfile::Builder::new();
         builder.prefix(&prefix).suffix(".tmp");
         if let Some(mode) = new_file_permissions(&dest) {
@@ -109,6 +116,7 @@ impl Output {
             target: Target::Temp {
                 file: BufWriter::with_capacity(1 << 20, tmp),
                 dest,
+                _live: live,
             },
             shown,
         })
@@ -135,7 +143,7 @@ impl Output {
             Target::InPlace(mut w) => w
                 .flush()
                 .with_context(|| format!("writing {}", shown.display())),
-            Target::Temp { file, dest } => {
+            Target::Temp { file, dest, .. } => {
                 let tmp = file
                     .into_inner()
                     .map_err(|e| e.into_error())

@@ -328,3 +328,100 @@ fn hostile_traces_print_in_linear_size_and_say_what_was_capped() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["steps"]["saturated"], true, "{v}");
 }
+
+/// The hidden temporary files in `dir` (`.NAME.PID.XXXXXX.tmp`).
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') && n.ends_with(".tmp"))
+        .collect()
+}
+
+/// Starts `tracegraph export big.jsonl -o out.json` and waits until its temporary file exists.
+fn export_in_flight(dir: &Path) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_tracegraph"))
+        .args([
+            "export",
+            "big.jsonl",
+            "--format",
+            "chrome",
+            "-o",
+            "out.json",
+        ])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while temporaries(dir).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the export never made its temporary file"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    child
+}
+
+#[test]
+fn a_killed_export_leaves_no_temporary_file_behind() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cfg = testkit::SynthConfig {
+        ops: 400_000,
+        ..Default::default()
+    };
+    let mut f = std::io::BufWriter::new(std::fs::File::create(d.join("big.jsonl")).unwrap());
+    testkit::write_synthetic(&mut f, &cfg).unwrap();
+    drop(f);
+    std::fs::write(d.join("out.json"), "the previous export").unwrap();
+    // SIGINT and SIGTERM: the handler removes the temporary file, then the process ends by
+    // the signal as before.
+    for signal in ["INT", "TERM"] {
+        let mut child = export_in_flight(d);
+        let sent = Command::new("kill")
+            .args(["-s", signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = child.wait().unwrap();
+        if status.success() {
+            // The export won the race and finished: nothing to clean up then either.
+            assert!(temporaries(d).is_empty());
+            std::fs::write(d.join("out.json"), "the previous export").unwrap();
+            continue;
+        }
+        assert!(status.signal().is_some(), "{signal}: {status}");
+        assert!(temporaries(d).is_empty(), "{signal}: {:?}", temporaries(d));
+        assert_eq!(
+            std::fs::read_to_string(d.join("out.json")).unwrap(),
+            "the previous export"
+        );
+    }
+    // SIGKILL cannot be caught: its leftover is removed by the next output written there.
+    let mut child = export_in_flight(d);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = temporaries(d);
+    let o = run_in(
+        d,
+        &[
+            "export",
+            "big.jsonl",
+            "--format",
+            "folded",
+            "-o",
+            "out.json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        temporaries(d).is_empty(),
+        "left {left:?}, now {:?}",
+        temporaries(d)
+    );
+}
