@@ -93,6 +93,34 @@ pub enum IssueKind {
         /// The unknown id.
         id: u64,
     },
+    /// A gradient's L2 norm is negative, NaN or infinite: a norm is finite and `>= 0`
+    /// (a non-finite gradient is recorded as state `non_finite` without a norm).
+    InvalidGradientNorm {
+        /// The parameter.
+        param: String,
+        /// The norm as written.
+        norm: String,
+    },
+    /// A second `sampler` line for a step (first at `first_line`): a step has one account.
+    DuplicateSamplerAccount {
+        /// The step.
+        step: u64,
+        /// The line of the step's first `sampler` line.
+        first_line: u64,
+    },
+    /// A `sampler` line accounts for more samples (`taken + lost`) than its rate allows in
+    /// the step's process CPU time (twice the rate, plus 64, is the bound; without `cpu_ns`,
+    /// the step's wall time on 4,096 CPUs), or so many that the sum overflows.
+    ImpossibleSampleAccount {
+        /// The step.
+        step: u64,
+        /// Samples taken.
+        taken: u64,
+        /// Samples lost.
+        lost: u64,
+        /// The most samples the rate and the CPU time allow (`None`: the sum overflows).
+        bound: Option<u64>,
+    },
     /// A `sampler` line's `taken` differs from the sum of its step's `samples` counts.
     SampleCountMismatch {
         /// The step.
@@ -145,6 +173,30 @@ impl std::fmt::Display for IssueKind {
             ),
             IssueKind::DuplicateInterned { what, id } => write!(f, "{what} {id} defined again"),
             IssueKind::UnknownInterned { what, id } => write!(f, "refers to unknown {what} {id}"),
+            IssueKind::InvalidGradientNorm { param, norm } => write!(
+                f,
+                "gradient of {param}: norm {norm} is impossible (a norm is finite and >= 0)"
+            ),
+            IssueKind::DuplicateSamplerAccount { step, first_line } => write!(
+                f,
+                "step {step}: a second sampler account (the first is at line {first_line})"
+            ),
+            IssueKind::ImpossibleSampleAccount {
+                step,
+                taken,
+                lost,
+                bound,
+            } => match bound {
+                Some(bound) => write!(
+                    f,
+                    "step {step}: {taken} taken + {lost} lost samples exceed the {bound} the \
+                     rate allows in the step's CPU time"
+                ),
+                None => write!(
+                    f,
+                    "step {step}: {taken} taken + {lost} lost samples overflow a 64-bit count"
+                ),
+            },
             IssueKind::SampleCountMismatch {
                 step,
                 taken,
@@ -193,6 +245,8 @@ struct Sampled {
     counted: IdMap<u64>,
     /// (line, step, taken) of every `sampler` line.
     taken: Vec<(u64, u64, u64)>,
+    /// Step → line of its first `sampler` line.
+    accounts: IdMap<u64>,
 }
 
 #[derive(Clone, Copy)]
@@ -315,7 +369,20 @@ impl Validator {
                     self.span_ref(line, s);
                 }
             }
-            Event::DeviceMemory(_) | Event::Gradient(_) | Event::Step(_) | Event::Counter(_) => {}
+            Event::Gradient(g) => {
+                if let Some(norm) = g.norm
+                    && !(norm.is_finite() && norm >= 0.0)
+                {
+                    self.issue(
+                        line,
+                        IssueKind::InvalidGradientNorm {
+                            param: g.param.clone(),
+                            norm: format!("{norm}"),
+                        },
+                    );
+                }
+            }
+            Event::DeviceMemory(_) | Event::Step(_) | Event::Counter(_) => {}
             Event::Frame(f) => {
                 if !self.sampled.frames.insert(f.id) {
                     self.issue(
@@ -353,7 +420,39 @@ impl Validator {
                 let sum = self.sampled.counted.entry(sm.step).or_default();
                 *sum = sum.saturating_add(sm.n);
             }
-            Event::Sampler(sp) => self.sampled.taken.push((line, sp.step, sp.taken)),
+            Event::Sampler(sp) => {
+                if let Some(first_line) = self.sampled.accounts.insert(sp.step, line) {
+                    self.sampled.accounts.insert(sp.step, first_line);
+                    self.issue(
+                        line,
+                        IssueKind::DuplicateSamplerAccount {
+                            step: sp.step,
+                            first_line,
+                        },
+                    );
+                }
+                let bound = sp.taken.checked_add(sp.lost).map_or(Some(None), |all| {
+                    // At `hz` per CPU second the sampler can take no more than hz × CPU
+                    // seconds; twice that plus 64 leaves room for timer jitter and rounding.
+                    // Without the CPU time, the wall time on 4,096 CPUs bounds it.
+                    let cpu_ns = sp.cpu_ns.unwrap_or(sp.dur.saturating_mul(4096));
+                    let allowed = u128::from(sp.hz) * u128::from(cpu_ns) * 2 / 1_000_000_000 + 64;
+                    (u128::from(all) > allowed)
+                        .then(|| Some(u64::try_from(allowed).unwrap_or(u64::MAX)))
+                });
+                if let Some(bound) = bound {
+                    self.issue(
+                        line,
+                        IssueKind::ImpossibleSampleAccount {
+                            step: sp.step,
+                            taken: sp.taken,
+                            lost: sp.lost,
+                            bound,
+                        },
+                    );
+                }
+                self.sampled.taken.push((line, sp.step, sp.taken));
+            }
         }
     }
 

@@ -211,3 +211,65 @@ fn a_version_1_header_is_still_read() {
         Err(trace_record::ReadError::UnsupportedVersion { found: 0, .. })
     ));
 }
+
+#[test]
+fn validation_rejects_impossible_sampler_accounts_and_gradient_norms() {
+    let lines = [
+        r#"{"type":"frame","id":1,"func":"a"}"#,
+        r#"{"type":"stack","id":1,"frames":[1]}"#,
+        r#"{"type":"samples","step":0,"thread":1,"stack":1,"n":10}"#,
+        // 10 ms of CPU at 1 kHz: about 10 samples; 10 taken + 0 lost is fine.
+        r#"{"type":"sampler","step":0,"hz":1000,"taken":10,"lost":0,"cpu_ns":10000000,"ts":0,"dur":1}"#,
+        // A second account for step 0.
+        r#"{"type":"sampler","step":0,"hz":1000,"taken":10,"lost":0,"cpu_ns":10000000,"ts":0,"dur":1}"#,
+        // 5 lost of 10 ms at 1 kHz: within twice the rate plus 64.
+        r#"{"type":"samples","step":1,"thread":1,"stack":1,"n":3}"#,
+        r#"{"type":"sampler","step":1,"hz":1000,"taken":3,"lost":5,"cpu_ns":10000000,"ts":0,"dur":1}"#,
+        // Far more lost than 10 ms of CPU at 1 kHz can give.
+        r#"{"type":"samples","step":2,"thread":1,"stack":1,"n":3}"#,
+        r#"{"type":"sampler","step":2,"hz":1000,"taken":3,"lost":1000000,"cpu_ns":10000000,"ts":0,"dur":1}"#,
+        // taken + lost overflows.
+        r#"{"type":"samples","step":3,"thread":1,"stack":1,"n":1}"#,
+        r#"{"type":"sampler","step":3,"hz":1000,"taken":1,"lost":18446744073709551615,"ts":0,"dur":1}"#,
+        // No CPU time: 1 ms of wall time on 4,096 CPUs bounds it (8,256 at 1 kHz).
+        r#"{"type":"sampler","step":4,"hz":1000,"taken":0,"lost":9000,"ts":0,"dur":1000000}"#,
+        r#"{"type":"gradient","param":"w","state":"present","norm":-3.0,"ts":1}"#,
+        r#"{"type":"gradient","param":"b","state":"present","norm":0.0,"ts":1}"#,
+    ];
+    let text = trace_text(&lines);
+    let trace = trace_record::read_trace_bytes(text.as_bytes()).unwrap();
+    let found: Vec<(u64, String)> = issues(&trace)
+        .into_iter()
+        .map(|i| (i.line, i.kind.to_string()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (
+                6,
+                "step 0: a second sampler account (the first is at line 5)".to_string()
+            ),
+            (
+                10,
+                "step 2: 3 taken + 1000000 lost samples exceed the 84 the rate allows in the \
+                 step's CPU time"
+                    .to_string()
+            ),
+            (
+                12,
+                "step 3: 1 taken + 18446744073709551615 lost samples overflow a 64-bit count"
+                    .to_string()
+            ),
+            (
+                13,
+                "step 4: 0 taken + 9000 lost samples exceed the 8256 the rate allows in the \
+                 step's CPU time"
+                    .to_string()
+            ),
+            (
+                14,
+                "gradient of w: norm -3 is impossible (a norm is finite and >= 0)".to_string()
+            ),
+        ]
+    );
+}
