@@ -62,6 +62,7 @@ mod model;
 mod ops;
 mod samples;
 mod spans;
+mod stacks;
 mod stats;
 mod steps;
 mod summary;
@@ -92,6 +93,9 @@ pub use model::{
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table};
 pub use samples::{SampleRow, SampledFrame, SampledStacks, SamplerStep};
 pub use spans::{MAX_PATH_NAMES, SpanNode, SpanTree, pair_nodes, span_paths, span_tree};
+pub use stacks::{
+    STACK_PHASES, SampledStackReport, StackFrame, StackSamples, stack_samples,
+};
 pub use stats::{
     BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, Verdict, compare_samples, median,
     percentile,

@@ -2,8 +2,8 @@
 
 use trace_analyze::{
     FastMap, HotBy, HotOptions, SamplerAccount, Trace, format_ns, hot_report, short_func,
+    stack_samples,
 };
-use trace_record::schema::ExecStep;
 
 use crate::model::FlameData;
 
@@ -16,15 +16,6 @@ pub(crate) const MAX_FLAME_DEPTH: usize = 256;
 const LABEL_CHARS: usize = 80;
 /// The phases, in the order of [`FlameData::counts`].
 pub(crate) const PHASES: [&str; 4] = ["forward", "backward", "optimizer", "unknown"];
-
-fn phase_index(p: Option<ExecStep>) -> usize {
-    match p {
-        Some(ExecStep::Forward) => 0,
-        Some(ExecStep::Backward) => 1,
-        Some(ExecStep::Optimizer) => 2,
-        None => 3,
-    }
-}
 
 /// Interns frame names for the page.
 struct Names {
@@ -91,10 +82,7 @@ fn summary(
 /// The sampled flame graph of `trace`; absent when the trace has no sampled stacks. Caps
 /// that cut something are added to `caps`.
 pub(crate) fn flame_data(trace: &Trace, caps: &mut Vec<String>) -> Option<FlameData> {
-    let s = &trace.sampled;
-    if s.is_empty() {
-        return None;
-    }
+    let sampled = stack_samples(trace)?;
     // Crate groups (colours) as `tracegraph hot` assigns them, by the frame's shown name.
     let hot = hot_report(
         trace,
@@ -115,25 +103,9 @@ pub(crate) fn flame_data(trace: &Trace, caps: &mut Vec<String>) -> Option<FlameD
         _ => None,
     };
 
-    // Samples per stack (wire id) and phase, over steps and threads.
-    let mut per_stack: FastMap<u64, [u64; 4]> = FastMap::default();
-    for row in &s.samples {
-        let c = per_stack.entry(row.stack).or_default();
-        let p = phase_index(row.phase);
-        c[p] = c[p].saturating_add(row.n);
-    }
-    let mut stacks: Vec<(u64, [u64; 4])> = per_stack.into_iter().collect();
+    let total = sampled.total;
+    let phases = sampled.by_phase;
     let sum = |c: &[u64; 4]| c.iter().fold(0u64, |a, &b| a.saturating_add(b));
-    stacks.sort_by(|a, b| sum(&b.1).cmp(&sum(&a.1)).then(a.0.cmp(&b.0)));
-    let total: u64 = stacks
-        .iter()
-        .fold(0u64, |a, (_, c)| a.saturating_add(sum(c)));
-    let mut phases = [0u64; 4];
-    for (_, c) in &stacks {
-        for (p, n) in phases.iter_mut().zip(c) {
-            *p = p.saturating_add(*n);
-        }
-    }
 
     let mut names = Names {
         index: FastMap::default(),
@@ -143,31 +115,30 @@ pub(crate) fn flame_data(trace: &Trace, caps: &mut Vec<String>) -> Option<FlameD
     };
     let mut out_stacks: Vec<Vec<u32>> = Vec::new();
     let mut out_counts: Vec<[u64; 4]> = Vec::new();
-    let distinct = stacks.len();
+    let distinct = sampled.stacks.len();
     let mut deep = 0usize;
     let mut cut = [0u64; 4];
-    for (i, (id, c)) in stacks.into_iter().enumerate() {
+    for (i, st) in sampled.stacks.into_iter().enumerate() {
+        let c = st.by_phase;
         if i >= MAX_FLAME_STACKS {
             for (k, n) in cut.iter_mut().zip(c) {
                 *k = k.saturating_add(n);
             }
             continue;
         }
-        let frames = s.stack(id);
+        let frames = st.frames;
         let mut path: Vec<u32> = Vec::with_capacity(frames.len().min(MAX_FLAME_DEPTH));
         if frames.is_empty() {
             path.push(names.get("[unknown stack]", || "[unknown stack]".into(), "other"));
         }
-        for (d, &f) in frames.iter().enumerate() {
+        for (d, f) in frames.iter().enumerate() {
             if d + 1 == MAX_FLAME_DEPTH && frames.len() > MAX_FLAME_DEPTH {
                 deep += 1;
                 path.push(names.get("[deeper frames]", || "[deeper frames]".into(), "other"));
                 break;
             }
-            let name = s.frame_name(f);
-            let group = group_of.get(name).copied().unwrap_or("other");
-            let func = s.frames.get(f as usize).map_or(name, |fr| fr.func.as_str());
-            path.push(names.get(name, || short_func(func, LABEL_CHARS), group));
+            let group = group_of.get(f.name).copied().unwrap_or("other");
+            path.push(names.get(f.name, || short_func(f.func, LABEL_CHARS), group));
         }
         out_stacks.push(path);
         out_counts.push(c);

@@ -12,4 +12,5 @@ mod linear;
 mod phases;
 mod producers;
 mod props;
+mod stacks;
 mod steps;
