@@ -93,9 +93,7 @@ pub use model::{
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table};
 pub use samples::{SampleRow, SampledFrame, SampledStacks, SamplerStep};
 pub use spans::{MAX_PATH_NAMES, SpanNode, SpanTree, pair_nodes, span_paths, span_tree};
-pub use stacks::{
-    STACK_PHASES, SampledStackReport, StackFrame, StackSamples, stack_samples,
-};
+pub use stacks::{STACK_PHASES, SampledStackReport, StackFrame, StackSamples, stack_samples};
 pub use stats::{
     BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, Verdict, compare_samples, median,
     percentile,

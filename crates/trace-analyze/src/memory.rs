@@ -527,7 +527,9 @@ fn name_producers(trace: &Trace, devices: &mut [DeviceMemory]) {
             }
         }
     }
-    trace.work.add(trace.tensor_refs.len() as u64 + trace.ops.len() as u64);
+    trace
+        .work
+        .add(trace.tensor_refs.len() as u64 + trace.ops.len() as u64);
     for d in devices.iter_mut() {
         for a in listed(d) {
             let Some(op) = a
