@@ -48,7 +48,8 @@ fn compare(path: &Path, actual: &str) -> Result<(), String> {
         .position(|(a, w)| a != w)
         .unwrap_or_else(|| actual.lines().count().min(want.lines().count()));
     Err(format!(
-        "golden {} differs from line {} on ({UPDATE_GOLDENS}=1 rewrites it)\n--- got\n{actual}\n--- golden\n{want}",
+        "golden {} differs from line {} on ({UPDATE_GOLDENS}=1 rewrites it)\n\
+         --- got\n{actual}\n--- golden\n{want}",
         path.display(),
         line + 1
     ))
