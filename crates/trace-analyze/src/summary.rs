@@ -63,7 +63,7 @@ pub struct StepTimes {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub saturated: bool,
     /// The whole steps' time by phase, summed over them (each sum capped at `u64::MAX`);
-    /// absent when there is no whole step. Per step: [`step_phases`].
+    /// absent when there is no whole step. Per step: [`step_breakdown`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phases: Option<PhaseTimes>,
 }
@@ -118,11 +118,32 @@ impl PhaseTimes {
     }
 }
 
-/// The time by phase of every whole step, in the order of [`Trace::complete_steps`]. O(n) in
-/// the spans.
-pub fn step_phases(trace: &Trace) -> Vec<PhaseTimes> {
+/// One whole step: its recorded index, wall time, ops and time by phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StepBreakdown {
+    /// The step index as recorded.
+    pub index: u64,
+    /// The step's wall time.
+    pub duration_ns: u64,
+    /// Ops that ran in the step.
+    pub ops: u64,
+    /// The step's time by phase.
+    pub phases: PhaseTimes,
+}
+
+/// Every whole step ([`Trace::complete_steps`], in order) with its time by phase. O(n) in the
+/// spans and steps.
+pub fn step_breakdown(trace: &Trace) -> Vec<StepBreakdown> {
     let steps = trace.complete_steps();
-    let mut per_step = vec![PhaseTimes::default(); steps.len()];
+    let mut per_step: Vec<StepBreakdown> = steps
+        .iter()
+        .map(|st| StepBreakdown {
+            index: st.index,
+            duration_ns: st.duration_ns(),
+            ops: u64::from(st.ops.1.saturating_sub(st.ops.0)),
+            phases: PhaseTimes::default(),
+        })
+        .collect();
     for s in &trace.spans {
         let (Some(e), Some(step), Some(d)) = (s.exec_step, s.step, s.duration_ns()) else {
             continue;
@@ -135,13 +156,13 @@ pub fn step_phases(trace: &Trace) -> Vec<PhaseTimes> {
             continue;
         }
         if let Some(row) = per_step.get_mut(step as usize) {
-            let t = row.get_mut(e);
+            let t = row.phases.get_mut(e);
             *t = t.saturating_add(d);
         }
     }
-    for (row, step) in per_step.iter_mut().zip(steps) {
-        let dur = step.duration_ns();
-        row.other_ns = dur - row.in_phases_ns().min(dur);
+    for row in &mut per_step {
+        let dur = row.duration_ns;
+        row.phases.other_ns = dur - row.phases.in_phases_ns().min(dur);
     }
     trace.work.add((trace.spans.len() + steps.len()) as u64);
     per_step
@@ -259,11 +280,11 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         .collect();
     // Summed exactly; a total past u64::MAX is shown capped and flagged, never wrapped.
     let exact: u128 = durs.iter().map(|&d| u128::from(d)).sum();
-    let per_step = step_phases(trace);
+    let per_step = step_breakdown(trace);
     let phases = (!per_step.is_empty()).then(|| {
         let mut sum = PhaseTimes::default();
         for p in &per_step {
-            sum.add(p);
+            sum.add(&p.phases);
         }
         sum
     });

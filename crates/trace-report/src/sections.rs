@@ -3,9 +3,9 @@
 use serde_json::{Value, json};
 use trace_analyze::{
     Allocation, AnalyzeError, BAND_POINTS, ByCategory, CONFIDENCE, Change, Comparison, Delta,
-    DeviceMemory, OpColumn, OpTableOptions, PhaseTimes, Summary, Trace, TraceEnd, Verdict, compare,
+    DeviceMemory, OpColumn, OpTableOptions, Summary, Trace, TraceEnd, Verdict, compare,
     format_bytes, format_ns, graph_report, memory_report, new_step_cache, op_table,
-    significance_order, span_tree, step_phases, summarize,
+    significance_order, span_tree, step_breakdown, summarize,
 };
 
 use trace_record::schema::{MemoryCategory, Outcome, TimingMode};
@@ -56,7 +56,7 @@ pub fn build_report(
     let run = run_rows(trace, &summary);
     let health = health_badges(trace, &summary);
     let graphs = graph_report(trace, &cache)?;
-    let steps = steps_data(trace, baseline, &graphs, opts, &mut caps);
+    let steps = steps_data(trace, baseline, &summary, &graphs, opts, &mut caps);
     let ops = ops_table(trace, opts, &mut caps);
     let spans = spans_table(trace, opts, &mut caps);
     let memory = memory_data(trace);
@@ -228,18 +228,18 @@ fn health_badges(trace: &Trace, s: &Summary) -> Vec<Badge> {
 fn steps_data(
     trace: &Trace,
     baseline: Option<&Trace>,
+    summary: &Summary,
     graphs: &trace_analyze::GraphReport,
     opts: &ReportOptions,
     caps: &mut Vec<String>,
 ) -> Option<StepsData> {
     // Whole steps only: the step an incomplete trace ends in is a prefix of a step.
-    let steps = trace.complete_steps();
+    let steps = step_breakdown(trace);
     if steps.is_empty() {
         return None;
     }
     let changed: std::collections::HashMap<u64, bool> =
         graphs.steps.iter().map(|g| (g.step, g.changed)).collect();
-    let phases = step_phases(trace);
     let total = steps.len();
     let group = total.div_ceil(opts.max_step_bars.max(1)).max(1);
     let mut d = StepsData {
@@ -249,9 +249,9 @@ fn steps_data(
         phases_ns: Vec::new(),
         unrecorded: Vec::new(),
         baseline: baseline.map(|b| {
-            b.complete_steps()
+            step_breakdown(b)
                 .iter()
-                .map(|s| [s.index, s.duration_ns()])
+                .map(|s| [s.index, s.duration_ns])
                 .collect()
         }),
         changed: Vec::new(),
@@ -266,37 +266,24 @@ fn steps_data(
             d.unrecorded.push([w[0].index + 1, w[1].index - 1]);
         }
     }
-    if let Some(p) = trace.partial_step() {
+    if let Some(p) = summary.steps.partial_step {
         d.note.push_str(&format!(
-            " Step {} is left out: the trace ends inside it (incomplete).",
-            p.index
+            " Step {p} is left out: the trace ends inside it (incomplete)."
         ));
     }
     if d.baseline.is_some() {
         d.note
             .push_str(" The baseline's step times are drawn as a line (same step indices).");
     }
-    for (ci, chunk) in steps.chunks(group).enumerate() {
+    for chunk in steps.chunks(group) {
         let (Some(first), Some(last)) = (chunk.first(), chunk.last()) else {
             continue;
         };
         // The slowest step of the group is drawn (its phases too).
-        let Some((slow_i, slow)) = chunk
-            .iter()
-            .enumerate()
-            .max_by_key(|(_, s)| s.duration_ns())
-        else {
+        let Some(slow) = chunk.iter().max_by_key(|s| s.duration_ns) else {
             continue;
         };
-        let dur = slow.duration_ns();
-        // A step without its phase times (none past the whole steps) is all "other".
-        let ph = phases
-            .get(ci * group + slow_i)
-            .copied()
-            .unwrap_or(PhaseTimes {
-                other_ns: dur,
-                ..PhaseTimes::default()
-            });
+        let (dur, ph) = (slow.duration_ns, slow.phases);
         d.index.push(first.index);
         d.last_index.push(last.index);
         d.duration_ns.push(Some(dur));
@@ -307,12 +294,7 @@ fn steps_data(
                 .iter()
                 .any(|s| changed.get(&s.index).copied().unwrap_or(false)),
         );
-        d.ops.push(
-            chunk
-                .iter()
-                .map(|s| u64::from(s.ops.1.saturating_sub(s.ops.0)))
-                .sum(),
-        );
+        d.ops.push(chunk.iter().map(|s| s.ops).sum());
     }
     if group > 1 {
         let msg = format!(

@@ -1,11 +1,17 @@
-//! Step time by phase: the outermost span of each phase counts, the rest of the step is
-//! `other`, whole steps only, and hostile times saturate instead of overflowing.
+//! The step breakdown: each whole step's index, wall time, ops and time by phase (the outermost
+//! span of each phase counts, the rest of the step is `other`); hostile times saturate instead
+//! of overflowing.
 
 use proptest::prelude::*;
-use trace_analyze::{PhaseTimes, new_step_cache, step_phases, summarize};
+use trace_analyze::{PhaseTimes, Trace, new_step_cache, step_breakdown, summarize};
 use trace_record::schema::ExecStep;
 
 use crate::common::{from_lines, small, synthetic};
+
+/// The time by phase of every whole step.
+fn step_phases(t: &Trace) -> Vec<PhaseTimes> {
+    step_breakdown(t).iter().map(|s| s.phases).collect()
+}
 
 #[test]
 fn outermost_phase_spans_count_and_the_rest_is_other() {
@@ -44,6 +50,9 @@ fn outermost_phase_spans_count_and_the_rest_is_other() {
         ]
     );
     assert_eq!(p[0].get(ExecStep::Backward), 50);
+    let b = step_breakdown(&t);
+    assert_eq!((b[0].index, b[0].duration_ns, b[0].ops), (0, 100, 0));
+    assert_eq!((b[1].index, b[1].duration_ns), (1, 30));
     let s = summarize(&t, &new_step_cache()).unwrap();
     assert_eq!(
         s.steps.phases,
@@ -104,6 +113,12 @@ fn a_span_ending_at_u64_max_saturates_the_phase_times() {
 #[test]
 fn phases_of_real_traces_fit_in_their_steps() {
     for t in [small(), synthetic(&testkit::SynthConfig::default())] {
+        let b = step_breakdown(&t);
+        let ops: u64 = b.iter().map(|s| s.ops).sum();
+        let whole: usize = (0..t.complete_steps().len())
+            .map(|i| t.step_ops(i).len())
+            .sum();
+        assert_eq!(ops, whole as u64, "{}", t.source);
         let p = step_phases(&t);
         assert_eq!(p.len(), t.complete_steps().len());
         assert!(p.iter().any(|x| x.in_phases_ns() > 0), "{}", t.source);
