@@ -709,3 +709,200 @@ fn the_issue_number_finder_sees_the_forms_and_not_plain_words() {
     ));
     assert!(!names_an_issue("let issue = v.issues()[0];"));
 }
+
+/// The members of the loaded trace (`trace_analyze::Trace` in trace-analyze's `model.rs`)
+/// that hold or hand out its raw records: fields that are a `Vec`, a map or the sampled
+/// stacks, methods that return a slice or an `Option<&…>`, and the record types named by
+/// those fields. What a report draws is an analysis of these, computed once in trace-analyze.
+fn raw_trace_members(model: &str) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
+    let (mut fields, mut methods, mut types) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let defined: BTreeSet<&str> = model
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub struct "))
+        .filter_map(|l| l.split(|c: char| !c.is_alphanumeric() && c != '_').next())
+        .collect();
+    let body = |start: &str| -> Vec<&str> {
+        model
+            .lines()
+            .skip_while(|l| !l.starts_with(start))
+            .skip(1)
+            .take_while(|l| *l != "}")
+            .collect()
+    };
+    for line in body("pub struct Trace {") {
+        let Some((name, ty)) = line
+            .trim()
+            .strip_prefix("pub ")
+            .and_then(|l| l.split_once(": "))
+        else {
+            continue;
+        };
+        let ty = ty.trim_end_matches(',');
+        if ty.starts_with("Vec<") || ty.contains("Map<") || ty.ends_with("SampledStacks") {
+            fields.insert(name.to_string());
+            let last = ty.rsplit("::").next().unwrap_or(ty);
+            for word in ty.split(|c: char| !c.is_alphanumeric() && c != '_') {
+                if defined.contains(word) || word == last {
+                    types.insert(word.to_string());
+                }
+            }
+        }
+    }
+    let imp = body("impl Trace {").join("\n");
+    for sig in imp.split("pub fn ").skip(1) {
+        let sig = sig.split('{').next().unwrap_or("");
+        let name = sig.split('(').next().unwrap_or("").trim();
+        let ret = sig.rsplit_once("->").map_or("", |(_, r)| r.trim());
+        if ret.starts_with("&[") || ret.starts_with("Option<&") {
+            methods.insert(name.to_string());
+        }
+    }
+    types.retain(|t| t.chars().next().is_some_and(char::is_uppercase));
+    (fields, methods, types)
+}
+
+/// The identifiers and punctuation of Rust code (comments and strings already blanked), each
+/// with its line number.
+fn tokens(code: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let mut word = String::new();
+        for c in line.chars().chain(std::iter::once(' ')) {
+            if c.is_alphanumeric() || c == '_' {
+                word.push(c);
+                continue;
+            }
+            if !word.is_empty() {
+                out.push((n + 1, std::mem::take(&mut word)));
+            }
+            if !c.is_whitespace() {
+                out.push((n + 1, c.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Where `code` reads a raw member of a loaded trace: `x.field` or `x.method(` on a binding
+/// `x` of type `Trace` (a parameter `x: &Trace` or `x: Option<&Trace>`, `trace`, or a closure
+/// or `Some(x)` binding over one), or names a raw record type. Returns `line: what`.
+fn raw_trace_reads(
+    code: &str,
+    raw: &(BTreeSet<String>, BTreeSet<String>, BTreeSet<String>),
+) -> Vec<String> {
+    let (fields, methods, types) = raw;
+    let t = tokens(code);
+    let w = |i: usize| t.get(i).map_or("", |(_, s)| s.as_str());
+    let mut traces: BTreeSet<&str> = BTreeSet::from(["trace"]);
+    for i in 0..t.len() {
+        if w(i + 1) == ":" && w(i + 2) != ":" && w(i).starts_with(|c: char| c.is_lowercase()) {
+            let ty: Vec<&str> = (i + 2..t.len())
+                .map(w)
+                .take_while(|s| !matches!(*s, "," | ")" | "=" | ";" | "{"))
+                .collect();
+            if ty.contains(&"Trace") {
+                traces.insert(w(i));
+            }
+        }
+    }
+    // Bindings over a trace binding: `x.map(|b|`, `x.and_then(|b|`, `Some(b) = x`.
+    loop {
+        let before = traces.len();
+        for i in 0..t.len() {
+            if traces.contains(w(i)) && w(i + 1) == "." && w(i + 3) == "(" && w(i + 4) == "|" {
+                traces.insert(w(i + 5));
+            }
+            let some_of = w(i) == "Some" && w(i + 1) == "(" && w(i + 3) == ")";
+            if some_of && w(i + 4) == "=" && traces.contains(w(i + 5)) {
+                traces.insert(w(i + 2));
+            }
+        }
+        if traces.len() == before {
+            break;
+        }
+    }
+    let mut found = Vec::new();
+    for (i, (line, word)) in t.iter().enumerate() {
+        if types.contains(word) {
+            found.push(format!("{line}: names the raw record type `{word}`"));
+        }
+        if !traces.contains(word.as_str()) || w(i + 1) != "." {
+            continue;
+        }
+        let member = w(i + 2);
+        let is_call = w(i + 3) == "(";
+        if (fields.contains(member) && !is_call) || (methods.contains(member) && is_call) {
+            found.push(format!("{line}: {word}.{member}"));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_report_reads_analyses_never_the_raw_event_vectors_of_the_loaded_trace() {
+    let root = root();
+    let model = std::fs::read_to_string(root.join("crates/trace-analyze/src/model.rs"))
+        .expect("trace-analyze's model.rs");
+    let raw = raw_trace_members(&model);
+    let src = root.join("crates/trace-report/src");
+    let mut found = Vec::new();
+    for f in rust_files(&src) {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        let rel = f.strip_prefix(&root).unwrap_or(&f).display().to_string();
+        for hit in raw_trace_reads(&code_only(&text), &raw) {
+            found.push(format!("{rel}:{hit}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "trace-report reshapes trace-analyze's analyses into its view model; a figure it needs \
+         is computed in trace-analyze (with its tests and the CLI's --json), not from the \
+         loaded trace's raw records: {found:#?}"
+    );
+}
+
+#[test]
+fn the_raw_trace_read_finder_sees_fields_methods_bindings_and_types() {
+    let model = std::fs::read_to_string(root().join("crates/trace-analyze/src/model.rs"))
+        .expect("trace-analyze's model.rs");
+    let raw = raw_trace_members(&model);
+    for f in [
+        "spans", "ops", "memory", "physical", "steps", "tensors", "sampled",
+    ] {
+        assert!(raw.0.contains(f), "raw field {f}: {:?}", raw.0);
+    }
+    for m in ["complete_steps", "partial_step", "step_ops", "op_outputs"] {
+        assert!(raw.1.contains(m), "raw method {m}: {:?}", raw.1);
+    }
+    assert!(!raw.1.contains("str") && !raw.0.contains("run") && !raw.0.contains("source"));
+    for ty in [
+        "Span",
+        "Op",
+        "MemEvent",
+        "Step",
+        "TensorInfo",
+        "SampledStacks",
+    ] {
+        assert!(raw.2.contains(ty), "raw type {ty}: {:?}", raw.2);
+    }
+    let code = code_only(concat!(
+        "fn f(trace: &Trace, base: Option<&trace_analyze::Trace>, report: &MemoryReport) {\n",
+        "    let a = report.devices.len() + trace.run.version; // trace.ops in a comment\n",
+        "    let s = \"trace.memory in a string\";\n",
+        "    let b = base.map(|b| b.spans.len());\n",
+        "    for m in &trace.memory {}\n",
+        "    if let Some(x) = base { x.complete_steps(); }\n",
+        "    let c = comparison.ops.len() + graphs.steps.len();\n",
+        "    let e: Vec<MemEvent> = Vec::new();\n",
+        "}\n",
+    ));
+    assert_eq!(
+        raw_trace_reads(&code, &raw),
+        [
+            "4: b.spans",
+            "5: trace.memory",
+            "6: x.complete_steps",
+            "8: names the raw record type `MemEvent`",
+        ]
+    );
+}
