@@ -1,4 +1,4 @@
-//! Samples per distinct sampled call stack and phase, with each frame's names: what a flame graph draws.
+//! Samples per distinct sampled call stack and phase, with its frames: what a flame graph draws.
 
 use trace_record::schema::ExecStep;
 

@@ -1,4 +1,6 @@
-//! The report's sampled flame graph: the CPU sampler's call stacks with their sample counts per phase, drawn by the page (click to zoom, hover for details, a phase filter).
+//! The report's sampled flame graph: the CPU sampler's call stacks with samples per phase.
+//!
+//! The page draws it (click to zoom, hover for details, a phase filter).
 
 use trace_analyze::{
     FastMap, HotBy, HotOptions, SamplerAccount, Trace, format_ns, hot_report, short_func,

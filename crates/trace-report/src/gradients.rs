@@ -1,4 +1,6 @@
-//! The report's gradients section: parameters that never received a gradient first, non-finite ones flagged, each parameter's gradient norm per step, and the autograd graph per step.
+//! The report's gradients section: parameters without a gradient first, non-finite ones flagged.
+//!
+//! Also each parameter's gradient norm per step, and the autograd graph per step.
 
 use serde_json::{Value, json};
 use trace_analyze::{GradientVerdict, Trace, format_bytes, gradient_report};

@@ -1,4 +1,4 @@
-//! trace-report: the self-contained offline HTML report of a trace (and of its comparison with a baseline).
+//! trace-report: the self-contained offline HTML report of a trace (and of its comparison).
 //!
 //! [`build_report`] runs trace-analyze's analyses (summary, op table, span tree, memory
 //! report, step graphs, gradients, the sampled flame graph, and with a baseline the comparison) and keeps what a

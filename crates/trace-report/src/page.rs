@@ -1,4 +1,4 @@
-//! The page: the view model embedded as escaped JSON into the HTML template with its CSS and scripts.
+//! The page: the view model embedded as escaped JSON into the HTML template (CSS, scripts).
 //!
 //! The template (`assets/report.html`) and its assets (`report.css`, `hooks.js`, `report.js`)
 //! are real files included at compile time. Placeholders are `{{name}}`; [`write_html`]

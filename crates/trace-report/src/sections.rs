@@ -1,4 +1,6 @@
-//! The report's sections: [`build_report`] runs the analyses and keeps what a person reads, capped for size.
+//! The report's sections: [`build_report`] runs the analyses and keeps what a person reads.
+//!
+//! What it keeps is capped for size ([`ReportOptions`]); every cap that cut something is stated.
 
 use serde_json::{Value, json};
 use trace_analyze::{

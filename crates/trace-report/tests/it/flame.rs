@@ -1,4 +1,6 @@
-//! The report's sampled flame graph: stacks with sample counts per phase in the view model, estimates labelled, caps stated, absent without a sampler.
+//! The report's sampled flame graph: stacks with sample counts per phase in the view model.
+//!
+//! Estimates are labelled, caps stated, and the section is absent without a sampler.
 
 use std::collections::HashSet;
 

@@ -1,4 +1,6 @@
-//! The report's gradients section: parameters that never received a gradient first, non-finite flagged, norms per step, the autograd graph per step.
+//! The report's gradients section: gradient-less parameters first, non-finite flagged, and more.
+//!
+//! Also each parameter's norms per step and the autograd graph per step.
 
 use serde_json::{Value, json};
 use testkit::{SynthConfig, write_synthetic};

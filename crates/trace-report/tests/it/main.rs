@@ -1,4 +1,6 @@
-//! Tests of the HTML report: self-contained, escaped, the embedded data round-trips, caps are stated, the gradients section and the sampled flame graph.
+//! Tests of the HTML report: self-contained, escaped, the embedded data round-trips, caps stated.
+//!
+//! Also the gradients section and the sampled flame graph.
 
 mod flame;
 mod gradients;
