@@ -1,4 +1,6 @@
-//! Benchmark suite `capture`: trace-candle's cost on a real Candle training step and around a tiny op.
+//! Benchmark suite `capture`.
+//!
+//! trace-candle's cost on a real Candle training step and around a tiny op.
 //!
 //! Rows:
 //! - `capture/train_step ns_per_step (median)`: one step of `tracegraph demo`'s trainer (full

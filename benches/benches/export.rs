@@ -1,4 +1,6 @@
-//! Benchmark suite `export`: Chrome trace export of a 1M-op trace (seconds, peak RSS) and export throughput.
+//! Benchmark suite `export`.
+//!
+//! Chrome trace export of a 1M-op trace (seconds, peak RSS) and export throughput.
 //!
 //! The trace is recorded with trace-record's `TraceSession` into a temp file: training steps
 //! of 1,000 ops (a step span with forward / backward / optimizer spans), each op with its

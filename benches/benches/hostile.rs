@@ -1,6 +1,10 @@
-//! Benchmark suite `hostile`: hostile traces stay linear — 20,000-deep span nesting through `spans`, `report` and `export` (Chrome and folded) as child processes (wall and peak RSS), and 250,000 allocations with ids `i << 40` against ids `1..n` through load + memory report.
+//! Benchmark suite `hostile`: hostile traces stay linear.
 //!
-//! Targets (issue 13): each deep-nesting command ≤ 1 s and ≤ 200 MB peak RSS; the memory
+//! 20,000-deep span nesting through `spans`, `report` and `export` (Chrome and folded) as child
+//! processes (wall and peak RSS), and 250,000 allocations with ids `i << 40` against ids `1..n`
+//! through load + memory report.
+//!
+//! Targets: each deep-nesting command ≤ 1 s and ≤ 200 MB peak RSS; the memory
 //! analysis of structured ids ≤ 1.5× the time of dense ids, measured in the same run.
 
 use std::hint::black_box;

@@ -1,4 +1,7 @@
-//! Benchmark suite `llama`: trace-candle's cost on a real candle-transformers model (tiny Llama generation and training step).
+//! Benchmark suite `llama`.
+//!
+//! trace-candle's cost on a real candle-transformers model (tiny Llama generation and training
+//! step).
 //!
 //! The model is the one `cargo run -p trace-candle --example profile_llama` profiles
 //! (candle-transformers' `Llama`, hidden 128, 2 layers, 4 heads / 2 KV heads, vocabulary

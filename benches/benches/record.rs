@@ -1,4 +1,7 @@
-//! Benchmark suite `record`: trace-record's `TraceSession` and reader against candle-graph 0.7's recorder and `parse_trace`, on the same events.
+//! Benchmark suite `record`.
+//!
+//! trace-record's `TraceSession` and reader against candle-graph 0.7's recorder and `parse_trace`,
+//! on the same events.
 //!
 //! The per-event time rows give both recorders a fresh session per criterion sample writing
 //! to `/dev/null`: every byte is formatted and handed to the kernel in write calls, without

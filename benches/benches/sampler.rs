@@ -1,4 +1,6 @@
-//! Benchmark suite `sampler`: the CPU sampler's cost on the demo's training step, and the sampling rate achieved.
+//! Benchmark suite `sampler`.
+//!
+//! The CPU sampler's cost on the demo's training step, and the sampling rate achieved.
 //!
 //! Rows:
 //! - `sampler/train_step ns_per_step (median)`: one step of `tracegraph demo`'s trainer

@@ -1,4 +1,6 @@
-//! `cargo xtask browser-check`: the demo's exports in speedscope and its HTML reports, in headless Chromium from disk.
+//! `cargo xtask browser-check`.
+//!
+//! The demo's exports in speedscope and its HTML reports, in headless Chromium from disk.
 //!
 //! Steps: build the demo's trace (`tracegraph demo --out target/browser-check`), write two
 //! reports (`report.html`, and `report-compare.html` with the same run as its baseline so the

@@ -1,4 +1,7 @@
-//! Tidy tests over the source tree: the documented dependency direction between crates, and one `//!` line opening every source file.
+//! Tidy tests over the source tree.
+//!
+//! The documented dependency direction between crates, and one `//!` line opening every source
+//! file.
 //!
 //! `docs/ARCHITECTURE.md` names each crate's dependencies; [`ALLOWED`] is that table in code.
 //! A crate's `Cargo.toml` that gains a workspace dependency outside its row (in any
@@ -659,7 +662,7 @@ fn first_doc_lines_fit_in_100_columns() {
     );
 }
 
-/// Whether a line names a tracker issue by number (`issue 12`, `issues 10 and 11`, `#15`).
+/// Whether a line names a tracker issue by number (`issue 12`, `issues 10 and 11`).
 fn names_an_issue(line: &str) -> bool {
     let lower = line.to_ascii_lowercase();
     let digits_after = |s: &str| {
@@ -686,6 +689,8 @@ fn code_comments_and_manifests_name_no_issue_numbers() {
             .into_iter()
             .map(|c| root.join("crates").join(c).join("Cargo.toml")),
     );
+    // This file holds the examples the finder is tested on.
+    files.retain(|f| !f.ends_with("xtask/src/tidy.rs"));
     let mut found = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap_or_default();

@@ -1,4 +1,6 @@
-//! Folded sampled stacks (`span;span;frame;frame samples` lines): a CPU sampler's call stacks under the span they were taken in, weighted by sample count.
+//! Folded sampled stacks (`span;span;frame;frame samples` lines).
+//!
+//! A CPU sampler's call stacks under the span they were taken in, weighted by sample count.
 //!
 //! A trace recorded with a CPU sampler (schema version 2) says, per recorded step, how many
 //! samples landed in each interned call stack, and which span the program was in (the

@@ -1,4 +1,6 @@
-//! trace-export: streaming Chrome Trace Event and folded-stack exports of a trace; never sees analysis types.
+//! trace-export: streaming Chrome Trace Event and folded-stack exports of a trace.
+//!
+//! It never sees analysis types.
 //!
 //! - [`write_chrome`]: Chrome Trace Event Format JSON for Perfetto UI, chrome://tracing and
 //!   speedscope (spans and ops as nested complete events, memory as stacked counters, steps,

@@ -67,7 +67,7 @@ fn evicts_by_bytes_until_both_limits_hold() {
 
 #[test]
 fn the_peak_never_exceeds_the_byte_limit() {
-    // Issue 15: with a 1000 B limit the peak read 1264 B (taken before eviction).
+    // With a 1000 B limit the peak once read 1264 B: it was taken before eviction.
     let cache: Cache<u64, Blob> = Cache::with_limits(CacheLimits {
         max_retained_bytes: Some(1000),
         ..CacheLimits::default()

@@ -1,4 +1,7 @@
-//! Hostile traces: 20,000-deep nesting in linear memory (spans, compare), sums past `u64::MAX` saturate with a flag, structured ids, and the partial step left out of every step-time figure alike.
+//! Hostile traces: 20,000-deep nesting in linear memory (spans, compare).
+//!
+//! Sums past `u64::MAX` saturate with a flag, structured ids, and the partial step left out of
+//! every step-time figure alike.
 
 use testkit::SynthConfig;
 use trace_analyze::{

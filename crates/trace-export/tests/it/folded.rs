@@ -1,4 +1,6 @@
-//! Folded stacks: golden output, weights summing to the total self time and to the Chrome export's outermost events.
+//! Folded stacks: golden output.
+//!
+//! Weights summing to the total self time and to the Chrome export's outermost events.
 
 use std::collections::HashMap;
 

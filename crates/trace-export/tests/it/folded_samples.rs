@@ -1,4 +1,7 @@
-//! Folded sampled stacks: a real sampled demo trace (span path + call stack, weights summing to the samples taken), the exact format, and hostile input.
+//! Folded sampled stacks.
+//!
+//! A real sampled demo trace (span path + call stack, weights summing to the samples taken), the
+//! exact format, and hostile input.
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,4 +1,6 @@
-//! Hostile traces export in linear size: 20,000-deep nesting and 40,000 never-ended root spans, folded and Chrome.
+//! Hostile traces export in linear size.
+//!
+//! 20,000-deep nesting and 40,000 never-ended root spans, folded and Chrome.
 
 use trace_export::{DEEPER_FRAMES, MAX_FOLDED_FRAMES, folded_stacks};
 use trace_record::{ReadOptions, TraceReader};

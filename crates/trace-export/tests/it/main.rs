@@ -1,4 +1,6 @@
-//! Tests of the exports: Chrome trace JSON structure, nesting adjustments, streaming, folded stacks and folded sampled stacks.
+//! Tests of the exports: Chrome trace JSON structure, nesting adjustments, streaming.
+//!
+//! Also folded stacks and folded sampled stacks.
 
 mod chrome;
 mod common;

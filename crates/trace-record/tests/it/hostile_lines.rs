@@ -1,4 +1,6 @@
-//! Hostile lines: an unknown type must still be JSON, a UTF-8 BOM is accepted, an object where a value belongs is named by its field.
+//! Hostile lines: an unknown type must still be JSON, a UTF-8 BOM is accepted.
+//!
+//! An object where a value belongs is named by its field.
 
 use trace_record::schema::Event;
 use trace_record::{ParsedTrace, ReadError, ReadOptions, TraceReader};

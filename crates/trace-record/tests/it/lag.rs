@@ -1,4 +1,7 @@
-//! The trace on disk starts with its header at `open` and lags the program by a bounded time: real child processes killed with SIGKILL at several moments, and SIGINT/SIGTERM writing the `incomplete` trailer.
+//! The trace on disk starts with its header at `open` and lags the program by a bounded time.
+//!
+//! Real child processes killed with SIGKILL at several moments, and SIGINT/SIGTERM writing the
+//! `incomplete` trailer.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;

@@ -1,4 +1,6 @@
-//! Schema version 2: sampled-stack events round-trip through the session, the reader and validation.
+//! Schema version 2: sampled-stack events round-trip through the session.
+//!
+//! Also the reader and validation.
 
 use trace_record::schema::Schedule;
 use trace_record::schema::{

@@ -1,4 +1,7 @@
-//! `tracegraph compare`: two traces side by side — median time per step per span path and op with a bootstrap interval (within noise or not), memory, graph equality, `--fail-on-regression`.
+//! `tracegraph compare`: two traces side by side.
+//!
+//! Median time per step per span path and op with a bootstrap interval (within noise or not),
+//! memory, graph equality, `--fail-on-regression`.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -1,4 +1,6 @@
-//! `tracegraph export`: a trace as Chrome trace JSON (Perfetto, chrome://tracing, speedscope) or folded stacks.
+//! `tracegraph export`: a trace as Chrome trace JSON or folded stacks.
+//!
+//! Chrome trace JSON opens in Perfetto, chrome://tracing and speedscope.
 
 use std::fs::File;
 use std::io::{BufReader, IsTerminal, Write};

@@ -1,4 +1,7 @@
-//! `tracegraph gradients`: per parameter its gradient state and norm per step, parameters that never received a gradient first, non-finite ones flagged; the autograd graph per step.
+//! `tracegraph gradients`.
+//!
+//! Per parameter its gradient state and norm per step, parameters that never received a gradient
+//! first, non-finite ones flagged; the autograd graph per step.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -1,4 +1,7 @@
-//! Command outputs that never destroy a user's file: a temporary file beside the target renamed into place on success; devices, FIFOs and `-` written in place; an output that is an input refused.
+//! Command outputs that never destroy a user's file.
+//!
+//! A temporary file beside the target renamed into place on success; devices, FIFOs and `-` written
+//! in place; an output that is an input refused.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};

@@ -86,7 +86,7 @@ fn demo_rejects_bad_configuration() {
     assert!(!path.exists());
 }
 
-/// `tracegraph demo --sample`: sampled stacks break backward into kernels (issue 12).
+/// `tracegraph demo --sample`: sampled stacks break backward into kernels.
 #[test]
 fn the_sampled_demo_breaks_backward_into_kernels() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,7 @@
-//! Exports agree with the analyses: op totals, span times and memory of the Chrome export and the folded stacks equal what trace-analyze computes from the same trace.
+//! Exports agree with the analyses.
+//!
+//! Op totals, span times and memory of the Chrome export and the folded stacks equal what
+//! trace-analyze computes from the same trace.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,6 @@
-//! `tracegraph demo` killed at several moments (SIGKILL, SIGINT, SIGTERM): `summary` reads what it left, incomplete, to its last complete line.
+//! `tracegraph demo` killed at several moments (SIGKILL, SIGINT, SIGTERM).
+//!
+//! `summary` reads what it left, incomplete, to its last complete line.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};

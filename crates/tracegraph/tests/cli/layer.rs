@@ -1,4 +1,6 @@
-//! `summary` says when trace-candle's `tracing` layer saw no spans (it was installed after the model made its spans, or filtered out).
+//! `summary` says when trace-candle's `tracing` layer saw no spans.
+//!
+//! It was installed after the model made its spans, or filtered out.
 
 use trace_candle::{Capture, Phase, Run, TraceLayer};
 

@@ -1,4 +1,6 @@
-//! The two loop shapes of a captured run (`step()` at the end of each iteration, or at its start; `finish()` after the loop): a step per iteration, no phantom step, no false leak.
+//! The two loop shapes of a captured run: a step per iteration, no phantom step, no false leak.
+//!
+//! `step()` at the end of each iteration or at its start, `finish()` after the loop.
 
 use std::path::Path;
 

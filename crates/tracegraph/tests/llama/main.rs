@@ -1,4 +1,7 @@
-//! The profile_llama example (a tiny random-weight candle-transformers Llama: prefill, 20 decode steps with the KV cache, 4 training steps) run and asserted on through the analyses and the CLI.
+//! The profile_llama example run and asserted on through the analyses and the CLI.
+//!
+//! A tiny random-weight candle-transformers Llama: prefill, 20 decode steps with the KV cache,
+//! 4 training steps.
 //!
 //! Its own test binary: the example installs a global `tracing` subscriber, once per process.
 //! Candle comes through the `demo` feature's dependencies (on by default).
