@@ -5,12 +5,13 @@ use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::{self, ThreadId};
+use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
 use crate::Fingerprint;
 use crate::bytes::{RetainedBytes, entry_bytes};
+use crate::wait::{FlightMark, begin_wait, current_actor};
 
 /// A cache key: a 128-bit fingerprint used to find the entry, and an exact equality that
 /// confirms it.
@@ -69,13 +70,35 @@ pub enum CacheError<E> {
     /// The computation failed (in this thread, or in the thread this one waited for).
     #[error("computing the cached value failed")]
     Compute(#[source] E),
-    /// The value for this key is being computed by this very thread: the request was made
-    /// from inside its own computation, directly or through other calls. Waiting would
-    /// never end, so the request fails at once.
+    /// The value for this key is being computed by this very thread (or by the computation
+    /// it works for, see [`FlightContext`](crate::FlightContext)): the request was made from
+    /// inside its own computation, directly or through other calls. Waiting would never
+    /// end, so the request fails at once.
     #[error("re-entrant request: the value for key {fingerprint} is being computed by this thread")]
     Reentrant {
         /// The key's fingerprint.
         fingerprint: Fingerprint,
+    },
+    /// Waiting for the computation of this key would close a cycle of computations each
+    /// waiting for the next (this one computes a key that the computation it would wait for
+    /// is, directly or through others, waiting for). This request fails at once; the others
+    /// in the cycle go on waiting and proceed once this request's computation returns.
+    #[error("waiting for key {fingerprint} would close a cycle of {computations} computations")]
+    WaitCycle {
+        /// The key's fingerprint.
+        fingerprint: Fingerprint,
+        /// The computations in the cycle, this request's own included.
+        computations: usize,
+    },
+    /// Another thread's computation of this key did not finish within the time given to
+    /// [`Cache::get_or_insert_with_timeout`]. That computation goes on (and stores its
+    /// value when it finishes); this request gave up.
+    #[error("waited {waited:?} for another thread's computation of key {fingerprint}")]
+    Timeout {
+        /// The key's fingerprint.
+        fingerprint: Fingerprint,
+        /// How long this request waited.
+        waited: Duration,
     },
 }
 
@@ -84,7 +107,9 @@ impl<E> CacheError<E> {
     pub fn into_compute(self) -> Option<E> {
         match self {
             CacheError::Compute(e) => Some(e),
-            CacheError::Reentrant { .. } => None,
+            CacheError::Reentrant { .. }
+            | CacheError::WaitCycle { .. }
+            | CacheError::Timeout { .. } => None,
         }
     }
 }
@@ -212,8 +237,9 @@ enum FlightState<K, V> {
 }
 
 struct Flight<K, V> {
-    /// The thread computing the value: a request from it for the same key is re-entrant.
-    leader: ThreadId,
+    /// The leader (the thread computing the value, or the computation it works for: a
+    /// request from it for the same key is re-entrant) in the process-wide wait-for graph.
+    mark: Arc<FlightMark>,
     state: Mutex<FlightState<K, V>>,
     done: Condvar,
 }
@@ -221,6 +247,7 @@ struct Flight<K, V> {
 impl<K, V> Flight<K, V> {
     fn finish(&self, state: FlightState<K, V>) {
         *lock(&self.state) = state;
+        self.mark.finish();
         self.done.notify_all();
     }
 }
@@ -387,7 +414,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///   promoted to most recently used.
 /// * **Single flight**: [`get_or_insert_with`](Cache::get_or_insert_with) runs the computation
 ///   once for all threads that miss on the same key at once. A request for a key from
-///   inside that key's own computation fails at once with [`CacheError::Reentrant`].
+///   inside that key's own computation fails at once with [`CacheError::Reentrant`]; a wait
+///   that would close a cycle of computations across threads fails at once with
+///   [`CacheError::WaitCycle`]; [`get_or_insert_with_timeout`](Cache::get_or_insert_with_timeout)
+///   bounds a wait.
 /// * **Poisoning**: a panic in another thread never makes a call fail; the state is recovered.
 ///   No user code runs under the lock except [`CacheKey::quick_eq`]; evicted values are
 ///   dropped after the lock is released.
@@ -465,21 +495,68 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
     /// of another key with the same fingerprint (a collision): it never receives that key's
     /// value. Every call counts exactly one hit or miss.
     ///
-    /// Re-entrancy: a request made from inside `f` (on the thread running it) for an equal
-    /// key fails at once with [`CacheError::Reentrant`] instead of waiting for itself; one
-    /// for a colliding key computes its own value. Requests for other keys work as usual.
-    /// (A cycle of computations across threads, each waiting for the other's key, is not
-    /// detected.)
+    /// Re-entrancy: a request made from inside `f` (on the thread running it, or on a
+    /// worker that entered its [`FlightContext`](crate::FlightContext)) for an equal key
+    /// fails at once with [`CacheError::Reentrant`] instead of waiting for itself; one for a
+    /// colliding key computes its own value. Requests for other keys work as usual.
+    ///
+    /// Cycles: before waiting for another thread's computation, the request follows the
+    /// process-wide wait-for graph (who waits for which computation, over every cache). If
+    /// the computation it would wait for is, directly or through others, waiting for one
+    /// this thread is running (thread 1 computes A and asks for B while thread 2 computes B
+    /// and asks for A), the request fails at once with [`CacheError::WaitCycle`]; the other
+    /// requests of the cycle keep waiting and proceed when this one's computation returns.
+    /// What the cache cannot see is a computation blocked outside it: one that joins a
+    /// worker thread which asks for the key being computed. Hand such a worker the
+    /// computation's [`FlightContext`](crate::FlightContext) (then its request is
+    /// `Reentrant`), or bound its wait with
+    /// [`get_or_insert_with_timeout`](Cache::get_or_insert_with_timeout).
     ///
     /// # Errors
     /// [`CacheError::Compute`] with the error of `f`, whether `f` ran in this thread or in
-    /// the one it waited for; [`CacheError::Reentrant`] as above.
+    /// the one it waited for; [`CacheError::Reentrant`] and [`CacheError::WaitCycle`] as
+    /// above.
     pub fn get_or_insert_with<E, F>(&self, key: K, f: F) -> Result<Arc<V>, CacheError<E>>
     where
         E: Clone + Send + Sync + 'static,
         F: FnOnce() -> Result<V, E>,
     {
+        self.get_or_insert_waiting(key, None, f)
+    }
+
+    /// [`get_or_insert_with`](Cache::get_or_insert_with), waiting at most `timeout` in all
+    /// for other threads' computations of the key (this thread's own computation, when it
+    /// runs `f`, is not timed).
+    ///
+    /// # Errors
+    /// As [`get_or_insert_with`](Cache::get_or_insert_with), and [`CacheError::Timeout`]
+    /// when the wait ran out (the other computation goes on and stores its value).
+    pub fn get_or_insert_with_timeout<E, F>(
+        &self,
+        key: K,
+        timeout: Duration,
+        f: F,
+    ) -> Result<Arc<V>, CacheError<E>>
+    where
+        E: Clone + Send + Sync + 'static,
+        F: FnOnce() -> Result<V, E>,
+    {
+        self.get_or_insert_waiting(key, Some(timeout), f)
+    }
+
+    fn get_or_insert_waiting<E, F>(
+        &self,
+        key: K,
+        timeout: Option<Duration>,
+        f: F,
+    ) -> Result<Arc<V>, CacheError<E>>
+    where
+        E: Clone + Send + Sync + 'static,
+        F: FnOnce() -> Result<V, E>,
+    {
         let fp = key.fingerprint().0;
+        // Taken at the first wait, so that hits never read the clock.
+        let mut started: Option<Instant> = None;
         let mut counted = false;
         let mut f = Some(f);
         loop {
@@ -495,7 +572,7 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                     Some(flight) => Arc::clone(flight),
                     None => {
                         let flight = Arc::new(Flight {
-                            leader: thread::current().id(),
+                            mark: FlightMark::new(),
                             state: Mutex::new(FlightState::Storing),
                             done: Condvar::new(),
                         });
@@ -511,7 +588,7 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                     }
                 }
             };
-            if flight.leader == thread::current().id() {
+            if flight.mark.leader() == current_actor() {
                 // This thread runs that flight and is inside its computation: waiting would
                 // never end.
                 let running_same = match &*lock(&flight.state) {
@@ -532,9 +609,32 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                     }
                 }
             }
+            let edge = begin_wait(&flight.mark).map_err(|computations| CacheError::WaitCycle {
+                fingerprint: Fingerprint(fp),
+                computations,
+            })?;
+            let start = *started.get_or_insert_with(Instant::now);
             let mut s = lock(&flight.state);
             while matches!(*s, FlightState::Running(_) | FlightState::Storing) {
-                s = flight.done.wait(s).unwrap_or_else(PoisonError::into_inner);
+                match timeout {
+                    None => s = flight.done.wait(s).unwrap_or_else(PoisonError::into_inner),
+                    Some(limit) => {
+                        let waited = start.elapsed();
+                        let Some(left) = limit.checked_sub(waited).filter(|d| !d.is_zero()) else {
+                            drop(s);
+                            drop(edge);
+                            return Err(CacheError::Timeout {
+                                fingerprint: Fingerprint(fp),
+                                waited,
+                            });
+                        };
+                        s = flight
+                            .done
+                            .wait_timeout(s, left)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                    }
+                }
             }
             let done = match &*s {
                 FlightState::Ready(k, v) => Some((k.clone(), Ok(Arc::clone(v)))),
@@ -542,6 +642,7 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                 _ => None,
             };
             drop(s);
+            drop(edge);
             // The flight's key is compared without holding any lock.
             if let Some((k, outcome)) = done
                 && k.same_key(&key)

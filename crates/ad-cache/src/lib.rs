@@ -21,7 +21,11 @@
 //! * **Single flight**: [`Cache::get_or_insert_with`] computes a missing value once for all
 //!   threads asking at the same time; an error reaches every waiter and is not cached. A
 //!   request for a key from inside its own computation fails at once
-//!   ([`CacheError::Reentrant`]) instead of waiting for itself.
+//!   ([`CacheError::Reentrant`]) instead of waiting for itself; a wait that would close a
+//!   cycle of computations across threads (each waiting for the next) fails at once
+//!   ([`CacheError::WaitCycle`]); [`Cache::get_or_insert_with_timeout`] bounds a wait
+//!   ([`CacheError::Timeout`]); a worker thread a computation waits for acts for it through
+//!   a [`FlightContext`].
 //! * **Parallel hits**: exact key comparisons run outside the cache's lock, so hits on
 //!   re-recorded (equal but not identical) graphs proceed in parallel.
 //! * **Observable**: [`Cache::stats`] (hits, misses, inserts, evictions, bytes, …),
@@ -67,6 +71,7 @@ mod cache;
 mod graph_bytes;
 mod keys;
 mod view_keys;
+mod wait;
 
 pub use bytes::{HeapMeter, RetainedBytes};
 pub use cache::{Cache, CacheError, CacheKey, CacheLimits, CacheStats};
@@ -79,5 +84,6 @@ pub use view_keys::{
     EAGER_KEY_DOMAIN, ENGINE_TRACED_KEY_DOMAIN, EagerKey, EngineKeyPart, EngineTracedKey,
     EngineTracedParts, KeyGraph,
 };
+pub use wait::FlightContext;
 
 pub use graph_core::Fingerprint;

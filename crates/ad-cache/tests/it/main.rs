@@ -7,3 +7,4 @@ mod engine_cache;
 mod graphs;
 mod model;
 mod stress;
+mod waits;
