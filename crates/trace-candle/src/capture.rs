@@ -9,11 +9,12 @@ use trace_record::schema::{
     AllocKind, ExecStep, MODULE_INPUT, MODULE_OUTPUT, MemoryCategory, SpanKind,
     TRACING_SPANS_COUNTER, TimingMode,
 };
-use trace_record::{MemoryRecord, OpRecord, SpanGuard, TensorRecord, TraceSession};
+use trace_record::{MemoryRecord, OpRecord, TensorRecord, TraceSession};
 
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
 use crate::op_spans;
 use crate::persistent::Persistent;
+use crate::sampling::{CaptureSpan, publish};
 
 thread_local! {
     static EXEC_STEP: Cell<Option<ExecStep>> = const { Cell::new(None) };
@@ -376,6 +377,7 @@ impl Capture {
             Err(e) => {
                 if let Some(span) = span {
                     session.end_span_id(span);
+                    publish(session);
                 }
                 return Err(e);
             }
@@ -385,6 +387,7 @@ impl Capture {
         {
             if let Some(span) = span {
                 session.end_span_id(span);
+                publish(session);
             }
             return Err(e);
         }
@@ -394,6 +397,7 @@ impl Capture {
             .record_op_output(name, inputs, &out, start, end, flops);
         if let Some(span) = span {
             session.end_span_id(span);
+            publish(session);
         }
         Ok(out)
     }
@@ -407,24 +411,21 @@ impl Capture {
     /// optimizer_state) until the guard drops.
     pub fn phase(&self, name: &str, step: ExecStep) -> PhaseGuard<'_> {
         op_spans::materialize(&self.inner.session);
-        let span = self
-            .inner
-            .session
-            .span(name, SpanKind::Function, Some(step));
+        let session = &self.inner.session;
+        let span = session.span(name, SpanKind::Function, Some(step));
         let prev = EXEC_STEP.with(|c| c.replace(Some(step)));
-        let sampled =
-            trace_sampler::is_sampling().then(|| trace_sampler::enter_scope(Some(step), span.id()));
         PhaseGuard {
             prev,
-            _sampled: sampled,
-            _span: span,
+            _span: CaptureSpan::opened(session, span),
         }
     }
 
-    /// Opens a span of `kind` tagged with this thread's execution step.
-    pub fn span(&self, name: &str, kind: SpanKind) -> SpanGuard<'_> {
-        op_spans::materialize(&self.inner.session);
-        self.inner.session.span(name, kind, current_exec_step())
+    /// Opens a span of `kind` tagged with this thread's execution step; while a sampler runs,
+    /// samples taken inside it are attributed to it.
+    pub fn span(&self, name: &str, kind: SpanKind) -> CaptureSpan<'_> {
+        let session = &self.inner.session;
+        op_spans::materialize(session);
+        CaptureSpan::opened(session, session.span(name, kind, current_exec_step()))
     }
 
     /// Records `tensor`'s metadata (`tensor` event) in the current span. `category` defaults
@@ -664,8 +665,6 @@ impl Capture {
         }
         op_spans::materialize(&self.inner.session);
         let _span = self.span(path, SpanKind::Module);
-        let _sampled =
-            trace_sampler::is_sampling().then(|| trace_sampler::enter_scope(None, _span.id()));
         let category = category_for(current_exec_step());
         self.record_tensor(xs, Some(MODULE_INPUT), Some(category));
         let out = f(xs)?;
@@ -683,9 +682,9 @@ impl Capture {
 #[derive(Debug)]
 pub struct PhaseGuard<'a> {
     prev: Option<ExecStep>,
-    /// The sampler's scope of this phase, published only while a sampler runs.
-    _sampled: Option<trace_sampler::ScopeGuard>,
-    _span: SpanGuard<'a>,
+    /// Dropped after the execution step is restored: the scope it hands back to the sampler
+    /// is the enclosing one, step included.
+    _span: CaptureSpan<'a>,
 }
 
 impl Drop for PhaseGuard<'_> {

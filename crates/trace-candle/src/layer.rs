@@ -241,6 +241,7 @@ where
                 _guard: guard,
             });
         });
+        crate::sampling::publish(self.session);
     }
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
@@ -251,8 +252,12 @@ where
                 .rposition(|o| o.layer == self.id && o.span == span)
                 .map(|pos| open.remove(pos))
         });
-        // Dropping the guard (outside the borrow) writes `span_end`.
-        drop(closed);
+        // Dropping the guard (outside the borrow) writes `span_end`; the sampler's scope is
+        // then the innermost span still open.
+        if closed.is_some() {
+            drop(closed);
+            crate::sampling::publish(self.session);
+        }
     }
 }
 

@@ -93,6 +93,7 @@ pub use meta::{
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
 pub use resident::process_resident_bytes;
+pub use sampling::CaptureSpan;
 pub use trace_sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
 #[cfg(feature = "nn")]
 pub use train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture};

@@ -8,6 +8,9 @@
 //! `tracing` span) first calls [`materialize`], which opens a span of kind `op` for every
 //! pending scope of that session on this thread, stamped with the op's start. When the op
 //! ends, its `op` event is written inside its own span (if it got one) and the span ends.
+//! While a sampler runs, an op's span is the scope samples are attributed to from the moment it
+//! is opened (samples taken earlier in the op, before anything nested, name the enclosing span)
+//! until it ends.
 
 use std::cell::RefCell;
 
@@ -97,10 +100,15 @@ pub(crate) fn materialize(session: &TraceSession) {
             return;
         }
         let k = key(session);
+        let mut opened = false;
         for e in s.entries[..len].iter_mut() {
             if e.session == k && e.span.is_none() {
                 e.span = session.start_span_at(&e.name, SpanKind::Op, e.exec_step, e.start_ns);
+                opened |= e.span.is_some();
             }
+        }
+        if opened {
+            crate::sampling::publish(session);
         }
     })
 }
@@ -118,6 +126,7 @@ impl Drop for Unwind<'_> {
             && let Some(span) = pop(self.depth)
         {
             self.session.end_span_id(span);
+            crate::sampling::publish(self.session);
         }
     }
 }

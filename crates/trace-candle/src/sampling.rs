@@ -2,11 +2,67 @@
 //!
 //! The sampler itself is trace-sampler's (its `enabled` feature is this crate's `sampler`);
 //! the capture holds one [`trace_sampler::Sampler`] and calls its hooks at step boundaries
-//! and at finish. Phases and module spans publish themselves as the current scope
-//! ([`trace_sampler::enter_scope`]) while a sampler runs, so that samples are attributed to
-//! them.
+//! and at finish. While a sampler runs, every span this crate opens or ends (phases, op scopes
+//! that became spans, [`Capture::span`], module wrappers, the `tracing` layer's spans)
+//! publishes the thread's innermost open span as the current scope
+//! ([`trace_sampler::set_scope`]), so that samples are attributed to it; with no sampler
+//! running, that costs one relaxed load.
 
+use trace_record::{SpanGuard, SpanId, TraceSession};
+
+use crate::capture::current_exec_step;
 use crate::{Capture, SamplerConfig, SamplerError, SamplerStats};
+
+/// Publishes this thread's execution step and innermost open span of `session` as the scope
+/// samples are attributed to; one relaxed load when no sampler runs. Called after every span
+/// start and end, so a sample taken after a child span ended names its parent.
+#[inline]
+pub(crate) fn publish(session: &TraceSession) {
+    if trace_sampler::is_sampling() {
+        publish_now(session);
+    }
+}
+
+#[inline(never)]
+fn publish_now(session: &TraceSession) {
+    trace_sampler::set_scope(current_exec_step(), session.current_span());
+}
+
+/// An open span of a capture ([`Capture::span`], [`Capture::phase`], module wrappers): ends
+/// when dropped (or on [`CaptureSpan::end`]), and while a sampler runs, samples taken inside
+/// it are attributed to it until then, to the enclosing span after.
+#[must_use = "a span ends when its guard is dropped"]
+#[derive(Debug)]
+pub struct CaptureSpan<'a> {
+    session: &'a TraceSession,
+    span: Option<SpanGuard<'a>>,
+}
+
+impl<'a> CaptureSpan<'a> {
+    /// Takes over `span` (just opened in `session`) and publishes it as the current scope.
+    pub(crate) fn opened(session: &'a TraceSession, span: SpanGuard<'a>) -> CaptureSpan<'a> {
+        publish(session);
+        CaptureSpan {
+            session,
+            span: Some(span),
+        }
+    }
+
+    /// The span's id when it was written (opened inside an active window).
+    pub fn id(&self) -> Option<SpanId> {
+        self.span.as_ref().and_then(SpanGuard::id)
+    }
+
+    /// Ends the span now.
+    pub fn end(self) {}
+}
+
+impl Drop for CaptureSpan<'_> {
+    fn drop(&mut self) {
+        drop(self.span.take());
+        publish(self.session);
+    }
+}
 
 impl Capture {
     /// Starts sampling the process's call stacks at `config.hz` per CPU second, inside the
@@ -24,8 +80,10 @@ impl Capture {
     /// # }
     /// ```
     ///
-    /// Samples are attributed to the step, the thread, and the phase and innermost phase or
-    /// module span open at the time (worker threads to the driving thread's). One sampler per
+    /// Samples are attributed to the step, the thread, the phase, and the innermost span open
+    /// on the thread at the time, whatever its kind: a phase, an op that became a span, a
+    /// [`Capture::span`], a module wrapper's or a `tracing` span (worker threads to the
+    /// driving thread's). One sampler per
     /// process: a second `sample_stacks` anywhere in the process gets [`SamplerError::Busy`].
     /// End the run with [`Capture::finish`], which writes the last step's samples before the
     /// trailer (a session finished directly loses them, reported in

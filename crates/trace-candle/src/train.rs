@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor, TensorId, Var};
 use candle_nn::VarMap;
+use trace_record::TensorRecord;
 use trace_record::schema::{ExecStep, GradientState, MemoryCategory};
-use trace_record::{SpanGuard, TensorRecord};
 
 use crate::gradients::{GradientFact, gradient_state};
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
+use crate::sampling::CaptureSpan;
 use crate::{Capture, CaptureError, PhaseGuard};
 
 /// The bit set in the ids of estimated optimizer state (see [`TrainingCapture`]).
@@ -259,10 +260,12 @@ impl TrainingCapture {
     }
 
     /// A `train_step` span around a whole step (optional; spans nest inside it).
-    pub fn step_span(&self) -> SpanGuard<'_> {
-        self.capture
-            .session()
-            .span("train_step", trace_record::schema::SpanKind::Function, None)
+    pub fn step_span(&self) -> CaptureSpan<'_> {
+        let session = self.capture.session();
+        CaptureSpan::opened(
+            session,
+            session.span("train_step", trace_record::schema::SpanKind::Function, None),
+        )
     }
 
     /// Opens the `forward` span (execution step forward: captures are activations).

@@ -366,3 +366,258 @@ fn one_sampler_per_process_and_rates_are_checked() {
     std::hint::black_box(t);
     second.finish().unwrap();
 }
+
+#[test]
+fn every_kind_of_span_is_the_scope_while_open_and_hands_back_to_its_parent() {
+    use trace_record::schema::SpanKind;
+    use trace_sampler::{Scope, current_scope};
+    let _turn = turn();
+    let (capture, _sink) = capture_on();
+    let scope = |span: Option<trace_record::SpanId>, phase| Scope { phase, span };
+    let fwd = Some(ExecStep::Forward);
+    {
+        let phase = capture.phase("forward", ExecStep::Forward);
+        let phase_id = capture.session().current_span();
+        assert!(phase_id.is_some());
+        assert_eq!(current_scope(), scope(phase_id, fwd));
+        let _ = &phase;
+        {
+            let plain = capture.span("plain", SpanKind::Function);
+            assert_eq!(current_scope(), scope(plain.id(), fwd));
+            // An op whose closure records something nested becomes a span: its scope from
+            // then until it ends, the plain span's again after.
+            let x = Tensor::ones(4, DType::F32, &Device::Cpu).unwrap();
+            let inner_seen = std::cell::Cell::new(None);
+            let op_seen = std::cell::Cell::new(None);
+            capture
+                .op("outer", &[&x], || {
+                    let before = current_scope();
+                    assert_eq!(before, scope(plain.id(), fwd), "not yet a span");
+                    let y = capture.op("inner", &[&x], || x.exp())?;
+                    op_seen.set(Some(current_scope()));
+                    inner_seen.set(capture.session().current_span());
+                    Ok(y)
+                })
+                .unwrap();
+            let op_scope = op_seen.get().unwrap();
+            assert!(op_scope.span.is_some() && op_scope.span != plain.id());
+            assert_eq!(op_scope.span, inner_seen.get(), "the op's own span");
+            assert_eq!(current_scope(), scope(plain.id(), fwd), "after the op");
+            plain.end();
+        }
+        assert_eq!(
+            current_scope(),
+            scope(phase_id, fwd),
+            "after the plain span"
+        );
+    }
+    assert_eq!(current_scope(), scope(None, None), "after the phase");
+    capture.finish().unwrap();
+}
+
+#[cfg(all(feature = "nn", feature = "tracing"))]
+#[path = "../examples/profile_llama.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod profile_llama;
+
+/// Which of candle-transformers' Llama functions opens which `tracing` span (the span is
+/// entered in the function's first line and left at its end).
+#[cfg(all(feature = "nn", feature = "tracing"))]
+const LLAMA_SPANS: &[(&str, &str)] = &[
+    (
+        "candle_transformers::models::llama::Llama::forward",
+        "llama.forward",
+    ),
+    (
+        "candle_transformers::models::llama::Block::forward",
+        "block",
+    ),
+    (
+        "candle_transformers::models::llama::CausalSelfAttention::forward",
+        "attn",
+    ),
+    (
+        "candle_transformers::models::llama::CausalSelfAttention::apply_rotary_emb",
+        "attn-rot",
+    ),
+    ("candle_transformers::models::llama::Mlp::forward", "mlp"),
+    (
+        "with_tracing::Linear as candle_core::Module>::forward",
+        "linear",
+    ),
+    (
+        "with_tracing::RmsNorm as candle_core::Module>::forward",
+        "rms-norm",
+    ),
+];
+
+/// The recorder's own code: a sample inside a span's start or end may name either side.
+#[cfg(all(feature = "nn", feature = "tracing"))]
+const RECORDER: &[&str] = &[
+    "trace_candle::",
+    "trace_record::",
+    "tracing_core::",
+    "tracing::",
+];
+
+#[cfg(all(feature = "nn", feature = "tracing"))]
+#[test]
+fn samples_in_a_llama_forward_name_the_innermost_span_open_on_the_driving_thread() {
+    use candle_nn::{VarBuilder, VarMap};
+    use candle_transformers::models::llama::{Cache, Llama};
+    let _turn = turn();
+    let (capture, sink) = new_capture(Run::new("sampler::llama", Phase::Infer, "cpu"));
+    // The one global subscriber of this binary: before the model is built.
+    capture.install_tracing().unwrap();
+    capture.sample_stacks(SamplerConfig::hz(4000)).unwrap();
+    let cfg = profile_llama::tiny_config();
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+    let llama = Llama::load(vb, &cfg).unwrap();
+    let mut cache = Cache::new(false, DType::F32, &cfg, &Device::Cpu).unwrap();
+    let tokens: Vec<u32> = (0..16u32).map(|i| (i * 37 + 11) % 1000).collect();
+    let input = Tensor::new(&tokens[..], &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    // At least 1.5 s of forwards and 300 samples (a busy machine gives fewer per second), a
+    // step per few.
+    let start = Instant::now();
+    let mut n = 0;
+    let enough = |c: &Capture| c.sampler_stats().is_some_and(|s| s.taken >= 300);
+    while (start.elapsed() < Duration::from_millis(1500) || n < 8 || !enough(&capture))
+        && start.elapsed() < Duration::from_secs(30)
+    {
+        let out = capture
+            .op("llama.forward", &[&input], || {
+                llama.forward(&input, 0, &mut cache)
+            })
+            .unwrap();
+        std::hint::black_box(out);
+        n += 1;
+        if n % 4 == 0 {
+            capture.step();
+        }
+    }
+    capture.finish().unwrap();
+    let trace = read(&sink);
+    let issues = trace_record::validate(&trace);
+    assert!(issues.is_empty(), "{issues:?}");
+
+    let me = gettid();
+    let mut frames: HashMap<u64, String> = HashMap::new();
+    let mut stacks: HashMap<u64, Vec<u64>> = HashMap::new();
+    // Span id → (base name without `#k`, parent, start, end).
+    let mut spans: HashMap<u64, (String, Option<u64>, u64, u64)> = HashMap::new();
+    let mut windows: HashMap<u64, (u64, u64)> = HashMap::new();
+    for e in &trace.events {
+        match &e.event {
+            Event::Frame(f) => {
+                frames.insert(f.id, f.func.clone());
+            }
+            Event::Stack(s) => {
+                stacks.insert(s.id, s.frames.clone());
+            }
+            Event::SpanStart(s) => {
+                let base = s.name.split('#').next().unwrap_or_default().to_string();
+                spans.insert(s.id, (base, s.parent, s.ts, u64::MAX));
+            }
+            Event::SpanEnd(s) => {
+                if let Some(sp) = spans.get_mut(&s.id) {
+                    sp.3 = s.ts;
+                }
+            }
+            Event::Sampler(s) => {
+                windows.insert(s.step, (s.ts, s.ts + s.dur));
+            }
+            _ => {}
+        }
+    }
+    let below_forward = |mut id: u64| {
+        let mut depth = 0;
+        loop {
+            let (name, parent, ..) = &spans[&id];
+            if name == "llama.forward" {
+                return Some(depth);
+            }
+            depth += 1;
+            id = (*parent)?;
+        }
+    };
+    let (mut forward, mut agree, mut below, mut workers, mut workers_in_forward) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut disagree: HashMap<(Vec<&str>, Option<String>), u64> = HashMap::new();
+    for e in &trace.events {
+        let Event::Samples(s) = &e.event else {
+            continue;
+        };
+        // The attributed span was recorded and open during the sample's step.
+        if let Some(id) = s.span {
+            let (_, _, ts, end) = &spans[&id];
+            let (w0, w1) = windows[&s.step];
+            assert!(
+                *ts < w1 && *end > w0,
+                "span {id} not open in step {}",
+                s.step
+            );
+        }
+        let funcs: Vec<&str> = stacks[&s.stack]
+            .iter()
+            .map(|f| frames[f].as_str())
+            .collect();
+        if s.thread != me {
+            workers += s.n;
+            if s.span.is_some_and(|id| below_forward(id).is_some()) {
+                workers_in_forward += s.n;
+            }
+            continue;
+        }
+        // The model's spans open at this instant, outermost first, read off the stack.
+        let path: Vec<&str> = funcs
+            .iter()
+            .filter_map(|f| {
+                LLAMA_SPANS
+                    .iter()
+                    .find(|(func, _)| f.contains(func))
+                    .map(|(_, name)| *name)
+            })
+            .collect();
+        let Some(&expected) = path.last() else {
+            continue;
+        };
+        forward += s.n;
+        let named = s.span.map(|id| spans[&id].0.clone());
+        let in_recorder = funcs
+            .iter()
+            .rev()
+            .take_while(|f| !LLAMA_SPANS.iter().any(|(func, _)| f.contains(func)))
+            .any(|f| RECORDER.iter().any(|r| f.contains(r)));
+        let parent = path.len().checked_sub(2).map(|i| path[i]);
+        let ok = named.as_deref() == Some(expected) || (in_recorder && named.as_deref() == parent);
+        if ok {
+            agree += s.n;
+        } else {
+            *disagree.entry((path.clone(), named.clone())).or_default() += s.n;
+        }
+        if s.span.and_then(below_forward).is_some_and(|d| d > 0) {
+            below += s.n;
+        }
+    }
+    assert!(forward >= 150, "{forward} samples in forward");
+    let mut worst: Vec<_> = disagree.into_iter().collect();
+    worst.sort_by_key(|w| std::cmp::Reverse(w.1));
+    assert!(
+        agree * 100 >= forward * 99,
+        "{agree} of {forward} samples name the innermost open span; the rest: {worst:?}"
+    );
+    assert!(
+        below * 10 >= forward * 9,
+        "{below} of {forward} samples below the forward op"
+    );
+    // Worker threads' samples (when gemm or Candle used any) are attributed to the driving
+    // thread's spans: nearly all of this loop's time is inside a forward.
+    assert!(
+        workers < 10 || workers_in_forward * 10 >= workers * 8,
+        "{workers_in_forward} of {workers} worker samples in a forward"
+    );
+}

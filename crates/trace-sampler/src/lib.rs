@@ -12,8 +12,8 @@
 //! every busy thread is sampled (Candle's and gemm's worker threads included) and idle ones
 //! cost nothing. The handler (the `signal` module, the workspace's one unsafe module) reads
 //! the stack with the `backtrace` crate's unwinder into a preallocated lock-free buffer, with
-//! the step, the thread and the current scope (phase and innermost phase or module span, see
-//! [`enter_scope`]). A sampler thread drains the buffer, symbolizes and demangles the frames
+//! the step, the thread and the current scope (phase and innermost open span of any kind, see
+//! [`set_scope`]). A sampler thread drains the buffer, symbolizes and demangles the frames
 //! (inlined functions too, from the line tables that the release profile keeps), interns
 //! frames and stacks, and when a recorded step ends writes its `samples` lines and a
 //! `sampler` line with the samples taken and lost and the process CPU time (schema version 2).
@@ -30,9 +30,11 @@
 //! - [`Sampler::stop`] before the session finishes writes the last step's samples (a session
 //!   finished first loses them, reported in [`SamplerStats::unwritten_steps`]).
 //!
-//! The current scope ([`enter_scope`], [`current_scope`]) is plain safe code and always
-//! compiled: the recorder publishes the phase and innermost span of each thread there, and
-//! whatever attributes work to them (the signal handler today) reads it.
+//! The current scope ([`set_scope`], [`enter_scope`], [`current_scope`]) is plain safe code and
+//! always compiled: the recorder publishes the phase and innermost span of each thread there,
+//! and whatever attributes work to them (the signal handler today) reads it. A thread that has
+//! published no scope of its own (a thread-pool worker) is attributed to the last scope any
+//! thread published: the driving thread's.
 //!
 //! On other platforms, or without the `enabled` feature, the crate compiles and
 //! [`Sampler::start`] returns [`SamplerError::Unavailable`].
@@ -68,7 +70,7 @@ mod symbols;
 mod worker;
 
 pub use control::{Sampler, is_sampling};
-pub use scope_cell::{Scope, ScopeGuard, current_scope, enter_scope};
+pub use scope_cell::{Scope, ScopeGuard, current_scope, enter_scope, set_scope};
 
 #[cfg(doc)]
 use trace_record::TraceSession;

@@ -1,11 +1,13 @@
 //! The current scope of each thread: its phase and innermost open span, for attributing samples.
 //!
-//! The recorder (trace-candle's `Capture::phase` and module spans) publishes `(phase, span)`
-//! with [`enter_scope`] into a thread-local cell (read by the signal handler on that thread)
-//! and into a process-wide atomic (read for threads that have none of their own, such as
-//! Candle's and gemm's worker threads, which run on behalf of the thread that drives the
-//! capture). Both are restored when the [`ScopeGuard`] drops. [`current_scope`] reads what a
-//! sample taken now on the calling thread is attributed to.
+//! The recorder (trace-candle: every span it opens or ends, whatever its kind) publishes
+//! `(phase, span)` into a thread-local cell (read by the signal handler on that thread) and
+//! into a process-wide atomic (read for threads that have none of their own, such as Candle's
+//! and gemm's worker threads, which run on behalf of the thread that drives the capture).
+//! [`set_scope`] writes both (what a recorder that knows its innermost open span calls after
+//! each span start and end); [`enter_scope`] does so until its [`ScopeGuard`] drops, which
+//! restores the previous scope. [`current_scope`] reads what a sample taken now on the calling
+//! thread is attributed to. Each is a `Cell` write and a relaxed atomic store.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,12 +63,12 @@ pub(crate) fn current_packed() -> u64 {
 }
 
 /// What a sample taken now is attributed to: an execution step and the innermost open phase
-/// or module span (each absent when none is open).
+/// span of any kind (each absent when none is open).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Scope {
     /// The execution step (forward, backward, optimizer).
     pub phase: Option<ExecStep>,
-    /// The innermost open phase or module span.
+    /// The innermost open span (a phase, op, module, `tracing` or plain span).
     pub span: Option<SpanId>,
 }
 
@@ -78,6 +80,18 @@ pub fn current_scope() -> Scope {
         phase,
         span: span.map(SpanId),
     }
+}
+
+/// Sets this thread's scope to exactly `phase` and `span` (each `None`: none), and makes it the
+/// one threads without a scope of their own are attributed to. A recorder calls it after every
+/// span start and end with the innermost span then open on the thread, so a sample taken after
+/// a child span ended and before its parent ended names the parent. Span ids at or above 2^62
+/// are not kept (the scope then names no span).
+#[inline]
+pub fn set_scope(phase: Option<ExecStep>, span: Option<SpanId>) {
+    let next = pack(phase, span.map(|s| s.0));
+    let _ = SCOPE.try_with(|c| c.set(next));
+    LAST.store(next, Ordering::Relaxed);
 }
 
 /// Restores the previous scope when dropped.
@@ -149,6 +163,22 @@ mod tests {
                 Scope {
                     phase: Some(ExecStep::Forward),
                     span: Some(SpanId(3))
+                }
+            );
+            // `set_scope` replaces the scope outright, phase and span, and nothing is
+            // inherited: a span ended and its parent named again, or no span at all.
+            set_scope(None, Some(SpanId(7)));
+            assert_eq!(unpack(current_packed()), (None, Some(7)));
+            set_scope(Some(ExecStep::Optimizer), None);
+            assert_eq!(unpack(current_packed()), (Some(ExecStep::Optimizer), None));
+            // A thread with no scope of its own reads the last one set by any thread.
+            set_scope(Some(ExecStep::Backward), Some(SpanId(11)));
+            let seen = std::thread::spawn(current_scope).join().unwrap();
+            assert_eq!(
+                seen,
+                Scope {
+                    phase: Some(ExecStep::Backward),
+                    span: Some(SpanId(11))
                 }
             );
         })
