@@ -1,4 +1,6 @@
-//! `GraphBuilder<Op>`: incremental construction of a graph, validated (and fingerprinted) by `build`.
+//! `GraphBuilder<Op>`: incremental construction of a graph.
+//!
+//! The graph is validated (and fingerprinted) by `build`.
 
 use std::sync::{Arc, OnceLock};
 

@@ -1,4 +1,6 @@
-//! `GraphError`: the typed errors of graph building and graph queries, each naming the offending id.
+//! `GraphError`: the typed errors of graph building and graph queries.
+//!
+//! Each names the offending id.
 
 use crate::ids::{OpId, ParentId, ValueId};
 

@@ -1,4 +1,6 @@
-//! `Graph<Op>`: arena storage of values and operations, the value/operation vocabulary (`ValueKey`, `Role`, `ValueRef`) and read accessors.
+//! `Graph<Op>`: arena storage of values and operations.
+//!
+//! Also the value/operation vocabulary (`ValueKey`, `Role`, `ValueRef`) and read accessors.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};

@@ -1,4 +1,6 @@
-//! Stable hashing: the `StableHash` trait, the XXH3-128 `StableHasher`, `Fingerprint` and the order-independent `UnorderedFingerprint`.
+//! Stable hashing: `StableHash`, the XXH3-128 `StableHasher`, `Fingerprint`.
+//!
+//! Also the order-independent `UnorderedFingerprint`.
 //!
 //! Everything here writes a documented byte encoding (see `docs/fingerprint.md`): fixed-width
 //! little-endian integers, `u64` length prefixes for variable-length data, explicit tags for enum

@@ -1,4 +1,6 @@
-//! Per-value structural hashes: which values (and operations) compute the same thing, e.g. repeated layers.
+//! Per-value structural hashes.
+//!
+//! They tell which values (and operations) compute the same thing, e.g. repeated layers.
 
 use std::collections::{HashMap, HashSet};
 

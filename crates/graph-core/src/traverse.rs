@@ -1,4 +1,6 @@
-//! Iterative traversals: topological order, reachability, pruning to outputs (dead-code elimination) and subgraph extraction.
+//! Iterative traversals: topological order, reachability, pruning, subgraphs.
+//!
+//! Pruning to outputs (dead-code elimination) and subgraph extraction.
 
 use crate::builder::GraphBuilder;
 use crate::error::GraphError;

@@ -1,4 +1,7 @@
-//! Foreign graphs: the `GraphView` trait through which an engine's own graph type gets canonical fingerprints, per-value hashes and exact structural equality without building a `Graph`.
+//! Foreign graphs: `GraphView`, through which an engine's own graph type gets fingerprinted.
+//!
+//! It gets canonical fingerprints, per-value hashes and exact structural equality without
+//! building a `Graph`.
 //!
 //! An engine implements [`GraphView`] on its graph type (inputs, nodes with operands and
 //! results, outputs, parents, per-node payload hashing and equality) and wraps a finished
