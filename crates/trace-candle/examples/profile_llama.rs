@@ -66,7 +66,7 @@ pub fn tiny_config() -> Config {
 /// Runs generation and training with capture into `path`.
 pub fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     let device = Device::Cpu;
-    let run = Run::new("examples/profile_llama", Phase::Train, "cpu");
+    let run = Run::new("examples/profile_llama", Phase::Train, "cpu").overwrite(true); // rerun: replace
     let capture = Capture::open(path, run)?.sampling_memory(&device); // capture
     capture.install_tracing()?; // capture: before the model is built (its spans are made there)
     if std::env::var_os("PROFILE_LLAMA_SAMPLE").is_some() {

@@ -67,7 +67,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         active: 3,
         repeat: 2,
     };
-    let run = Run::new("train_mlp", Phase::Train, "cpu").schedule(schedule); // capture
+    let run = Run::new("train_mlp", Phase::Train, "cpu")
+        .schedule(schedule)
+        .overwrite(true); // capture
     let session = Arc::new(TraceSession::open(&path, run)?); // capture
     let capture = Capture::new(Arc::clone(&session)); // capture
 
