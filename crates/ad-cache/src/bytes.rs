@@ -1,4 +1,4 @@
-//! The `RetainedBytes` trait and its `HeapMeter`: what a cache entry (key and value together) keeps alive, each shared allocation once.
+//! `RetainedBytes` and its `HeapMeter`: what cached keys and values keep alive, each once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,21 +14,30 @@ use std::sync::Arc;
 ///
 /// Shared ownership is decided for everything being priced *together*: a cache prices an
 /// entry's key and value in one [`HeapMeter`], so an allocation both of them reach (say the
-/// recorded graph a key holds and the transform in the value reads from) is charged once.
+/// recorded graph a key holds and the transform in the value reads from) is charged once;
+/// and it prices each entry against the shared allocations its other entries reach, so an
+/// allocation several entries reach is charged to the cache once while any of them is
+/// cached, and released with the last.
 ///
 /// * [`HeapMeter::arc`]: an `Arc` the value shares. It is charged (pointee, its heap, the
 ///   two reference counts), once however often it is reached, when every strong reference to
-///   it comes from what is being priced (the key, the value, and the allocations already
-///   charged) and there is no weak reference; otherwise nothing, because whoever else holds
-///   it keeps it alive whether or not the cache does.
+///   it comes from what is being priced (the key, the value, the allocations already
+///   charged and, in a cache, the entries already cached) and there is no weak reference;
+///   otherwise nothing, because whoever else holds it keeps it alive whether or not the
+///   cache does.
 /// * [`HeapMeter::owned_arc`]: an `Arc` the value *owns* by contract whatever its reference
 ///   count, charged in full (once) when its holder is. Keys use it for the graphs they are
 ///   built from: the caller usually still holds a recorded graph when the entry is stored
 ///   and drops it right after, leaving the cache its only owner. (A caller that keeps the
 ///   graph alive is over-charged by it, never under-charged.)
+/// * [`HeapMeter::part_arc`]: an `Arc` that is part of its holder (a graph's parent
+///   graphs): owned by contract when the holder is, else decided as by `arc`. So the
+///   parents of a key's graphs (parameter subgraphs that many traced roots share, say) are
+///   charged once to the cache while any entry reaches them, whoever else holds them.
 ///
 /// The reference counts are read once, when the entry is priced at insert; later changes do
-/// not re-price an entry.
+/// not re-price an entry (a shared allocation an earlier entry did not keep alive is charged
+/// by the first later entry that finds the cache holding every reference to it).
 ///
 /// Implement [`visit_heap`](RetainedBytes::visit_heap); the provided methods price a value
 /// on its own.
@@ -104,16 +113,23 @@ impl<'a, T: RetainedBytes + ?Sized> SharedAlloc<'a> for Arc<T> {
     }
 }
 
+/// How a holder reaches a shared allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// [`HeapMeter::arc`]: decided by its reference counts.
+    Shared,
+    /// [`HeapMeter::owned_arc`]: owned by contract.
+    Owned,
+    /// [`HeapMeter::part_arc`]: owned by contract when its holder is, else as `Shared`.
+    Part,
+}
+
 struct Shared<'a> {
     alloc: &'a (dyn SharedAlloc<'a> + 'a),
+    /// The pointee's address: the allocation's identity while it is alive.
+    ptr: usize,
     /// Bytes its pointee owns outright (found while walking it).
     own: u64,
-    /// References from holders not decided yet.
-    pending: usize,
-    /// References from charged holders.
-    owned_refs: usize,
-    /// A charged holder owns it by contract ([`HeapMeter::owned_arc`]).
-    claimed: bool,
 }
 
 /// Collects what values report through [`RetainedBytes::visit_heap`] and decides which
@@ -127,8 +143,8 @@ pub struct HeapMeter<'a> {
     root: u64,
     shared: Vec<Shared<'a>>,
     index: HashMap<*const (), usize>,
-    /// (holder: `None` for the values priced, index of the allocation, by contract).
-    edges: Vec<(Option<usize>, usize, bool)>,
+    /// (holder: `None` for the values priced, index of the allocation, how).
+    edges: Vec<(Option<usize>, usize, Reach)>,
     /// The allocation whose pointee is being walked, if any.
     current: Option<usize>,
     /// Allocations discovered whose pointees are not walked yet.
@@ -161,16 +177,23 @@ impl<'a> HeapMeter<'a> {
     /// Reports an `Arc` the value shares: charged when what is being priced holds every
     /// strong reference to it (see [`RetainedBytes`]).
     pub fn arc<T: RetainedBytes + ?Sized>(&mut self, arc: &'a Arc<T>) {
-        self.reference(arc, false);
+        self.reference(arc, Reach::Shared);
     }
 
     /// Reports an `Arc` the value owns by contract: charged in full whenever the value is,
     /// whatever its reference count (see [`RetainedBytes`]).
     pub fn owned_arc<T: RetainedBytes + ?Sized>(&mut self, arc: &'a Arc<T>) {
-        self.reference(arc, true);
+        self.reference(arc, Reach::Owned);
     }
 
-    fn reference<T: RetainedBytes + ?Sized>(&mut self, arc: &'a Arc<T>, claimed: bool) {
+    /// Reports an `Arc` that is part of the value reporting it (a graph's parent graphs):
+    /// owned by contract when that value is (reached through [`owned_arc`](Self::owned_arc),
+    /// directly or through other parts), else decided as by [`arc`](Self::arc).
+    pub fn part_arc<T: RetainedBytes + ?Sized>(&mut self, arc: &'a Arc<T>) {
+        self.reference(arc, Reach::Part);
+    }
+
+    fn reference<T: RetainedBytes + ?Sized>(&mut self, arc: &'a Arc<T>, reach: Reach) {
         let key = Arc::as_ptr(arc).cast::<()>();
         let i = match self.index.get(&key) {
             Some(&i) => i,
@@ -179,22 +202,25 @@ impl<'a> HeapMeter<'a> {
                 self.index.insert(key, i);
                 self.shared.push(Shared {
                     alloc: arc,
+                    ptr: key.addr(),
                     own: 0,
-                    pending: 0,
-                    owned_refs: 0,
-                    claimed: false,
                 });
                 self.unwalked.push(i);
                 i
             }
         };
-        self.shared[i].pending += 1;
-        self.edges.push((self.current, i, claimed));
+        self.edges.push((self.current, i, reach));
     }
 
     /// The bytes charged for everything reported so far: what was owned outright, plus the
     /// shared allocations kept alive by it.
-    pub fn total(mut self) -> u64 {
+    pub fn total(self) -> u64 {
+        self.priced().decide(|_| None).total
+    }
+
+    /// Walks every shared allocation's pointee once and returns what was found, with the
+    /// reference counts read now (borrowing nothing).
+    pub(crate) fn priced(mut self) -> Priced {
         // Discovery: walk each shared allocation's pointee once, iteratively (pointees
         // report their own `Arc`s, which are queued, not walked recursively).
         while let Some(i) = self.unwalked.pop() {
@@ -203,45 +229,139 @@ impl<'a> HeapMeter<'a> {
             alloc.visit_pointee(&mut self);
             self.current = saved;
         }
-        // Decide holders before what they hold (Kahn's order over the reference DAG).
-        let mut out: Vec<Vec<(usize, bool)>> = vec![Vec::new(); self.shared.len()];
-        for &(holder, child, claimed) in &self.edges {
+        let allocs = self
+            .shared
+            .iter()
+            .map(|s| {
+                let (strong, weak) = s.alloc.strong_weak();
+                Alloc {
+                    ptr: s.ptr,
+                    bytes: s.alloc.block_bytes().saturating_add(s.own),
+                    strong,
+                    weak,
+                }
+            })
+            .collect();
+        Priced {
+            root: self.root,
+            allocs,
+            edges: self.edges,
+        }
+    }
+}
+
+/// A shared allocation found while pricing.
+#[derive(Debug, Clone, Copy)]
+struct Alloc {
+    ptr: usize,
+    /// Its block (pointee and counts) and the heap its pointee owns outright.
+    bytes: u64,
+    strong: usize,
+    weak: usize,
+}
+
+/// What a [`HeapMeter`] found, detached from the values priced: bytes owned outright, the
+/// shared allocations reached and who reaches them.
+#[derive(Debug, Default)]
+pub(crate) struct Priced {
+    root: u64,
+    allocs: Vec<Alloc>,
+    edges: Vec<(Option<usize>, usize, Reach)>,
+}
+
+/// What an earlier pricing in the same cache decided for a shared allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Prior {
+    /// Charged to the cache (by some entry), until the last entry reaching it leaves.
+    pub charged: bool,
+    /// Strong references to it from what the cache's entries keep alive.
+    pub refs: usize,
+}
+
+/// A shared allocation reached by the priced values' charged part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reached {
+    /// Its identity (the pointee's address; the priced values keep it alive).
+    pub ptr: usize,
+    /// What it costs, once.
+    pub bytes: u64,
+    /// Strong references to it from the charged part of the priced values.
+    pub refs: usize,
+    /// Whether the priced values (with what `prior` said) keep it alive.
+    pub charged: bool,
+}
+
+/// The outcome of [`Priced::decide`].
+#[derive(Debug, Default)]
+pub(crate) struct Decided {
+    /// Bytes owned outright plus every charged shared allocation, each once.
+    pub total: u64,
+    /// Bytes owned outright.
+    pub own: u64,
+    /// Every shared allocation a charged holder reaches.
+    pub reached: Vec<Reached>,
+}
+
+impl Priced {
+    /// Decides which shared allocations are kept alive, holders before what they hold
+    /// (Kahn's order over the reference DAG). `prior` tells what the cache already holds
+    /// of an allocation: its references from entries count as the priced values' own, and
+    /// one already charged stays charged.
+    pub(crate) fn decide(&self, prior: impl Fn(usize) -> Option<Prior>) -> Decided {
+        let n = self.allocs.len();
+        let mut pending = vec![0usize; n];
+        let mut owned_refs = vec![0usize; n];
+        let mut claimed = vec![false; n];
+        let mut out: Vec<Vec<(usize, Reach)>> = vec![Vec::new(); n];
+        for &(holder, child, reach) in &self.edges {
             match holder {
-                Some(h) => out[h].push((child, claimed)),
+                Some(h) => {
+                    out[h].push((child, reach));
+                    pending[child] += 1;
+                }
                 None => {
-                    let c = &mut self.shared[child];
-                    c.owned_refs += 1;
-                    c.claimed |= claimed;
-                    c.pending -= 1;
+                    owned_refs[child] += 1;
+                    claimed[child] |= reach == Reach::Owned;
                 }
             }
         }
-        let mut ready: Vec<usize> = (0..self.shared.len())
-            .filter(|&i| self.shared[i].pending == 0)
-            .collect();
-        let mut total = self.root;
+        let mut ready: Vec<usize> = (0..n).filter(|&i| pending[i] == 0).collect();
+        let mut decided = Decided {
+            total: self.root,
+            own: self.root,
+            reached: Vec::new(),
+        };
         while let Some(i) = ready.pop() {
-            let s = &self.shared[i];
-            let (strong, weak) = s.alloc.strong_weak();
-            let owned = s.claimed || (s.owned_refs == strong && weak == 0);
-            if owned {
-                total = total
-                    .saturating_add(s.alloc.block_bytes())
-                    .saturating_add(s.own);
-            }
-            for &(c, claimed) in &out[i] {
-                let child = &mut self.shared[c];
-                if owned {
-                    child.owned_refs += 1;
-                    child.claimed |= claimed;
+            let a = self.allocs[i];
+            let mut charged = false;
+            if owned_refs[i] > 0 {
+                let before = prior(a.ptr);
+                let cached_refs = before.map_or(0, |p| p.refs);
+                charged = claimed[i]
+                    || before.is_some_and(|p| p.charged)
+                    || (owned_refs[i].saturating_add(cached_refs) >= a.strong && a.weak == 0);
+                decided.reached.push(Reached {
+                    ptr: a.ptr,
+                    bytes: a.bytes,
+                    refs: owned_refs[i],
+                    charged,
+                });
+                if charged {
+                    decided.total = decided.total.saturating_add(a.bytes);
                 }
-                child.pending -= 1;
-                if child.pending == 0 {
+            }
+            for &(c, reach) in &out[i] {
+                if charged {
+                    owned_refs[c] += 1;
+                    claimed[c] |= reach == Reach::Owned || (reach == Reach::Part && claimed[i]);
+                }
+                pending[c] -= 1;
+                if pending[c] == 0 {
                     ready.push(c);
                 }
             }
         }
-        total
+        decided
     }
 }
 
@@ -355,14 +475,22 @@ impl<A: RetainedBytes, B: RetainedBytes, C: RetainedBytes> RetainedBytes for (A,
     }
 }
 
-/// What a cache entry retains: the inline sizes of its key and value, and everything they
-/// keep alive together, each shared allocation once.
-pub(crate) fn entry_bytes<K: RetainedBytes, V: RetainedBytes>(key: &K, value: &V) -> u64 {
+/// What a cache entry's key and value reach, priced together: their inline sizes and what
+/// they own outright, and the shared allocations they reach (decided by the cache).
+pub(crate) fn price_entry<K: RetainedBytes, V: RetainedBytes>(key: &K, value: &V) -> Priced {
     let inline = (std::mem::size_of::<K>() as u64).saturating_add(std::mem::size_of::<V>() as u64);
     let mut meter = HeapMeter::new();
+    meter.add(inline);
     key.visit_heap(&mut meter);
     value.visit_heap(&mut meter);
-    inline.saturating_add(meter.total())
+    meter.priced()
+}
+
+/// What a cache entry retains priced on its own: the inline sizes of its key and value, and
+/// everything they keep alive together, each shared allocation once.
+#[cfg(test)]
+pub(crate) fn entry_bytes<K: RetainedBytes, V: RetainedBytes>(key: &K, value: &V) -> u64 {
+    price_entry(key, value).decide(|_| None).total
 }
 
 #[cfg(test)]

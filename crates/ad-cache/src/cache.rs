@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use lru::LruCache;
 
 use crate::Fingerprint;
-use crate::bytes::{RetainedBytes, entry_bytes};
+use crate::bytes::{Priced, Prior, Reached, RetainedBytes, price_entry};
 use crate::wait::{FlightMark, begin_wait, current_actor};
 
 /// A cache key: a 128-bit fingerprint used to find the entry, and an exact equality that
@@ -219,7 +219,29 @@ struct Slot<K, V> {
     /// lock, while other threads evict or replace the entry.
     key: Arc<K>,
     value: Arc<V>,
+    /// What the entry retains priced on its own: `own` plus every shared allocation it keeps
+    /// alive, in full.
     bytes: u64,
+    /// What it retains outright (inline sizes, heap owned outside shared allocations, and
+    /// its list of shared allocations).
+    own: u64,
+    /// The shared allocations its charged part reaches: (identity, strong references).
+    shared: Box<[(usize, usize)]>,
+}
+
+/// A shared allocation that entries of one cache reach, charged to the cache at most once.
+///
+/// Its identity is its pointee's address. The entries listing it keep it alive (their keys
+/// and values are immutable behind `Arc`s), so the address cannot be reused while the record
+/// exists; the record goes with the last entry that lists it.
+struct SharedRecord {
+    bytes: u64,
+    /// Entries that list it.
+    holders: usize,
+    /// Strong references to it from those entries' charged parts.
+    refs: usize,
+    /// Charged to the cache: some entry kept it alive on the cache's behalf when priced.
+    charged: bool,
 }
 
 /// What a single-flight computation is at, with the key it computes for: waiters match
@@ -289,6 +311,8 @@ struct State<K, V> {
     in_flight: std::collections::HashMap<u128, Arc<Flight<K, V>>, BuildFingerprintHasher>,
     limits: CacheLimits,
     retained_bytes: u64,
+    /// Shared allocations the entries reach, by identity.
+    shared: std::collections::HashMap<usize, SharedRecord>,
     counters: Counters,
 }
 
@@ -334,13 +358,54 @@ impl<K: CacheKey, V> State<K, V> {
         }
     }
 
+    /// Takes a slot's charges off the cache (its own bytes, and each shared allocation no
+    /// other entry lists any more) and returns the bytes released.
+    fn release(&mut self, slot: &Slot<K, V>) -> u64 {
+        let mut freed = slot.own;
+        for &(ptr, refs) in &slot.shared {
+            if let Some(rec) = self.shared.get_mut(&ptr) {
+                rec.holders = rec.holders.saturating_sub(1);
+                rec.refs = rec.refs.saturating_sub(refs);
+                if rec.holders == 0 {
+                    if rec.charged {
+                        freed = freed.saturating_add(rec.bytes);
+                    }
+                    self.shared.remove(&ptr);
+                }
+            }
+        }
+        self.retained_bytes = self.retained_bytes.saturating_sub(freed);
+        freed
+    }
+
+    /// Adds a slot's charges: its own bytes, and each shared allocation it keeps alive
+    /// that the cache did not charge yet.
+    fn charge(&mut self, slot: &Slot<K, V>, reached: &[Reached]) {
+        let mut added = slot.own;
+        for r in reached {
+            let rec = self.shared.entry(r.ptr).or_insert(SharedRecord {
+                bytes: r.bytes,
+                holders: 0,
+                refs: 0,
+                charged: false,
+            });
+            rec.holders += 1;
+            rec.refs = rec.refs.saturating_add(r.refs);
+            if r.charged && !rec.charged {
+                rec.charged = true;
+                rec.bytes = r.bytes;
+                added = added.saturating_add(r.bytes);
+            }
+        }
+        self.retained_bytes = self.retained_bytes.saturating_add(added);
+    }
+
     fn evict_one(&mut self, out: &mut Evicted<K, V>) -> bool {
         match self.lru.pop_lru() {
             Some((_, slot)) => {
-                self.retained_bytes = self.retained_bytes.saturating_sub(slot.bytes);
+                let freed = self.release(&slot);
                 bump(&mut self.counters.evictions);
-                self.counters.evicted_bytes =
-                    self.counters.evicted_bytes.saturating_add(slot.bytes);
+                self.counters.evicted_bytes = self.counters.evicted_bytes.saturating_add(freed);
                 out.push(slot);
                 true
             }
@@ -356,10 +421,38 @@ impl<K: CacheKey, V> State<K, V> {
                 .is_some_and(|max| self.retained_bytes > max)
     }
 
-    /// Stores `slot` (`found`: what [`Cache::probe`] found under `fp`, for this state) unless
-    /// it is larger than the byte limit alone, then evicts least recently used entries
-    /// (never the new one) until both limits hold. The peak is taken after eviction.
-    fn store(&mut self, fp: u128, slot: Slot<K, V>, found: Found, out: &mut Evicted<K, V>) {
+    /// Stores `key` and `value` (`priced` together; `found`: what [`Cache::probe`] found
+    /// under `fp`, for this state) unless they are larger than the byte limit alone, then
+    /// evicts least recently used entries (never the new one) until both limits hold. The
+    /// peak is taken after eviction.
+    ///
+    /// The entry is priced against what the cache holds now: a shared allocation the cache
+    /// already charges stays charged (once), and references to it from other entries count
+    /// as the cache's, so an allocation that entries keep alive only together is charged.
+    fn store(
+        &mut self,
+        fp: u128,
+        (key, value): (Arc<K>, Arc<V>),
+        priced: &Priced,
+        found: Found,
+        out: &mut Evicted<K, V>,
+    ) {
+        let d = priced.decide(|ptr| {
+            self.shared.get(&ptr).map(|r| Prior {
+                charged: r.charged,
+                refs: r.refs,
+            })
+        });
+        let shared: Box<[(usize, usize)]> = d.reached.iter().map(|r| (r.ptr, r.refs)).collect();
+        let list =
+            (shared.len() as u64).saturating_mul(std::mem::size_of::<(usize, usize)>() as u64);
+        let slot = Slot {
+            key,
+            value,
+            bytes: d.total.saturating_add(list),
+            own: d.own.saturating_add(list),
+            shared,
+        };
         if self
             .limits
             .max_retained_bytes
@@ -371,17 +464,17 @@ impl<K: CacheKey, V> State<K, V> {
         }
         bump(&mut self.counters.inserts);
         if let Some(old) = self.lru.pop(&fp) {
-            self.retained_bytes = self.retained_bytes.saturating_sub(old.bytes);
+            let freed = self.release(&old);
             if found == Found::Same {
                 bump(&mut self.counters.replacements);
             } else {
                 bump(&mut self.counters.collisions);
                 bump(&mut self.counters.evictions);
-                self.counters.evicted_bytes = self.counters.evicted_bytes.saturating_add(old.bytes);
+                self.counters.evicted_bytes = self.counters.evicted_bytes.saturating_add(freed);
             }
             out.push(old);
         }
-        self.retained_bytes = self.retained_bytes.saturating_add(slot.bytes);
+        self.charge(&slot, &d.reached);
         self.lru.push(fp, slot);
         while self.lru.len() > 1 && self.over_limits() {
             self.evict_one(out);
@@ -409,6 +502,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///   [`CacheStats::peak_retained_bytes`] (taken after eviction) never exceeds the byte limit.
 /// * **Retained bytes** of an entry are what its key and value keep alive *together*, each
 ///   shared allocation once, computed at insert (see [`RetainedBytes`] for what is charged).
+///   The cache's retained bytes count a shared allocation that several entries reach once,
+///   while any of them is cached; [`entries`](Cache::entries) reports each entry priced on
+///   its own (shared allocations in full), so those figures may add up to more.
 /// * **Collision safety**: see [`CacheKey`]. Exact key comparisons
 ///   ([`CacheKey::same_key`]) run without the cache's lock; only the entry actually hit is
 ///   promoted to most recently used.
@@ -467,17 +563,14 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
     /// the cache owned it alone.
     pub fn insert_arc(&self, key: K, value: Arc<V>) -> Arc<V> {
         let fp = key.fingerprint().0;
-        let bytes = entry_bytes(&key, value.as_ref());
+        let priced = price_entry(&key, value.as_ref());
         let mut evicted = Vec::new();
         {
             let (mut st, found) = self.probe(fp, &key);
             st.store(
                 fp,
-                Slot {
-                    key: Arc::new(key),
-                    value: Arc::clone(&value),
-                    bytes,
-                },
+                (Arc::new(key), Arc::clone(&value)),
+                &priced,
                 found,
                 &mut evicted,
             );
@@ -709,7 +802,7 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
             Ok(value) => {
                 let value = Arc::new(value);
                 // Priced before the waiters' copy of the key exists, as `insert` prices it.
-                let bytes = entry_bytes(&key, value.as_ref());
+                let priced = price_entry(&key, value.as_ref());
                 let done_key = key.clone();
                 let mut evicted = Vec::new();
                 // `probe` may run `same_key` (user code); until the flight is finished the
@@ -717,11 +810,8 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                 let (mut st, found) = self.probe(fp, &key);
                 st.store(
                     fp,
-                    Slot {
-                        key: Arc::new(key),
-                        value: Arc::clone(&value),
-                        bytes,
-                    },
+                    (Arc::new(key), Arc::clone(&value)),
+                    &priced,
                     found,
                     &mut evicted,
                 );
@@ -770,6 +860,7 @@ impl<K: CacheKey, V> Cache<K, V> {
                 in_flight: std::collections::HashMap::with_hasher(BuildFingerprintHasher),
                 limits,
                 retained_bytes: 0,
+                shared: std::collections::HashMap::new(),
                 counters: Counters::ZERO,
             }),
         }
@@ -855,7 +946,7 @@ impl<K: CacheKey, V> Cache<K, V> {
                 return None;
             }
             let slot = st.lru.pop(&fp)?;
-            st.retained_bytes = st.retained_bytes.saturating_sub(slot.bytes);
+            st.release(&slot);
             slot
         };
         Some(slot.value)
@@ -868,6 +959,7 @@ impl<K: CacheKey, V> Cache<K, V> {
             let mut st = self.state();
             bump(&mut st.counters.clears);
             st.retained_bytes = 0;
+            st.shared.clear();
             std::mem::replace(
                 &mut st.lru,
                 LruCache::unbounded_with_hasher(BuildFingerprintHasher),
@@ -898,7 +990,8 @@ impl<K: CacheKey, V> Cache<K, V> {
         self.state().retained_bytes
     }
 
-    /// The keys held now with their retained bytes, most recently used first.
+    /// The keys held now with their retained bytes priced on their own (a shared
+    /// allocation in full in every entry that keeps it alive), most recently used first.
     pub fn entries(&self) -> Vec<(K, u64)> {
         self.state()
             .lru

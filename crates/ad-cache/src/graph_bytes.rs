@@ -1,4 +1,4 @@
-//! `RetainedBytes` for graph-core graphs: own arenas, payload heap, and parent graphs as shared allocations.
+//! `RetainedBytes` for graph-core graphs: own arenas, payload heap, parent graphs as parts.
 
 use graph_core::Graph;
 
@@ -7,10 +7,12 @@ use crate::bytes::{HeapMeter, RetainedBytes};
 /// A graph's own storage is [`Graph::arena_heap_bytes`] (graph-core's exact count of the heap
 /// of its arenas, walk tables, canonical numbering, linearized masks and, once computed, its
 /// per-value identity hashes) plus the heap of every operation payload. Parent graphs are
-/// shared allocations ([`HeapMeter::arc`]): each is charged once, and only when what is being
-/// priced keeps it alive on its own (a parent the caller also holds, such as the recorded
-/// graph a linearization reads from, is not charged). Parents of parents are walked
-/// iteratively, each once.
+/// parts of the graph ([`HeapMeter::part_arc`]): a graph a key owns by contract owns its
+/// parents (and theirs) too, so a parent that many cached roots share is charged once to the
+/// cache while any of them is cached, whoever else holds it; a parent of a graph that is not
+/// owned by contract is charged only when what the cache holds keeps it alive (a parent the
+/// caller also holds, such as the recorded graph a linearization reads from, is not).
+/// Parents of parents are walked iteratively, each once.
 impl<Op: RetainedBytes> RetainedBytes for Graph<Op> {
     fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
         meter.add(u64::try_from(self.arena_heap_bytes()).unwrap_or(u64::MAX));
@@ -20,7 +22,7 @@ impl<Op: RetainedBytes> RetainedBytes for Graph<Op> {
             }
         }
         for p in self.parents() {
-            meter.arc(p);
+            meter.part_arc(p);
         }
     }
 }

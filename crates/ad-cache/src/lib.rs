@@ -13,8 +13,11 @@
 //! * **Retained bytes** come from the [`RetainedBytes`] trait, a deep logical estimate
 //!   computed once per entry at insert, for its key and value *together* in one
 //!   [`HeapMeter`], so that an allocation both reach (a recorded graph the key holds and the
-//!   transform reads from) is charged once (implemented for primitives, `Vec`, `Box`, `Arc`,
-//!   `String`, slices and graph-core [`Graph`](graph_core::Graph)s).
+//!   transform reads from) is charged once, and against the other entries, so that an
+//!   allocation several entries keep alive (a parent graph many cached roots share) is
+//!   charged to the cache once while any of them holds it and released with the last
+//!   (implemented for primitives, `Vec`, `Box`, `Arc`, `String`, slices and graph-core
+//!   [`Graph`](graph_core::Graph)s).
 //! * **Collision safe**: a [`CacheKey`] has a 128-bit fingerprint to find its entry and an
 //!   exact equality to confirm it; a fingerprint match with an unequal key is a miss, counted
 //!   in [`CacheStats::collisions`], and never returns the other key's value.

@@ -1,4 +1,7 @@
-//! Reported retained bytes against the heap really freed when the cache is dropped (a counting global allocator in this test binary alone).
+//! Reported retained bytes against the heap really freed when the cache is dropped.
+//!
+//! A counting global allocator in this test binary alone measures what dropping the cache
+//! frees: the heap the cache alone kept alive.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -6,7 +9,8 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use ad_cache::{
-    Cache, CacheLimits, LinearizeKey, TracedKey, TracedKeyParts, TransformKind, VjpTransform,
+    Cache, CacheLimits, LinearizeKey, RetainedBytes, TracedKey, TracedKeyParts, TransformKind,
+    VjpTransform,
 };
 use graph_core::{Graph, GraphBuilder, ParentId, Role, ValueRef};
 use vecad::VecOp;
@@ -164,4 +168,101 @@ fn a_traced_loop_frees_what_it_reported() {
     let s = cache.stats();
     assert_eq!((s.misses, s.hits), (4, 12));
     check_freed("traced", cache);
+}
+
+/// A traced root reading `parent`'s output through a parent: `sum(out * x^(ops + 1))`, with
+/// its own input key so that every root is a different key.
+fn root_reading(parent: &Arc<Graph<VecOp>>, input_key: u64, ops: usize) -> Arc<Graph<VecOp>> {
+    let mut b = GraphBuilder::new();
+    b.add_parent(Arc::clone(parent));
+    let out = ValueRef::Parent {
+        parent: ParentId(0),
+        value: parent.outputs()[0],
+    };
+    let x = b.add_input(input_key);
+    let (_, mut v) = b.add_op1(VecOp::Mul, &[out, x.into()], Role::Primary);
+    for _ in 0..ops {
+        v = b
+            .add_op1(VecOp::Mul, &[v.into(), x.into()], Role::Primary)
+            .1;
+    }
+    let (_, l) = b.add_op1(VecOp::Sum, &[v.into()], Role::Primary);
+    b.set_outputs(&[l]);
+    Arc::new(b.build().unwrap())
+}
+
+/// `parents` shared parent graphs (a quarter of the byte limit in all) under traced VJP
+/// entries, many more than fit: when full, the heap the cache really holds is within 5% of
+/// its byte limit, and of what it reports. The caller holds the parents while it inserts and
+/// drops them afterwards (the cache then keeps them alive alone).
+fn shared_parents_fill_the_limit(parents: usize) {
+    let limit: u64 = 4 << 20;
+    let probe = Arc::new(vecad::chain_graph(1_000, 0).unwrap());
+    let per_op = probe.retained_bytes() / 1_000;
+    let ops = usize::try_from(limit / 4 / per_op / parents as u64)
+        .unwrap()
+        .max(20);
+    let shared: Vec<Arc<Graph<VecOp>>> = (0..parents)
+        .map(|j| Arc::new(vecad::chain_graph(ops, 100 + j as u64).unwrap()))
+        .collect();
+    let cache: Cache<TracedKey<VecOp>, VjpTransform<VecOp>> = Cache::with_limits(CacheLimits {
+        max_retained_bytes: Some(limit),
+        max_entries: std::num::NonZeroUsize::new(1 << 20).unwrap(),
+    });
+    let mut i = 0u64;
+    while cache.stats().evictions < 200 {
+        let parent = &shared[(i as usize) % parents];
+        let root = root_reading(parent, 1_000 + i, 8 + (i as usize % 5));
+        let key = TracedKey::new(TracedKeyParts {
+            kind: TransformKind::Vjp,
+            roots: vec![Arc::clone(&root)],
+            output_root: 0,
+            output: root.outputs()[0],
+            wrt: 1_000 + i,
+            aliases: vec![],
+        })
+        .unwrap();
+        cache
+            .get_or_insert_with(key, || vecad::vjp(&root, &[0]))
+            .unwrap();
+        i += 1;
+        assert!(i < 100_000, "the cache never filled");
+    }
+    drop(shared);
+    drop(probe);
+    let s = cache.stats();
+    let entries = cache.len();
+    let freed = freed_by_dropping(cache);
+    let held = freed as f64 / limit as f64;
+    let reported = freed as f64 / s.retained_bytes as f64;
+    eprintln!(
+        "{parents} shared parents of {ops} ops: {entries} entries, {i} inserted, reported \
+         {} B, freed {freed} B, held/limit {held:.3}, freed/reported {reported:.3}",
+        s.retained_bytes
+    );
+    assert!(s.retained_bytes <= limit && s.peak_retained_bytes <= limit);
+    assert!(
+        (0.95..=1.05).contains(&held),
+        "{parents} shared parents: the cache held {freed} B against a {limit} B limit ({held:.3})"
+    );
+    assert!(
+        (0.95..=1.05).contains(&reported),
+        "{parents} shared parents: freed {freed} B, reported {} B",
+        s.retained_bytes
+    );
+}
+
+#[test]
+fn one_shared_parent_is_charged_once() {
+    shared_parents_fill_the_limit(1);
+}
+
+#[test]
+fn twelve_shared_parents_are_charged_once_each() {
+    shared_parents_fill_the_limit(12);
+}
+
+#[test]
+fn a_hundred_shared_parents_are_charged_once_each() {
+    shared_parents_fill_the_limit(100);
 }
