@@ -250,10 +250,15 @@ fn export<R: std::io::BufRead + Send, W: Write>(
                     Some(step) => format!("step {step} of the trace has no sampled stacks"),
                     None => "the trace has no sampled stacks".to_string(),
                 };
-                return Err(UsageError(format!(
-                    "{what}: record it with the CPU sampler (`tracegraph demo --sample`, trace-candle's Capture::sample_stacks with feature `sampler`)"
-                ))
-                .into());
+                // The same answer as `tracegraph hot` gives (exit 0): an empty folded file is
+                // a valid one, and a trace without samples is not a usage error.
+                eprintln!(
+                    "tracegraph: no samples: {what}; record it with the CPU sampler (`tracegraph demo --sample`, trace-candle's Capture::sample_stacks with feature `sampler`)"
+                );
+                return Ok((
+                    f.adjustments,
+                    "folded sampled stacks (no samples: an empty file)".to_string(),
+                ));
             }
             f.write(out)?;
             let s = f.sampler;

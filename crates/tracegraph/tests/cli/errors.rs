@@ -202,3 +202,33 @@ fn demo_rates_and_step_counts_out_of_range_are_usage_errors() {
         assert!(!dir.path().join("tracegraph-demo").exists(), "{args:?}");
     }
 }
+
+#[test]
+fn a_trace_without_samples_gets_the_same_no_samples_answer_from_every_sample_command() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.jsonl"), small_text()).unwrap();
+    let hot = run_in(dir.path(), &["hot", "a.jsonl"]);
+    assert_eq!(hot.status.code(), Some(0), "{}", stderr(&hot));
+    assert!(stdout(&hot).contains("no samples"), "{}", stdout(&hot));
+    let export = run_in(
+        dir.path(),
+        &[
+            "export",
+            "a.jsonl",
+            "--format",
+            "folded-samples",
+            "-o",
+            "s.folded",
+        ],
+    );
+    assert_eq!(export.status.code(), Some(0), "{}", stderr(&export));
+    assert!(
+        stderr(&export).contains("no samples"),
+        "{}",
+        stderr(&export)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("s.folded")).unwrap(),
+        ""
+    );
+}
