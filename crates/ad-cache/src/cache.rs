@@ -103,6 +103,29 @@ pub enum CacheError<E> {
 }
 
 impl<E> CacheError<E> {
+    /// The same error with the computation's error (if that is what this is) mapped by `f`;
+    /// the other variants are kept as they are.
+    pub fn map_compute<F>(self, f: impl FnOnce(E) -> F) -> CacheError<F> {
+        match self {
+            CacheError::Compute(e) => CacheError::Compute(f(e)),
+            CacheError::Reentrant { fingerprint } => CacheError::Reentrant { fingerprint },
+            CacheError::WaitCycle {
+                fingerprint,
+                computations,
+            } => CacheError::WaitCycle {
+                fingerprint,
+                computations,
+            },
+            CacheError::Timeout {
+                fingerprint,
+                waited,
+            } => CacheError::Timeout {
+                fingerprint,
+                waited,
+            },
+        }
+    }
+
     /// The computation's error, if that is what this is.
     pub fn into_compute(self) -> Option<E> {
         match self {

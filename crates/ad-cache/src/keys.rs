@@ -1,4 +1,4 @@
-//! AD transform keys (eager linearize, traced JVP/VJP, plain graph) and cached transform values.
+//! graph-core AD keys (plain graph; eager and traced as the generic keys) and cached values.
 //!
 //! Every key holds the graphs it was built from (shared through `Arc`) next to its
 //! fingerprint, so the cache confirms a fingerprint match exactly: pointer equality first,
@@ -15,12 +15,13 @@
 
 use std::sync::Arc;
 
-use graph_core::{
-    Fingerprint, Graph, StableHash, StableHasher, UnorderedFingerprint, ValueId, structural_eq,
-};
+#[cfg(doc)]
+use graph_core::UnorderedFingerprint;
+use graph_core::{Fingerprint, Graph, StableHash, StableHasher, ValueId, structural_eq};
 
 use crate::bytes::{HeapMeter, RetainedBytes};
 use crate::cache::CacheKey;
+use crate::view_keys::{EagerKey, EngineTracedKey, TracedOutput};
 
 /// Why a key could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +50,24 @@ pub enum KeyError {
         root: u32,
         /// The value.
         value: ValueId,
+    },
+    /// A value named in the engine's own numbering is not live in its root (no output
+    /// depends on it) or does not exist.
+    #[error("the value of root {root} asked for is not live there")]
+    NotLive {
+        /// The root graph.
+        root: u32,
+    },
+    /// A canonical index past the root's values: a key part does not name a value of the
+    /// canonical graph (say, a raw engine node id given where a canonical index belongs).
+    #[error("root {root} has no value with canonical index {canonical} ({values} values)")]
+    NoSuchValue {
+        /// The root graph.
+        root: u32,
+        /// The index given.
+        canonical: u32,
+        /// How many canonical indices the root has.
+        values: u32,
     },
 }
 
@@ -132,118 +151,14 @@ impl<Op: RetainedBytes> RetainedBytes for GraphKey<Op> {
     }
 }
 
-/// The key of an eager linearization: the recorded graph and the output slots (positions in
-/// [`Graph::outputs`]) whose tangents are asked for.
+/// The key of an eager linearization of a graph-core graph: the recorded graph and the
+/// output slots (positions in [`Graph::outputs`]) whose tangents are asked for. It is the
+/// generic [`EagerKey`] over [`Graph`] (one equality and pricing path; `new`,
+/// `all_outputs`, `graph`, `outputs`, `with_fingerprint`).
 ///
 /// Fingerprint: `StableHasher::with_domain(LINEARIZE_KEY_DOMAIN, KEY_VERSION)`, then the
 /// graph's fingerprint, then the slot count and each slot as `u32`.
-pub struct LinearizeKey<Op> {
-    graph: Arc<Graph<Op>>,
-    outputs: Box<[u32]>,
-    fingerprint: Fingerprint,
-}
-
-impl<Op> LinearizeKey<Op> {
-    /// The key for linearizing `graph` at output slots `outputs`.
-    ///
-    /// # Errors
-    /// [`KeyError::OutputSlot`] for a slot past the graph's outputs.
-    pub fn new(graph: Arc<Graph<Op>>, outputs: &[u32]) -> Result<Self, KeyError> {
-        let n = graph.outputs().len();
-        if let Some(&slot) = outputs.iter().find(|&&s| s as usize >= n) {
-            return Err(KeyError::OutputSlot { slot, outputs: n });
-        }
-        Ok(LinearizeKey {
-            fingerprint: linearize_fingerprint(graph.fingerprint(), outputs),
-            graph,
-            outputs: outputs.into(),
-        })
-    }
-
-    /// The key for all of `graph`'s outputs.
-    pub fn all_outputs(graph: Arc<Graph<Op>>) -> Self {
-        let n = u32::try_from(graph.outputs().len()).unwrap_or(u32::MAX);
-        let slots: Vec<u32> = (0..n).collect();
-        LinearizeKey {
-            fingerprint: linearize_fingerprint(graph.fingerprint(), &slots),
-            graph,
-            outputs: slots.into_boxed_slice(),
-        }
-    }
-
-    /// The same key claiming `fingerprint` instead of its own (see
-    /// [`GraphKey::with_fingerprint`]: a wrong one only causes misses, never a wrong hit).
-    #[must_use]
-    pub fn with_fingerprint(mut self, fingerprint: Fingerprint) -> Self {
-        self.fingerprint = fingerprint;
-        self
-    }
-
-    /// The recorded graph.
-    pub fn graph(&self) -> &Arc<Graph<Op>> {
-        &self.graph
-    }
-
-    /// The output slots asked for.
-    pub fn outputs(&self) -> &[u32] {
-        &self.outputs
-    }
-}
-
-impl<Op> Clone for LinearizeKey<Op> {
-    fn clone(&self) -> Self {
-        LinearizeKey {
-            graph: Arc::clone(&self.graph),
-            outputs: self.outputs.clone(),
-            fingerprint: self.fingerprint,
-        }
-    }
-}
-
-impl<Op> std::fmt::Debug for LinearizeKey<Op> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LinearizeKey")
-            .field("fingerprint", &self.fingerprint)
-            .field("outputs", &self.outputs)
-            .finish()
-    }
-}
-
-impl<Op: PartialEq + Send + Sync + 'static> CacheKey for LinearizeKey<Op> {
-    fn fingerprint(&self) -> Fingerprint {
-        self.fingerprint
-    }
-    fn same_key(&self, other: &Self) -> bool {
-        self.outputs == other.outputs && same_graph(&self.graph, &other.graph)
-    }
-    fn quick_eq(&self, other: &Self) -> Option<bool> {
-        if self.outputs != other.outputs {
-            Some(false)
-        } else if Arc::ptr_eq(&self.graph, &other.graph) {
-            Some(true)
-        } else {
-            None
-        }
-    }
-}
-
-/// The key owns its recorded graph ([`HeapMeter::owned_arc`]) and its slot list.
-impl<Op: RetainedBytes> RetainedBytes for LinearizeKey<Op> {
-    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
-        self.outputs.visit_heap(meter);
-        meter.owned_arc(&self.graph);
-    }
-}
-
-fn linearize_fingerprint(graph: Fingerprint, outputs: &[u32]) -> Fingerprint {
-    let mut h = StableHasher::with_domain(LINEARIZE_KEY_DOMAIN, KEY_VERSION);
-    h.write_fingerprint(graph);
-    h.write_len(outputs.len());
-    for &s in outputs {
-        h.write_u32(s);
-    }
-    h.finish()
-}
+pub type LinearizeKey<Op> = EagerKey<Graph<Op>>;
 
 /// Which derivative a traced key asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -263,8 +178,8 @@ impl StableHash for TransformKind {
     }
 }
 
-/// The named parts of a traced derivative request, from which [`TracedKey::new`] builds its
-/// key.
+/// The named parts of a traced derivative request over graph-core graphs, the output named
+/// by its [`ValueId`], from which `TracedKey::new` builds its key.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -306,18 +221,11 @@ pub struct TracedKeyParts<Op> {
     pub aliases: Vec<(u64, u64)>,
 }
 
-/// The output a traced key names: a root and the value's canonical index there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TracedOutput {
-    /// The root (index into [`TracedKey::roots`]).
-    pub root: u32,
-    /// The value's [`Graph::canonical_index`] in that root (equal for differently numbered,
-    /// structurally equal roots).
-    pub canonical: u32,
-}
-
-/// The key of a traced derivative request: the kind, the root graphs, the output value, the
-/// input differentiated with respect to, and the alias map, built from [`TracedKeyParts`].
+/// The key of a traced derivative request over graph-core graphs: the kind, the root
+/// graphs, the output value, the input differentiated with respect to, and the alias map,
+/// built from [`TracedKeyParts`] by `TracedKey::new`. It is the generic [`EngineTracedKey`]
+/// over [`Graph`] with `u64` input keys, a [`TracedOutput`] and `(u64, u64)` alias pairs
+/// (one equality and pricing path).
 ///
 /// * Roots are hashed through their cached fingerprints, each of which already covers the
 ///   root's parents (graph-core hashes a parent through its own cached fingerprint): parents
@@ -332,180 +240,7 @@ pub struct TracedOutput {
 /// the root count and each root's fingerprint, the output's root (`u32`) and canonical
 /// index (`u32`), `wrt` (`u64`), and the alias map's [`UnorderedFingerprint`] of `(u64, u64)`
 /// pairs.
-pub struct TracedKey<Op> {
-    kind: TransformKind,
-    roots: Box<[Arc<Graph<Op>>]>,
-    output: TracedOutput,
-    wrt: u64,
-    aliases: Box<[(u64, u64)]>,
-    fingerprint: Fingerprint,
-}
-
-impl<Op> TracedKey<Op> {
-    /// The key of the request `parts`.
-    ///
-    /// # Errors
-    /// [`KeyError::NoSuchRoot`] or [`KeyError::DeadOutput`] when the output is not a live
-    /// value of an existing root.
-    pub fn new(parts: TracedKeyParts<Op>) -> Result<Self, KeyError> {
-        let TracedKeyParts {
-            kind,
-            roots,
-            output_root,
-            output,
-            wrt,
-            aliases,
-        } = parts;
-        let root = roots
-            .get(output_root as usize)
-            .ok_or(KeyError::NoSuchRoot {
-                root: output_root,
-                roots: roots.len(),
-            })?;
-        let canonical = root.canonical_index(output).ok_or(KeyError::DeadOutput {
-            root: output_root,
-            value: output,
-        })?;
-        let mut aliases = aliases;
-        aliases.sort_unstable();
-        aliases.dedup();
-        let mut alias_fp = UnorderedFingerprint::new();
-        for pair in &aliases {
-            alias_fp.add(pair);
-        }
-        let mut h = StableHasher::with_domain(TRACED_KEY_DOMAIN, KEY_VERSION);
-        kind.stable_hash(&mut h);
-        h.write_len(roots.len());
-        for r in &roots {
-            h.write_fingerprint(r.fingerprint());
-        }
-        h.write_u32(output_root);
-        h.write_u32(canonical);
-        h.write_u64(wrt);
-        h.write_fingerprint(alias_fp.finish());
-        Ok(TracedKey {
-            kind,
-            roots: roots.into_boxed_slice(),
-            output: TracedOutput {
-                root: output_root,
-                canonical,
-            },
-            wrt,
-            aliases: aliases.into_boxed_slice(),
-            fingerprint: h.finish(),
-        })
-    }
-
-    /// The same key claiming `fingerprint` instead of its own (see
-    /// [`GraphKey::with_fingerprint`]: a wrong one only causes misses, never a wrong hit).
-    #[must_use]
-    pub fn with_fingerprint(mut self, fingerprint: Fingerprint) -> Self {
-        self.fingerprint = fingerprint;
-        self
-    }
-
-    /// The derivative asked for.
-    pub fn kind(&self) -> TransformKind {
-        self.kind
-    }
-
-    /// The root graphs.
-    pub fn roots(&self) -> &[Arc<Graph<Op>>] {
-        &self.roots
-    }
-
-    /// The output: its root and its canonical index there.
-    pub fn output(&self) -> TracedOutput {
-        self.output
-    }
-
-    /// The input key differentiated with respect to.
-    pub fn wrt(&self) -> u64 {
-        self.wrt
-    }
-
-    /// The alias map, sorted, without duplicates.
-    pub fn aliases(&self) -> &[(u64, u64)] {
-        &self.aliases
-    }
-}
-
-impl<Op> Clone for TracedKey<Op> {
-    fn clone(&self) -> Self {
-        TracedKey {
-            kind: self.kind,
-            roots: self.roots.clone(),
-            output: self.output,
-            wrt: self.wrt,
-            aliases: self.aliases.clone(),
-            fingerprint: self.fingerprint,
-        }
-    }
-}
-
-impl<Op> std::fmt::Debug for TracedKey<Op> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TracedKey")
-            .field("fingerprint", &self.fingerprint)
-            .field("kind", &self.kind)
-            .field("roots", &self.roots.len())
-            .field("output", &self.output)
-            .field("wrt", &self.wrt)
-            .field("aliases", &self.aliases)
-            .finish()
-    }
-}
-
-impl<Op: PartialEq + Send + Sync + 'static> CacheKey for TracedKey<Op> {
-    fn fingerprint(&self) -> Fingerprint {
-        self.fingerprint
-    }
-    fn same_key(&self, other: &Self) -> bool {
-        self.kind == other.kind
-            && self.output == other.output
-            && self.wrt == other.wrt
-            && self.aliases == other.aliases
-            && self.roots.len() == other.roots.len()
-            && self
-                .roots
-                .iter()
-                .zip(other.roots.iter())
-                .all(|(a, b)| same_graph(a, b))
-    }
-    fn quick_eq(&self, other: &Self) -> Option<bool> {
-        if self.kind != other.kind
-            || self.output != other.output
-            || self.wrt != other.wrt
-            || self.roots.len() != other.roots.len()
-            || self.aliases != other.aliases
-        {
-            Some(false)
-        } else if self
-            .roots
-            .iter()
-            .zip(other.roots.iter())
-            .all(|(a, b)| Arc::ptr_eq(a, b))
-        {
-            Some(true)
-        } else {
-            None
-        }
-    }
-}
-
-/// The key owns its root graphs ([`HeapMeter::owned_arc`]), their list and the alias map;
-/// the roots' parents are shared allocations.
-impl<Op: RetainedBytes> RetainedBytes for TracedKey<Op> {
-    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
-        meter.add(
-            (self.roots.len() as u64).saturating_mul(std::mem::size_of::<Arc<Graph<Op>>>() as u64),
-        );
-        for r in &self.roots {
-            meter.owned_arc(r);
-        }
-        self.aliases.visit_heap(meter);
-    }
-}
+pub type TracedKey<Op> = EngineTracedKey<Graph<Op>, u64, TracedOutput, (u64, u64)>;
 
 /// A linearized (JVP) graph: `graph` maps tangents of the primal inputs to tangents of the
 /// chosen outputs. `tangent_inputs[i]` is the graph value holding the tangent of primal input

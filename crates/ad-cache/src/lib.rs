@@ -34,17 +34,20 @@
 //! * **Observable**: [`Cache::stats`] (hits, misses, inserts, evictions, bytes, …),
 //!   [`Cache::clear`], [`Cache::reset_stats`].
 //!
-//! AD keys and values: [`GraphKey`] (anything derived from one graph), [`LinearizeKey`]
-//! (eager linearization of a recorded graph at some outputs), [`TracedKey`] (a traced JVP or
-//! VJP request, built from named [`TracedKeyParts`]) and the cached [`LinearizedGraph`] and
-//! [`VjpTransform`]. Engines with their own graph type implement graph-core's `GraphView`,
-//! wrap their graphs in a `CanonicalGraph` and key them with [`EagerKey`] (recorded graph and
-//! output slots) and [`EngineTracedKey`] (kind, roots, and the engine's own output, input and
-//! alias-entry key types), generic over any [`KeyGraph`]; the `engine_cache` example is such
-//! an engine-side transform cache. Every key has `with_fingerprint`, which makes it claim a fingerprint
-//! computed elsewhere (a wrong one only causes misses). A reference AD engine that builds
-//! these values (the workspace's unpublished `vecad` crate) drives the tests, the
-//! `vjp_cache` example and the benchmarks.
+//! AD keys and values, one family generic over the key's graph type ([`KeyGraph`]):
+//! [`EagerKey`] (a recorded graph and output slots), [`EngineTracedKey`] (kind, roots, and
+//! the engine's own input, output and alias-entry key types, each an [`EngineKeyPart`]
+//! checked against the roots when the key is built; [`TracedOutput`] names an output value
+//! canonically) and [`TransformKey`], the ready-made eager-or-traced key of an engine that
+//! caches both in one cache (it forwards fingerprint, equality, `quick_eq` and pricing).
+//! Over graph-core graphs they are [`LinearizeKey`] and [`TracedKey`] (built from named
+//! [`TracedKeyParts`]); [`GraphKey`] keys anything derived from one graph. Cached values:
+//! [`LinearizedGraph`] and [`VjpTransform`]. Engines with their own graph type implement
+//! graph-core's `GraphView` and wrap their graphs in a `CanonicalGraph`; the `engine_cache`
+//! example is such an engine-side transform cache. Every key has `with_fingerprint`, which
+//! makes it claim a fingerprint computed elsewhere (a wrong one only causes misses). A
+//! reference AD engine that builds these values (the workspace's unpublished `vecad` crate)
+//! drives the tests, the `vjp_cache` example and the benchmarks.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -80,12 +83,11 @@ pub use bytes::{HeapMeter, RetainedBytes};
 pub use cache::{Cache, CacheError, CacheKey, CacheLimits, CacheStats};
 pub use keys::{
     GRAPH_KEY_DOMAIN, GraphKey, KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, LinearizeKey,
-    LinearizedGraph, TRACED_KEY_DOMAIN, TracedKey, TracedKeyParts, TracedOutput, TransformKind,
-    VjpTransform,
+    LinearizedGraph, TRACED_KEY_DOMAIN, TracedKey, TracedKeyParts, TransformKind, VjpTransform,
 };
 pub use view_keys::{
     EAGER_KEY_DOMAIN, ENGINE_TRACED_KEY_DOMAIN, EagerKey, EngineKeyPart, EngineTracedKey,
-    EngineTracedParts, KeyGraph,
+    EngineTracedParts, IntoTracedParts, KeyGraph, TracedOutput, TransformKey,
 };
 pub use wait::FlightContext;
 

@@ -1,4 +1,9 @@
-//! Keys over any graph type: `KeyGraph` (graph-core graphs and engine graphs wrapped in `CanonicalGraph`), `EagerKey`, and `EngineTracedKey` with engine-defined input, output and alias entries.
+//! The AD key family over any `KeyGraph`: `EagerKey`, `EngineTracedKey` and `TransformKey`.
+//!
+//! `KeyGraph` covers graph-core graphs and engine graphs wrapped in `CanonicalGraph`;
+//! traced keys take engine-defined input, output and alias entries ([`EngineKeyPart`]).
+//! The graph-core keys [`LinearizeKey`](crate::LinearizeKey) and
+//! [`TracedKey`](crate::TracedKey) are these keys over `Graph<Op>`.
 //!
 //! An engine with its own graph representation implements graph-core's
 //! [`GraphView`] and wraps its finished graphs in a [`CanonicalGraph`]: the graphs then have
@@ -10,29 +15,49 @@
 use std::sync::Arc;
 
 use graph_core::{
-    CanonicalGraph, Fingerprint, Graph, GraphView, StableHash, StableHasher, UnorderedFingerprint,
-    structural_eq,
+    CanonicalGraph, Fingerprint, Graph, GraphView, NodeValue, StableHash, StableHasher,
+    UnorderedFingerprint, ValueId, structural_eq,
 };
 
 use crate::bytes::{HeapMeter, RetainedBytes};
 use crate::cache::CacheKey;
-use crate::keys::{KEY_VERSION, KeyError, TransformKind};
+use crate::keys::{
+    KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, TRACED_KEY_DOMAIN, TracedKeyParts, TransformKind,
+};
 
 /// A graph a key can hold: an O(1) fingerprint and an exact structural equality that agrees
-/// with it (equal graphs have equal fingerprints).
+/// with it (equal graphs have equal fingerprints), and its canonical value numbering.
 ///
 /// Implemented for graph-core [`Graph`]s and for engine graphs wrapped in a
 /// [`CanonicalGraph`].
 pub trait KeyGraph: Send + Sync + 'static {
+    /// How the graph's own numbering names a value ([`ValueId`] for graph-core graphs,
+    /// [`NodeValue`] for engine graphs).
+    type Value: Copy;
+    /// Domain tag of [`EagerKey`] fingerprints over this graph type.
+    const EAGER_DOMAIN: &'static str = EAGER_KEY_DOMAIN;
+    /// Domain tag of [`EngineTracedKey`] fingerprints over this graph type.
+    const TRACED_DOMAIN: &'static str = ENGINE_TRACED_KEY_DOMAIN;
     /// The graph's fingerprint (cached by the graph; O(1)).
     fn key_fingerprint(&self) -> Fingerprint;
     /// Exact structural equality up to renumbering.
     fn same_structure(&self, other: &Self) -> bool;
     /// Number of graph outputs (for checking output slots).
     fn output_count(&self) -> usize;
+    /// The canonical index of a live value (equal for renumbered, structurally equal
+    /// graphs), `None` for dead or unknown values.
+    fn canonical_index_of(&self, value: Self::Value) -> Option<u32>;
+    /// How many canonical indices there are: the inputs, then the results of the live
+    /// operations (O(1)).
+    fn canonical_count(&self) -> u32;
 }
 
+/// graph-core graphs keep the domain tags their keys always had ([`LINEARIZE_KEY_DOMAIN`],
+/// [`TRACED_KEY_DOMAIN`]): a graph-core key and an engine key never share a key type.
 impl<Op: PartialEq + Send + Sync + 'static> KeyGraph for Graph<Op> {
+    type Value = ValueId;
+    const EAGER_DOMAIN: &'static str = LINEARIZE_KEY_DOMAIN;
+    const TRACED_DOMAIN: &'static str = TRACED_KEY_DOMAIN;
     fn key_fingerprint(&self) -> Fingerprint {
         self.fingerprint()
     }
@@ -42,9 +67,23 @@ impl<Op: PartialEq + Send + Sync + 'static> KeyGraph for Graph<Op> {
     fn output_count(&self) -> usize {
         self.outputs().len()
     }
+    fn canonical_index_of(&self, value: ValueId) -> Option<u32> {
+        self.canonical_index(value)
+    }
+    fn canonical_count(&self) -> u32 {
+        let inputs = u32::try_from(self.inputs().len()).unwrap_or(u32::MAX);
+        // The last live operation's last result has the last index.
+        self.canonical_ops()
+            .last()
+            .and_then(|&op| self.op(op))
+            .and_then(|op| op.outputs().last().copied())
+            .and_then(|v| self.canonical_index(v))
+            .map_or(inputs, |i| i.saturating_add(1))
+    }
 }
 
 impl<G: GraphView + Send + Sync + 'static> KeyGraph for CanonicalGraph<G> {
+    type Value = NodeValue;
     fn key_fingerprint(&self) -> Fingerprint {
         self.fingerprint()
     }
@@ -53,6 +92,21 @@ impl<G: GraphView + Send + Sync + 'static> KeyGraph for CanonicalGraph<G> {
     }
     fn output_count(&self) -> usize {
         self.graph().num_outputs()
+    }
+    fn canonical_index_of(&self, value: NodeValue) -> Option<u32> {
+        self.index(value)
+    }
+    fn canonical_count(&self) -> u32 {
+        let inputs = u32::try_from(self.graph().num_inputs()).unwrap_or(u32::MAX);
+        // The last live node's results end the numbering.
+        self.canonical()
+            .order()
+            .last()
+            .and_then(|&node| {
+                let first = self.index(NodeValue::Result { node, slot: 0 })?;
+                first.checked_add(self.graph().num_results(node))
+            })
+            .unwrap_or(inputs)
     }
 }
 
@@ -76,8 +130,10 @@ pub const ENGINE_TRACED_KEY_DOMAIN: &str = "tracegraph.ad-cache.engine-traced-ke
 
 /// The key of an eager transform of a recorded graph of any [`KeyGraph`] type: the graph
 /// and the output slots (positions among its outputs) the transform is for.
+/// [`LinearizeKey`](crate::LinearizeKey) is this key over graph-core graphs.
 ///
-/// Fingerprint: `StableHasher::with_domain(EAGER_KEY_DOMAIN, KEY_VERSION)`, the graph's
+/// Fingerprint: `StableHasher::with_domain(G::EAGER_DOMAIN, KEY_VERSION)` (the
+/// [`EAGER_KEY_DOMAIN`], or [`LINEARIZE_KEY_DOMAIN`] for graph-core graphs), the graph's
 /// fingerprint, the slot count and each slot as `u32`. Equality: slots `==`, then the graphs
 /// by pointer, else [`KeyGraph::same_structure`] (outside the cache's lock).
 pub struct EagerKey<G> {
@@ -96,18 +152,33 @@ impl<G: KeyGraph> EagerKey<G> {
         if let Some(&slot) = outputs.iter().find(|&&s| s as usize >= n) {
             return Err(KeyError::OutputSlot { slot, outputs: n });
         }
-        let mut h = StableHasher::with_domain(EAGER_KEY_DOMAIN, KEY_VERSION);
-        h.write_fingerprint(graph.key_fingerprint());
-        h.write_len(outputs.len());
-        for &s in outputs {
-            h.write_u32(s);
-        }
         Ok(EagerKey {
-            fingerprint: h.finish(),
+            fingerprint: eager_fingerprint::<G>(graph.key_fingerprint(), outputs),
             graph,
             outputs: outputs.into(),
         })
     }
+
+    /// The key for all of `graph`'s outputs.
+    pub fn all_outputs(graph: Arc<G>) -> Self {
+        let n = u32::try_from(graph.output_count()).unwrap_or(u32::MAX);
+        let slots: Box<[u32]> = (0..n).collect();
+        EagerKey {
+            fingerprint: eager_fingerprint::<G>(graph.key_fingerprint(), &slots),
+            graph,
+            outputs: slots,
+        }
+    }
+}
+
+fn eager_fingerprint<G: KeyGraph>(graph: Fingerprint, outputs: &[u32]) -> Fingerprint {
+    let mut h = StableHasher::with_domain(G::EAGER_DOMAIN, KEY_VERSION);
+    h.write_fingerprint(graph);
+    h.write_len(outputs.len());
+    for &s in outputs {
+        h.write_u32(s);
+    }
+    h.finish()
 }
 
 impl<G> EagerKey<G> {
@@ -176,10 +247,100 @@ impl<G: RetainedBytes> RetainedBytes for EagerKey<G> {
     }
 }
 
-/// What a key entry of an engine's own type must offer: stable bytes for the fingerprint,
-/// exact equality, and sharing across threads. Implemented for every such type.
-pub trait EngineKeyPart: StableHash + PartialEq + Clone + Send + Sync + 'static {}
-impl<T: StableHash + PartialEq + Clone + Send + Sync + 'static> EngineKeyPart for T {}
+/// A part of a traced key (its differentiation input, output, or an alias entry): stable
+/// bytes for the fingerprint, exact equality, sharing across threads, and a check against
+/// the key's roots when the key is built.
+///
+/// A part that names values of the roots must name them canonically, or a re-recorded
+/// (renumbered) graph misses: use [`TracedOutput`] (made from the engine's own value by
+/// [`TracedOutput::of`]) and check anything else in [`check`](EngineKeyPart::check). Parts
+/// that name no values (input keys, names) keep the default check, which accepts them.
+/// Implemented for `u64` and `String` (input keys), [`TracedOutput`], and pairs of parts.
+pub trait EngineKeyPart: StableHash + PartialEq + Clone + Send + Sync + 'static {
+    /// Checks that what the part names exists in `roots`.
+    ///
+    /// # Errors
+    /// A [`KeyError`] saying what is missing; the key is not built.
+    fn check<G: KeyGraph>(&self, roots: &[Arc<G>]) -> Result<(), KeyError> {
+        let _ = roots;
+        Ok(())
+    }
+}
+
+/// An input key (graph-core's [`ValueKey::Input`](graph_core::ValueKey::Input) keys).
+impl EngineKeyPart for u64 {}
+/// A name.
+impl EngineKeyPart for String {}
+/// Both parts are checked.
+impl<A: EngineKeyPart, B: EngineKeyPart> EngineKeyPart for (A, B) {
+    fn check<G: KeyGraph>(&self, roots: &[Arc<G>]) -> Result<(), KeyError> {
+        self.0.check(roots)?;
+        self.1.check(roots)
+    }
+}
+
+/// A value of one of a traced key's roots, named canonically: the root (index into the
+/// roots) and the value's canonical index there, equal for differently numbered,
+/// structurally equal roots.
+///
+/// Fingerprint bytes: the root (`u32`), then the canonical index (`u32`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TracedOutput {
+    /// The root (index into the key's roots).
+    pub root: u32,
+    /// The value's canonical index in that root ([`KeyGraph::canonical_index_of`]).
+    pub canonical: u32,
+}
+
+impl TracedOutput {
+    /// Names `value` (in the engine's own numbering) of root `root` of `roots` canonically.
+    ///
+    /// # Errors
+    /// [`KeyError::NoSuchRoot`] for a root past `roots`; [`KeyError::NotLive`] when the
+    /// value is dead (no output depends on it) or unknown there.
+    pub fn of<G: KeyGraph>(roots: &[Arc<G>], root: u32, value: G::Value) -> Result<Self, KeyError> {
+        let graph = root_of(roots, root)?;
+        let canonical = graph
+            .canonical_index_of(value)
+            .ok_or(KeyError::NotLive { root })?;
+        Ok(TracedOutput { root, canonical })
+    }
+}
+
+fn root_of<G>(roots: &[Arc<G>], root: u32) -> Result<&Arc<G>, KeyError> {
+    roots.get(root as usize).ok_or(KeyError::NoSuchRoot {
+        root,
+        roots: roots.len(),
+    })
+}
+
+impl StableHash for TracedOutput {
+    fn stable_hash(&self, h: &mut StableHasher) {
+        h.write_u32(self.root);
+        h.write_u32(self.canonical);
+    }
+}
+
+impl RetainedBytes for TracedOutput {
+    const HEAP_FREE: bool = true;
+    fn visit_heap<'a>(&'a self, _: &mut HeapMeter<'a>) {}
+}
+
+/// The root must exist and the index must be one of its canonical indices.
+impl EngineKeyPart for TracedOutput {
+    fn check<G: KeyGraph>(&self, roots: &[Arc<G>]) -> Result<(), KeyError> {
+        let values = root_of(roots, self.root)?.canonical_count();
+        if self.canonical < values {
+            Ok(())
+        } else {
+            Err(KeyError::NoSuchValue {
+                root: self.root,
+                canonical: self.canonical,
+                values,
+            })
+        }
+    }
+}
 
 /// The named parts of a traced derivative request with engine-defined entries, from which
 /// [`EngineTracedKey::new`] builds its key.
@@ -203,11 +364,63 @@ pub struct EngineTracedParts<G, I, O, A> {
     pub aliases: Vec<A>,
 }
 
+/// What [`EngineTracedKey::new`] builds a key from: [`EngineTracedParts`] as they are, or
+/// graph-core's [`TracedKeyParts`] (an output named by its [`ValueId`]).
+pub trait IntoTracedParts<G, I, O, A> {
+    /// The parts, with the output named as the key names it.
+    ///
+    /// # Errors
+    /// A [`KeyError`] when the output cannot be named.
+    fn into_parts(self) -> Result<EngineTracedParts<G, I, O, A>, KeyError>;
+}
+
+impl<G, I, O, A> IntoTracedParts<G, I, O, A> for EngineTracedParts<G, I, O, A> {
+    fn into_parts(self) -> Result<Self, KeyError> {
+        Ok(self)
+    }
+}
+
+/// The output value is named canonically ([`TracedOutput::of`]); a dead or unknown one is
+/// [`KeyError::DeadOutput`].
+impl<Op: PartialEq + Send + Sync + 'static>
+    IntoTracedParts<Graph<Op>, u64, TracedOutput, (u64, u64)> for TracedKeyParts<Op>
+{
+    fn into_parts(
+        self,
+    ) -> Result<EngineTracedParts<Graph<Op>, u64, TracedOutput, (u64, u64)>, KeyError> {
+        let TracedKeyParts {
+            kind,
+            roots,
+            output_root,
+            output,
+            wrt,
+            aliases,
+        } = self;
+        let output = TracedOutput::of(&roots, output_root, output).map_err(|e| match e {
+            KeyError::NotLive { root } => KeyError::DeadOutput {
+                root,
+                value: output,
+            },
+            e => e,
+        })?;
+        Ok(EngineTracedParts {
+            kind,
+            roots,
+            output,
+            wrt,
+            aliases,
+        })
+    }
+}
+
 /// The key of a traced derivative request whose differentiation input, output and alias
-/// entries are an engine's own key types, hashed with [`StableHash`] and compared exactly
-/// (`==`), over root graphs of any [`KeyGraph`] type.
+/// entries are an engine's own key types ([`EngineKeyPart`]: hashed with [`StableHash`],
+/// compared exactly, checked against the roots), over root graphs of any [`KeyGraph`]
+/// type. [`TracedKey`](crate::TracedKey) is this key over graph-core graphs, with `u64`
+/// input keys, a [`TracedOutput`] and `(u64, u64)` alias pairs.
 ///
-/// Fingerprint: `StableHasher::with_domain(ENGINE_TRACED_KEY_DOMAIN, KEY_VERSION)`, the kind
+/// Fingerprint: `StableHasher::with_domain(G::TRACED_DOMAIN, KEY_VERSION)` (the
+/// [`ENGINE_TRACED_KEY_DOMAIN`], or [`TRACED_KEY_DOMAIN`] for graph-core graphs), the kind
 /// tag, the root count and each root's fingerprint, the output's bytes, `wrt`'s bytes, then
 /// the [`UnorderedFingerprint`] of the alias entries (the same entries in any order give the
 /// same key). The entries are kept sorted by their own fingerprints, so that two keys with
@@ -225,20 +438,29 @@ pub struct EngineTracedKey<G, I, O, A> {
 impl<G: KeyGraph, I: EngineKeyPart, O: EngineKeyPart, A: EngineKeyPart>
     EngineTracedKey<G, I, O, A>
 {
-    /// The key of the request `parts`.
+    /// The key of the request `parts` ([`EngineTracedParts`], or graph-core's
+    /// [`TracedKeyParts`]).
     ///
     /// # Errors
-    /// [`KeyError::NoSuchRoot`] when there are no roots (root 0 is missing).
-    pub fn new(parts: EngineTracedParts<G, I, O, A>) -> Result<Self, KeyError> {
+    /// [`KeyError::NoSuchRoot`] when there are no roots (root 0 is missing); the error of
+    /// the output's, `wrt`'s or an alias entry's [`check`](EngineKeyPart::check) (for a
+    /// [`TracedOutput`]: [`KeyError::NoSuchRoot`] or [`KeyError::NoSuchValue`]); for
+    /// [`TracedKeyParts`], [`KeyError::DeadOutput`] when the output is not a live value.
+    pub fn new(parts: impl IntoTracedParts<G, I, O, A>) -> Result<Self, KeyError> {
         let EngineTracedParts {
             kind,
             roots,
             output,
             wrt,
             aliases,
-        } = parts;
+        } = parts.into_parts()?;
         if roots.is_empty() {
             return Err(KeyError::NoSuchRoot { root: 0, roots: 0 });
+        }
+        output.check(&roots)?;
+        wrt.check(&roots)?;
+        for a in &aliases {
+            a.check(&roots)?;
         }
         let mut entries: Vec<(Fingerprint, A)> = aliases
             .into_iter()
@@ -250,7 +472,7 @@ impl<G: KeyGraph, I: EngineKeyPart, O: EngineKeyPart, A: EngineKeyPart>
         for (fp, _) in &entries {
             alias_fp.add_fingerprint(*fp);
         }
-        let mut h = StableHasher::with_domain(ENGINE_TRACED_KEY_DOMAIN, KEY_VERSION);
+        let mut h = StableHasher::with_domain(G::TRACED_DOMAIN, KEY_VERSION);
         kind.stable_hash(&mut h);
         h.write_len(roots.len());
         for r in &roots {
@@ -388,5 +610,89 @@ impl<G: RetainedBytes, I: RetainedBytes, O: RetainedBytes, A: RetainedBytes> Ret
         self.output.visit_heap(meter);
         self.wrt.visit_heap(meter);
         self.aliases.visit_heap(meter);
+    }
+}
+
+/// The one cache key of an engine that caches eager and traced transforms in one cache:
+/// everything forwards to the key inside (fingerprint, equality, [`quick_eq`](CacheKey::quick_eq),
+/// pricing). An eager and a traced key never compare equal; their domain tags differ, so they
+/// share a fingerprint only by a 128-bit collision (a miss, never a wrong hit).
+#[derive(Debug)]
+pub enum TransformKey<G, I, O, A> {
+    /// An eager transform.
+    Eager(EagerKey<G>),
+    /// A traced JVP or VJP.
+    Traced(EngineTracedKey<G, I, O, A>),
+}
+
+impl<G, I, O, A> TransformKey<G, I, O, A> {
+    /// The same key claiming `fingerprint` instead of its own (see
+    /// [`GraphKey::with_fingerprint`](crate::GraphKey::with_fingerprint): a wrong one only
+    /// causes misses, never a wrong hit).
+    #[must_use]
+    pub fn with_fingerprint(self, fingerprint: Fingerprint) -> Self {
+        match self {
+            TransformKey::Eager(k) => TransformKey::Eager(k.with_fingerprint(fingerprint)),
+            TransformKey::Traced(k) => TransformKey::Traced(k.with_fingerprint(fingerprint)),
+        }
+    }
+}
+
+impl<G, I: Clone, O: Clone, A: Clone> Clone for TransformKey<G, I, O, A> {
+    fn clone(&self) -> Self {
+        match self {
+            TransformKey::Eager(k) => TransformKey::Eager(k.clone()),
+            TransformKey::Traced(k) => TransformKey::Traced(k.clone()),
+        }
+    }
+}
+
+impl<G, I, O, A> From<EagerKey<G>> for TransformKey<G, I, O, A> {
+    fn from(k: EagerKey<G>) -> Self {
+        TransformKey::Eager(k)
+    }
+}
+
+impl<G, I, O, A> From<EngineTracedKey<G, I, O, A>> for TransformKey<G, I, O, A> {
+    fn from(k: EngineTracedKey<G, I, O, A>) -> Self {
+        TransformKey::Traced(k)
+    }
+}
+
+impl<G: KeyGraph, I: EngineKeyPart, O: EngineKeyPart, A: EngineKeyPart> CacheKey
+    for TransformKey<G, I, O, A>
+{
+    #[inline]
+    fn fingerprint(&self) -> Fingerprint {
+        match self {
+            TransformKey::Eager(k) => k.fingerprint(),
+            TransformKey::Traced(k) => k.fingerprint(),
+        }
+    }
+    fn same_key(&self, other: &Self) -> bool {
+        match (self, other) {
+            (TransformKey::Eager(a), TransformKey::Eager(b)) => a.same_key(b),
+            (TransformKey::Traced(a), TransformKey::Traced(b)) => a.same_key(b),
+            _ => false,
+        }
+    }
+    #[inline]
+    fn quick_eq(&self, other: &Self) -> Option<bool> {
+        match (self, other) {
+            (TransformKey::Eager(a), TransformKey::Eager(b)) => a.quick_eq(b),
+            (TransformKey::Traced(a), TransformKey::Traced(b)) => a.quick_eq(b),
+            _ => Some(false),
+        }
+    }
+}
+
+impl<G: RetainedBytes, I: RetainedBytes, O: RetainedBytes, A: RetainedBytes> RetainedBytes
+    for TransformKey<G, I, O, A>
+{
+    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+        match self {
+            TransformKey::Eager(k) => k.visit_heap(meter),
+            TransformKey::Traced(k) => k.visit_heap(meter),
+        }
     }
 }

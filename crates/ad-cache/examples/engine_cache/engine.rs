@@ -1,12 +1,15 @@
-//! A small scalar AD engine with its own graph type (`Tape`), keyed exactly through graph-core's `GraphView`, and its transform cache (eager linearize, traced JVP / VJP) on ad-cache.
+//! A small scalar AD engine with its own graph type (`Tape`) and its ad-cache transform cache.
+//!
+//! Tapes are keyed exactly through graph-core's `GraphView`; the cache holds eager
+//! linearizations and traced JVP / VJP transforms under ad-cache's ready-made `TransformKey`.
 //!
 //! Shared by the `engine_cache` example and ad-cache's tests (`tests/it/engine_cache.rs`).
 
 use std::sync::Arc;
 
 use ad_cache::{
-    Cache, CacheError, CacheKey, CacheLimits, CacheStats, EagerKey, EngineTracedKey,
-    EngineTracedParts, Fingerprint, HeapMeter, KeyError, RetainedBytes, TransformKind,
+    Cache, CacheError, CacheLimits, CacheStats, EagerKey, EngineKeyPart, EngineTracedKey,
+    EngineTracedParts, HeapMeter, KeyError, RetainedBytes, TracedOutput, TransformKind,
 };
 use graph_core::{
     CanonicalGraph, GraphError, GraphView, NodeValue, Operand, StableHash, StableHasher,
@@ -38,14 +41,17 @@ pub(crate) enum EngineError {
     /// A node reads a later node (the engine evaluates in recording order).
     #[error("node {0} reads a value recorded after it")]
     Order(u32),
-    /// A request from inside its own computation.
-    #[error("re-entrant transform request")]
-    Reentrant,
+    /// The cache returned no transform: a re-entrant request, a wait cycle or a timeout.
+    #[error("the transform cache returned no transform: {0}")]
+    Cache(CacheError<()>),
 }
 
 impl From<CacheError<EngineError>> for EngineError {
     fn from(e: CacheError<EngineError>) -> Self {
-        e.into_compute().unwrap_or(EngineError::Reentrant)
+        match e {
+            CacheError::Compute(e) => e,
+            e => EngineError::Cache(e.map_compute(|_| ())),
+        }
     }
 }
 
@@ -220,8 +226,8 @@ impl GraphView for Tape {
     }
 }
 
-/// A tape's heap: its vectors and input names; the primal is a shared allocation (charged
-/// only when the entry alone keeps it alive).
+/// A tape's heap: its vectors and input names; the primal is part of the tape (owned with
+/// it when a key owns the tape, else charged when the cache alone keeps it alive).
 impl RetainedBytes for Tape {
     fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
         self.inputs.visit_heap(meter);
@@ -234,7 +240,7 @@ impl RetainedBytes for Tape {
         let arg = std::mem::size_of::<Arg>() as u64;
         meter.add((self.outputs.capacity() as u64).saturating_mul(arg));
         if let Some(p) = &self.primal {
-            meter.arc(p);
+            meter.part_arc(p);
         }
     }
 }
@@ -617,26 +623,8 @@ pub(crate) fn eval_backward(
     Ok(v.input_cotangent.map_or(0.0, |o| read(o, &[seed], &nodes)))
 }
 
-/// A traced request's output: the root it lives in and its canonical index there, so that
-/// re-recorded (renumbered) roots give equal keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct OutKey {
-    /// The root.
-    pub(crate) root: u32,
-    /// The value's canonical index in that root.
-    pub(crate) canonical: u32,
-}
-
-impl StableHash for OutKey {
-    fn stable_hash(&self, h: &mut StableHasher) {
-        h.write_u32(self.root);
-        h.write_u32(self.canonical);
-    }
-}
-
-impl RetainedBytes for OutKey {
-    fn visit_heap<'a>(&'a self, _: &mut HeapMeter<'a>) {}
-}
+/// Input keys name no values of the roots: nothing to check.
+impl EngineKeyPart for InputKey {}
 
 /// One entry of the alias map: an input whose storage is shared with another input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -661,100 +649,48 @@ impl RetainedBytes for Alias {
     }
 }
 
-/// The eager key: a recorded graph and output slots.
-pub(crate) type EagerTapeKey = EagerKey<Recorded>;
-/// The traced key: kind, roots, output, wrt input, alias map.
-pub(crate) type TracedTapeKey = EngineTracedKey<Recorded, InputKey, OutKey, Alias>;
+/// Alias entries name inputs by key: nothing to check.
+impl EngineKeyPart for Alias {}
 
-/// The engine's one cache key: eager or traced.
-#[derive(Debug, Clone)]
-pub(crate) enum TransformKey {
-    /// An eager linearization.
-    Eager(EagerTapeKey),
-    /// A traced JVP or VJP.
-    Traced(TracedTapeKey),
+/// The engine's one cache key, eager or traced: ad-cache's ready-made key over tapes.
+pub(crate) type TransformKey = ad_cache::TransformKey<Recorded, InputKey, TracedOutput, Alias>;
+
+/// The eager key of `graph` at output slots `slots`.
+///
+/// # Errors
+/// [`EngineError::Key`] for a slot past the outputs.
+pub(crate) fn eager_key(graph: Arc<Recorded>, slots: &[u32]) -> Result<TransformKey, EngineError> {
+    Ok(EagerKey::new(graph, slots)?.into())
 }
 
-impl TransformKey {
-    /// The eager key of `graph` at output slots `slots`.
-    ///
-    /// # Errors
-    /// [`EngineError::Key`] for a slot past the outputs.
-    pub(crate) fn eager(graph: Arc<Recorded>, slots: &[u32]) -> Result<Self, EngineError> {
-        Ok(TransformKey::Eager(EagerKey::new(graph, slots)?))
-    }
-
-    /// The traced key: `kind` of output `output` of `root` (a value of it) with respect to
-    /// the input keyed `wrt`, under alias map `aliases` (any order).
-    ///
-    /// # Errors
-    /// [`EngineError::NotLive`] when `output` is not a live value of `root`.
-    pub(crate) fn traced(
-        kind: TransformKind,
-        root: Arc<Recorded>,
-        output: Arg,
-        wrt: InputKey,
-        aliases: Vec<Alias>,
-    ) -> Result<Self, EngineError> {
-        let canonical = match output {
-            Arg::Input(_) | Arg::Node(_) => root.index(node_value(output)),
-            _ => None,
-        }
-        .ok_or(EngineError::NotLive)?;
-        Ok(TransformKey::Traced(EngineTracedKey::new(
-            EngineTracedParts {
-                kind,
-                roots: vec![root],
-                output: OutKey { root: 0, canonical },
-                wrt,
-                aliases,
-            },
-        )?))
-    }
-
-    /// The same key claiming `fingerprint` (for forcing collisions in tests).
-    #[allow(dead_code)] // used by ad-cache's tests, not by the example
-    #[must_use]
-    pub(crate) fn with_fingerprint(self, fingerprint: Fingerprint) -> Self {
-        match self {
-            TransformKey::Eager(k) => TransformKey::Eager(k.with_fingerprint(fingerprint)),
-            TransformKey::Traced(k) => TransformKey::Traced(k.with_fingerprint(fingerprint)),
-        }
-    }
-}
-
-/// Eager and traced keys have different domain tags, so they never share a fingerprint by
-/// construction; equality never mixes them.
-impl CacheKey for TransformKey {
-    fn fingerprint(&self) -> Fingerprint {
-        match self {
-            TransformKey::Eager(k) => k.fingerprint(),
-            TransformKey::Traced(k) => k.fingerprint(),
-        }
-    }
-    fn same_key(&self, other: &Self) -> bool {
-        match (self, other) {
-            (TransformKey::Eager(a), TransformKey::Eager(b)) => a.same_key(b),
-            (TransformKey::Traced(a), TransformKey::Traced(b)) => a.same_key(b),
-            _ => false,
-        }
-    }
-    fn quick_eq(&self, other: &Self) -> Option<bool> {
-        match (self, other) {
-            (TransformKey::Eager(a), TransformKey::Eager(b)) => a.quick_eq(b),
-            (TransformKey::Traced(a), TransformKey::Traced(b)) => a.quick_eq(b),
-            _ => Some(false),
-        }
-    }
-}
-
-impl RetainedBytes for TransformKey {
-    fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
-        match self {
-            TransformKey::Eager(k) => k.visit_heap(meter),
-            TransformKey::Traced(k) => k.visit_heap(meter),
-        }
-    }
+/// The traced key: `kind` of output `output` of `root` (a value of it) with respect to the
+/// input keyed `wrt`, under alias map `aliases` (any order).
+///
+/// # Errors
+/// [`EngineError::NotLive`] when `output` is not a live value of `root`.
+pub(crate) fn traced_key(
+    kind: TransformKind,
+    root: Arc<Recorded>,
+    output: Arg,
+    wrt: InputKey,
+    aliases: Vec<Alias>,
+) -> Result<TransformKey, EngineError> {
+    let (Arg::Input(_) | Arg::Node(_)) = output else {
+        return Err(EngineError::NotLive);
+    };
+    let roots = vec![root];
+    let output = TracedOutput::of(&roots, 0, node_value(output)).map_err(|e| match e {
+        KeyError::NotLive { .. } => EngineError::NotLive,
+        e => EngineError::Key(e),
+    })?;
+    let parts = EngineTracedParts {
+        kind,
+        roots,
+        output,
+        wrt,
+        aliases,
+    };
+    Ok(EngineTracedKey::new(parts)?.into())
 }
 
 /// The engine's transform cache: one bounded cache of eager and traced transforms.
@@ -779,7 +715,7 @@ impl TransformCache {
         graph: &Arc<Recorded>,
         slots: &[u32],
     ) -> Result<Arc<Transform>, EngineError> {
-        let key = TransformKey::eager(Arc::clone(graph), slots)?;
+        let key = eager_key(Arc::clone(graph), slots)?;
         self.get_or_build(key, || linearize(graph, slots).map(Transform::Linearize))
     }
 
@@ -796,7 +732,7 @@ impl TransformCache {
         wrt: &InputKey,
         aliases: Vec<Alias>,
     ) -> Result<Arc<Transform>, EngineError> {
-        let key = TransformKey::traced(kind, Arc::clone(root), output, wrt.clone(), aliases)?;
+        let key = traced_key(kind, Arc::clone(root), output, wrt.clone(), aliases)?;
         self.get_or_build(key, || match kind {
             TransformKind::Jvp => jvp(root, output, wrt).map(Transform::Jvp),
             TransformKind::Vjp => vjp(root, output, wrt).map(Transform::Vjp),

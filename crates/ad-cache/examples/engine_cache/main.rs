@@ -1,4 +1,6 @@
-//! Example: an AD engine with its own graph type keeps an exact, bounded transform cache (eager linearize, traced JVP / VJP) through graph-core's `GraphView`.
+//! Example: an AD engine with its own graph type keeps an exact, bounded transform cache.
+//!
+//! Eager linearize and traced JVP / VJP, keyed through graph-core's `GraphView`.
 //!
 //! Run with `cargo run --release -p ad-cache --example engine_cache`.
 //!

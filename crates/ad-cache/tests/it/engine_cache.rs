@@ -1,4 +1,7 @@
-//! The `engine_cache` example's engine-side transform cache (an engine graph type keyed through `GraphView`): correct hits on re-recorded tapes, alias maps in any order, limits, oversize values, collisions and statistics.
+//! The `engine_cache` example's transform cache over its own graph type, keyed via `GraphView`.
+//!
+//! Correct hits on re-recorded tapes, alias maps in any order, limits, oversize values,
+//! collisions and statistics.
 
 #[allow(dead_code)] // the example's engine; not every item is used here
 #[path = "../../examples/engine_cache/engine.rs"]
@@ -9,7 +12,6 @@ use std::sync::Arc;
 use ad_cache::{CacheLimits, CacheStats, Fingerprint, TransformKind};
 use engine::{
     Alias, Arg, EngineError, InputKey, Prim, Recorded, Recorder, Transform, TransformCache,
-    TransformKey,
 };
 
 const POINT: [f64; 2] = [0.3, 1.1];
@@ -144,7 +146,7 @@ fn renumbered_tapes_have_equal_fingerprints_and_keys() {
     assert_eq!(a.fingerprint(), b.fingerprint());
     assert!(a.structurally_eq(&b));
     let key = |g: &Arc<Recorded>, y| {
-        TransformKey::traced(TransformKind::Vjp, Arc::clone(g), y, w(), aliases()).expect("key")
+        engine::traced_key(TransformKind::Vjp, Arc::clone(g), y, w(), aliases()).expect("key")
     };
     use ad_cache::CacheKey;
     assert_eq!(key(&a, ya).fingerprint(), key(&b, yb).fingerprint());
@@ -255,7 +257,7 @@ fn entry_limit_evicts_the_least_recently_used() {
     assert!(
         !cache
             .cache()
-            .contains(&TransformKey::eager(Arc::clone(&programs[1].0), &[0]).expect("key"))
+            .contains(&engine::eager_key(Arc::clone(&programs[1].0), &[0]).expect("key"))
     );
     adds_up(&s, requests);
 }
@@ -328,7 +330,7 @@ fn a_forced_collision_is_a_miss_and_never_returns_the_other_transform() {
     let (a, ya) = program(1, 1.0, false);
     let (b, yb) = program(1, 3.0, false);
     let key = |g: &Arc<Recorded>, y| {
-        TransformKey::traced(TransformKind::Vjp, Arc::clone(g), y, w(), aliases())
+        engine::traced_key(TransformKind::Vjp, Arc::clone(g), y, w(), aliases())
             .expect("key")
             .with_fingerprint(forced)
     };
@@ -369,4 +371,48 @@ fn the_cache_prices_the_recorded_tape_it_keeps_alive() {
     cache.cache().clear();
     assert_eq!(cache.stats().retained_bytes, 0);
     assert_eq!(cache.stats().clears, 1);
+}
+
+#[test]
+fn the_ready_made_key_enum_forwards_quick_eq_and_checks_canonical_outputs() {
+    use ad_cache::{
+        CacheKey, EngineTracedKey, EngineTracedParts, KeyError, KeyGraph, TracedOutput,
+    };
+    let (g, y) = program(3, 1.0, false);
+    let (again, y2) = program(3, 1.0, true);
+    let key = |g: &Arc<Recorded>, y| {
+        engine::traced_key(TransformKind::Vjp, Arc::clone(g), y, w(), aliases()).expect("key")
+    };
+    // Same tapes: answered under the lock (no second lock for the full comparison).
+    assert_eq!(key(&g, y).quick_eq(&key(&g, y)), Some(true));
+    // A re-recorded tape: only the full comparison can say, and it says equal.
+    assert_eq!(key(&g, y).quick_eq(&key(&again, y2)), None);
+    assert!(key(&g, y).same_key(&key(&again, y2)));
+    let eager = engine::eager_key(Arc::clone(&g), &[0]).expect("key");
+    assert_eq!(eager.quick_eq(&key(&g, y)), Some(false));
+    // A raw engine node id where a canonical index belongs is a typed error.
+    let values = g.canonical_count();
+    let raw = EngineTracedKey::<Recorded, InputKey, TracedOutput, Alias>::new(EngineTracedParts {
+        kind: TransformKind::Vjp,
+        roots: vec![Arc::clone(&g)],
+        output: TracedOutput {
+            root: 0,
+            canonical: values + 7,
+        },
+        wrt: w(),
+        aliases: aliases(),
+    });
+    assert_eq!(
+        raw.map(|_| ()).unwrap_err(),
+        KeyError::NoSuchValue {
+            root: 0,
+            canonical: values + 7,
+            values
+        }
+    );
+    // The count is the inputs plus the live nodes' results (one each here).
+    let live = (0..g.graph().nodes.len() as u32)
+        .filter(|&n| g.canonical().is_live(n))
+        .count() as u32;
+    assert_eq!(values, g.graph().inputs.len() as u32 + live);
 }

@@ -418,6 +418,36 @@ fn linearize_key_fingerprint_is_the_documented_encoding() {
 }
 
 #[test]
+fn traced_key_fingerprint_is_the_documented_encoding() {
+    let g = unary(VecOp::Sin);
+    let key = TracedKey::new(TracedKeyParts {
+        kind: TransformKind::Vjp,
+        roots: vec![Arc::clone(&g)],
+        output_root: 0,
+        output: g.outputs()[0],
+        wrt: 7,
+        aliases: vec![(2, 1), (1, 0), (2, 1)],
+    })
+    .unwrap();
+    let mut h = graph_core::StableHasher::with_domain(ad_cache::TRACED_KEY_DOMAIN, 1);
+    h.write_tag(1); // Vjp
+    h.write_len(1);
+    h.write_fingerprint(g.fingerprint());
+    h.write_u32(0);
+    h.write_u32(g.canonical_index(g.outputs()[0]).unwrap());
+    h.write_u64(7);
+    let mut aliases = graph_core::UnorderedFingerprint::new();
+    aliases.add(&(1u64, 0u64));
+    aliases.add(&(2u64, 1u64));
+    h.write_fingerprint(aliases.finish());
+    assert_eq!(key.fingerprint(), h.finish());
+    assert_eq!(
+        ad_cache::TRACED_KEY_DOMAIN,
+        "tracegraph.ad-cache.traced-key"
+    );
+}
+
+#[test]
 fn get_or_insert_with_prices_an_entry_like_insert() {
     // The caller hands the key's graph to the cache (no other reference): both ways of
     // storing must charge it, and the same amount.
@@ -485,7 +515,7 @@ fn a_transform_hit_for_a_renumbered_graph_evaluates_against_it() {
 
 #[test]
 fn generic_keys_work_over_graph_core_graphs() {
-    use ad_cache::{EagerKey, EngineTracedKey, EngineTracedParts, KeyError};
+    use ad_cache::{EagerKey, EngineTracedKey, EngineTracedParts, KeyError, TracedOutput};
     let (sin, sin2, exp) = (unary(VecOp::Sin), unary(VecOp::Sin), unary(VecOp::Exp));
     let eager = |g: &Arc<Graph<VecOp>>| EagerKey::new(Arc::clone(g), &[0]).unwrap();
     assert!(eager(&sin).same_key(&eager(&sin2)));
@@ -500,18 +530,68 @@ fn generic_keys_work_over_graph_core_graphs() {
             outputs: 1
         }
     );
-    // Engine-defined entries: strings as input keys, (root, canonical) outputs, pairs of
+    // Engine-defined entries: strings as input keys, canonically named outputs, pairs of
     // names as alias entries, in any order.
     let traced = |g: &Arc<Graph<VecOp>>, aliases: Vec<(String, String)>| {
+        let roots = vec![Arc::clone(g)];
+        let output = TracedOutput::of(&roots, 0, g.outputs()[0]).unwrap();
+        assert_eq!(
+            output,
+            TracedOutput {
+                root: 0,
+                canonical: 2
+            }
+        );
         EngineTracedKey::new(EngineTracedParts {
             kind: TransformKind::Vjp,
-            roots: vec![Arc::clone(g)],
-            output: (0u32, 2u32),
+            roots,
+            output,
             wrt: "x".to_string(),
             aliases,
         })
         .unwrap()
     };
+    // An output part that names no value of the canonical graph is a typed error, not a
+    // key that silently misses: one input and two operations make canonical indices 0 to 2.
+    let with_output = |output: TracedOutput| {
+        EngineTracedKey::<_, u64, _, u64>::new(EngineTracedParts {
+            kind: TransformKind::Vjp,
+            roots: vec![Arc::clone(&sin)],
+            output,
+            wrt: 0,
+            aliases: Vec::new(),
+        })
+        .map(|_| ())
+    };
+    assert_eq!(
+        with_output(TracedOutput {
+            root: 0,
+            canonical: 2
+        }),
+        Ok(())
+    );
+    assert_eq!(
+        with_output(TracedOutput {
+            root: 0,
+            canonical: 3
+        }),
+        Err(KeyError::NoSuchValue {
+            root: 0,
+            canonical: 3,
+            values: 3
+        })
+    );
+    assert_eq!(
+        with_output(TracedOutput {
+            root: 1,
+            canonical: 0
+        }),
+        Err(KeyError::NoSuchRoot { root: 1, roots: 1 })
+    );
+    assert_eq!(
+        TracedOutput::of(&[Arc::clone(&sin)], 0, graph_core::ValueId(99)),
+        Err(KeyError::NotLive { root: 0 })
+    );
     let pairs = vec![("a".to_string(), "b".to_string()), ("c".into(), "d".into())];
     let mut reversed = pairs.clone();
     reversed.reverse();
