@@ -1,4 +1,7 @@
-//! Benchmark suite `cache`: ad-cache hits against a bare `lru::LruCache` behind a `Mutex`, and a cached VJP transform against rebuilding it.
+//! Benchmark suite `cache`: ad-cache against a bare `lru::LruCache` behind a `Mutex`, and more.
+//!
+//! Cache hits against the bare LRU, a cached VJP transform against rebuilding it, and the
+//! heap a full cache really holds against its byte limit.
 //!
 //! Rows:
 //! - `cache/hit_1thread ns_per_hit`: `Cache::get` hitting one of 64 cached keys (fingerprint,
@@ -26,6 +29,11 @@
 //!   counting global allocator measures the heap freed by dropping the cache. Target 0.9–1.1.
 //!   (The allocator adds one relaxed atomic load per allocation to every row of this suite,
 //!   ours and baselines alike.)
+//! - `cache/retained_shared_parents heap_held_bytes (N shared parents)`: traced VJP entries
+//!   whose roots read 1, 12 or 100 shared parent graphs (a quarter of the 4 MiB byte limit in
+//!   all; the caller holds them while inserting, then drops them) fill the cache well past
+//!   its limit; the counting allocator measures the heap freed by dropping it, against the
+//!   byte limit (`ratio` = held / limit, target 0.95–1.05).
 
 #![allow(unsafe_code)]
 
@@ -37,7 +45,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ad_cache::{Cache, CacheLimits, LinearizeKey, VjpTransform};
+use ad_cache::{
+    Cache, CacheLimits, LinearizeKey, RetainedBytes, TracedKey, TracedKeyParts, TransformKind,
+    VjpTransform,
+};
 use criterion::Criterion;
 use lru::LruCache;
 use rand_xoshiro::SplitMix64;
@@ -292,6 +303,72 @@ fn retained_accuracy() -> (u64, i64) {
     (reported, FREED.load(Ordering::Relaxed))
 }
 
+/// A traced root reading `parent`'s output through a parent, with its own input key.
+fn root_reading(
+    parent: &Arc<graph_core::Graph<VecOp>>,
+    input_key: u64,
+    ops: usize,
+) -> Arc<graph_core::Graph<VecOp>> {
+    use graph_core::{GraphBuilder, ParentId, Role, ValueRef};
+    let mut b = GraphBuilder::new();
+    b.add_parent(Arc::clone(parent));
+    let out = ValueRef::Parent {
+        parent: ParentId(0),
+        value: parent.outputs()[0],
+    };
+    let x = b.add_input(input_key);
+    let (_, mut v) = b.add_op1(VecOp::Mul, &[out, x.into()], Role::Primary);
+    for _ in 0..ops {
+        v = b.add_op1(VecOp::Mul, &[v.into(), x.into()], Role::Primary).1;
+    }
+    let (_, l) = b.add_op1(VecOp::Sum, &[v.into()], Role::Primary);
+    b.set_outputs(&[l]);
+    Arc::new(b.build().expect("root"))
+}
+
+/// `parents` shared parent graphs under traced VJP entries, inserted until 200 evictions:
+/// returns (the byte limit, the heap freed by dropping the full cache).
+fn retained_shared_parents(parents: usize) -> (u64, i64) {
+    let limit: u64 = 4 << 20;
+    let per_op = vecad::chain_graph(1_000, 0).expect("probe").retained_bytes() / 1_000;
+    let ops = usize::try_from(limit / 4 / per_op / parents as u64)
+        .unwrap_or(usize::MAX)
+        .max(20);
+    let shared: Vec<Arc<graph_core::Graph<VecOp>>> = (0..parents)
+        .map(|j| Arc::new(vecad::chain_graph(ops, 100 + j as u64).expect("parent")))
+        .collect();
+    let cache: Cache<TracedKey<VecOp>, VjpTransform<VecOp>> = Cache::with_limits(CacheLimits {
+        max_retained_bytes: Some(limit),
+        max_entries: NonZeroUsize::new(1 << 20).expect("nonzero"),
+    });
+    let mut i = 0u64;
+    while cache.stats().evictions < 200 && i < 100_000 {
+        let parent = &shared[(i as usize) % parents];
+        let root = root_reading(parent, 1_000 + i, 8 + (i as usize % 5));
+        let key = TracedKey::new(TracedKeyParts {
+            kind: TransformKind::Vjp,
+            roots: vec![Arc::clone(&root)],
+            output_root: 0,
+            output: root.outputs()[0],
+            wrt: 1_000 + i,
+            aliases: vec![],
+        })
+        .expect("key");
+        black_box(
+            cache
+                .get_or_insert_with(key, || vecad::vjp(&root, &[0]))
+                .expect("transform"),
+        );
+        i += 1;
+    }
+    drop(shared);
+    FREED.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    drop(cache);
+    COUNTING.store(false, Ordering::Relaxed);
+    (limit, FREED.load(Ordering::Relaxed))
+}
+
 fn main() {
     let mut c = tracegraph_benches::criterion();
     bench_hit(&mut c);
@@ -380,4 +457,16 @@ fn main() {
             freed as f64,
         ),
     );
+    for parents in [1usize, 12, 100] {
+        let (limit, held) = retained_shared_parents(parents);
+        emit(
+            Row::new(
+                "cache/retained_shared_parents",
+                &format!("heap_held_bytes ({parents} shared parents)"),
+                held as f64,
+                "B",
+            )
+            .vs("byte limit", limit as f64),
+        );
+    }
 }
