@@ -12,6 +12,13 @@
 //! innermost frame outside Rust's generic runtime (`core`, `std`, `alloc` helpers inlined into
 //! a kernel belong to the kernel), unless it landed in the allocator.
 //!
+//! **Waiting.** Samples whose stack is classified waiting (a thread pool spinning or parked:
+//! [`WAITING_FRAMES`](crate::WAITING_FRAMES)) are counted apart: every row carries its
+//! waiting samples, each phase its waiting total, and with [`HotOptions::exclude_waiting`]
+//! they are left out of the function rankings (rows by function, each phase's hottest
+//! functions, crate groups) while still counting in the report's samples and shares, so a
+//! spinning barrier does not read as the hottest "function".
+//!
 //! Every pass is linear in the samples and the frames of the stacks they name.
 
 use serde::Serialize;
@@ -119,6 +126,10 @@ pub struct HotOptions {
     /// The model's crates; empty: found from the stacks (the program's own crate, the
     /// outermost non-runtime crate of most samples) plus `candle_transformers`.
     pub model_crates: Vec<String>,
+    /// Leave waiting samples out of the function rankings: rows by function, each phase's
+    /// hottest functions and the crate groups. They still count in the report's samples (the
+    /// shares' denominator), its `waiting` total, and the span and phase rows.
+    pub exclude_waiting: bool,
 }
 
 /// One row of a [`HotReport`].
@@ -133,6 +144,8 @@ pub struct HotRow {
     pub self_samples: u64,
     /// Samples with it on the stack (or, for spans, in it or a descendant).
     pub total_samples: u64,
+    /// Of `self_samples`, those classified waiting (a thread pool spinning or parked).
+    pub waiting_samples: u64,
     /// `self_samples` over the report's samples.
     pub self_share: f64,
     /// `total_samples` over the report's samples.
@@ -150,6 +163,8 @@ pub struct PhaseHot {
     pub phase: String,
     /// Samples in the phase.
     pub samples: u64,
+    /// Of them, samples classified waiting.
+    pub waiting: u64,
     /// Over the report's samples.
     pub share: f64,
     /// The phase's functions by self samples (innermost frame outside the generic runtime).
@@ -184,6 +199,11 @@ pub struct HotReport {
     pub by: HotBy,
     /// Samples selected (step range, phase).
     pub samples: u64,
+    /// Of them, samples classified waiting (a thread pool spinning or parked).
+    pub waiting: u64,
+    /// Waiting samples were left out of the function rankings
+    /// ([`HotOptions::exclude_waiting`]).
+    pub waiting_excluded: bool,
     /// The sampler's account over the selected steps.
     pub sampler: SamplerAccount,
     /// The model's crates used for the `model` group.
@@ -318,6 +338,7 @@ impl SamplerAccount {
 struct Acc {
     self_n: u64,
     total_n: u64,
+    wait_n: u64,
     /// The last sample row that counted towards `total_n` (counts a key once per stack).
     last: usize,
 }
@@ -357,9 +378,10 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
 
     let mut keys: FastMap<String, (Acc, Option<CrateGroup>)> = FastMap::default();
     let mut groups: FastMap<CrateGroup, Acc> = FastMap::default();
-    let mut phase_tot: FastMap<&'static str, u64> = FastMap::default();
-    let mut phase_fn: FastMap<(&'static str, u32), u64> = FastMap::default();
+    let mut phase_tot: FastMap<&'static str, (u64, u64)> = FastMap::default();
+    let mut phase_fn: FastMap<(&'static str, u32), (u64, u64)> = FastMap::default();
     let mut total = 0u64;
+    let mut waiting_total = 0u64;
     let mut seen_frame: FastMap<&str, usize> = FastMap::default();
     for (ri, row) in s.samples.iter().enumerate() {
         let ri = ri + 1;
@@ -373,15 +395,26 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         }
         let n = row.n;
         total += n;
+        let waiting = s.stack_is_waiting(row.stack);
+        let wait_n = if waiting { n } else { 0 };
+        waiting_total += wait_n;
+        // Left out of the function rankings (not of the span and phase rows).
+        let ranked = !(waiting && opts.exclude_waiting);
         let pname = phase_name(phase);
-        *phase_tot.entry(pname).or_default() += n;
-        let attributed = attributed_frame(frames, s);
+        let pt = phase_tot.entry(pname).or_default();
+        pt.0 += n;
+        pt.1 += wait_n;
+        let attributed = attributed_frame(frames, s).filter(|_| ranked);
         if let Some(f) = attributed {
-            *phase_fn.entry((pname, f)).or_default() += n;
-            groups.entry(group_of(f)).or_default().self_n += n;
+            let pf = phase_fn.entry((pname, f)).or_default();
+            pf.0 += n;
+            pf.1 += wait_n;
+            let g = groups.entry(group_of(f)).or_default();
+            g.self_n += n;
+            g.wait_n += wait_n;
         }
         // Total per group: once per stack.
-        for &f in frames {
+        for &f in frames.iter().filter(|_| ranked) {
             let g = groups.entry(group_of(f)).or_default();
             if g.last != ri {
                 g.last = ri;
@@ -397,6 +430,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
             }
             if is_self {
                 a.self_n += n;
+                a.wait_n += wait_n;
             }
             if a.last != ri {
                 a.last = ri;
@@ -404,7 +438,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
             }
         };
         match opts.by {
-            HotBy::Function => {
+            HotBy::Function if ranked => {
                 seen_frame.clear();
                 let last = frames.len().saturating_sub(1);
                 for (i, &f) in frames.iter().enumerate() {
@@ -414,8 +448,8 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                     }
                 }
             }
-            HotBy::Crate => {
-                // Handled through `groups` below.
+            HotBy::Function | HotBy::Crate => {
+                // Crate rows are the groups below; unranked samples make no function row.
             }
             HotBy::Phase => bump(pname, None, true),
             HotBy::Span => {
@@ -455,6 +489,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         group,
         self_samples: a.self_n,
         total_samples: a.total_n,
+        waiting_samples: a.wait_n,
         self_share: share(a.self_n),
         total_share: share(a.total_n),
         self_est_ns: est(a.self_n),
@@ -484,17 +519,18 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
 
     let mut phases: Vec<PhaseHot> = phase_tot
         .iter()
-        .map(|(&p, &n)| {
+        .map(|(&p, &(n, w))| {
             let mut top: Vec<HotRow> = phase_fn
                 .iter()
                 .filter(|((q, _), _)| *q == p)
-                .map(|(&(_, f), &k)| {
+                .map(|(&(_, f), &(k, kw))| {
                     make(
                         s.frame_name(f).to_string(),
                         Some(group_of(f)),
                         Acc {
                             self_n: k,
                             total_n: k,
+                            wait_n: kw,
                             last: 0,
                         },
                     )
@@ -504,6 +540,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
             PhaseHot {
                 phase: p.to_string(),
                 samples: n,
+                waiting: w,
                 share: share(n),
                 top,
             }
@@ -520,6 +557,8 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     HotReport {
         by: opts.by,
         samples: total,
+        waiting: waiting_total,
+        waiting_excluded: opts.exclude_waiting,
         sampler: acc,
         model_crates: model,
         rows,
@@ -529,8 +568,8 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
 }
 
 /// The hottest functions inside backward (by self samples, innermost frame outside the generic
-/// runtime), at most `n`: the summary's "top kernels inside backward". Empty when the trace
-/// has no backward samples.
+/// runtime), at most `n`: the summary's "top kernels inside backward", waiting left out (a
+/// thread pool's spin is no kernel). Empty when the trace has no backward samples.
 pub fn backward_kernels(trace: &Trace, n: usize) -> Vec<HotRow> {
     if trace.sampled.is_empty() {
         return Vec::new();
@@ -541,6 +580,7 @@ pub fn backward_kernels(trace: &Trace, n: usize) -> Vec<HotRow> {
             by: HotBy::Phase,
             phase: Some(ExecStep::Backward),
             limit: Some(n),
+            exclude_waiting: true,
             ..HotOptions::default()
         },
     );
@@ -813,6 +853,147 @@ mod tests {
         let cache = crate::new_step_cache();
         let summary = crate::summarize(&t, &cache).unwrap();
         assert_eq!(summary.backward_kernels.len(), 2);
+    }
+
+    /// Backward: 6 samples of gemm work and 4 of the caller spinning at Candle's barrier, in
+    /// the backward span; 2 of a parked pool worker, in no span.
+    fn waiting_trace() -> Trace {
+        use trace_record::schema::{
+            FrameEvent, Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent,
+        };
+        use trace_record::{Run, TraceSession};
+        let (session, sink) = TraceSession::in_memory(Run::new("wait", Phase::Train, "cpu"));
+        let bw = {
+            let g = session.span("backward", SpanKind::Function, Some(ExecStep::Backward));
+            g.id().map(|s| s.0)
+        };
+        let frame = |id: u64, func: &str| {
+            Event::Frame(FrameEvent {
+                id,
+                func: func.into(),
+                file: None,
+                inlined: false,
+            })
+        };
+        let samples = |thread, stack, n, span| {
+            Event::Samples(SamplesEvent {
+                step: 0,
+                thread,
+                stack,
+                n,
+                phase: Some(ExecStep::Backward),
+                span,
+            })
+        };
+        session.record_sampled(&[
+            frame(1, "tracegraph::main"),
+            frame(2, "candle_core::utils::BarrierPool::execute"),
+            frame(3, "gemm_f32::microkernel::x3x4"),
+            frame(
+                4,
+                "<candle_core::utils::BarrierGuard as core::ops::drop::Drop>::drop",
+            ),
+            frame(5, "core::hint::spin_loop"),
+            frame(6, "rayon_core::registry::WorkerThread::wait_until_cold"),
+            frame(7, "std::thread::park"),
+            Event::Stack(StackEvent {
+                id: 1,
+                frames: vec![1, 2, 3],
+            }),
+            Event::Stack(StackEvent {
+                id: 2,
+                frames: vec![1, 2, 4, 5],
+            }),
+            Event::Stack(StackEvent {
+                id: 3,
+                frames: vec![6, 7],
+            }),
+            samples(1, 1, 6, bw),
+            samples(1, 2, 4, bw),
+            samples(2, 3, 2, None),
+            Event::Sampler(SamplerEvent {
+                step: 0,
+                hz: 1000,
+                taken: 12,
+                lost: 0,
+                cpu_ns: Some(12_000_000),
+                ts: 0,
+                dur: 1,
+            }),
+        ]);
+        session.finish().unwrap();
+        let text = String::from_utf8(sink.bytes()).unwrap();
+        crate::load_str(&text, "wait.jsonl", Default::default()).unwrap()
+    }
+
+    #[test]
+    fn waiting_is_counted_apart_and_left_out_of_function_rankings_when_asked() {
+        let t = waiting_trace();
+        assert!(t.issues.is_empty(), "{:?}", t.issues);
+        let find = |rows: &[HotRow], name: &str| rows.iter().find(|r| r.name == name).cloned();
+        let opts = |by, exclude_waiting| HotOptions {
+            by,
+            exclude_waiting,
+            ..HotOptions::default()
+        };
+        // Kept: the spin is a function row, its samples marked waiting.
+        let kept = hot_report(&t, &opts(HotBy::Function, false));
+        assert_eq!(
+            (kept.samples, kept.waiting, kept.waiting_excluded),
+            (12, 6, false)
+        );
+        let spin = find(&kept.rows, "core::hint::spin_loop").unwrap();
+        assert_eq!((spin.self_samples, spin.waiting_samples), (4, 4));
+        assert_eq!(
+            find(&kept.rows, "std::thread::park").unwrap().self_samples,
+            2
+        );
+        // Left out: no waiting function, group or phase row; shares keep every sample.
+        let out = hot_report(&t, &opts(HotBy::Function, true));
+        assert_eq!(
+            (out.samples, out.waiting, out.waiting_excluded),
+            (12, 6, true)
+        );
+        let names: Vec<&str> = out.rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "gemm_f32::microkernel::x3x4",
+                "candle_core::utils::BarrierPool::execute",
+                "tracegraph::main"
+            ]
+        );
+        assert_eq!(out.rows[0].self_share, 0.5);
+        assert!(out.rows.iter().all(|r| r.waiting_samples == 0));
+        let groups: u64 = out.groups.iter().map(|g| g.self_samples).sum();
+        assert_eq!(groups, 6);
+        let bw = &out.phases[0];
+        assert_eq!(
+            (bw.phase.as_str(), bw.samples, bw.waiting),
+            ("backward", 12, 6)
+        );
+        assert_eq!(bw.top.len(), 1);
+        assert_eq!(bw.top[0].name, "gemm_f32::microkernel::x3x4");
+        // Spans and phases keep their waiting as part of their rows.
+        let spans = hot_report(&t, &opts(HotBy::Span, true));
+        let b = find(&spans.rows, "backward").unwrap();
+        assert_eq!((b.self_samples, b.waiting_samples), (10, 4));
+        let none = find(&spans.rows, "(no span)").unwrap();
+        assert_eq!((none.self_samples, none.waiting_samples), (2, 2));
+        let phases = hot_report(&t, &opts(HotBy::Phase, true));
+        let b = find(&phases.rows, "backward").unwrap();
+        assert_eq!((b.self_samples, b.waiting_samples), (12, 6));
+        // The summary's backward kernels are work only.
+        let kernels: Vec<String> = backward_kernels(&t, 5)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(kernels, ["gemm_f32::microkernel::x3x4"]);
+        // JSON carries the counts.
+        let v = serde_json::to_value(&out).unwrap();
+        assert_eq!(v["waiting"], 6);
+        assert_eq!(v["phases"][0]["waiting"], 6);
+        assert_eq!(v["rows"][0]["waiting_samples"], 0);
     }
 
     #[test]

@@ -91,7 +91,10 @@ pub use model::{
     PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
 };
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table};
-pub use samples::{SampleRow, SampledFrame, SampledStacks, SamplerStep};
+pub use samples::{
+    SampleRow, SampledFrame, SampledStacks, SamplerStep, WAITING_FRAMES, WaitPattern,
+    waiting_pattern,
+};
 pub use spans::{MAX_PATH_NAMES, SpanNode, SpanTree, pair_nodes, span_paths, span_tree};
 pub use stacks::{STACK_PHASES, SampledStackReport, StackFrame, StackSamples, stack_samples};
 pub use stats::{

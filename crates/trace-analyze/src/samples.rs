@@ -8,6 +8,13 @@
 //! samples say (rankings by function, crate group, phase or span) is the hot-spot report's.
 //!
 //! Loading is linear in the events; a stack's frames are one slice of a flat array.
+//!
+//! **Waiting is not work.** A stack whose innermost frames are a thread pool spinning or
+//! parking (Candle's barrier spin-wait, rayon's idle loop, futex, condition-variable and
+//! `sched_yield` waits) is classified *waiting* when loaded, by the frame patterns in
+//! [`WAITING_FRAMES`]: walking from the innermost frame outwards past frames that say nothing
+//! of their own (Rust's generic runtime, libc, unknown frames), the first frame either matches
+//! a pattern (waiting) or belongs to some other code (work).
 
 use serde::Serialize;
 use trace_record::schema::{Event, ExecStep};
@@ -78,6 +85,170 @@ pub struct SampledStacks {
     /// Per frame: the name shown (the function; an unqualified one, as inlined functions are
     /// named by line-table-only debug information, with its source file).
     names: Vec<String>,
+    /// Per frame: what it says about waiting.
+    waits: Vec<WaitClass>,
+    /// Per stack (by index): classified waiting.
+    stack_waiting: Vec<bool>,
+}
+
+/// A frame pattern of waiting: a function name containing `func` at a word start (the
+/// character before it is not a letter or digit), in crate `krate` when given (the function's
+/// path's crate, else its source file's), in a source file whose path ends with `file` when
+/// given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPattern {
+    /// Text the demangled function name contains, at a word start.
+    pub func: &'static str,
+    /// The crate the frame must belong to; `None`: any.
+    pub krate: Option<&'static str>,
+    /// The end of the frame's source-file path (`/` separated); `None`: any file.
+    pub file: Option<&'static str>,
+    /// What the pattern recognises.
+    pub why: &'static str,
+}
+
+const fn wait(func: &'static str, krate: Option<&'static str>, why: &'static str) -> WaitPattern {
+    WaitPattern {
+        func,
+        krate,
+        file: None,
+        why,
+    }
+}
+
+/// The frames that mark a sample as waiting rather than working (how stacks are walked is in
+/// the module docs). Qualified names (full debug information) and unqualified inlined ones
+/// (line tables only, named with their file) both match: patterns are word-start substrings.
+pub const WAITING_FRAMES: &[WaitPattern] = &[
+    // Spinning.
+    wait("spin_loop", None, "a spin-wait (`core::hint::spin_loop`)"),
+    wait("_mm_pause", None, "the x86 spin-wait hint (`pause`)"),
+    wait("__yield", None, "the Arm spin-wait hint (`yield`)"),
+    wait("sched_yield", None, "giving the CPU away (`sched_yield`)"),
+    wait(
+        "yield_now",
+        Some("std"),
+        "giving the CPU away (`std::thread::yield_now`)",
+    ),
+    // Parking and blocking.
+    wait(
+        "futex",
+        None,
+        "a futex wait (parking, mutexes, condition variables)",
+    ),
+    wait("pthread_cond_wait", None, "a condition-variable wait"),
+    wait("pthread_cond_timedwait", None, "a condition-variable wait"),
+    wait("pthread_cond_clockwait", None, "a condition-variable wait"),
+    wait("__lll_lock_wait", None, "a contended glibc lock"),
+    wait("nanosleep", None, "sleeping"),
+    wait("park", Some("std"), "a parked thread (`std::thread::park`)"),
+    wait(
+        "park",
+        Some("parking_lot_core"),
+        "a parked thread (parking_lot)",
+    ),
+    // Candle's CPU thread pool (candle-core utils.rs): the caller waiting at the barrier for
+    // the workers, and a worker's loop waiting for work (named by the thread's entry, the
+    // loop itself being inlined into it).
+    wait(
+        "BarrierGuard",
+        Some("candle_core"),
+        "Candle's thread-pool barrier",
+    ),
+    // The same, inlined and named by line tables: the only `drop`s in that file are the
+    // barrier's and the pool's (which joins its workers).
+    WaitPattern {
+        func: "drop",
+        krate: Some("candle_core"),
+        file: Some("/src/utils.rs"),
+        why: "Candle's thread-pool barrier (inlined)",
+    },
+    wait(
+        "BarrierPool::new::{",
+        None,
+        "a Candle thread-pool worker waiting for work",
+    ),
+    // rayon's idle loop (gemm's parallel work runs on rayon).
+    wait(
+        "wait",
+        Some("rayon_core"),
+        "a rayon thread waiting (`wait_until`, latches)",
+    ),
+    wait(
+        "find_work",
+        Some("rayon_core"),
+        "an idle rayon thread looking for work",
+    ),
+    wait(
+        "sleep",
+        Some("rayon_core"),
+        "an idle rayon thread going to sleep",
+    ),
+    wait("no_work_found", Some("rayon_core"), "an idle rayon thread"),
+    wait(
+        "steal",
+        Some("crossbeam_deque"),
+        "an idle rayon thread stealing work",
+    ),
+];
+
+/// What a frame says when a stack is classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WaitClass {
+    /// Matches [`WAITING_FRAMES`].
+    Waiting,
+    /// Says nothing of its own: look at its caller.
+    Neutral,
+    /// Some code's own work.
+    Work,
+}
+
+/// Whether `text` occurs in `func` at a word start.
+fn contains_at_word_start(func: &str, text: &str) -> bool {
+    func.match_indices(text).any(|(i, _)| {
+        func[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_ascii_alphanumeric())
+    })
+}
+
+/// The pattern of [`WAITING_FRAMES`] that a frame of function `func` in crate `krate`, from
+/// source file `file`, matches, if any.
+pub fn waiting_pattern(
+    func: &str,
+    krate: Option<&str>,
+    file: Option<&str>,
+) -> Option<&'static WaitPattern> {
+    let file = file.map(|f| f.replace('\\', "/"));
+    WAITING_FRAMES.iter().find(|p| {
+        p.krate.is_none_or(|k| krate == Some(k))
+            && p.file
+                .is_none_or(|end| file.as_deref().is_some_and(|f| f.ends_with(end)))
+            && contains_at_word_start(func, p.func)
+    })
+}
+
+fn wait_class(frame: &SampledFrame, krate: Option<&str>) -> WaitClass {
+    if waiting_pattern(&frame.func, krate, frame.file.as_deref()).is_some() {
+        return WaitClass::Waiting;
+    }
+    if is_allocator(&frame.func) {
+        return WaitClass::Work;
+    }
+    // Candle's pool closures inlined from candle-core utils.rs (unqualified, named by line
+    // tables): the worker loop or the dispatch around a kernel; their callers tell which.
+    let candle_pool_closure = krate == Some("candle_core")
+        && frame.func.starts_with('{')
+        && frame
+            .file
+            .as_deref()
+            .is_some_and(|f| f.replace('\\', "/").ends_with("/src/utils.rs"));
+    if candle_pool_closure || matches!(krate, Some("core" | "std" | "alloc") | None) {
+        WaitClass::Neutral
+    } else {
+        WaitClass::Work
+    }
 }
 
 /// The crate a source file belongs to: `candle-core-0.11.1/src/...` → `candle_core`,
@@ -127,16 +298,18 @@ impl SampledStacks {
                 } else {
                     f.file.as_deref().and_then(crate_of_file)
                 };
+                let frame = SampledFrame {
+                    func: f.func.clone(),
+                    file: f.file.clone(),
+                    inlined: f.inlined,
+                };
+                self.waits.push(wait_class(&frame, krate.as_deref()));
                 self.crates.push(krate);
                 self.names.push(match (&f.file, qualified) {
                     (Some(file), false) => format!("{} ({file})", f.func),
                     _ => f.func.clone(),
                 });
-                self.frames.push(SampledFrame {
-                    func: f.func.clone(),
-                    file: f.file.clone(),
-                    inlined: f.inlined,
-                });
+                self.frames.push(frame);
             }
             Event::Stack(s) => {
                 let start = self.stack_frames.len() as u32;
@@ -148,6 +321,13 @@ impl SampledStacks {
                         .filter_map(|f| self.frame_index.get(f).copied()),
                 );
                 let i = self.stacks.len() as u32;
+                let waiting = self.stack_frames[start as usize..]
+                    .iter()
+                    .rev()
+                    .map(|&f| self.waits[f as usize])
+                    .find(|c| *c != WaitClass::Neutral)
+                    == Some(WaitClass::Waiting);
+                self.stack_waiting.push(waiting);
                 self.stacks.push((start, self.stack_frames.len() as u32));
                 self.stack_index.entry(s.id).or_insert(i);
             }
@@ -199,6 +379,14 @@ impl SampledStacks {
     /// True when the trace has no samples.
     pub fn is_empty(&self) -> bool {
         self.samples.is_empty()
+    }
+
+    /// Whether a stack (by wire id) is classified waiting (see the module docs); false when
+    /// unknown.
+    pub fn stack_is_waiting(&self, id: u64) -> bool {
+        self.stack_index
+            .get(&id)
+            .is_some_and(|&i| self.stack_waiting[i as usize])
     }
 
     /// The frame indices of a stack (by wire id), outermost first; empty when unknown.
@@ -301,6 +489,139 @@ mod tests {
             s.frame_name(0),
             "execute_chunked<candle_core::X> (candle-core-0.11.1/src/utils.rs)"
         );
+    }
+
+    /// Loads frames `(func, file)` and one stack of them (outermost first); is it waiting?
+    fn waiting(frames: &[(&str, Option<&str>)]) -> bool {
+        use trace_record::schema::{FrameEvent, StackEvent};
+        let mut s = SampledStacks::default();
+        for (i, (func, file)) in frames.iter().enumerate() {
+            s.add(&Event::Frame(FrameEvent {
+                id: i as u64,
+                func: (*func).into(),
+                file: file.map(str::to_string),
+                inlined: file.is_some(),
+            }));
+        }
+        s.add(&Event::Stack(StackEvent {
+            id: 1,
+            frames: (0..frames.len() as u64).collect(),
+        }));
+        s.stack_is_waiting(1)
+    }
+
+    #[test]
+    fn waiting_frames_match_spins_parks_and_pools_and_nothing_else() {
+        let wait = |func: &str, file: Option<&str>| {
+            let krate = if is_qualified(func) {
+                crate_of(func).map(str::to_string)
+            } else {
+                file.and_then(crate_of_file)
+            };
+            waiting_pattern(func, krate.as_deref(), file).is_some()
+        };
+        let utils = Some("/r/candle-core-0.11.1/src/utils.rs");
+        for (func, file) in [
+            ("core::hint::spin_loop", None),
+            ("core::core_arch::x86::sse2::_mm_pause", None),
+            ("spin_loop", Some("library/core/src/hint.rs")),
+            (
+                "<candle_core::utils::BarrierGuard as core::ops::drop::Drop>::drop",
+                None,
+            ),
+            ("drop", utils),
+            (
+                "std::sys::backtrace::__rust_begin_short_backtrace<candle_core::utils::BarrierPool::new::{{closure}}::{{closure}},()>",
+                None,
+            ),
+            (
+                "candle_core::utils::BarrierPool::new::{closure#0}::{closure#0}",
+                None,
+            ),
+            ("std::thread::park", None),
+            ("std::sys::pal::unix::futex::futex_wait", None),
+            ("__futex_abstimed_wait_common", None),
+            ("pthread_cond_wait", None),
+            ("sched_yield", None),
+            ("rayon_core::registry::WorkerThread::wait_until_cold", None),
+            ("rayon_core::sleep::Sleep::sleep", None),
+            ("rayon_core::latch::LockLatch::wait_and_reset", None),
+            ("crossbeam_deque::deque::Stealer<T>::steal", None),
+        ] {
+            assert!(wait(func, file), "{func} waits");
+        }
+        for (func, file) in [
+            ("std::thread::Thread::unpark", None),
+            ("gemm_f32::microkernel::fma::f32::x3x4", None),
+            ("candle_core::cpu_backend::utils::unary_map", None),
+            (
+                "drop",
+                Some("/r/candle-core-0.11.1/src/cpu_backend/utils.rs"),
+            ),
+            ("drop", Some("/r/candle-core-0.11.1/src/tensor.rs")),
+            (
+                "core::ptr::drop_in_place<candle_core::tensor::Tensor>",
+                None,
+            ),
+            ("rayon_core::job::StackJob<L,F,R>::execute", None),
+            ("candle_core::utils::get_num_threads", None),
+            ("read", None),
+            ("malloc", None),
+            ("my_model::barrier_wait_but_not_a_pool", None),
+        ] {
+            assert!(!wait(func, file), "{func} works");
+        }
+        // Every pattern says why.
+        assert!(WAITING_FRAMES.iter().all(|p| !p.why.is_empty()));
+    }
+
+    #[test]
+    fn a_stack_waits_when_its_first_telling_frame_from_the_inside_waits() {
+        let spin = [
+            ("my::main", None),
+            ("candle_core::utils::BarrierPool::execute", None),
+            (
+                "<candle_core::utils::BarrierGuard as core::ops::drop::Drop>::drop",
+                None,
+            ),
+            ("core::hint::spin_loop", None),
+            ("core::core_arch::x86::sse2::_mm_pause", None),
+        ];
+        assert!(waiting(&spin));
+        // The barrier's own loop (no spin frame below it).
+        assert!(waiting(&spin[..3]));
+        // A pool worker between jobs, its loop inlined into the thread's entry.
+        let utils = Some("/r/candle-core-0.11.1/src/utils.rs");
+        let worker = "std::sys::backtrace::__rust_begin_short_backtrace<candle_core::utils::BarrierPool::new::{{closure}}::{{closure}},()>";
+        assert!(waiting(&[(worker, None), ("{{closure}}", utils)]));
+        // The same worker running a kernel: work.
+        assert!(!waiting(&[
+            (worker, None),
+            ("{{closure}}", utils),
+            ("call_trampoline<F>", utils),
+            ("candle_core::cpu_backend::utils::unary_map_vec_par", None),
+            ("core::ptr::copy_nonoverlapping<f32>", None),
+        ]));
+        // Parked, through libc.
+        assert!(waiting(&[
+            ("rayon_core::registry::WorkerThread::wait_until_cold", None),
+            ("std::thread::park", None),
+            ("syscall", None),
+        ]));
+        // Candle's /proc read per op: libc and std frames say nothing, Candle's caller works.
+        assert!(!waiting(&[
+            ("candle_core::utils::get_num_threads", None),
+            ("std::fs::read_to_string", None),
+            ("read", None),
+        ]));
+        // The allocator works; a stack of runtime frames only is not waiting either.
+        assert!(!waiting(&[
+            ("my::f", None),
+            ("std::thread::park", None),
+            ("malloc", None)
+        ]));
+        assert!(!waiting(&[("core::ptr::copy", None), ("[unknown]", None)]));
+        assert!(!waiting(&[]));
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! `tracegraph hot`: where the sampled CPU time went, by function, crate group, phase or span.
 //!
-//! Every CPU time shown is an estimate, printed with the sample count it comes from.
+//! Every CPU time shown is an estimate, printed with the sample count it comes from. Samples
+//! of a thread pool spinning or parked are *waiting* (trace-analyze's `WAITING_FRAMES`): each
+//! span and phase shows its waiting on a line of its own, and the function rankings leave them
+//! out unless `--include-waiting`.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -34,6 +37,10 @@ pub(crate) struct HotArgs {
     /// crate, found from the stacks, and `candle_transformers`.
     #[arg(long = "model-crate", value_name = "CRATE")]
     pub(crate) model_crates: Vec<String>,
+    /// Keep waiting samples (thread pools spinning or parked) in the function rankings; by
+    /// default they are left out and counted on their own lines.
+    #[arg(long)]
+    pub(crate) include_waiting: bool,
     /// Print JSON (schema `tracegraph.hot/1`) instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -69,6 +76,7 @@ pub(crate) fn run(args: &HotArgs) -> anyhow::Result<Status> {
             phase: args.phase,
             limit: Some(args.top),
             model_crates: args.model_crates.clone(),
+            exclude_waiting: !args.include_waiting,
         },
     );
     if args.json {
@@ -90,7 +98,9 @@ fn est(ns: Option<u64>) -> String {
     ns.map_or("-".into(), |n| format!("≈{}", nsu(n)))
 }
 
-fn rows_table(first: &str, rows: &[HotRow], with_group: bool) -> Table {
+/// A table of rows; with `waiting_lines`, each row with waiting samples is followed by a
+/// `waiting` line of its own (its self samples that were waiting).
+fn rows_table(first: &str, rows: &[HotRow], with_group: bool, waiting_lines: bool) -> Table {
     let mut cols = vec![first];
     if with_group {
         cols.push("group");
@@ -110,6 +120,28 @@ fn rows_table(first: &str, rows: &[HotRow], with_group: bool) -> Table {
             est(r.self_est_ns),
         ]);
         t.row(row);
+        if waiting_lines && r.waiting_samples > 0 {
+            let share = if r.self_samples > 0 {
+                r.self_share * r.waiting_samples as f64 / r.self_samples as f64
+            } else {
+                0.0
+            };
+            let est_ns = r.self_est_ns.map(|ns| {
+                (ns as f64 * r.waiting_samples as f64 / r.self_samples.max(1) as f64).round() as u64
+            });
+            let mut line = vec!["  └ waiting".to_string()];
+            if with_group {
+                line.push("-".into());
+            }
+            line.extend([
+                r.waiting_samples.to_string(),
+                pct(share),
+                "-".into(),
+                "-".into(),
+                est(est_ns),
+            ]);
+            t.row(line);
+        }
     }
     t
 }
@@ -157,6 +189,21 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
         }
     );
     let _ = writeln!(o, "model     crate(s) {}", r.model_crates.join(", "));
+    let _ = writeln!(
+        o,
+        "waiting   {} samples ({}) in thread pools spinning or parked (Candle's barrier, rayon's idle loop, futex waits); {}",
+        r.waiting,
+        pct(if r.samples > 0 {
+            r.waiting as f64 / r.samples as f64
+        } else {
+            0.0
+        }),
+        if r.waiting_excluded {
+            "left out of the function and crate rankings (--include-waiting keeps them)"
+        } else {
+            "kept in the rankings"
+        }
+    );
     let _ = writeln!(o);
     let title = match r.by {
         HotBy::Function => "hottest functions (self: the sample landed in it; total: on the stack)",
@@ -173,18 +220,28 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
         HotBy::Phase => "phase",
         HotBy::Span => "span",
     };
+    let per_scope = matches!(r.by, HotBy::Span | HotBy::Phase);
     let _ = writeln!(
         o,
         "{}",
-        rows_table(first, &r.rows, r.by == HotBy::Function).render()
+        rows_table(first, &r.rows, r.by == HotBy::Function, per_scope).render()
     );
     if r.by != HotBy::Crate {
         let _ = writeln!(o);
         let _ = writeln!(o, "by crate group");
-        let _ = writeln!(o, "{}", rows_table("group", &r.groups, false).render());
+        let _ = writeln!(
+            o,
+            "{}",
+            rows_table("group", &r.groups, false, false).render()
+        );
     }
     for p in &r.phases {
         let _ = writeln!(o);
+        let waiting_share = if p.samples > 0 {
+            p.share * p.waiting as f64 / p.samples as f64
+        } else {
+            0.0
+        };
         let _ = writeln!(
             o,
             "{} — {} samples ({}); hottest functions (innermost frame outside core/std/alloc)",
@@ -192,7 +249,22 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
             p.samples,
             pct(p.share)
         );
-        let _ = writeln!(o, "{}", rows_table("function", &p.top, true).render());
+        let _ = writeln!(
+            o,
+            "  waiting {} samples ({}){}",
+            p.waiting,
+            pct(waiting_share),
+            if r.waiting_excluded {
+                ", not ranked below"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            o,
+            "{}",
+            rows_table("function", &p.top, true, false).render()
+        );
     }
     o.trim_end().to_string()
 }

@@ -1,0 +1,186 @@
+//! `tracegraph hot` on real sampled waiting: Candle's own thread pool spins and parks between
+//! and around its kernels, a single-threaded compute loop does not.
+//!
+//! Its own test binary: the CPU sampler records every thread of the process. The recording
+//! runs in a child process of this binary, so that Candle's pool is sized by the environment
+//! (`CANDLE_NUM_THREADS=2`: the caller and one worker) whatever the machine.
+
+#![cfg(all(feature = "demo", target_os = "linux"))]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use candle_core::{Device, Tensor};
+use trace_analyze::{LoadOptions, load_path};
+use trace_candle::{Capture, Phase, Run, SamplerConfig, SpanKind};
+
+/// Set in the child process: the trace path to record into.
+const CHILD: &str = "TRACEGRAPH_HOT_TEST_TRACE";
+
+/// Runs `work` in steps of about 300 ms inside a span named `name`, for at least `min` and
+/// until the sampler has taken `samples` more (or 20 s passed): a loaded machine gives fewer
+/// samples per second.
+fn sampled_steps(capture: &Capture, name: &str, min: Duration, samples: u64, work: impl Fn()) {
+    let taken = || capture.sampler_stats().map_or(0, |s| s.taken);
+    let target = taken() + samples;
+    let start = Instant::now();
+    while (start.elapsed() < min || taken() < target) && start.elapsed() < Duration::from_secs(20) {
+        let _span = capture.span(name, SpanKind::Function);
+        let step = Instant::now();
+        while step.elapsed() < Duration::from_millis(300) {
+            work();
+        }
+        drop(_span);
+        capture.step();
+    }
+}
+
+/// `pool`: elementwise ops big enough for Candle's barrier pool (the caller and one worker);
+/// `compute`: small matmuls, which stay on the calling thread.
+fn record(path: &Path) {
+    let x = Tensor::randn(0f32, 1.0, 512 * 1024, &Device::Cpu).unwrap();
+    let a = Tensor::randn(0f32, 1.0, (64, 64), &Device::Cpu).unwrap();
+    let capture = Capture::open(path, Run::new("hot::waiting", Phase::Infer, "cpu")).unwrap();
+    capture.sample_stacks(SamplerConfig::hz(4000)).unwrap();
+    sampled_steps(&capture, "pool", Duration::from_millis(1500), 600, || {
+        std::hint::black_box(x.exp().unwrap().sqr().unwrap());
+    });
+    sampled_steps(&capture, "compute", Duration::from_millis(600), 200, || {
+        std::hint::black_box(a.matmul(&a).unwrap());
+    });
+    capture.finish().unwrap();
+}
+
+fn hot(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tracegraph"))
+        .arg("hot")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Frames of Candle's kernels (the work the pool runs), of gemm, and of libm's `expf`.
+fn is_kernel(func: &str) -> bool {
+    ["cpu_backend", "gemm", "UnaryOpT", "expf", "<f32>::exp"]
+        .iter()
+        .any(|k| func.contains(k))
+}
+
+/// Frames of a job the pool's worker runs: a kernel, the dispatch around it, the closure that
+/// catches its panics (inside the worker's loop closure).
+fn in_job(func: &str) -> bool {
+    is_kernel(func)
+        || func.contains("call_trampoline")
+        || func.contains("BarrierPool::new::{{closure}}::{{closure}}::{{closure}}")
+}
+
+#[test]
+fn candles_pool_spinning_is_waiting_and_a_compute_loop_is_not() {
+    if let Some(path) = std::env::var_os(CHILD) {
+        record(Path::new(&path));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("waiting.trace.jsonl");
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "candles_pool_spinning_is_waiting_and_a_compute_loop_is_not",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env(CHILD, &path)
+        .env("CANDLE_NUM_THREADS", "2")
+        .env("RAYON_NUM_THREADS", "2")
+        .status()
+        .unwrap();
+    assert!(status.success());
+
+    let trace = load_path(&path, LoadOptions { strict: true }).unwrap();
+    let s = &trace.sampled;
+    let span_name = |id: Option<u64>| {
+        let sp = trace.spans.iter().find(|sp| Some(sp.id) == id)?;
+        Some(trace.str(sp.name))
+    };
+    // In `pool`: samples of Candle's pool worker outside any job (it waits for
+    // work), of kernels, and how many of each are classified waiting.
+    let (mut idle, mut idle_waiting, mut kernel, mut kernel_waiting) = (0u64, 0, 0, 0);
+    let (mut compute, mut compute_waiting, mut waiting0) = (0u64, 0, 0);
+    for row in &s.samples {
+        let funcs: Vec<&str> = s
+            .stack(row.stack)
+            .iter()
+            .map(|&f| s.frames[f as usize].func.as_str())
+            .collect();
+        let waiting = s.stack_is_waiting(row.stack);
+        let worker = funcs.iter().any(|f| f.contains("BarrierPool::new"));
+        let in_job = funcs.iter().any(|f| in_job(f));
+        let span = span_name(row.span);
+        if span == Some("pool") {
+            if waiting {
+                waiting0 += row.n;
+            }
+            if worker && !in_job {
+                idle += row.n;
+                idle_waiting += if waiting { row.n } else { 0 };
+            }
+            // A kernel's own frames innermost (not the pool's barrier around it).
+            let innermost_kernel = funcs.last().is_some_and(|f| is_kernel(f));
+            if innermost_kernel {
+                kernel += row.n;
+                kernel_waiting += if waiting { row.n } else { 0 };
+            }
+        } else if span == Some("compute") && funcs.iter().any(|f| f.contains("gemm")) {
+            compute += row.n;
+            compute_waiting += if waiting { row.n } else { 0 };
+        }
+    }
+    assert!(
+        waiting0 >= 10,
+        "{waiting0} waiting samples around Candle's pool"
+    );
+    assert!(
+        idle >= 10,
+        "{idle} samples of the pool worker between kernels"
+    );
+    assert!(
+        idle_waiting * 100 >= idle * 95,
+        "{idle_waiting} of {idle} idle-worker samples waiting"
+    );
+    assert!(
+        kernel >= 30 && compute >= 50,
+        "{kernel} kernel, {compute} compute samples"
+    );
+    assert!(
+        kernel_waiting * 100 <= kernel,
+        "{kernel_waiting} of {kernel} kernel samples waiting"
+    );
+    assert!(
+        compute_waiting * 100 <= compute,
+        "{compute_waiting} of {compute} compute samples waiting"
+    );
+
+    // `hot`: waiting counted apart, out of the function rankings unless asked.
+    let p = path.to_str().unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&hot(&[p, "--json", "--top", "1000"])).unwrap();
+    assert!(json["waiting"].as_u64().unwrap() >= waiting0);
+    assert_eq!(json["waiting_excluded"], true);
+    let rows = json["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["waiting_samples"] == 0), "{rows:?}");
+    let kept: serde_json::Value =
+        serde_json::from_str(&hot(&[p, "--json", "--top", "1000", "--include-waiting"])).unwrap();
+    let kept_waiting: u64 = kept["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["waiting_samples"].as_u64().unwrap())
+        .sum();
+    assert!(kept_waiting >= waiting0, "{kept_waiting}");
+    let text = hot(&[p, "--by", "phase"]);
+    assert!(text.contains("\nwaiting   "), "{text}");
+    assert!(text.contains("└ waiting"), "{text}");
+    assert!(text.contains("  waiting "), "{text}");
+}
