@@ -7,6 +7,7 @@
 //!   ([`ReadError`]); [`TraceReader::for_each_batched`] parses on a second thread.
 //! - [`Validator`] / [`validate()`] / [`validate_file`]: structural checks with line numbers.
 //! - [`encode_event`] / [`encode_header`] / [`encode_trailer`]: the lines a session writes.
+//! - [`StepTracker`]: the rule that numbers and bounds a trace's steps, for every reader.
 //! - [`json`]: the JSON writer the encoder is built on, for exporters and generators.
 //!
 //! Every item has one path: the wire types under [`schema`], the JSON writer under [`json`],
@@ -23,6 +24,7 @@ mod reader;
 mod records;
 pub mod schema;
 mod session;
+mod steps;
 mod validate;
 
 pub use encode::{encode_event, encode_header, encode_trailer};
@@ -35,6 +37,7 @@ pub use session::{
     AfterSignal, BLOCK_BYTES, DEFAULT_FLUSH_INTERVAL, MemorySink, Run, SpanGuard, StepAction,
     Summary, TraceError, TraceSession, Writer, writer_of,
 };
+pub use steps::{ClosedStep, StepTracker, is_step_work, step_time_ns};
 pub use validate::{
     Issue, IssueKind, Validation, Validator, validate, validate_file, validate_reader,
 };
