@@ -452,3 +452,51 @@ fn an_arc_only_entries_share_is_charged_once_until_the_last_leaves() {
     cache.remove(&1);
     assert_eq!(cache.retained_bytes(), 0);
 }
+
+#[test]
+fn shared_allocation_accounting_stays_consistent_under_random_use() {
+    use rand_xoshiro::SplitMix64;
+    use rand_xoshiro::rand_core::{Rng, SeedableRng};
+    // Values are lists of Arcs drawn from a pool the caller drops part of as it goes, so
+    // entries share allocations with each other and, sometimes, with the caller.
+    let limit = 64 * 1024;
+    let cache: Cache<u64, Vec<Arc<Vec<u8>>>> = Cache::with_limits(CacheLimits {
+        max_entries: n(24),
+        max_retained_bytes: Some(limit),
+    });
+    let mut rng = SplitMix64::seed_from_u64(7);
+    let mut pool: Vec<Arc<Vec<u8>>> = (0..16)
+        .map(|i| Arc::new(vec![0u8; 256 * (i + 1)]))
+        .collect();
+    for step in 0..3_000u64 {
+        let r = rng.next_u64();
+        let key = r % 48;
+        match (r >> 8) % 4 {
+            0 | 1 => {
+                let picks = 1 + (r >> 16) as usize % 3;
+                let value: Vec<Arc<Vec<u8>>> = (0..picks)
+                    .map(|k| Arc::clone(&pool[(r >> (20 + 4 * k)) as usize % pool.len()]))
+                    .collect();
+                cache.insert(key, value);
+            }
+            2 => {
+                cache.remove(&key);
+            }
+            _ => {
+                // The caller lets go of one pooled allocation and makes a new one.
+                let i = (r >> 16) as usize % pool.len();
+                pool[i] = Arc::new(vec![0u8; 128 * (1 + (r >> 24) as usize % 40)]);
+            }
+        }
+        let s = cache.stats();
+        assert!(s.retained_bytes <= limit, "step {step}: {s:?}");
+        assert!(s.peak_retained_bytes <= limit, "step {step}: {s:?}");
+        assert!(s.entries <= 24, "step {step}: {s:?}");
+    }
+    // Removing every entry releases every charge: nothing is left counted.
+    for (key, _) in cache.entries() {
+        cache.remove(&key);
+    }
+    assert_eq!(cache.retained_bytes(), 0);
+    assert!(cache.is_empty());
+}
