@@ -19,7 +19,11 @@
 //! - Live logical bytes per category per device are counter events (`"ph":"C"`) named
 //!   `logical memory DEVICE` with one argument per category, so viewers stack them. Physical
 //!   samples are separate counters (`physical memory used DEVICE`, ...), never mixed in.
-//! - Steps are global instant events (`step N`) and complete events on a `steps` track.
+//! - Steps are global instant events (`step N`) and complete events on a `steps` track, one
+//!   of each per step of the trace as trace-record's [`StepTracker`] numbers and bounds them
+//!   (the rule every analysis uses): step 0 holds what ran before the first `step` event, a
+//!   bar runs from its step's boundary to the next, and the empty boundary a loop's last
+//!   `step()` opens is neither drawn nor exportable with `--step`.
 //! - Markers and gradient facts are instant events; user counters are counter events.
 //! - Memory held while exporting: the open spans, one pending op per thread and the live
 //!   allocations (storage id → bytes). The output is written as it is produced.
@@ -28,7 +32,7 @@ use std::io::{BufRead, Write};
 
 use serde::Serialize;
 use trace_record::schema::{AllocKind, Event, MemoryCategory};
-use trace_record::{TraceReader, json};
+use trace_record::{ClosedStep, StepTracker, TraceReader, json};
 
 use crate::ExportError;
 use crate::FastMap;
@@ -40,8 +44,9 @@ pub(crate) const STEPS_TID: u64 = 999_998;
 /// Options of [`write_chrome`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ChromeOptions {
-    /// Export only the spans, ops, counters and instants of this step (by the index of its
-    /// `step` event). Spans are kept when they start in the step.
+    /// Export only the spans, ops, counters and instants of this step: 0 for what ran before
+    /// the first `step` event, else the index of its `step` event (the numbering of
+    /// trace-record's [`StepTracker`]). Spans are kept when they start in the step.
     pub step: Option<u64>,
     /// Which arguments spans and ops carry (default [`ArgsMode::Compact`]).
     pub args: ArgsMode,
@@ -130,7 +135,8 @@ pub struct ChromeSummary {
     pub adjustments: Adjustments,
     /// Memory events that could not be applied.
     pub memory: MemoryAdjustments,
-    /// Whether the step asked for with [`ChromeOptions::step`] was found (true without one).
+    /// Whether the step asked for with [`ChromeOptions::step`] is a step of the trace (true
+    /// without one).
     pub step_found: bool,
     /// Step bars whose start was moved later (or that shrank to zero length) so that they do
     /// not overlap an earlier bar on the steps track: steps recorded out of time order.
@@ -210,10 +216,8 @@ struct Chrome<W: Write> {
     /// Live storage id → (device, category, bytes).
     live: FastMap<u64, (usize, usize, u64)>,
     summary: ChromeSummary,
-    /// The open step: (index, start ns).
-    open_step: Option<(u64, u64)>,
-    /// The last time seen since the open step began (event times, op and span ends).
-    step_last_ns: u64,
+    /// Which step is open, and the steps that ended.
+    steps: StepTracker,
     /// Where the last step bar ends, µs: the next bar starts there at the earliest.
     steps_track_us: u64,
     /// Which args spans and ops carry.
@@ -495,22 +499,24 @@ impl<W: Write> Chrome<W> {
         Ok(())
     }
 
-    /// Writes the bar of the open step. It ends where the next step begins when that is the
-    /// next index (`next`), else at the last time seen in it — steps the schedule did not
-    /// record are left as a gap, as the analyses measure step time. Whole microseconds
-    /// ([`step_bar_us`]), so bars never overlap in a viewer's arithmetic.
-    fn close_step(&mut self, next: Option<(u64, u64)>) -> Result<(), ExportError> {
-        let Some((index, start)) = self.open_step.take() else {
-            return Ok(());
-        };
-        if !self.keep(Some(index)) {
+    /// Writes the instant and the bar of a step that ended, when it is a step by the rule
+    /// (an empty first or last boundary is not) and the filter keeps it. The bar runs from
+    /// the step's boundary to the next when that is the next index, else to the last time
+    /// seen in it — steps the schedule did not record are left as a gap, as the analyses
+    /// measure step time. Whole microseconds ([`step_bar_us`]), so bars never overlap in a
+    /// viewer's arithmetic.
+    fn close_step(&mut self, step: ClosedStep) -> Result<(), ExportError> {
+        if !step.is_step || !self.keep(Some(step.index)) {
             return Ok(());
         }
-        let end = match next {
-            Some((i, ts)) if index.checked_add(1) == Some(i) && ts >= start => ts,
-            _ => self.step_last_ns.max(start),
-        };
-        let (mut ts, mut dur) = step_bar_us(start, end);
+        let index = step.index;
+        self.summary.step_found = true;
+        let mut args = Vec::with_capacity(24);
+        let mut o = json::Object::new(&mut args);
+        o.u64("step", index);
+        o.finish();
+        self.instant(&format!("step {index}"), "g", 0, step.start_ns, &args)?;
+        let (mut ts, mut dur) = step_bar_us(step.start_ns, step.end_ns);
         if ts < self.steps_track_us {
             // A step recorded out of time order: keep the track a sequence of disjoint bars.
             let end_us = ts + dur;
@@ -535,7 +541,7 @@ impl<W: Write> Chrome<W> {
 
     /// Handles the non-interval events (memory, steps, instants, counters).
     fn side_event(&mut self, event: &Event, nester: &Nester) -> Result<(), ExportError> {
-        let step = nester.current_step();
+        let step = self.steps.current();
         match event {
             Event::Memory(m) => {
                 let dev = self.device(&m.device);
@@ -624,21 +630,12 @@ impl<W: Write> Chrome<W> {
                 self.instant(&name, "p", 0, g.ts, &args)?;
             }
             Event::Step(s) => {
-                self.close_step(Some((s.index, s.ts)))?;
-                self.open_step = Some((s.index, s.ts));
-                self.step_last_ns = s.ts;
-                if self.keep(Some(s.index)) {
-                    self.summary.step_found = true;
-                    let mut args = Vec::with_capacity(24);
-                    let mut o = json::Object::new(&mut args);
-                    o.u64("step", s.index);
-                    o.finish();
-                    self.instant(&format!("step {}", s.index), "g", 0, s.ts, &args)?;
-                    if self.filter.is_some() {
-                        // The counters' state when the step begins.
-                        for d in 0..self.devices.len() {
-                            self.memory_counter(d, s.ts)?;
-                        }
+                // The step's instant and bar are written when it ends, once it is known to
+                // be a step.
+                if self.filter.is_some() && self.keep(Some(s.index)) {
+                    // The counters' state when the step begins.
+                    for d in 0..self.devices.len() {
+                        self.memory_counter(d, s.ts)?;
                     }
                 }
             }
@@ -721,8 +718,7 @@ where
             step_found: opts.step.is_none(),
             ..ChromeSummary::default()
         },
-        open_step: None,
-        step_last_ns: 0,
+        steps: StepTracker::new(),
         steps_track_us: 0,
         args: opts.args,
         error: None,
@@ -745,16 +741,11 @@ where
     let mut nester = Nester::new();
     reader.for_each_batched(|line| {
         let event = line.event;
-        if let Some(ts) = event.ts()
-            && !matches!(event, Event::Step(_) | Event::Tensor(_))
-        {
-            c.step_last_ns = c.step_last_ns.max(ts);
+        if let Some(ended) = c.steps.event(&event) {
+            c.close_step(ended)?;
         }
         match event {
             Event::SpanStart(_) | Event::SpanEnd(_) | Event::Op(_) => {
-                if let Event::Op(o) = &event {
-                    c.step_last_ns = c.step_last_ns.max(o.ts.saturating_add(o.dur));
-                }
                 nester.push(event, &mut |n: &Nester, iv: Interval<'_>| {
                     c.on_interval(n, iv)
                 });
@@ -777,7 +768,9 @@ where
     if let Some(e) = c.error.take() {
         return Err(e);
     }
-    c.close_step(None)?;
+    if let Some(last) = c.steps.finish() {
+        c.close_step(last)?;
+    }
     c.summary.adjustments = nester.adjustments();
     c.summary.events_written = c.out.written;
     let summary = c.summary;

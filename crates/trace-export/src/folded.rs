@@ -24,8 +24,7 @@
 
 use std::io::{BufRead, Write};
 
-use trace_record::TraceReader;
-use trace_record::schema::Event;
+use trace_record::{ClosedStep, StepTracker, TraceReader};
 
 use crate::ExportError;
 use crate::FastMap;
@@ -91,7 +90,9 @@ pub(crate) fn frame_name(name: &str) -> String {
 }
 
 /// Folds the spans and ops of `events` by stack, weighted by self time in nanoseconds.
-/// With `step`, only spans and ops that start in that step count.
+/// With `step`, only spans and ops that start in that step count (0: before the first `step`
+/// event; steps numbered by trace-record's [`StepTracker`], so the empty boundary a loop's
+/// last `step()` opens is not found).
 ///
 /// Memory held: one entry per distinct stack, the open spans and one pending op per thread.
 ///
@@ -132,6 +133,12 @@ pub fn folded_stacks<R: BufRead + Send>(
     let mut deeper: FastMap<u32, u64> = FastMap::default();
     let mut truncated = 0u64;
     let mut step_found = step.is_none();
+    let mut steps = StepTracker::new();
+    let mut found = |ended: Option<ClosedStep>| {
+        if ended.is_some_and(|e| e.is_step && step == Some(e.index)) {
+            step_found = true;
+        }
+    };
     let keep = |s: Option<u64>| step.is_none_or(|f| s == Some(f));
     let mut on = |n: &Nester, iv: Interval<'_>| match iv {
         Interval::Span { frame, end, .. } => {
@@ -174,14 +181,11 @@ pub fn folded_stacks<R: BufRead + Send>(
     };
     reader.for_each_batched(|line| {
         let event = line.event;
-        if let (Some(f), Event::Step(s)) = (step, &event)
-            && s.index == f
-        {
-            step_found = true;
-        }
+        found(steps.event(&event));
         nester.push(event, &mut on);
         Ok::<(), ExportError>(())
     })?;
+    found(steps.finish());
     nester.finish(&mut on);
     for (parent, leaves) in op_leaves {
         for (name, w) in leaves {

@@ -36,7 +36,7 @@
 
 use std::io::{BufRead, Write};
 
-use trace_record::TraceReader;
+use trace_record::{ClosedStep, StepTracker, TraceReader};
 use trace_record::schema::{Event, ExecStep};
 
 use crate::ExportError;
@@ -157,7 +157,9 @@ struct SampleKey {
 
 /// Folds the sampled stacks of `events` under the span each sample was taken in, weighted
 /// by sample count (see the module documentation). With `step`, only samples (and
-/// `sampler` lines) of that recorded step count.
+/// `sampler` lines) of that recorded step count; it is found when it is a step of the trace
+/// as trace-record's [`StepTracker`] numbers them (0: before the first `step` event; the
+/// empty boundary a loop's last `step()` opens is not a step).
 ///
 /// ```
 /// use trace_export::folded_samples;
@@ -198,6 +200,12 @@ pub fn folded_samples<R: BufRead + Send>(
     };
     let mut total = 0u64;
     let mut step_found = step.is_none();
+    let mut steps = StepTracker::new();
+    let mut found = |ended: Option<ClosedStep>| {
+        if ended.is_some_and(|e| e.is_step && step == Some(e.index)) {
+            step_found = true;
+        }
+    };
     let keep = |s: u64| step.is_none_or(|f| s == f);
     let mut on = |_: &Nester, iv: Interval<'_>| {
         if let Interval::Span { frame, .. } = iv {
@@ -206,8 +214,8 @@ pub fn folded_samples<R: BufRead + Send>(
     };
     reader.for_each_batched(|line| {
         let event = line.event;
+        found(steps.event(&event));
         match &event {
-            Event::Step(s) if step == Some(s.index) => step_found = true,
             // Defined once; a redefinition is a validation issue and ignored here.
             Event::Frame(f) => {
                 frames
@@ -242,6 +250,7 @@ pub fn folded_samples<R: BufRead + Send>(
         nester.push(event, &mut on);
         Ok::<(), ExportError>(())
     })?;
+    found(steps.finish());
     nester.finish(&mut on);
     if sampler.steps == 0 {
         sampler.cpu_ns = None;

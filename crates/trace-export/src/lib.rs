@@ -44,8 +44,10 @@ pub enum ExportError {
     /// Writing the output failed.
     #[error("writing the export: {0}")]
     Write(#[source] std::io::Error),
-    /// `--step N` named a step that the trace does not have.
-    #[error("step {0} is not in the trace (no `step` event with that index)")]
+    /// `--step N` named a step that the trace does not have (numbered as trace-record's
+    /// `StepTracker` numbers them: 0 before the first `step` event, an empty first or last
+    /// boundary is not a step).
+    #[error("step {0} is not a step of the trace")]
     StepNotFound(u64),
 }
 

@@ -120,7 +120,7 @@ pub(crate) struct SpanFrame {
     pub path: u32,
     /// Normalised start, ns.
     pub start: u64,
-    /// The step index current when the span started.
+    /// The step index current when the span started (0 before the first `step` event).
     pub step: Option<u64>,
     /// Sum of the normalised durations of its children on the same thread.
     pub children_ns: u64,
@@ -207,6 +207,8 @@ impl Nester {
                 clip: 0,
             }],
             clip_depth: depth,
+            // What comes before the first `step` event is step 0.
+            step: Some(0),
             ..Nester::default()
         }
     }
@@ -214,11 +216,6 @@ impl Nester {
     /// What was adjusted so far.
     pub(crate) fn adjustments(&self) -> Adjustments {
         self.adjustments
-    }
-
-    /// The step index of the last `step` event read, if any.
-    pub(crate) fn current_step(&self) -> Option<u64> {
-        self.step
     }
 
     /// The thread of span `id` while it is open.

@@ -11,7 +11,7 @@ use trace_analyze::AnalyzeError;
 use trace_export::{
     Adjustments, ArgsMode, ChromeOptions, ExportError, folded_samples, folded_stacks, write_chrome,
 };
-use trace_record::{ReadOptions, TraceReader};
+use trace_record::{ClosedStep, ReadOptions, StepTracker, TraceReader};
 
 use super::output::{Output, UsageError};
 use super::progress;
@@ -120,19 +120,24 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The step indices recorded in the trace at `path`, as `1-5, 8` (`none` when there are
-/// none), for the message of an unknown `--step`. Reads the trace again (an error path).
+/// The steps of the trace at `path`, as `0-5, 8` (`none` when there are none), for the
+/// message of an unknown `--step`: numbered as every command numbers them (trace-record's
+/// `StepTracker`). Reads the trace again (an error path).
 fn recorded_steps(path: &std::path::Path) -> String {
     let Ok(reader) = TraceReader::open(path, ReadOptions::default()) else {
         return "unknown (the trace cannot be read again)".into();
     };
-    let mut steps: Vec<u64> = reader
-        .filter_map(Result::ok)
-        .filter_map(|e| match e.event {
-            trace_record::schema::Event::Step(s) => Some(s.index),
-            _ => None,
-        })
-        .collect();
+    let mut tracker = StepTracker::new();
+    let mut steps: Vec<u64> = Vec::new();
+    let mut keep = |ended: Option<ClosedStep>| {
+        if let Some(s) = ended.filter(|s| s.is_step) {
+            steps.push(s.index);
+        }
+    };
+    for line in reader.filter_map(Result::ok) {
+        keep(tracker.event(&line.event));
+    }
+    keep(tracker.finish());
     steps.sort_unstable();
     steps.dedup();
     if steps.is_empty() {
