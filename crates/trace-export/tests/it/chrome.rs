@@ -623,3 +623,98 @@ fn twenty_thousand_steps_export_without_overlapping_bars() {
         assert!(w[0].1 <= w[1].0, "{:?} overlaps {:?}", w[0], w[1]);
     }
 }
+
+/// The step bars of `v`: (name, ts, end) in whole µs.
+fn step_bars(v: &serde_json::Value) -> Vec<(String, u64, u64)> {
+    v["traceEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["cat"] == "step")
+        .map(|e| {
+            let ts = e["ts"].as_u64().unwrap_or(u64::MAX);
+            let end = ts.saturating_add(e["dur"].as_u64().unwrap_or(u64::MAX));
+            (e["name"].as_str().unwrap_or_default().to_string(), ts, end)
+        })
+        .collect()
+}
+
+/// Whether `--step step` finds a step in `bytes` (Chrome and folded agree).
+fn finds_step(bytes: &[u8], step: u64) -> bool {
+    let mut reader = TraceReader::new(bytes, ReadOptions::default()).expect("header");
+    let opts = ChromeOptions {
+        step: Some(step),
+        ..ChromeOptions::default()
+    };
+    let chrome = match write_chrome(&mut reader, std::io::sink(), &opts) {
+        Ok(s) => s.step_found,
+        Err(ExportError::StepNotFound(s)) if s == step => false,
+        Err(e) => panic!("{e}"),
+    };
+    let mut reader = TraceReader::new(bytes, ReadOptions::default()).expect("header");
+    let folded = trace_export::folded_stacks(&mut reader, Some(step)).expect("folded");
+    assert_eq!(chrome, folded.step_found, "step {step}");
+    chrome
+}
+
+#[test]
+fn steps_are_numbered_as_the_analyses_number_them() {
+    // `step()` at the end of each iteration: step 0 is what ran before the first boundary,
+    // and the boundary the last `step()` opens holds only what `finish()` writes.
+    let at_end = hand_trace(&[
+        r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":64,"cat":"parameter","ts":500}"#,
+        r#"{"type":"op","name":"a","dtype":"f32","ts":1000,"dur":1000}"#,
+        r#"{"type":"step","index":1,"ts":3000}"#,
+        r#"{"type":"op","name":"a","dtype":"f32","ts":3500,"dur":1000}"#,
+        r#"{"type":"step","index":2,"ts":6000}"#,
+        r#"{"type":"memory","action":"free","storage":1,"tensor":1,"bytes":64,"cat":"parameter","ts":7000}"#,
+        r#"{"type":"device_memory","dev":"cpu","used":1000,"ts":8000}"#,
+    ]);
+    let (v, summary) = chrome(&at_end, None);
+    check_structure(&v);
+    assert_eq!(
+        step_bars(&v),
+        [("step 0".into(), 1, 3), ("step 1".into(), 3, 6)]
+    );
+    assert_eq!(summary.step_bars_clamped, 0);
+    let (v0, _) = chrome(&at_end, Some(0));
+    let ops = args_of(&v0, "op");
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0]["step"], 0);
+    assert!(finds_step(&at_end, 0) && finds_step(&at_end, 1));
+    assert!(!finds_step(&at_end, 2), "the empty boundary after the last step() is no step");
+
+    // `step()` at the start of each iteration: the first call closes a step 0 in which only
+    // setup ran (not a step); an empty step between two steps stays one.
+    let at_start = hand_trace(&[
+        r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":64,"cat":"parameter","ts":500}"#,
+        r#"{"type":"step","index":1,"ts":1000}"#,
+        r#"{"type":"op","name":"a","dtype":"f32","ts":1500,"dur":1000}"#,
+        r#"{"type":"step","index":2,"ts":3000}"#,
+        r#"{"type":"marker","name":"nothing captured","ts":3500}"#,
+        r#"{"type":"step","index":3,"ts":4000}"#,
+        r#"{"type":"span_start","id":1,"name":"s","kind":"function","thread":0,"ts":4100}"#,
+        r#"{"type":"span_end","id":1,"ts":4900}"#,
+        r#"{"type":"memory","action":"free","storage":1,"tensor":1,"bytes":64,"cat":"parameter","ts":5000}"#,
+    ]);
+    let (v, _) = chrome(&at_start, None);
+    check_structure(&v);
+    assert_eq!(
+        step_bars(&v),
+        [
+            ("step 1".into(), 1, 3),
+            ("step 2".into(), 3, 4),
+            ("step 3".into(), 4, 5)
+        ]
+    );
+    let instants: Vec<&str> = v["traceEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["ph"] == "i" && e["args"]["step"].is_u64())
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(instants, ["step 1", "step 2", "step 3"]);
+    assert!(!finds_step(&at_start, 0), "setup only: step 0 is no step");
+    assert!(finds_step(&at_start, 2) && finds_step(&at_start, 3));
+}

@@ -99,6 +99,11 @@ fn demo_trace_through_every_command() {
     assert_eq!(v["steps"].as_array().unwrap().len(), 6);
     assert_eq!(v["distinct_graphs"], 1);
     assert_eq!(v["cache"]["hits"], 5);
+    // Graph, spans, the Chrome steps track and `export --step` number them alike.
+    assert_eq!(
+        crate::steps::assert_steps_agree(&d.join(trace)),
+        [7, 8, 9, 12, 13, 14]
+    );
 }
 
 #[cfg(not(feature = "demo"))]

@@ -11,6 +11,9 @@ mod layer;
 #[cfg(feature = "demo")]
 mod loops;
 mod outputs;
+#[cfg(feature = "demo")]
+#[path = "../common/steps.rs"]
+mod steps;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -12,6 +12,9 @@
 #[allow(dead_code, unreachable_pub)]
 mod profile_llama;
 
+#[path = "../common/steps.rs"]
+mod steps;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -49,6 +52,11 @@ fn check(path: &Path) {
         );
         assert!(s.duration_ns() > 0);
     }
+
+    // Every command and export numbers them alike: the Chrome steps track has a bar for the
+    // prefill (step 0), `export --step 0` works, and nothing is drawn after the last step.
+    let agreed = steps::assert_steps_agree(path);
+    assert_eq!(agreed, (0..steps as u64).collect::<Vec<_>>());
 
     // Graph identity sees shapes: prefill [1,16] and decode [1,1] differ, and graph says how.
     let graphs = graph_report(&trace, &new_step_cache()).unwrap();
