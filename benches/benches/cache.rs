@@ -319,7 +319,9 @@ fn root_reading(
     let x = b.add_input(input_key);
     let (_, mut v) = b.add_op1(VecOp::Mul, &[out, x.into()], Role::Primary);
     for _ in 0..ops {
-        v = b.add_op1(VecOp::Mul, &[v.into(), x.into()], Role::Primary).1;
+        v = b
+            .add_op1(VecOp::Mul, &[v.into(), x.into()], Role::Primary)
+            .1;
     }
     let (_, l) = b.add_op1(VecOp::Sum, &[v.into()], Role::Primary);
     b.set_outputs(&[l]);
@@ -330,7 +332,10 @@ fn root_reading(
 /// returns (the byte limit, the heap freed by dropping the full cache).
 fn retained_shared_parents(parents: usize) -> (u64, i64) {
     let limit: u64 = 4 << 20;
-    let per_op = vecad::chain_graph(1_000, 0).expect("probe").retained_bytes() / 1_000;
+    let per_op = vecad::chain_graph(1_000, 0)
+        .expect("probe")
+        .retained_bytes()
+        / 1_000;
     let ops = usize::try_from(limit / 4 / per_op / parents as u64)
         .unwrap_or(usize::MAX)
         .max(20);

@@ -1,4 +1,7 @@
-//! Benchmark suite `fingerprint`: graph fingerprinting (canonical walk + XXH3-128) against a `derive(Hash)` + `DefaultHasher` walk.
+//! Benchmark suite `fingerprint`: graph fingerprints against a `DefaultHasher` walk.
+//!
+//! Ours is the canonical walk + XXH3-128; the baseline a `derive(Hash)` + `DefaultHasher`
+//! walk.
 //!
 //! Graphs of 1k, 10k and 100k operations with mixed operation kinds and payloads (names,
 //! shapes, scalars, flags; one and two inputs, one and two outputs, all three roles), most of

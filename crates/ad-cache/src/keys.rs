@@ -1,4 +1,4 @@
-//! graph-core AD keys (plain graph; eager and traced as the generic keys) and cached values.
+//! Key basics (errors, kinds, domain tags), the plain `GraphKey`, and the cached AD values.
 //!
 //! Every key holds the graphs it was built from (shared through `Arc`) next to its
 //! fingerprint, so the cache confirms a fingerprint match exactly: pointer equality first,
@@ -15,13 +15,10 @@
 
 use std::sync::Arc;
 
-#[cfg(doc)]
-use graph_core::UnorderedFingerprint;
 use graph_core::{Fingerprint, Graph, StableHash, StableHasher, ValueId, structural_eq};
 
 use crate::bytes::{HeapMeter, RetainedBytes};
 use crate::cache::CacheKey;
-use crate::view_keys::{EagerKey, EngineTracedKey, TracedOutput};
 
 /// Why a key could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,9 +75,9 @@ fn same_graph<Op: PartialEq>(a: &Arc<Graph<Op>>, b: &Arc<Graph<Op>>) -> bool {
 
 /// Domain tag of [`GraphKey`] fingerprints.
 pub const GRAPH_KEY_DOMAIN: &str = "tracegraph.ad-cache.graph-key";
-/// Domain tag of [`LinearizeKey`] fingerprints.
+/// Domain tag of [`LinearizeKey`](crate::LinearizeKey) fingerprints.
 pub const LINEARIZE_KEY_DOMAIN: &str = "tracegraph.ad-cache.linearize-key";
-/// Domain tag of [`TracedKey`] fingerprints.
+/// Domain tag of [`TracedKey`](crate::TracedKey) fingerprints.
 pub const TRACED_KEY_DOMAIN: &str = "tracegraph.ad-cache.traced-key";
 /// Version of the key encodings.
 pub const KEY_VERSION: u32 = 1;
@@ -151,15 +148,6 @@ impl<Op: RetainedBytes> RetainedBytes for GraphKey<Op> {
     }
 }
 
-/// The key of an eager linearization of a graph-core graph: the recorded graph and the
-/// output slots (positions in [`Graph::outputs`]) whose tangents are asked for. It is the
-/// generic [`EagerKey`] over [`Graph`] (one equality and pricing path; `new`,
-/// `all_outputs`, `graph`, `outputs`, `with_fingerprint`).
-///
-/// Fingerprint: `StableHasher::with_domain(LINEARIZE_KEY_DOMAIN, KEY_VERSION)`, then the
-/// graph's fingerprint, then the slot count and each slot as `u32`.
-pub type LinearizeKey<Op> = EagerKey<Graph<Op>>;
-
 /// Which derivative a traced key asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TransformKind {
@@ -177,70 +165,6 @@ impl StableHash for TransformKind {
         });
     }
 }
-
-/// The named parts of a traced derivative request over graph-core graphs, the output named
-/// by its [`ValueId`], from which `TracedKey::new` builds its key.
-///
-/// ```
-/// use std::sync::Arc;
-/// use ad_cache::{TracedKey, TracedKeyParts, TransformKind};
-/// use graph_core::{GraphBuilder, Role};
-///
-/// let mut b = GraphBuilder::<u32>::new();
-/// let x = b.add_input(7);
-/// let (_, y) = b.add_op1(1, &[x.into()], Role::Primary);
-/// b.set_outputs(&[y]);
-/// let g = Arc::new(b.build()?);
-///
-/// let key = TracedKey::new(TracedKeyParts {
-///     kind: TransformKind::Vjp,
-///     roots: vec![Arc::clone(&g)],
-///     output_root: 0,
-///     output: y,
-///     wrt: 7,
-///     aliases: vec![],
-/// })?;
-/// assert_eq!(key.output().root, 0);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug)]
-pub struct TracedKeyParts<Op> {
-    /// Which derivative.
-    pub kind: TransformKind,
-    /// The root graphs (their order matters).
-    pub roots: Vec<Arc<Graph<Op>>>,
-    /// The root (index into `roots`) the output value lives in.
-    pub output_root: u32,
-    /// The output value, numbered in that root; it must be live there.
-    pub output: ValueId,
-    /// The graph-input key differentiated with respect to (the
-    /// [`ValueKey::Input`](graph_core::ValueKey::Input) key).
-    pub wrt: u64,
-    /// The alias map: pairs (input key, the input key whose storage it shares), in any
-    /// order; duplicates are ignored.
-    pub aliases: Vec<(u64, u64)>,
-}
-
-/// The key of a traced derivative request over graph-core graphs: the kind, the root
-/// graphs, the output value, the input differentiated with respect to, and the alias map,
-/// built from [`TracedKeyParts`] by `TracedKey::new`. It is the generic [`EngineTracedKey`]
-/// over [`Graph`] with `u64` input keys, a [`TracedOutput`] and `(u64, u64)` alias pairs
-/// (one equality and pricing path).
-///
-/// * Roots are hashed through their cached fingerprints, each of which already covers the
-///   root's parents (graph-core hashes a parent through its own cached fingerprint): parents
-///   several roots share are hashed once, when built, and never walked again here.
-/// * The output is a value of one root, named by its canonical index there (so two
-///   differently numbered but equal graphs give equal keys).
-/// * `wrt` is a graph-input key (the [`ValueKey::Input`](graph_core::ValueKey::Input) key).
-/// * The alias map (input key → the input key whose storage it shares) enters through an
-///   order-independent fingerprint: the same pairs in any order give the same key.
-///
-/// Fingerprint: `StableHasher::with_domain(TRACED_KEY_DOMAIN, KEY_VERSION)`, the kind tag,
-/// the root count and each root's fingerprint, the output's root (`u32`) and canonical
-/// index (`u32`), `wrt` (`u64`), and the alias map's [`UnorderedFingerprint`] of `(u64, u64)`
-/// pairs.
-pub type TracedKey<Op> = EngineTracedKey<Graph<Op>, u64, TracedOutput, (u64, u64)>;
 
 /// A linearized (JVP) graph: `graph` maps tangents of the primal inputs to tangents of the
 /// chosen outputs. `tangent_inputs[i]` is the graph value holding the tangent of primal input

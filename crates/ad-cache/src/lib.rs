@@ -82,12 +82,13 @@ mod wait;
 pub use bytes::{HeapMeter, RetainedBytes};
 pub use cache::{Cache, CacheError, CacheKey, CacheLimits, CacheStats};
 pub use keys::{
-    GRAPH_KEY_DOMAIN, GraphKey, KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, LinearizeKey,
-    LinearizedGraph, TRACED_KEY_DOMAIN, TracedKey, TracedKeyParts, TransformKind, VjpTransform,
+    GRAPH_KEY_DOMAIN, GraphKey, KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, LinearizedGraph,
+    TRACED_KEY_DOMAIN, TransformKind, VjpTransform,
 };
 pub use view_keys::{
     EAGER_KEY_DOMAIN, ENGINE_TRACED_KEY_DOMAIN, EagerKey, EngineKeyPart, EngineTracedKey,
-    EngineTracedParts, IntoTracedParts, KeyGraph, TracedOutput, TransformKey,
+    EngineTracedParts, IntoTracedParts, KeyGraph, LinearizeKey, TracedKey, TracedKeyParts,
+    TracedOutput, TransformKey,
 };
 pub use wait::FlightContext;
 

@@ -2,8 +2,8 @@
 //!
 //! `KeyGraph` covers graph-core graphs and engine graphs wrapped in `CanonicalGraph`;
 //! traced keys take engine-defined input, output and alias entries ([`EngineKeyPart`]).
-//! The graph-core keys [`LinearizeKey`](crate::LinearizeKey) and
-//! [`TracedKey`](crate::TracedKey) are these keys over `Graph<Op>`.
+//! The graph-core keys [`LinearizeKey`] and [`TracedKey`] (from [`TracedKeyParts`]) are
+//! these keys over `Graph<Op>`.
 //!
 //! An engine with its own graph representation implements graph-core's
 //! [`GraphView`] and wraps its finished graphs in a [`CanonicalGraph`]: the graphs then have
@@ -21,9 +21,7 @@ use graph_core::{
 
 use crate::bytes::{HeapMeter, RetainedBytes};
 use crate::cache::CacheKey;
-use crate::keys::{
-    KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, TRACED_KEY_DOMAIN, TracedKeyParts, TransformKind,
-};
+use crate::keys::{KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, TRACED_KEY_DOMAIN, TransformKind};
 
 /// A graph a key can hold: an O(1) fingerprint and an exact structural equality that agrees
 /// with it (equal graphs have equal fingerprints), and its canonical value numbering.
@@ -130,7 +128,7 @@ pub const ENGINE_TRACED_KEY_DOMAIN: &str = "tracegraph.ad-cache.engine-traced-ke
 
 /// The key of an eager transform of a recorded graph of any [`KeyGraph`] type: the graph
 /// and the output slots (positions among its outputs) the transform is for.
-/// [`LinearizeKey`](crate::LinearizeKey) is this key over graph-core graphs.
+/// [`LinearizeKey`] is this key over graph-core graphs.
 ///
 /// Fingerprint: `StableHasher::with_domain(G::EAGER_DOMAIN, KEY_VERSION)` (the
 /// [`EAGER_KEY_DOMAIN`], or [`LINEARIZE_KEY_DOMAIN`] for graph-core graphs), the graph's
@@ -416,7 +414,7 @@ impl<Op: PartialEq + Send + Sync + 'static>
 /// The key of a traced derivative request whose differentiation input, output and alias
 /// entries are an engine's own key types ([`EngineKeyPart`]: hashed with [`StableHash`],
 /// compared exactly, checked against the roots), over root graphs of any [`KeyGraph`]
-/// type. [`TracedKey`](crate::TracedKey) is this key over graph-core graphs, with `u64`
+/// type. [`TracedKey`] is this key over graph-core graphs, with `u64`
 /// input keys, a [`TracedOutput`] and `(u64, u64)` alias pairs.
 ///
 /// Fingerprint: `StableHasher::with_domain(G::TRACED_DOMAIN, KEY_VERSION)` (the
@@ -696,3 +694,76 @@ impl<G: RetainedBytes, I: RetainedBytes, O: RetainedBytes, A: RetainedBytes> Ret
         }
     }
 }
+
+/// The key of an eager linearization of a graph-core graph: the recorded graph and the
+/// output slots (positions in [`Graph::outputs`]) whose tangents are asked for. It is the
+/// generic [`EagerKey`] over [`Graph`] (one equality and pricing path; `new`,
+/// `all_outputs`, `graph`, `outputs`, `with_fingerprint`).
+///
+/// Fingerprint: `StableHasher::with_domain(LINEARIZE_KEY_DOMAIN, KEY_VERSION)`, then the
+/// graph's fingerprint, then the slot count and each slot as `u32`.
+pub type LinearizeKey<Op> = EagerKey<Graph<Op>>;
+
+/// The named parts of a traced derivative request over graph-core graphs, the output named
+/// by its [`ValueId`], from which `TracedKey::new` builds its key.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ad_cache::{TracedKey, TracedKeyParts, TransformKind};
+/// use graph_core::{GraphBuilder, Role};
+///
+/// let mut b = GraphBuilder::<u32>::new();
+/// let x = b.add_input(7);
+/// let (_, y) = b.add_op1(1, &[x.into()], Role::Primary);
+/// b.set_outputs(&[y]);
+/// let g = Arc::new(b.build()?);
+///
+/// let key = TracedKey::new(TracedKeyParts {
+///     kind: TransformKind::Vjp,
+///     roots: vec![Arc::clone(&g)],
+///     output_root: 0,
+///     output: y,
+///     wrt: 7,
+///     aliases: vec![],
+/// })?;
+/// assert_eq!(key.output().root, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct TracedKeyParts<Op> {
+    /// Which derivative.
+    pub kind: TransformKind,
+    /// The root graphs (their order matters).
+    pub roots: Vec<Arc<Graph<Op>>>,
+    /// The root (index into `roots`) the output value lives in.
+    pub output_root: u32,
+    /// The output value, numbered in that root; it must be live there.
+    pub output: ValueId,
+    /// The graph-input key differentiated with respect to (the
+    /// [`ValueKey::Input`](graph_core::ValueKey::Input) key).
+    pub wrt: u64,
+    /// The alias map: pairs (input key, the input key whose storage it shares), in any
+    /// order; duplicates are ignored.
+    pub aliases: Vec<(u64, u64)>,
+}
+
+/// The key of a traced derivative request over graph-core graphs: the kind, the root
+/// graphs, the output value, the input differentiated with respect to, and the alias map,
+/// built from [`TracedKeyParts`] by `TracedKey::new`. It is the generic [`EngineTracedKey`]
+/// over [`Graph`] with `u64` input keys, a [`TracedOutput`] and `(u64, u64)` alias pairs
+/// (one equality and pricing path).
+///
+/// * Roots are hashed through their cached fingerprints, each of which already covers the
+///   root's parents (graph-core hashes a parent through its own cached fingerprint): parents
+///   several roots share are hashed once, when built, and never walked again here.
+/// * The output is a value of one root, named by its canonical index there (so two
+///   differently numbered but equal graphs give equal keys).
+/// * `wrt` is a graph-input key (the [`ValueKey::Input`](graph_core::ValueKey::Input) key).
+/// * The alias map (input key → the input key whose storage it shares) enters through an
+///   order-independent fingerprint: the same pairs in any order give the same key.
+///
+/// Fingerprint: `StableHasher::with_domain(TRACED_KEY_DOMAIN, KEY_VERSION)`, the kind tag,
+/// the root count and each root's fingerprint, the output's root (`u32`) and canonical
+/// index (`u32`), `wrt` (`u64`), and the alias map's [`UnorderedFingerprint`] of `(u64, u64)`
+/// pairs.
+pub type TracedKey<Op> = EngineTracedKey<Graph<Op>, u64, TracedOutput, (u64, u64)>;
