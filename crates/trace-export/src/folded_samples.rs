@@ -36,8 +36,8 @@
 
 use std::io::{BufRead, Write};
 
-use trace_record::{ClosedStep, StepTracker, TraceReader};
 use trace_record::schema::{Event, ExecStep};
+use trace_record::{ClosedStep, StepTracker, TraceReader};
 
 use crate::ExportError;
 use crate::FastMap;

@@ -682,7 +682,10 @@ fn steps_are_numbered_as_the_analyses_number_them() {
     assert_eq!(ops.len(), 1);
     assert_eq!(ops[0]["step"], 0);
     assert!(finds_step(&at_end, 0) && finds_step(&at_end, 1));
-    assert!(!finds_step(&at_end, 2), "the empty boundary after the last step() is no step");
+    assert!(
+        !finds_step(&at_end, 2),
+        "the empty boundary after the last step() is no step"
+    );
 
     // `step()` at the start of each iteration: the first call closes a step 0 in which only
     // setup ran (not a step); an empty step between two steps stays one.

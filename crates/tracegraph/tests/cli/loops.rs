@@ -81,7 +81,11 @@ fn check(shape: Shape) {
         "{shape:?}: one step per iteration, no phantom step"
     );
     // The commands, the Chrome steps track and `export --step` number them alike.
-    assert_eq!(crate::steps::assert_steps_agree(&path), indices, "{shape:?}");
+    assert_eq!(
+        crate::steps::assert_steps_agree(&path),
+        indices,
+        "{shape:?}"
+    );
     for i in 0..ITERS {
         assert_eq!(trace.step_ops(i).len(), 2, "{shape:?}: step {i} ops");
         assert!(trace.steps[i].duration_ns() > 0, "{shape:?}: step {i} time");

@@ -89,7 +89,10 @@ pub(crate) fn assert_steps_agree(path: &Path) -> Vec<u64> {
             (format!("step {i}"), i, ts, dur)
         })
         .collect();
-    assert_eq!(bars, want, "{p}: the Chrome steps track is the loaded steps");
+    assert_eq!(
+        bars, want,
+        "{p}: the Chrome steps track is the loaded steps"
+    );
     let instants: Vec<&str> = events
         .iter()
         .filter(|e| e["ph"] == "i" && e["cat"].is_null() && e["args"]["step"].is_u64())
@@ -107,7 +110,11 @@ pub(crate) fn assert_steps_agree(path: &Path) -> Vec<u64> {
         .filter_map(|s| s["step"].as_u64())
         .collect();
     assert_eq!(listed, indices, "{p}: graph --json");
-    assert_eq!(json_of("spans", p)["steps"], indices.len(), "{p}: spans --json");
+    assert_eq!(
+        json_of("spans", p)["steps"],
+        indices.len(),
+        "{p}: spans --json"
+    );
 
     // The first, second and last steps export on their own; the index after the last one (the empty boundary a
     // loop's last `step()` opens, or no step at all) does not, and the message lists the
@@ -146,6 +153,9 @@ pub(crate) fn assert_steps_agree(path: &Path) -> Vec<u64> {
     ]);
     assert_eq!(code, 2, "{p}: export --step {after}: {err}");
     assert!(err.contains(&format!("no step {after}")), "{err}");
-    assert!(err.contains(&format!("recorded steps: {}", indices[0])), "{err}");
+    assert!(
+        err.contains(&format!("recorded steps: {}", indices[0])),
+        "{err}"
+    );
     indices
 }
