@@ -19,6 +19,20 @@
 //! functions, crate groups) while still counting in the report's samples and shares, so a
 //! spinning barrier does not read as the hottest "function".
 //!
+//! **Known costs.** A small set of rules ([`HINT_RULES`]) turns recognised patterns into
+//! one-line hints ([`HotReport::hints`]), each with its evidence (samples and share):
+//!
+//! - `proc_read_per_op`: Candle (0.11) works out its thread count on every parallel op when
+//!   `RAYON_NUM_THREADS` is unset, re-reading /proc (`default_num_threads`, `num_cpus`) under
+//!   `candle_core::utils::get_num_threads`; at least [`PROC_READ_MIN_SHARE`] of the samples.
+//! - `pool_waiting`: thread pools waiting (see above) in at least [`POOL_WAITING_MIN_SHARE`].
+//! - `allocator`: the allocator (malloc/free, and the mmap/munmap/madvise/brk calls behind
+//!   large allocations, where page faults land) innermost in at least
+//!   [`ALLOCATOR_MIN_SHARE`].
+//! - `too_few_samples`: fewer than [`SAMPLES_FOR_5_POINTS`] samples, the count whose shares
+//!   are within ±5 points (95 %); the hint says how many more and how much CPU time that is at
+//!   the achieved (else requested) rate.
+//!
 //! Every pass is linear in the samples and the frames of the stacks they name.
 
 use serde::Serialize;
@@ -132,6 +146,185 @@ pub struct HotOptions {
     pub exclude_waiting: bool,
 }
 
+/// Shares of samples at or above which a rule's hint is given (see the module docs).
+pub const PROC_READ_MIN_SHARE: f64 = 0.02;
+/// See [`PROC_READ_MIN_SHARE`].
+pub const POOL_WAITING_MIN_SHARE: f64 = 0.20;
+/// See [`PROC_READ_MIN_SHARE`].
+pub const ALLOCATOR_MIN_SHARE: f64 = 0.05;
+/// Samples whose shares are within ±5 points at 95 % confidence (a share near one half:
+/// 1.96² × 0.25 / 0.05²).
+pub const SAMPLES_FOR_5_POINTS: u64 = 385;
+
+/// The rules of [`HotReport::hints`], by name, with what each recognises.
+pub const HINT_RULES: &[(&str, &str)] = &[
+    (
+        "proc_read_per_op",
+        "Candle re-reading /proc for its thread count on every op (RAYON_NUM_THREADS unset)",
+    ),
+    ("pool_waiting", "thread pools waiting instead of working"),
+    (
+        "allocator",
+        "time in the allocator (malloc/free, mmap/munmap, page faults)",
+    ),
+    (
+        "too_few_samples",
+        "too few samples for the shares to mean much",
+    ),
+];
+
+/// A recognised cost: the rule, a one-line hint, and its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HotHint {
+    /// The rule's name ([`HINT_RULES`]).
+    pub rule: &'static str,
+    /// The hint, one line.
+    pub hint: String,
+    /// Samples that are its evidence (for `too_few_samples`, those the report has).
+    pub samples: u64,
+    /// Their share of the report's samples.
+    pub share: f64,
+}
+
+/// A frame of Candle's per-op thread-count lookup that reads /proc when `RAYON_NUM_THREADS`
+/// is unset: candle-core's `default_num_threads` and CPU-list detection, or `num_cpus`.
+fn is_proc_read_frame(func: &str, krate: Option<&str>) -> bool {
+    match krate {
+        Some("num_cpus") => true,
+        Some("candle_core") => {
+            func.contains("default_num_threads") || func.contains("linux_detect_preferred_cpus")
+        }
+        _ => false,
+    }
+}
+
+/// Frames of the allocator, and of the system calls behind large allocations (where their
+/// page faults are taken).
+fn is_allocator_frame(func: &str) -> bool {
+    if crate::samples::is_allocator(func) {
+        return true;
+    }
+    // libc's names: `mmap64`, `__mmap`, `__GI___munmap`, `madvise`, `__brk`, `sbrk`.
+    let bare = func
+        .trim_start_matches('_')
+        .trim_start_matches("GI_")
+        .trim_start_matches('_');
+    let name = bare.split(' ').next().unwrap_or(bare);
+    ["mmap", "munmap", "madvise", "mremap", "brk", "sbrk"]
+        .iter()
+        .any(|p| {
+            name.strip_prefix(p)
+                .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
+/// A share as `12.3%`.
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// The hints of a report with `total` samples, of which `waiting`, `proc_read` and
+/// `allocator` are each rule's evidence.
+fn hints(
+    total: u64,
+    waiting: u64,
+    proc_read: u64,
+    allocator: u64,
+    acc: &SamplerAccount,
+) -> Vec<HotHint> {
+    let mut out = Vec::new();
+    if acc.steps == 0 {
+        return out;
+    }
+    let share = |x: u64| {
+        if total > 0 {
+            x as f64 / total as f64
+        } else {
+            0.0
+        }
+    };
+    let mut add = |rule, samples: u64, min: f64, hint: String| {
+        if total > 0 && samples > 0 && share(samples) >= min {
+            out.push(HotHint {
+                rule,
+                hint,
+                samples,
+                share: share(samples),
+            });
+        }
+    };
+    add(
+        "proc_read_per_op",
+        proc_read,
+        PROC_READ_MIN_SHARE,
+        format!(
+            "{} of samples re-read /proc for Candle's thread count on every op \
+             (candle_core::utils::get_num_threads, RAYON_NUM_THREADS unset): set \
+             RAYON_NUM_THREADS to the number of cores",
+            pct(share(proc_read))
+        ),
+    );
+    add(
+        "pool_waiting",
+        waiting,
+        POOL_WAITING_MIN_SHARE,
+        format!(
+            "{} of samples are thread pools waiting (spinning at Candle's barrier, rayon \
+             idle, parked): the ops are too small for the threads; try fewer threads \
+             (RAYON_NUM_THREADS, CANDLE_NUM_THREADS) or larger batches",
+            pct(share(waiting))
+        ),
+    );
+    add(
+        "allocator",
+        allocator,
+        ALLOCATOR_MIN_SHARE,
+        format!(
+            "{} of samples are in the allocator (malloc/free, mmap/munmap and their page \
+             faults): tensors are allocated and freed per op; reuse buffers or batch work",
+            pct(share(allocator))
+        ),
+    );
+    if total < SAMPLES_FOR_5_POINTS {
+        let hz = acc
+            .effective_hz
+            .filter(|&h| h > 0.0)
+            .unwrap_or(acc.requested_hz as f64);
+        let more = SAMPLES_FOR_5_POINTS - total;
+        let cpu = if hz > 0.0 {
+            format!(
+                ", about {} of CPU at the {} {hz:.0} Hz",
+                crate::format_ns((more as f64 / hz * 1e9).round()),
+                if acc.effective_hz.is_some_and(|h| h > 0.0) {
+                    "achieved"
+                } else {
+                    "requested"
+                }
+            )
+        } else {
+            String::new()
+        };
+        let margin = if total > 0 {
+            format!(
+                "shares are within ±{:.0} points (95%)",
+                1.96 * (0.25 / total as f64).sqrt() * 100.0
+            )
+        } else {
+            "no share can be told".to_string()
+        };
+        out.push(HotHint {
+            rule: "too_few_samples",
+            hint: format!(
+                "{total} samples: {margin}; {SAMPLES_FOR_5_POINTS} are needed for ±5 points, \
+                 {more} more{cpu}: record more steps or raise the rate"
+            ),
+            samples: total,
+            share: 1.0,
+        });
+    }
+    out
+}
+
 /// One row of a [`HotReport`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HotRow {
@@ -214,6 +407,8 @@ pub struct HotReport {
     pub phases: Vec<PhaseHot>,
     /// Per crate group: self samples.
     pub groups: Vec<HotRow>,
+    /// Recognised costs, one line each with its evidence (see the module docs).
+    pub hints: Vec<HotHint>,
 }
 
 /// The phase of a sample: the capture's, else what its stack shows (a frame of Candle's
@@ -382,6 +577,19 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     let mut phase_fn: FastMap<(&'static str, u32), (u64, u64)> = FastMap::default();
     let mut total = 0u64;
     let mut waiting_total = 0u64;
+    let (mut proc_read, mut allocator) = (0u64, 0u64);
+    // Per frame: a frame of the per-op /proc read, of the allocator.
+    let proc_frame: Vec<bool> = s
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| is_proc_read_frame(&f.func, s.frame_crate(i as u32)))
+        .collect();
+    let alloc_frame: Vec<bool> = s
+        .frames
+        .iter()
+        .map(|f| is_allocator_frame(&f.func))
+        .collect();
     let mut seen_frame: FastMap<&str, usize> = FastMap::default();
     for (ri, row) in s.samples.iter().enumerate() {
         let ri = ri + 1;
@@ -404,6 +612,18 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         let pt = phase_tot.entry(pname).or_default();
         pt.0 += n;
         pt.1 += wait_n;
+        if frames.iter().any(|&f| proc_frame[f as usize]) {
+            proc_read += n;
+        }
+        // The allocator innermost, looking through the generic runtime and libc.
+        let alloc = frames
+            .iter()
+            .rev()
+            .find(|&&f| alloc_frame[f as usize] || !s.frame_is_runtime(f))
+            .is_some_and(|&f| alloc_frame[f as usize]);
+        if alloc {
+            allocator += n;
+        }
         let attributed = attributed_frame(frames, s).filter(|_| ranked);
         if let Some(f) = attributed {
             let pf = phase_fn.entry((pname, f)).or_default();
@@ -554,7 +774,9 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     };
     phases.sort_by_key(|p| order(&p.phase));
 
+    let hints = hints(total, waiting_total, proc_read, allocator, &acc);
     HotReport {
+        hints,
         by: opts.by,
         samples: total,
         waiting: waiting_total,
@@ -994,6 +1216,176 @@ mod tests {
         assert_eq!(v["waiting"], 6);
         assert_eq!(v["phases"][0]["waiting"], 6);
         assert_eq!(v["rows"][0]["waiting_samples"], 0);
+    }
+
+    /// A trace of one recorded step at 1 kHz (1 ms of CPU per sample) with `stacks`: the
+    /// functions of each (outermost first) and its sample count.
+    fn trace_of(stacks: &[(&[&str], u64)]) -> Trace {
+        use trace_record::schema::{FrameEvent, Phase, SamplerEvent, SamplesEvent, StackEvent};
+        use trace_record::{Run, TraceSession};
+        let (session, sink) = TraceSession::in_memory(Run::new("hints", Phase::Infer, "cpu"));
+        let mut events = Vec::new();
+        let mut ids: Vec<&str> = Vec::new();
+        for (i, (funcs, n)) in stacks.iter().enumerate() {
+            let mut frames = Vec::new();
+            for f in *funcs {
+                let id = match ids.iter().position(|x| x == f) {
+                    Some(p) => p,
+                    None => {
+                        ids.push(f);
+                        events.push(Event::Frame(FrameEvent {
+                            id: ids.len() as u64 - 1,
+                            func: (*f).into(),
+                            file: None,
+                            inlined: false,
+                        }));
+                        ids.len() - 1
+                    }
+                };
+                frames.push(id as u64);
+            }
+            events.push(Event::Stack(StackEvent {
+                id: i as u64,
+                frames,
+            }));
+            events.push(Event::Samples(SamplesEvent {
+                step: 0,
+                thread: 1,
+                stack: i as u64,
+                n: *n,
+                phase: None,
+                span: None,
+            }));
+        }
+        let taken: u64 = stacks.iter().map(|s| s.1).sum();
+        events.push(Event::Sampler(SamplerEvent {
+            step: 0,
+            hz: 1000,
+            taken,
+            lost: 0,
+            cpu_ns: Some(taken * 1_000_000),
+            ts: 0,
+            dur: 1,
+        }));
+        session.record_sampled(&events);
+        session.finish().unwrap();
+        let text = String::from_utf8(sink.bytes()).unwrap();
+        crate::load_str(&text, "hints.jsonl", Default::default()).unwrap()
+    }
+
+    fn rules(r: &HotReport) -> Vec<(&'static str, u64)> {
+        r.hints.iter().map(|h| (h.rule, h.samples)).collect()
+    }
+
+    #[test]
+    fn known_costs_are_named_with_their_evidence() {
+        let proc_read: &[&str] = &[
+            "my::main",
+            "candle_core::tensor::Tensor::matmul",
+            "candle_core::utils::get_num_threads",
+            "candle_core::utils::default_num_threads",
+            "num_cpus::linux::get_num_physical_cpus",
+            "std::fs::read_to_string",
+            "read",
+        ];
+        // With RAYON_NUM_THREADS set, the lookup reads the variable only.
+        let env_only: &[&str] = &[
+            "my::main",
+            "candle_core::utils::get_num_threads",
+            "std::env::var",
+            "getenv",
+        ];
+        let gemm: &[&str] = &["my::main", "gemm_f32::microkernel::x3x4"];
+        let malloc: &[&str] = &["my::main", "alloc::raw_vec::RawVec::allocate", "malloc"];
+        let munmap: &[&str] = &["my::main", "free", "__GI___munmap"];
+        let spin: &[&str] = &["my::main", "core::hint::spin_loop"];
+        let r = hot_report(
+            &trace_of(&[
+                (proc_read, 300),
+                (env_only, 50),
+                (gemm, 500),
+                (malloc, 60),
+                (munmap, 40),
+            ]),
+            &HotOptions::default(),
+        );
+        assert_eq!(r.samples, 950);
+        assert_eq!(rules(&r), [("proc_read_per_op", 300), ("allocator", 100)]);
+        let h = &r.hints[0];
+        assert!((h.share - 300.0 / 950.0).abs() < 1e-12);
+        assert!(
+            h.hint.starts_with("31.6% of samples re-read /proc"),
+            "{}",
+            h.hint
+        );
+        assert!(h.hint.contains("RAYON_NUM_THREADS"), "{}", h.hint);
+        assert!(
+            r.hints[1]
+                .hint
+                .starts_with("10.5% of samples are in the allocator")
+        );
+        // Below the thresholds: no hint; waiting above its own.
+        let r = hot_report(
+            &trace_of(&[(proc_read, 1), (gemm, 500), (malloc, 10), (spin, 200)]),
+            &HotOptions::default(),
+        );
+        assert_eq!(rules(&r), [("pool_waiting", 200)]);
+        assert!(
+            r.hints[0]
+                .hint
+                .starts_with("28.1% of samples are thread pools waiting")
+        );
+        // Every hint's rule is documented.
+        assert!(
+            r.hints
+                .iter()
+                .all(|h| HINT_RULES.iter().any(|(name, _)| *name == h.rule))
+        );
+        assert!(is_allocator_frame("mmap64") && is_allocator_frame("__madvise"));
+        assert!(!is_allocator_frame("mmap_reader::open") && !is_allocator_frame("brkfoo"));
+    }
+
+    #[test]
+    fn a_run_too_short_for_its_rate_says_how_many_samples_it_needed() {
+        let gemm: &[&str] = &["my::main", "gemm_f32::microkernel::x3x4"];
+        let r = hot_report(&trace_of(&[(gemm, 100)]), &HotOptions::default());
+        assert_eq!(rules(&r), [("too_few_samples", 100)]);
+        // 1 kHz achieved: 285 more samples are 285 ms of CPU.
+        assert_eq!(
+            r.hints[0].hint,
+            "100 samples: shares are within ±10 points (95%); 385 are needed for ±5 points, \
+             285 more, about 285.000 ms of CPU at the achieved 1000 Hz: record more steps or \
+             raise the rate"
+        );
+        let r = hot_report(&trace_of(&[(gemm, 385)]), &HotOptions::default());
+        assert!(r.hints.is_empty(), "{:?}", r.hints);
+        // A recorded step without samples: the requested rate.
+        let r = hot_report(&trace_of(&[]), &HotOptions::default());
+        assert_eq!(rules(&r), [("too_few_samples", 0)]);
+        assert!(
+            r.hints[0]
+                .hint
+                .starts_with("0 samples: no share can be told; 385 are needed")
+        );
+        assert!(
+            r.hints[0].hint.contains("at the requested 1000 Hz"),
+            "{}",
+            r.hints[0].hint
+        );
+        // No sampler at all: nothing to say.
+        let (session, sink) = trace_record::TraceSession::in_memory(trace_record::Run::new(
+            "none",
+            trace_record::schema::Phase::Infer,
+            "cpu",
+        ));
+        session.finish().unwrap();
+        let t = crate::load_str(
+            &String::from_utf8(sink.bytes()).unwrap(),
+            "none.jsonl",
+            Default::default(),
+        )
+        .unwrap();
+        assert!(hot_report(&t, &HotOptions::default()).hints.is_empty());
     }
 
     #[test]

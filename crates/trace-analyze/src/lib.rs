@@ -77,8 +77,9 @@ pub use gradients::{
     AutogradStep, GradientPoint, GradientReport, GradientVerdict, ParamGradients, gradient_report,
 };
 pub use hot::{
-    CrateGroup, HotBy, HotOptions, HotReport, HotRow, PhaseHot, SamplerAccount, backward_kernels,
-    hot_report, short_func,
+    ALLOCATOR_MIN_SHARE, CrateGroup, HINT_RULES, HotBy, HotHint, HotOptions, HotReport, HotRow,
+    POOL_WAITING_MIN_SHARE, PROC_READ_MIN_SHARE, PhaseHot, SAMPLES_FOR_5_POINTS, SamplerAccount,
+    backward_kernels, hot_report, short_func,
 };
 pub use intern::{FastMap, ShapeId, Sym};
 pub use load::{LoadOptions, load_path, load_reader, load_str};

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use trace_analyze::{HotBy, HotOptions, HotReport, HotRow, hot_report, short_func};
+use trace_analyze::{HotBy, HotHint, HotOptions, HotReport, HotRow, Trace, hot_report, short_func};
 use trace_record::schema::ExecStep;
 
 use super::output::UsageError;
@@ -88,6 +88,44 @@ pub(crate) fn run(args: &HotArgs) -> anyhow::Result<Status> {
     Ok(Status::Ok)
 }
 
+/// The hints lines (`hints     …`, one per recognised cost, with its evidence); empty when
+/// there is none.
+fn hints_lines(hints: &[HotHint]) -> String {
+    let mut o = String::new();
+    for (i, h) in hints.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "{}{} [{}; {} samples]",
+            if i == 0 { "hints     " } else { "          " },
+            h.hint,
+            h.rule,
+            h.samples
+        );
+    }
+    o
+}
+
+/// The hints of a trace's sampled stacks for `tracegraph summary` (waiting left out of the
+/// rankings, as `hot` does by default): a blank line and the hints lines, or nothing.
+pub(crate) fn summary_hints(trace: &Trace) -> String {
+    if trace.sampled.steps.is_empty() {
+        return String::new();
+    }
+    let report = hot_report(
+        trace,
+        &HotOptions {
+            exclude_waiting: true,
+            ..HotOptions::default()
+        },
+    );
+    let lines = hints_lines(&report.hints);
+    if lines.is_empty() {
+        lines
+    } else {
+        format!("\n\nsampled CPU (`tracegraph hot`)\n{}", lines.trim_end())
+    }
+}
+
 /// A share as `12.3%`.
 fn pct(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
@@ -161,7 +199,8 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
              (`tracegraph demo --sample`, `Capture::sample_stacks`)"
         };
         let _ = writeln!(o, "no samples: {why}");
-        return o;
+        o.push_str(&hints_lines(&r.hints));
+        return o.trim_end().to_string();
     }
     let range = a.step_range.map_or("-".into(), |(x, y)| {
         if x == y {
@@ -204,6 +243,7 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
             "kept in the rankings"
         }
     );
+    o.push_str(&hints_lines(&r.hints));
     let _ = writeln!(o);
     let title = match r.by {
         HotBy::Function => "hottest functions (self: the sample landed in it; total: on the stack)",

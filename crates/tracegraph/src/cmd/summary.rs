@@ -30,7 +30,8 @@ pub(crate) fn run(args: &SummaryArgs) -> anyhow::Result<Status> {
     if args.json {
         print_json("summary", &s)?;
     } else {
-        write_stdout(&render(&s))?;
+        // Then the sampled-CPU hints (`hot`'s known-cost rules), when the trace was sampled.
+        write_stdout(&(render(&s) + &super::hot::summary_hints(&trace)))?;
     }
     Ok(Status::Ok)
 }

@@ -183,4 +183,30 @@ fn candles_pool_spinning_is_waiting_and_a_compute_loop_is_not() {
     assert!(text.contains("\nwaiting   "), "{text}");
     assert!(text.contains("└ waiting"), "{text}");
     assert!(text.contains("  waiting "), "{text}");
+
+    // Known costs: the pool's waiting is named, with its evidence, in `hot` and `summary`.
+    let text = hot(&[p]);
+    assert!(
+        text.contains("of samples are thread pools waiting") && text.contains("[pool_waiting; "),
+        "{text}"
+    );
+    let summary = Command::new(env!("CARGO_BIN_EXE_tracegraph"))
+        .args(["summary", p])
+        .output()
+        .unwrap();
+    let summary = String::from_utf8(summary.stdout).unwrap();
+    assert!(
+        summary.contains("sampled CPU (`tracegraph hot`)") && summary.contains("[pool_waiting; "),
+        "{summary}"
+    );
+    // One short step: too few samples for its rate, and how many it would have needed.
+    let step0: serde_json::Value =
+        serde_json::from_str(&hot(&[p, "--steps", "0", "--json"])).unwrap();
+    let short = hot(&[p, "--steps", "0"]);
+    let too_few = step0["samples"].as_u64().unwrap() < 385;
+    assert_eq!(
+        short.contains("[too_few_samples; ") && short.contains("385 are needed for ±5 points"),
+        too_few,
+        "{short}"
+    );
 }
