@@ -22,21 +22,25 @@
 //! - A sample whose span is absent (or not in the trace: a span opened outside the recorded
 //!   steps) is placed under `[backward]` (its phase in brackets) or `[no span]`, and counted
 //!   in [`FoldedSamples::without_span`]; a sample naming an undefined stack gets one
-//!   `[unknown stack]` frame, counted in [`FoldedSamples::unknown_stacks`]. No sample is
-//!   dropped: the weights sum to [`FoldedSamples::total_samples`].
+//!   `[unknown stack]` frame, counted in [`FoldedSamples::unknown_stacks`]. No sample of a
+//!   step is dropped: the weights sum to [`FoldedSamples::total_samples`].
+//! - Steps are the trace's steps by trace-record's [`StepTracker`], as every command counts
+//!   them: samples (and `sampler` lines) of a recorded step that is not a step — the empty
+//!   boundary a loop's last `step()` opens, in which `finish()` ran — are left out and
+//!   counted in [`FoldedSamples::outside_steps`].
 //!
 //! **Weights are sample counts, never nanoseconds**: the span folded stacks weigh measured
 //! self time in ns, these weigh samples, so the two are separate outputs. One sample stands
 //! for about [`SamplerTotals::ns_per_sample`] of process CPU time (an estimate).
 //!
 //! Memory held: the span nester's state, one path id per span (samples are written after
-//! their step, when its spans are closed), the interned frames and stacks, and one entry per
-//! distinct (span, phase, stack). Lines are capped in depth (see [`MAX_SAMPLED_FRAMES`]), so
+//! their step, when its spans are closed), the interned frames and stacks, one entry per
+//! distinct (step, span, phase, stack) and one per `sampler` line. Lines are capped in depth (see [`MAX_SAMPLED_FRAMES`]), so
 //! the output is linear in the input.
 
 use std::io::{BufRead, Write};
 
-use trace_record::schema::{Event, ExecStep};
+use trace_record::schema::{Event, ExecStep, SamplerEvent};
 use trace_record::{ClosedStep, StepTracker, TraceReader};
 
 use crate::ExportError;
@@ -104,6 +108,10 @@ pub struct FoldedSamples {
     pub unknown_stacks: u64,
     /// Lines whose span path or call stack was cut (a `[deeper frames]` frame).
     pub truncated: u64,
+    /// Samples of a recorded step that is not a step of the trace (trace-record's
+    /// [`StepTracker`]: the empty boundary a loop's last `step()` opens, what `finish()` ran
+    /// in; a setup-only step 0): in no line, as their `sampler` lines are in no total.
+    pub outside_steps: u64,
     /// The sampler's account over the exported steps.
     pub sampler: SamplerTotals,
     /// What the span nesting had to adjust (as in the span folded stacks).
@@ -193,17 +201,19 @@ pub fn folded_samples<R: BufRead + Send>(
     let mut span_paths: FastMap<u64, u32> = FastMap::default();
     let mut frames: FastMap<u64, String> = FastMap::default();
     let mut stacks: FastMap<u64, Vec<u64>> = FastMap::default();
-    let mut counts: FastMap<SampleKey, u64> = FastMap::default();
-    let mut sampler = SamplerTotals {
-        cpu_ns: Some(0),
-        ..SamplerTotals::default()
-    };
-    let mut total = 0u64;
+    // Samples and `sampler` lines by recorded step: whether a step is one is known when it
+    // ends, and the last one's only at the end of the trace.
+    let mut counts: FastMap<(u64, SampleKey), u64> = FastMap::default();
+    let mut accounts: Vec<SamplerEvent> = Vec::new();
     let mut step_found = step.is_none();
     let mut steps = StepTracker::new();
+    let mut real: FastMap<u64, ()> = FastMap::default();
     let mut found = |ended: Option<ClosedStep>| {
-        if ended.is_some_and(|e| e.is_step && step == Some(e.index)) {
-            step_found = true;
+        if let Some(e) = ended.filter(|e| e.is_step) {
+            real.insert(e.index, ());
+            if step == Some(e.index) {
+                step_found = true;
+            }
         }
     };
     let keep = |s: u64| step.is_none_or(|f| s == f);
@@ -231,20 +241,10 @@ pub fn folded_samples<R: BufRead + Send>(
                     phase: s.phase,
                     stack: s.stack,
                 };
-                let n = counts.entry(key).or_default();
+                let n = counts.entry((s.step, key)).or_default();
                 *n = n.saturating_add(s.n);
-                total = total.saturating_add(s.n);
             }
-            Event::Sampler(s) if keep(s.step) => {
-                sampler.steps += 1;
-                sampler.requested_hz = sampler.requested_hz.max(s.hz);
-                sampler.taken = sampler.taken.saturating_add(s.taken);
-                sampler.lost = sampler.lost.saturating_add(s.lost);
-                sampler.cpu_ns = match (sampler.cpu_ns, s.cpu_ns) {
-                    (Some(a), Some(b)) => Some(a.saturating_add(b)),
-                    _ => None,
-                };
-            }
+            Event::Sampler(s) if keep(s.step) => accounts.push(s.clone()),
             _ => {}
         }
         nester.push(event, &mut on);
@@ -252,9 +252,36 @@ pub fn folded_samples<R: BufRead + Send>(
     })?;
     found(steps.finish());
     nester.finish(&mut on);
+    let mut sampler = SamplerTotals {
+        cpu_ns: Some(0),
+        ..SamplerTotals::default()
+    };
+    for s in accounts.iter().filter(|s| real.contains_key(&s.step)) {
+        sampler.steps += 1;
+        sampler.requested_hz = sampler.requested_hz.max(s.hz);
+        sampler.taken = sampler.taken.saturating_add(s.taken);
+        sampler.lost = sampler.lost.saturating_add(s.lost);
+        sampler.cpu_ns = match (sampler.cpu_ns, s.cpu_ns) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            _ => None,
+        };
+    }
     if sampler.steps == 0 {
         sampler.cpu_ns = None;
     }
+    let mut total = 0u64;
+    let mut outside_steps = 0u64;
+    let mut by_key: FastMap<SampleKey, u64> = FastMap::default();
+    for ((at, key), n) in counts {
+        if real.contains_key(&at) {
+            let w = by_key.entry(key).or_default();
+            *w = w.saturating_add(n);
+            total = total.saturating_add(n);
+        } else {
+            outside_steps = outside_steps.saturating_add(n);
+        }
+    }
+    let counts = by_key;
 
     let mut without_span = 0u64;
     let mut unknown_stacks = 0u64;
@@ -325,6 +352,7 @@ pub fn folded_samples<R: BufRead + Send>(
         without_span,
         unknown_stacks,
         truncated,
+        outside_steps,
         sampler,
         adjustments: nester.adjustments(),
         step_found,

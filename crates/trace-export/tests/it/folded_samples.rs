@@ -215,6 +215,39 @@ fn golden_folded_samples() {
 }
 
 #[test]
+fn samples_of_the_boundary_after_the_last_step_are_in_no_step() {
+    // `step()` at the end of each iteration: step 0, step 1, then the empty boundary the last
+    // `step()` opens, in which `finish()` ran (and the sampler took a sample and accounted
+    // for it).
+    let bytes = hand(&[
+        r#"{"type":"span_start","id":1,"name":"forward","kind":"function","thread":0,"ts":0}"#,
+        r#"{"type":"span_end","id":1,"ts":60}"#,
+        r#"{"type":"step","index":1,"ts":100}"#,
+        r#"{"type":"span_start","id":2,"name":"forward","kind":"function","thread":0,"ts":110}"#,
+        r#"{"type":"span_end","id":2,"ts":160}"#,
+        r#"{"type":"step","index":2,"ts":200}"#,
+        r#"{"type":"frame","id":1,"func":"main"}"#,
+        r#"{"type":"stack","id":1,"frames":[1]}"#,
+        r#"{"type":"samples","step":0,"thread":9,"stack":1,"n":5,"span":1}"#,
+        r#"{"type":"sampler","step":0,"hz":1000,"taken":5,"lost":0,"ts":0,"dur":100}"#,
+        r#"{"type":"samples","step":1,"thread":9,"stack":1,"n":4,"span":2}"#,
+        r#"{"type":"sampler","step":1,"hz":1000,"taken":4,"lost":0,"ts":100,"dur":100}"#,
+        r#"{"type":"samples","step":2,"thread":9,"stack":1,"n":2}"#,
+        r#"{"type":"sampler","step":2,"hz":1000,"taken":2,"lost":0,"ts":200,"dur":30}"#,
+    ]);
+    let f = fold(&bytes, None);
+    assert_eq!(text(&f), "forward;main 9\n");
+    assert_eq!((f.total_samples, f.outside_steps), (9, 2));
+    assert_eq!((f.sampler.steps, f.sampler.taken), (2, 9));
+    let f0 = fold(&bytes, Some(0));
+    assert!(f0.step_found);
+    assert_eq!(f0.total_samples, 5);
+    let f2 = fold(&bytes, Some(2));
+    assert!(!f2.step_found, "the boundary is no step");
+    assert_eq!(f2.total_samples, 0);
+}
+
+#[test]
 fn a_trace_without_samples_folds_to_nothing() {
     let f = fold(testkit::session_trace(3).as_slice(), None);
     assert!(f.lines.is_empty());

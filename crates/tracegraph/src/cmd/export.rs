@@ -281,6 +281,12 @@ fn export<R: std::io::BufRead + Send, W: Write>(
                 "tracegraph: note: weights are sample counts, not ns: {} samples in {} step(s) ({rate}; {} lost); one sample ≈ {per} of CPU time (an estimate)",
                 f.total_samples, s.steps, s.lost
             );
+            if f.outside_steps > 0 {
+                eprintln!(
+                    "tracegraph: note: {} samples taken outside the trace's steps (in the empty boundary after the last step() or an empty step 0 before the first) are left out, as every command counts steps",
+                    f.outside_steps
+                );
+            }
             if f.without_span + f.unknown_stacks + f.truncated > 0 {
                 eprintln!(
                     "tracegraph: note: {} samples without a known span (under [phase] or {}), {} naming an undefined stack ({}), {} lines cut at {} span / {} stack frames ({})",
