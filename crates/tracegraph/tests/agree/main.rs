@@ -216,3 +216,112 @@ fn folded_weights_sum_to_the_root_span_times_of_a_synthetic_trace() {
         .sum();
     assert_eq!(op_lines, op_time);
 }
+
+/// Random traces of step boundaries (consecutive, skipped by a schedule, or out of order),
+/// ops, spans, memory, markers and samples: the loader's steps are the shared rule's
+/// (trace-record's `StepTracker`), and the Chrome steps track draws exactly them.
+#[test]
+fn loader_rule_and_chrome_steps_track_number_steps_alike() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    for case in 0..400 {
+        let mut lines: Vec<String> = Vec::new();
+        let mut ts = 1_000 + next(3) * 500;
+        let mut index = 0u64;
+        let mut span = 0u64;
+        for _ in 0..next(24) {
+            ts += 100 + next(2_000);
+            match next(9) {
+                0 | 1 => {
+                    index = match next(6) {
+                        0 => index + 2 + next(3),
+                        1 => index.saturating_sub(1),
+                        _ => index + 1,
+                    };
+                    lines.push(format!(r#"{{"type":"step","index":{index},"ts":{ts}}}"#));
+                }
+                2 | 3 => lines.push(format!(
+                    r#"{{"type":"op","name":"a","dtype":"f32","ts":{ts},"dur":{}}}"#,
+                    next(700)
+                )),
+                4 => {
+                    span += 1;
+                    lines.push(format!(
+                        r#"{{"type":"span_start","id":{span},"name":"s","kind":"function","thread":0,"ts":{ts}}}"#
+                    ));
+                    ts += 50;
+                    lines.push(format!(r#"{{"type":"span_end","id":{span},"ts":{ts}}}"#));
+                }
+                5 => lines.push(format!(
+                    r#"{{"type":"memory","action":"alloc","storage":{ts},"tensor":1,"bytes":8,"cat":"activation","ts":{ts}}}"#
+                )),
+                6 => lines.push(format!(r#"{{"type":"marker","name":"m","ts":{ts}}}"#)),
+                7 => lines.push(format!(
+                    r#"{{"type":"device_memory","dev":"cpu","used":1,"ts":{ts}}}"#
+                )),
+                _ => lines.push(format!(
+                    r#"{{"type":"sampler","step":{index},"hz":1000,"taken":0,"lost":0,"ts":{ts},"dur":10}}"#
+                )),
+            }
+        }
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let bytes = testkit::hand_trace(&refs);
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        let trace = load_str(&text, "case", LoadOptions::default()).expect("load");
+        let loaded: Vec<(u64, u64, u64)> = trace
+            .steps
+            .iter()
+            .map(|s| (s.index, s.start_ns, s.end_ns))
+            .collect();
+
+        let mut reader = TraceReader::new(&bytes[..], ReadOptions::default()).expect("header");
+        let mut tracker = trace_record::StepTracker::new();
+        let mut ruled = Vec::new();
+        for line in reader.by_ref() {
+            ruled.extend(tracker.event(&line.expect("read").event));
+        }
+        ruled.extend(tracker.finish());
+        let ruled: Vec<(u64, u64, u64)> = ruled
+            .iter()
+            .filter(|s| s.is_step)
+            .map(|s| (s.index, s.start_ns, s.end_ns))
+            .collect();
+        assert_eq!(ruled, loaded, "case {case}:\n{text}");
+
+        let (v, summary) = chrome(&bytes);
+        let bars: Vec<String> = v["traceEvents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["cat"] == "step")
+            .filter_map(|e| e["name"].as_str().map(str::to_string))
+            .collect();
+        let want: Vec<String> = loaded.iter().map(|s| format!("step {}", s.0)).collect();
+        assert_eq!(bars, want, "case {case}:\n{text}");
+        if summary.step_bars_clamped == 0 {
+            let spans: Vec<(u64, u64)> = v["traceEvents"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| e["cat"] == "step")
+                .map(|e| {
+                    let ts = e["ts"].as_u64().unwrap_or(u64::MAX);
+                    (ts, ts.saturating_add(e["dur"].as_u64().unwrap_or(u64::MAX)))
+                })
+                .collect();
+            let want: Vec<(u64, u64)> = loaded
+                .iter()
+                .map(|&(_, a, b)| {
+                    let (ts, dur) = trace_export::step_bar_us(a, b);
+                    (ts, ts + dur)
+                })
+                .collect();
+            assert_eq!(spans, want, "case {case}:\n{text}");
+        }
+    }
+}
