@@ -370,10 +370,12 @@ pub struct Trace {
     pub memory: Vec<MemEvent>,
     /// Physical device memory samples.
     pub physical: Vec<PhysSample>,
-    /// Steps in the order they were read. Events before the first `step` event form step 0
-    /// (the schema says they belong to it); a step in which nothing ran (no op, no span) at
-    /// the start or the end of the trace is not a step (the boundary a loop's last `step()`
-    /// opens, or its first at the top of a loop).
+    /// Steps in the order they were read, numbered and bounded by the rule every reader of a
+    /// trace shares ([`trace_record::StepTracker`]; the exports draw and filter by it): events
+    /// before the first `step` event form step 0 (the schema says they belong to it); a step
+    /// in which nothing ran (no op, no span) at the start or the end of the trace is not a
+    /// step (the boundary a loop's last `step()` opens, or its first at the top of a loop).
+    /// Step `index`es are what every command shows and `export --step` takes.
     pub steps: Vec<Step>,
     /// Every input's shape and dtype of ops that recorded them (see [`Op::input_meta`]).
     pub input_meta: Vec<(ShapeId, Sym)>,
