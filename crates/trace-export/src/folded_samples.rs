@@ -35,8 +35,8 @@
 //!
 //! Memory held: the span nester's state, one path id per span (samples are written after
 //! their step, when its spans are closed), the interned frames and stacks, one entry per
-//! distinct (step, span, phase, stack) and one per `sampler` line. Lines are capped in depth (see [`MAX_SAMPLED_FRAMES`]), so
-//! the output is linear in the input.
+//! distinct (step, span, phase, stack) and one per `sampler` line. Lines are capped in depth
+//! (see [`MAX_SAMPLED_FRAMES`]), so the output is linear in the input.
 
 use std::io::{BufRead, Write};
 

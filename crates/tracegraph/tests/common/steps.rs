@@ -116,9 +116,9 @@ pub(crate) fn assert_steps_agree(path: &Path) -> Vec<u64> {
         "{p}: spans --json"
     );
 
-    // The first, second and last steps export on their own; the index after the last one (the empty boundary a
-    // loop's last `step()` opens, or no step at all) does not, and the message lists the
-    // steps.
+    // The first, second and last steps export on their own; the index after the last one
+    // (the empty boundary a loop's last `step()` opens, or no step at all) does not, and the
+    // message lists the steps.
     let dir = tempfile::tempdir().expect("tempdir");
     for (k, &i) in indices.iter().enumerate() {
         if k > 1 && k + 1 != indices.len() {
