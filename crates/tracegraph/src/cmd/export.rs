@@ -42,7 +42,8 @@ pub(crate) struct ExportArgs {
     /// Where to write the export (`-` for standard output).
     #[arg(short, long)]
     pub(crate) output: PathBuf,
-    /// Export one step only (the step index as recorded by `step` events).
+    /// Export one step only, numbered as `graph` lists them (0: what ran before the first
+    /// `step()`).
     #[arg(long, value_name = "N")]
     pub(crate) step: Option<u64>,
     /// Args of spans and ops in the Chrome export: `compact` (what ran: span kind and path,
