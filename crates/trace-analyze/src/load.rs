@@ -2,12 +2,11 @@
 //! reader, interning names, devices and shapes as it goes.
 
 use crate::intern::FastMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::Path;
 
 use trace_record::schema::{self as wire, Event};
-use trace_record::{ReadMode, ReadOptions, TraceReader, Validator};
+use trace_record::{ReadMode, ReadOptions, TraceInput, TraceReader, Validator};
 
 use crate::error::AnalyzeError;
 use crate::intern::{Interner, ShapeInterner};
@@ -23,22 +22,19 @@ pub struct LoadOptions {
     pub strict: bool,
 }
 
-/// Loads the trace at `path`.
+/// Loads the trace at `path`, plain JSONL or zstd-compressed (see [`TraceInput`]).
 ///
 /// # Errors
 /// [`AnalyzeError::Io`] when the file cannot be opened, [`AnalyzeError::Read`] (naming the file,
 /// line and field) when it is not a valid trace. A truncated trace is not an error: it loads
 /// up to its last complete line with [`TraceEnd::Truncated`].
 pub fn load_path(path: &Path, opts: LoadOptions) -> Result<Trace, AnalyzeError> {
-    let file = File::open(path).map_err(|error| AnalyzeError::Io {
+    // Plain or zstd-compressed, decided by the file's first bytes.
+    let input = TraceInput::open(path).map_err(|error| AnalyzeError::Io {
         file: path.display().to_string(),
         error,
     })?;
-    load_reader(
-        BufReader::with_capacity(256 * 1024, file),
-        &path.display().to_string(),
-        opts,
-    )
+    load_reader(input, &path.display().to_string(), opts)
 }
 
 /// Loads a trace held in memory; `source` names it in errors.

@@ -5,6 +5,8 @@
 //!   trace with a PyTorch-style [`schema::Schedule`]; cheap when on, free when off.
 //! - [`TraceReader`] / [`read_trace`] ([`ParsedTrace`]): a streaming reader with typed errors
 //!   ([`ReadError`]); [`TraceReader::for_each_batched`] parses on a second thread.
+//! - [`TraceInput`] / [`Compression`]: zstd-compressed traces, written by a session's writer
+//!   thread and read transparently by every reader (detected by their magic bytes).
 //! - [`Validator`] / [`validate()`] / [`validate_file`]: structural checks with line numbers.
 //! - [`encode_event`] / [`encode_header`] / [`encode_trailer`]: the lines a session writes.
 //! - [`StepTracker`]: the rule that numbers and bounds a trace's steps, for every reader.
@@ -16,8 +18,10 @@
 //! It knows nothing of Candle or of analysis. The format is documented in
 //! `docs/trace-schema.md`.
 
+mod compression;
 mod encode;
 mod fast;
+mod input;
 pub mod json;
 mod pipeline;
 mod reader;
@@ -27,7 +31,11 @@ mod session;
 mod steps;
 mod validate;
 
+pub use compression::{
+    Compression, DEFAULT_ZSTD_LEVEL, MAX_WINDOW_LOG, WRITE_WINDOW_LOG, ZSTD_MAGIC, is_zstd,
+};
 pub use encode::{encode_event, encode_header, encode_trailer};
+pub use input::{TraceInput, ZstdStats};
 pub use reader::{
     LineEvent, MAX_LINE_BYTES, ParsedTrace, ReadError, ReadMode, ReadOptions, TraceReader,
     read_trace, read_trace_bytes,

@@ -6,6 +6,10 @@
 //! line is reported ([`TraceReader::partial_line`]), not fatal. In [`ReadMode::Lenient`]
 //! unknown event types are skipped and counted; [`ReadMode::Strict`] rejects them.
 //!
+//! [`TraceReader::open`] reads zstd-compressed traces too (see [`TraceInput`]); a reader
+//! built with [`TraceReader::new`] reads the bytes it is given (wrap them in a [`TraceInput`]
+//! to accept both).
+//!
 //! Devices omitted on the wire (equal to the header's device) are filled back in.
 //!
 //! ```
@@ -26,6 +30,8 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
+
+use crate::input::TraceInput;
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
@@ -132,11 +138,11 @@ pub struct TraceReader<R> {
     done: bool,
 }
 
-impl TraceReader<BufReader<File>> {
-    /// Opens the trace at `path` and reads its header.
+impl TraceReader<TraceInput<BufReader<File>>> {
+    /// Opens the trace at `path` and reads its header. A zstd-compressed trace (by content,
+    /// whatever its name) is decompressed as it is read ([`TraceInput`]).
     pub fn open(path: impl AsRef<Path>, options: ReadOptions) -> Result<Self, ReadError> {
-        let file = File::open(path)?;
-        Self::new(BufReader::with_capacity(256 * 1024, file), options)
+        Self::new(TraceInput::open(path)?, options)
     }
 }
 
@@ -214,6 +220,11 @@ impl<R: BufRead> TraceReader<R> {
     /// Lines read so far (the header included).
     pub fn lines_read(&self) -> u64 {
         self.line
+    }
+
+    /// The source being read (say, a [`TraceInput`], to ask whether it was compressed).
+    pub fn get_ref(&self) -> &R {
+        &self.src
     }
 
     /// Reads the next line into `buf` (without its newline). Returns whether the line was

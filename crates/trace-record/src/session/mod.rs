@@ -15,6 +15,10 @@
 //! complete line. [`TraceSession::close_on_signals`] also writes the `incomplete` trailer on
 //! SIGINT and SIGTERM.
 //!
+//! A compressed session ([`Run::compression`], or a `.zst` path) hands each block to a writer
+//! thread that compresses it into one zstd frame; the header is the first frame, so the
+//! same holds: a killed recording reads back to its last complete frame.
+//!
 //! Outside the schedule's active windows (and after `finish`) every record call returns after
 //! one relaxed atomic load.
 //!
@@ -47,6 +51,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use crate::compression::Compression;
 use crate::encode;
 use crate::json::LineBuf;
 use crate::records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
@@ -97,6 +102,7 @@ pub enum TraceError {
 }
 
 mod claim;
+mod compressor;
 mod flusher;
 mod output;
 mod run;
@@ -111,7 +117,8 @@ pub use signals::AfterSignal;
 
 use flusher::Flusher;
 
-use output::{Output, SharedVec, lock};
+use compressor::ZstdSink;
+use output::{Output, SharedVec, Sink, lock};
 
 /// What `finish` reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,7 +127,7 @@ pub struct Summary {
     pub path: Option<PathBuf>,
     /// Events written, by type.
     pub counts: EventCounts,
-    /// Bytes written, header and trailer included.
+    /// Bytes written, header and trailer included (compressed bytes for a compressed trace).
     pub bytes: u64,
     /// Events recorded but not written.
     pub dropped: u64,
@@ -183,6 +190,11 @@ impl TraceSession {
     /// a file is still being written. Devices (`/dev/null`) are written as they are.
     pub fn open(path: impl AsRef<Path>, run: Run) -> Result<Self, TraceError> {
         let path = path.as_ref().to_path_buf();
+        let mut run = run;
+        run.compression = Some(
+            run.compression
+                .unwrap_or_else(|| Compression::for_path(&path)),
+        );
         let claimed = claim::claim(&path, run.overwrite)?;
         let lock = if claimed.locked {
             claimed.file.try_clone().ok()
@@ -241,8 +253,13 @@ impl TraceSession {
         let mut buf = LineBuf::with_capacity(BLOCK_BYTES + 64 * 1024);
         buf.extend(&header_line);
         let active = run.schedule.is_none_or(|s| s.is_active(0));
+        let writer: Box<dyn Write + Send> = Box::new(writer);
+        let sink = match run.compression.unwrap_or_default() {
+            Compression::None => Sink::Plain(writer),
+            Compression::Zstd { level } => Sink::Zstd(ZstdSink::start(writer, level)),
+        };
         let mut output = Output {
-            sink: Box::new(writer),
+            sink,
             buf,
             pending: EventCounts::default(),
             counts: EventCounts::default(),
@@ -251,9 +268,11 @@ impl TraceSession {
             error: None,
             finished: false,
         };
-        // The file starts with its header from the first moment.
+        // The file starts with its header from the first moment (a frame of its own when
+        // compressed).
         output.write_block();
         output.flush_sink();
+        output.sync();
         let out = Arc::new(Mutex::new(output));
         let flusher = run
             .flush_interval
@@ -624,6 +643,13 @@ impl TraceSession {
             out.write_block();
             out.flush_sink();
         }
+        // A compressed block is written by the writer thread; wait for it without holding the
+        // lock, so that other threads keep recording meanwhile.
+        let ticket = out.ticket();
+        drop(out);
+        if let Some(t) = ticket {
+            t.wait();
+        }
         index
     }
 
@@ -663,6 +689,8 @@ impl TraceSession {
         let ts = self.now_ns();
         let mut out = lock(&self.out);
         out.write_block();
+        // Whether everything so far was written decides whether a trailer follows.
+        out.sync();
         let mut trailer_line = Vec::new();
         if out.error.is_none() {
             let trailer = Trailer {
@@ -676,6 +704,7 @@ impl TraceSession {
             out.write_block();
             out.flush_sink();
         }
+        out.close_sink();
         out.finished = true;
         // The trace is whole (or as whole as it will get): readers no longer see a writer.
         if let Some(lock) = &self.lock {

@@ -1,8 +1,13 @@
 //! Where a session's lines go: the block buffer, the sink, counts and the first I/O error.
+//!
+//! A plain sink is written in place, by whichever thread writes the block. A compressed one
+//! ([`ZstdSink`]) hands the block to its writer thread, which compresses it into one zstd
+//! frame; its counts, bytes and errors arrive later and are folded in ([`Output::sync`]).
 
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::compressor::{Ticket, ZstdSink};
 use crate::json::LineBuf;
 use crate::schema::{EventCounts, EventType};
 
@@ -42,13 +47,22 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Where written blocks go.
+pub(super) enum Sink {
+    /// Written as they are, by the thread that writes the block.
+    Plain(Box<dyn Write + Send>),
+    /// Compressed into zstd frames on the sink's writer thread.
+    Zstd(ZstdSink),
+}
+
 pub(super) struct Output {
-    pub(super) sink: Box<dyn Write + Send>,
+    pub(super) sink: Sink,
     pub(super) buf: LineBuf,
     /// Counts of the events in `buf` (not yet written).
     pub(super) pending: EventCounts,
     /// Counts of events written.
     pub(super) counts: EventCounts,
+    /// Bytes written to the sink (compressed bytes for a compressed sink).
     pub(super) bytes: u64,
     pub(super) dropped: u64,
     pub(super) error: Option<io::Error>,
@@ -81,25 +95,79 @@ impl Output {
         if self.buf.len() == 0 || self.error.is_some() {
             return;
         }
-        match self.sink.write_all(self.buf.bytes()) {
-            Ok(()) => {
-                self.bytes += self.buf.len() as u64;
-                self.counts += self.pending;
+        match &mut self.sink {
+            Sink::Plain(w) => {
+                match w.write_all(self.buf.bytes()) {
+                    Ok(()) => {
+                        self.bytes += self.buf.len() as u64;
+                        self.counts += self.pending;
+                    }
+                    Err(e) => {
+                        self.dropped += self.pending.total();
+                        self.error = Some(e);
+                    }
+                }
+                self.buf.clear();
             }
-            Err(e) => {
-                self.dropped += self.pending.total();
-                self.error = Some(e);
+            Sink::Zstd(z) => {
+                z.write_block(&mut self.buf, self.pending);
+                // Errors met so far stop further appends (as a plain sink's would).
+                z.absorb(
+                    &mut self.counts,
+                    &mut self.bytes,
+                    &mut self.dropped,
+                    &mut self.error,
+                );
             }
         }
         self.pending = EventCounts::default();
-        self.buf.clear();
     }
 
     pub(super) fn flush_sink(&mut self) {
-        if self.error.is_none()
-            && let Err(e) = self.sink.flush()
-        {
-            self.error = Some(e);
+        if self.error.is_some() {
+            return;
         }
+        match &mut self.sink {
+            Sink::Plain(w) => {
+                if let Err(e) = w.flush() {
+                    self.error = Some(e);
+                }
+            }
+            Sink::Zstd(z) => z.flush(),
+        }
+    }
+
+    /// For a compressed sink, a ticket for everything handed to its writer so far (wait on
+    /// it without holding the output's lock); `None` for a plain sink, which has written
+    /// everything already.
+    pub(super) fn ticket(&self) -> Option<Ticket> {
+        match &self.sink {
+            Sink::Plain(_) => None,
+            Sink::Zstd(z) => Some(z.ticket()),
+        }
+    }
+
+    /// Waits until everything handed to the sink is written and folds the outcome into the
+    /// counts (no-op for a plain sink).
+    pub(super) fn sync(&mut self) {
+        if let Some(t) = self.ticket() {
+            t.wait();
+        }
+        if let Sink::Zstd(z) = &self.sink {
+            z.absorb(
+                &mut self.counts,
+                &mut self.bytes,
+                &mut self.dropped,
+                &mut self.error,
+            );
+        }
+    }
+
+    /// Writes everything, stops a compressed sink's writer thread and folds in its outcome.
+    pub(super) fn close_sink(&mut self) {
+        if let Sink::Zstd(z) = &mut self.sink {
+            z.close();
+        }
+        self.sync();
     }
 }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::compression::Compression;
 use crate::schema::{Phase, Schedule, TimingMode};
 
 /// What a session is asked to record: the run's metadata and optional schedule.
@@ -38,6 +39,11 @@ pub struct Run {
     /// replaced by rename, never truncated in place, and never while another session is
     /// writing it.
     pub overwrite: bool,
+    /// How the trace is stored; `None` (the default) lets the path decide
+    /// ([`Compression::for_path`]: zstd for a `.zst` name) and writes plain JSONL into
+    /// writers and memory. Compression runs on a writer thread of the session, never on the
+    /// recording threads; each written block is one zstd frame.
+    pub compression: Option<Compression>,
 }
 
 /// The default of [`Run::flush_interval`]: 200 ms.
@@ -59,7 +65,14 @@ impl Run {
             schedule: None,
             flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
             overwrite: false,
+            compression: None,
         }
+    }
+
+    /// Sets how the trace is stored (see [`Run::compression`]), whatever the path's name.
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = Some(compression);
+        self
     }
 
     /// Sets how long events may wait in the buffer before being written (see

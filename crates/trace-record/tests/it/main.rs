@@ -5,6 +5,7 @@ mod alloc;
 mod claim;
 mod combined;
 mod common;
+mod compressed;
 mod crash;
 mod doc_examples;
 mod escape;

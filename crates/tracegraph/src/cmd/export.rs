@@ -84,14 +84,14 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
     let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
     let name = args.trace.display().to_string();
     let src = progress::ProgressReader::new(file, len, show, &name);
-    let mut reader = TraceReader::new(
-        BufReader::with_capacity(256 * 1024, src),
-        ReadOptions::default(),
-    )
-    .map_err(|error| AnalyzeError::Read {
-        file: name.clone(),
-        error,
-    })?;
+    // Plain or zstd-compressed, decided by the first bytes.
+    let input = trace_record::TraceInput::new(BufReader::with_capacity(256 * 1024, src))
+        .with_context(|| format!("cannot read trace {name}"))?;
+    let mut reader =
+        TraceReader::new(input, ReadOptions::default()).map_err(|error| AnalyzeError::Read {
+            file: name.clone(),
+            error,
+        })?;
     let result = export(args, &mut reader, &mut out);
     progress::clear(show);
     let to_stdout = out.is_stdout();

@@ -55,18 +55,36 @@ pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
 }
 
 /// Loads a trace, with a progress bar on stderr when it is a terminal and the file is large.
+/// Plain and zstd-compressed traces load alike (decided by the file's first bytes).
 pub(crate) fn load(path: &Path, strict: bool) -> anyhow::Result<Trace> {
+    load_stored(path, strict).map(|(trace, _)| trace)
+}
+
+/// Like [`load`], also saying how the file was stored: `Some` with what was decoded for a
+/// zstd-compressed trace, `None` for plain JSONL.
+pub(crate) fn load_stored(
+    path: &Path,
+    strict: bool,
+) -> anyhow::Result<(Trace, Option<trace_record::ZstdStats>)> {
     let file = File::open(path).with_context(|| format!("cannot open trace {}", path.display()))?;
     // Asked before reading: a writer that finishes meanwhile leaves a whole trace.
     let writer = trace_record::writer_of(path);
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
     let reader = progress::ProgressReader::new(file, len, show, &path.display().to_string());
-    let loaded = trace_analyze::load_reader(
-        BufReader::with_capacity(256 * 1024, reader),
-        &path.display().to_string(),
-        LoadOptions { strict },
-    );
+    // Plain or zstd-compressed, decided by the first bytes; the bar counts bytes of the file.
+    let mut stored = None;
+    let loaded = trace_record::TraceInput::new(BufReader::with_capacity(256 * 1024, reader))
+        .with_context(|| format!("cannot read trace {}", path.display()))
+        .and_then(|mut input| {
+            let t = trace_analyze::load_reader(
+                &mut input,
+                &path.display().to_string(),
+                LoadOptions { strict },
+            );
+            stored = input.zstd();
+            t.map_err(anyhow::Error::from)
+        });
     // Erase the bar before anything else is printed, error or not.
     progress::clear(show);
     let trace = loaded?;
@@ -84,7 +102,7 @@ pub(crate) fn load(path: &Path, strict: bool) -> anyhow::Result<Trace> {
             trace.outcome.describe()
         );
     }
-    Ok(trace)
+    Ok((trace, stored))
 }
 
 /// Prints `value` as pretty JSON with a `schema` field first (`tracegraph.<what>/1`).

@@ -7,12 +7,12 @@ use serde::Serialize;
 use trace_analyze::{AnalyzeError, ReadCounts};
 use trace_record::{Issue, IssueKind, ReadError};
 
-use super::{Status, load, print_json, write_stdout};
+use super::{Status, load_stored, print_json, write_stdout};
 
 /// Arguments of `tracegraph validate`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ValidateArgs {
-    /// The trace file (JSON Lines).
+    /// The trace file (JSON Lines, or zstd-compressed JSON Lines).
     pub(crate) trace: PathBuf,
     /// Also reject unknown event types (exit 3), and treat an incomplete trace, a partial last
     /// line, dropped events or trailer counts that differ from the events read as problems
@@ -36,8 +36,26 @@ struct Report {
     events: ReadCounts,
     dropped: u64,
     counts_match_trailer: Option<bool>,
+    /// How the file is stored, for a compressed trace (absent for plain JSONL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compression: Option<Stored>,
     problems: Vec<String>,
     issues: Vec<Issue>,
+}
+
+/// What a compressed trace's file holds.
+#[derive(Serialize)]
+struct Stored {
+    /// `zstd`.
+    format: &'static str,
+    /// Frames decoded to their end.
+    frames: u64,
+    /// Bytes of the file read.
+    compressed_bytes: u64,
+    /// Bytes of JSONL they decompressed to.
+    bytes: u64,
+    /// The file ends inside a frame (a recording killed while writing it).
+    truncated_last_frame: bool,
 }
 
 /// The JSON verdict on a trace that could not be read at all.
@@ -90,7 +108,7 @@ impl Rejected {
 
 /// Runs `tracegraph validate`.
 pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
-    let trace = match load(&args.trace, args.strict) {
+    let (trace, stored) = match load_stored(&args.trace, args.strict) {
         Ok(t) => t,
         Err(e) => {
             if args.json {
@@ -152,6 +170,13 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
         events: trace.counts.clone(),
         dropped: trace.dropped,
         counts_match_trailer: s.health.counts_match_trailer,
+        compression: stored.map(|z| Stored {
+            format: trace_record::Compression::zstd().name(),
+            frames: z.frames,
+            compressed_bytes: z.compressed_bytes,
+            bytes: z.bytes,
+            truncated_last_frame: z.truncated,
+        }),
         problems: problems.clone(),
         issues: trace.issues.clone(),
     };
@@ -168,6 +193,21 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
             report.outcome.describe(),
             if args.strict { " (strict)" } else { "" }
         );
+        if let Some(z) = &report.compression {
+            let ratio = z.bytes as f64 / z.compressed_bytes.max(1) as f64;
+            let _ = writeln!(
+                o,
+                "  compression: {}, {} frame(s), {} compressed bytes for {} bytes of JSONL \
+                 ({ratio:.1}x)",
+                z.format, z.frames, z.compressed_bytes, z.bytes
+            );
+            if z.truncated_last_frame {
+                let _ = writeln!(
+                    o,
+                    "  the last zstd frame is cut short (read up to where it ends)"
+                );
+            }
+        }
         for i in trace.issues.iter().take(50) {
             let _ = writeln!(o, "  {i}");
         }
