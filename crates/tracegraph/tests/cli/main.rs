@@ -1,6 +1,7 @@
 //! End-to-end tests of the `tracegraph` binary: goldens on a small trace, the demo's own trace
 //! through every command, exit codes for bad input.
 
+mod compressed;
 mod demo;
 mod errors;
 mod golden;
