@@ -10,11 +10,13 @@
 //!   `span;span;frame;frame samples`, weighted by sample count (never mixed with the ns of
 //!   [`folded_stacks`]).
 //!
-//! All read a trace through trace-record's [`TraceReader`] and nothing else: this crate
-//! depends on the trace format only, so a change to the analyses cannot change an export.
-//! Spans and ops are made to nest per thread by one span nester, which counts what it had to
-//! adjust ([`Adjustments`]); the Chrome export and the folded stacks share it, so their
-//! times agree.
+//! All read a trace through trace-record's [`TraceReader`](trace_record::TraceReader) and
+//! nothing else: this crate depends on the trace format only, so a change to the analyses
+//! cannot change an export. Spans and ops are made to nest per thread by one span nester,
+//! which counts what it had to adjust ([`Adjustments`]); the Chrome export and the folded
+//! stacks share it, so their times agree. Steps are numbered and bounded by trace-record's
+//! [`StepTracker`](trace_record::StepTracker), the rule the analyses use, so `--step N` and
+//! the Chrome steps track name the steps every command lists.
 
 mod chrome;
 mod folded;
