@@ -21,6 +21,19 @@
 //! - `record/two_threads ns_per_event`: two threads recording ops into one shared session,
 //!   wall time per event (candle-graph's session is not `Sync`: no baseline).
 //! - `record/jsonl_bytes_per_op B`: file bytes per op event.
+//! - `record/zstd_bytes_per_op B`: the same for a compressed session (a `.jsonl.zst` path,
+//!   zstd level 3, one frame per written block), against the uncompressed bytes.
+//! - `record/zstd_recording_thread ns_per_event`: what a compressed session costs the thread
+//!   that records an op, against an uncompressed session on the same events (both to
+//!   `/dev/null`): the recording thread's own CPU time over the recording loop (Linux
+//!   `/proc/thread-self/schedstat`; wall time elsewhere). Compression runs on the session's
+//!   writer thread; what the recording thread pays is the hand-off of each full block instead
+//!   of a `write` call. Target: within 1.1x.
+//! - `record/zstd_op_wall ns_per_event`: wall time per op of the compressed session, `finish`
+//!   included, against `record/op`'s. A loop that does nothing but record produces JSONL
+//!   faster than zstd compresses it; the writer then holds the recorder back (at most 4
+//!   blocks wait for it), so this row is the compressor's throughput, not the recording
+//!   thread's cost: in a real program the time between ops hides it.
 //! - `record/inactive ns`: a `record_op` outside the schedule's active window.
 //! - `record/read_validate_<n>_ops events_per_s`: streaming read + structural validation of
 //!   a trace of `n` ops in spans of 100 (1M ops; 200k in quick mode), against candle-graph's
@@ -36,7 +49,9 @@ use candle_graph::{
 };
 use criterion::{BenchmarkId, Criterion, SamplingMode};
 use trace_record::schema::{AllocKind, MemoryCategory, Phase, Schedule, SpanKind};
-use trace_record::{MemoryRecord, OpRecord, ReadOptions, Run, TensorRecord, TraceSession};
+use trace_record::{
+    Compression, MemoryRecord, OpRecord, ReadOptions, Run, TensorRecord, TraceSession,
+};
 use tracegraph_benches::{Row, emit, quick};
 
 const SHAPE: [usize; 2] = [64, 128];
@@ -115,6 +130,46 @@ const NULL: &str = "/dev/null";
 fn time_ours(iters: u64, body: impl Fn(&TraceSession, u64)) -> Duration {
     let session = TraceSession::open(NULL, run()).expect("/dev/null");
     // Like candle-graph's ops, ours are recorded inside an open span.
+    let span = session.span("root", SpanKind::Function, None);
+    let start = Instant::now();
+    for i in 0..iters {
+        body(&session, i);
+    }
+    drop(span);
+    session.finish().expect("finish");
+    start.elapsed()
+}
+
+/// CPU time this thread has run, in ns, where the OS tells it (Linux schedstat).
+fn thread_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// The recording thread's own CPU time over the recording loop of `body`, on a fresh session
+/// of `run` writing to `/dev/null` (`finish` is outside it); wall time where the OS does not
+/// report a thread's CPU time.
+fn time_recording_thread(iters: u64, run: Run, body: impl Fn(&TraceSession, u64)) -> Duration {
+    let session = TraceSession::open(NULL, run).expect("/dev/null");
+    let span = session.span("root", SpanKind::Function, None);
+    let cpu0 = thread_cpu_ns();
+    let start = Instant::now();
+    for i in 0..iters {
+        body(&session, i);
+    }
+    let wall = start.elapsed();
+    let took = match (cpu0, thread_cpu_ns()) {
+        (Some(a), Some(b)) => Duration::from_nanos(b.saturating_sub(a)),
+        _ => wall,
+    };
+    drop(span);
+    session.finish().expect("finish");
+    took
+}
+
+/// Like [`time_ours`] for a session of `run` (wall time, `finish` included).
+fn time_ours_with(iters: u64, run: Run, body: impl Fn(&TraceSession, u64)) -> Duration {
+    let session = TraceSession::open(NULL, run).expect("/dev/null");
     let span = session.span("root", SpanKind::Function, None);
     let start = Instant::now();
     for i in 0..iters {
@@ -327,7 +382,40 @@ fn bench_record(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("inactive", "ours"), |b| {
         b.iter(|| black_box(&inactive).record_op(black_box(&op)))
     });
+    g.bench_function(BenchmarkId::new("op", "zstd"), |b| {
+        b.iter_custom(|iters| {
+            time_ours_with(iters, run().compression(Compression::zstd()), ours_op)
+        })
+    });
+    for (name, compression) in [("plain", Compression::None), ("zstd", Compression::zstd())] {
+        g.bench_function(BenchmarkId::new("op_recording_thread", name), |b| {
+            b.iter_custom(|iters| {
+                time_recording_thread(iters, run().compression(compression), ours_op)
+            })
+        });
+    }
     g.finish();
+}
+
+/// Bytes per op event of a compressed session (a `.jsonl.zst` path), as [`bytes_per_op`]
+/// measures the plain ones: (file with n ops − file with none) / n.
+fn zstd_bytes_per_op(dir: &Path) -> f64 {
+    let n = 100_000u64;
+    let ours = |count: u64| {
+        let path = dir.join(format!("bytes-zstd-{count}.jsonl.zst"));
+        let s = TraceSession::open(&path, run()).expect("temp trace");
+        let span = s.span("root", SpanKind::Function, None);
+        for i in 0..count {
+            ours_op(&s, i);
+        }
+        drop(span);
+        s.finish().expect("finish");
+        let bytes = std::fs::read(&path).expect("trace file");
+        assert!(trace_record::is_zstd(&bytes), "a .zst path is compressed");
+        let _ = std::fs::remove_file(&path);
+        bytes.len() as f64
+    };
+    (ours(n) - ours(0)) / n as f64
 }
 
 /// Bytes per op event in each format: (file with n ops − file with none) / n.
@@ -460,6 +548,7 @@ fn main() {
     };
     let (ours_events, cg_events) = bench_read(&mut c, dir.path(), n, label);
     let (ours_bytes, cg_bytes) = bytes_per_op(dir.path());
+    let zstd_bytes = zstd_bytes_per_op(dir.path());
     c.final_summary();
 
     let cg = "candle-graph 0.7";
@@ -512,6 +601,37 @@ fn main() {
         )
         .vs(cg, cg_bytes),
     );
+    emit(
+        Row::new(
+            "record/zstd_bytes_per_op",
+            "bytes_per_event",
+            zstd_bytes,
+            "B",
+        )
+        .vs("uncompressed JSONL", ours_bytes),
+    );
+    match (
+        median_ns("record/op_recording_thread/zstd"),
+        median_ns("record/op_recording_thread/plain"),
+    ) {
+        (Some(z), Some(p)) => emit(
+            Row::new(
+                "record/zstd_recording_thread",
+                "ns_per_event_median",
+                z,
+                "ns",
+            )
+            .vs("uncompressed session", p),
+        ),
+        _ => eprintln!("bench-row: record/zstd_recording_thread skipped (did not run)"),
+    }
+    match (median_ns("record/op/zstd"), median_ns("record/op/ours")) {
+        (Some(z), Some(p)) => emit(
+            Row::new("record/zstd_op_wall", "ns_per_event_median", z, "ns")
+                .vs("uncompressed session", p),
+        ),
+        _ => eprintln!("bench-row: record/zstd_op_wall skipped (did not run)"),
+    }
     alone("record/inactive", "record/inactive/ours", "ns_median");
     let read = format!("record/read_validate_{label}");
     match (
