@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::TraceError;
+use crate::input::TraceInput;
 
 /// Attempts to take a path whose file is replaced under us between the open and the lock.
 const CLAIM_ATTEMPTS: usize = 8;
@@ -178,8 +179,10 @@ fn temporary_beside(path: &Path) -> io::Result<(PathBuf, File)> {
 /// file may not have written it yet).
 fn header_pid(file: &File) -> Option<u32> {
     let mut line = String::new();
-    // The header is small; a hostile first line is not read past 64 KiB.
-    let mut r = BufReader::new(io::Read::take(file, 64 * 1024));
+    // The header is small; a hostile first line is not read past 64 KiB (of the file, and of
+    // its decompressed content when it is zstd-compressed: the header is its first frame).
+    let input = TraceInput::new(BufReader::new(io::Read::take(file, 64 * 1024))).ok()?;
+    let mut r = io::Read::take(input, 64 * 1024);
     r.read_line(&mut line).ok()?;
     let at = line.find("\"pid\":")? + "\"pid\":".len();
     let digits: String = line[at..]

@@ -64,7 +64,9 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(&mut self, job: Job) -> Option<LineBuf> {
+    /// Does `job`, hands its emptied buffer to `give_back`, then marks the job finished (in
+    /// that order: whoever waits for the job finds the buffer back for reuse).
+    fn run(&mut self, job: Job, give_back: impl FnOnce(LineBuf)) {
         let failed = lock(&self.shared.done).failed;
         let (result, block) = match job {
             Job::Block(block, counts) => {
@@ -92,6 +94,10 @@ impl Worker {
             Job::Flush if failed => (Ok(()), None),
             Job::Flush => (self.sink.flush(), None),
         };
+        if let Some(mut block) = block {
+            block.clear();
+            give_back(block);
+        }
         let mut d = lock(&self.shared.done);
         if let Err(e) = result {
             d.failed = true;
@@ -100,7 +106,6 @@ impl Worker {
         d.jobs += 1;
         drop(d);
         self.shared.cv.notify_all();
-        block
     }
 
     /// Compresses `bytes` into `self.frame` as one whole frame.
@@ -134,7 +139,11 @@ enum Mode {
         thread: Option<JoinHandle<()>>,
     },
     /// The OS refused a thread: blocks are compressed where they are written.
-    Inline(Worker),
+    Inline {
+        worker: Worker,
+        /// The buffer of the last block written, for the next.
+        spare: Option<LineBuf>,
+    },
 }
 
 /// The compressing sink of a session: sends blocks to the writer thread.
@@ -202,11 +211,10 @@ impl ZstdSink {
                     return;
                 };
                 while let Ok(job) = inbox.recv() {
-                    if let Some(mut block) = worker.run(job) {
-                        block.clear();
-                        // The session may be gone already; the buffer is then freed.
+                    // The session may be gone already; the buffer is then freed.
+                    worker.run(job, |block| {
                         let _ = give_back.send(block);
-                    }
+                    });
                 }
                 // Dropping the worker closes the sink (the file) on this thread.
             });
@@ -218,9 +226,15 @@ impl ZstdSink {
                     thread: Some(thread),
                 },
                 // The thread ended before taking it (it cannot, short of a panic).
-                Err(mpsc::SendError(worker)) => Mode::Inline(worker),
+                Err(mpsc::SendError(worker)) => Mode::Inline {
+                    worker,
+                    spare: None,
+                },
             },
-            Err(_) => Mode::Inline(worker),
+            Err(_) => Mode::Inline {
+                worker,
+                spare: None,
+            },
         };
         ZstdSink {
             mode,
@@ -251,9 +265,7 @@ impl ZstdSink {
                 }
                 d.jobs += 1;
             }
-            Mode::Inline(w) => {
-                let _ = w.run(job);
-            }
+            Mode::Inline { worker, spare } => worker.run(job, |block| *spare = Some(block)),
         }
         self.sent += 1;
     }
@@ -261,9 +273,9 @@ impl ZstdSink {
     /// Hands `buf` (the block to write, events `counts`) to the writer and leaves a clean
     /// spare buffer in its place.
     pub(super) fn write_block(&mut self, buf: &mut LineBuf, counts: EventCounts) {
-        let spare = match &self.mode {
+        let spare = match &mut self.mode {
             Mode::Thread { spares, .. } => spares.try_recv().ok(),
-            Mode::Inline(_) => None,
+            Mode::Inline { spare, .. } => spare.take(),
         };
         let spare = spare.unwrap_or_else(|| LineBuf::with_capacity(BLOCK_BYTES + 64 * 1024));
         let block = std::mem::replace(buf, spare);

@@ -575,3 +575,22 @@ fn a_killed_compressed_recording_reads_to_its_last_frame() {
         );
     }
 }
+
+#[test]
+fn a_compressed_file_being_written_says_who_writes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.jsonl.zst");
+    let first = TraceSession::open(&path, run()).unwrap();
+    let me = Some(std::process::id());
+    // The pid comes from the header, the first frame, decompressed.
+    assert_eq!(
+        trace_record::writer_of(&path),
+        trace_record::Writer::Live { pid: me }
+    );
+    match TraceSession::open(&path, run().overwrite(true)) {
+        Err(trace_record::TraceError::Busy { pid, .. }) => assert_eq!(pid, me),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    first.finish().unwrap();
+    assert_eq!(trace_record::writer_of(&path), trace_record::Writer::None);
+}
