@@ -449,3 +449,69 @@ impl Builder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use trace_record::schema::{Phase, SpanKind};
+    use trace_record::{OpRecord, Run, TraceSession};
+
+    use super::{LoadOptions, load_path};
+
+    fn record(path: &Path) {
+        let s = TraceSession::open(path, Run::new("load::tests", Phase::Infer, "cpu")).unwrap();
+        for step in 0..3u64 {
+            let _span = s.span("forward", SpanKind::Module, None);
+            for i in 0..500u64 {
+                s.record_op(&OpRecord {
+                    name: if i % 2 == 0 { "matmul" } else { "relu" },
+                    inputs: &[i],
+                    outputs: &[i + 1],
+                    shape: &[8, 8],
+                    dtype: "f32",
+                    device: "cpu",
+                    start_ns: step * 1_000_000 + i * 100,
+                    dur_ns: 50,
+                    in_bytes: 256,
+                    out_bytes: 256,
+                    category: None,
+                    flops: None,
+                });
+            }
+            drop(_span);
+            s.step();
+        }
+        s.finish().unwrap();
+    }
+
+    /// A `.jsonl.zst` trace loads into the same model as a plain one.
+    #[test]
+    fn a_compressed_trace_loads_like_a_plain_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, packed) = (dir.path().join("t.jsonl"), dir.path().join("t.jsonl.zst"));
+        record(&plain);
+        record(&packed);
+        assert!(trace_record::is_zstd(&std::fs::read(&packed).unwrap()));
+        let a = load_path(&plain, LoadOptions::default()).unwrap();
+        let b = load_path(&packed, LoadOptions::default()).unwrap();
+        assert_eq!(b.ops.len(), 1500);
+        assert_eq!(
+            (
+                a.ops.len(),
+                a.spans.len(),
+                a.steps.len(),
+                a.lines,
+                a.is_incomplete()
+            ),
+            (
+                b.ops.len(),
+                b.spans.len(),
+                b.steps.len(),
+                b.lines,
+                b.is_incomplete()
+            )
+        );
+        assert!(b.issues.is_empty());
+    }
+}
