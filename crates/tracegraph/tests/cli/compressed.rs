@@ -56,6 +56,11 @@ fn summary_ops_export_and_validate_read_a_compressed_trace() {
         }
     }
 
+    // The report and compare read it too (compare of a trace with its compressed copy).
+    ok(d, &["report", "t.jsonl.zst", "-o", "report.html"]);
+    assert!(std::fs::metadata(d.join("report.html")).unwrap().len() > 0);
+    ok(d, &["compare", "t.jsonl", "t.jsonl.zst"]);
+
     // validate says how the file is stored, for compressed traces only.
     let text = ok(d, &["validate", "--strict", "t.jsonl.zst"]);
     assert!(
