@@ -383,6 +383,26 @@ pub struct SamplerAccount {
     pub wall_ns: u64,
     /// Samples per second of process CPU time achieved (`taken` ÷ `cpu_ns`).
     pub effective_hz: Option<f64>,
+    /// A sum above passed `u64::MAX` and stopped there (hostile or corrupt counts).
+    pub saturated: bool,
+}
+
+/// `*acc += x`, stopping at `u64::MAX` and setting `flag` when it would pass it.
+fn add_sat(acc: &mut u64, x: u64, flag: &mut bool) {
+    match acc.checked_add(x) {
+        Some(v) => *acc = v,
+        None => {
+            *acc = u64::MAX;
+            *flag = true;
+        }
+    }
+}
+
+/// [`add_sat`] with the flag in a [`Cell`](std::cell::Cell), for closures that share it.
+fn add_sat_cell(acc: &mut u64, x: u64, flag: &std::cell::Cell<bool>) {
+    let mut f = flag.get();
+    add_sat(acc, x, &mut f);
+    flag.set(f);
 }
 
 /// Where the sampled CPU time went.
@@ -409,6 +429,9 @@ pub struct HotReport {
     pub groups: Vec<HotRow>,
     /// Recognised costs, one line each with its evidence (see the module docs).
     pub hints: Vec<HotHint>,
+    /// A count above passed `u64::MAX` and stopped there: the trace's sample counts are
+    /// hostile or corrupt (`tracegraph validate` names the lines), so shares are unreliable.
+    pub saturated: bool,
 }
 
 /// The phase of a sample: the capture's, else what its stack shows (a frame of Candle's
@@ -465,7 +488,8 @@ fn find_model_crates(trace: &Trace) -> Vec<String> {
             (!runtime).then_some(c)
         });
         if let Some(c) = outer {
-            *votes.entry(c).or_default() += row.n;
+            let v = votes.entry(c).or_default();
+            *v = v.saturating_add(row.n);
         }
     }
     let mut out: Vec<String> = votes
@@ -491,6 +515,7 @@ fn sampler_account(s: &SampledStacks, in_steps: impl Fn(u64) -> bool) -> Sampler
         cpu_ns: Some(0),
         wall_ns: 0,
         effective_hz: None,
+        saturated: false,
     };
     for st in s.steps.iter().filter(|st| in_steps(st.step)) {
         acc.steps += 1;
@@ -499,11 +524,14 @@ fn sampler_account(s: &SampledStacks, in_steps: impl Fn(u64) -> bool) -> Sampler
             Some((a, b)) => (a.min(st.step), b.max(st.step)),
         });
         acc.requested_hz = acc.requested_hz.max(st.hz);
-        acc.taken += st.taken;
-        acc.lost += st.lost;
-        acc.wall_ns += st.dur_ns;
+        add_sat(&mut acc.taken, st.taken, &mut acc.saturated);
+        add_sat(&mut acc.lost, st.lost, &mut acc.saturated);
+        add_sat(&mut acc.wall_ns, st.dur_ns, &mut acc.saturated);
         acc.cpu_ns = match (acc.cpu_ns, st.cpu_ns) {
-            (Some(a), Some(b)) => Some(a + b),
+            (Some(mut a), Some(b)) => {
+                add_sat(&mut a, b, &mut acc.saturated);
+                Some(a)
+            }
             _ => None,
         };
     }
@@ -547,7 +575,20 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     } else {
         opts.model_crates.clone()
     };
-    let in_steps = |step: u64| opts.steps.is_none_or(|(a, b)| step >= a && step <= b);
+    // Steps as every command numbers them (the loader's, which trace-record's StepTracker
+    // follows): the empty boundary a loop's last `step()` opens (or an empty step 0) is no
+    // step, even when the sampler wrote an account for it, so samples and accounts outside
+    // the first and last step are left out. A trace with no step of work at all (samples
+    // only) keeps every sample: it has no step structure to agree with.
+    let bounds = trace
+        .steps
+        .first()
+        .zip(trace.steps.last())
+        .map(|(a, b)| (a.index, b.index));
+    let in_steps = |step: u64| {
+        bounds.is_none_or(|(lo, hi)| step >= lo && step <= hi)
+            && opts.steps.is_none_or(|(a, b)| step >= a && step <= b)
+    };
     let group_of = |f: u32| -> CrateGroup {
         if s.frame_is_allocator(f) {
             CrateGroup::Allocator
@@ -591,6 +632,9 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         .map(|f| is_allocator_frame(&f.func))
         .collect();
     let mut seen_frame: FastMap<&str, usize> = FastMap::default();
+    // Counts stop at u64::MAX (hostile `n`) and say so, as the validator's sums do.
+    let sat = std::cell::Cell::new(false);
+    let add = |a: &mut u64, x: u64| add_sat_cell(a, x, &sat);
     for (ri, row) in s.samples.iter().enumerate() {
         let ri = ri + 1;
         if !in_steps(row.step) {
@@ -602,18 +646,18 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
             continue;
         }
         let n = row.n;
-        total += n;
+        add(&mut total, n);
         let waiting = s.stack_is_waiting(row.stack);
         let wait_n = if waiting { n } else { 0 };
-        waiting_total += wait_n;
+        add(&mut waiting_total, wait_n);
         // Left out of the function rankings (not of the span and phase rows).
         let ranked = !(waiting && opts.exclude_waiting);
         let pname = phase_name(phase);
         let pt = phase_tot.entry(pname).or_default();
-        pt.0 += n;
-        pt.1 += wait_n;
+        add(&mut pt.0, n);
+        add(&mut pt.1, wait_n);
         if frames.iter().any(|&f| proc_frame[f as usize]) {
-            proc_read += n;
+            add(&mut proc_read, n);
         }
         // The allocator innermost, looking through the generic runtime and libc.
         let alloc = frames
@@ -622,23 +666,23 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
             .find(|&&f| alloc_frame[f as usize] || !s.frame_is_runtime(f))
             .is_some_and(|&f| alloc_frame[f as usize]);
         if alloc {
-            allocator += n;
+            add(&mut allocator, n);
         }
         let attributed = attributed_frame(frames, s).filter(|_| ranked);
         if let Some(f) = attributed {
             let pf = phase_fn.entry((pname, f)).or_default();
-            pf.0 += n;
-            pf.1 += wait_n;
+            add(&mut pf.0, n);
+            add(&mut pf.1, wait_n);
             let g = groups.entry(group_of(f)).or_default();
-            g.self_n += n;
-            g.wait_n += wait_n;
+            add(&mut g.self_n, n);
+            add(&mut g.wait_n, wait_n);
         }
         // Total per group: once per stack.
         for &f in frames.iter().filter(|_| ranked) {
             let g = groups.entry(group_of(f)).or_default();
             if g.last != ri {
                 g.last = ri;
-                g.total_n += n;
+                add(&mut g.total_n, n);
             }
         }
         let mut bump = |key: &str, group: Option<CrateGroup>, is_self: bool| {
@@ -649,12 +693,12 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                 *g = group;
             }
             if is_self {
-                a.self_n += n;
-                a.wait_n += wait_n;
+                add(&mut a.self_n, n);
+                add(&mut a.wait_n, wait_n);
             }
             if a.last != ri {
                 a.last = ri;
-                a.total_n += n;
+                add(&mut a.total_n, n);
             }
         };
         match opts.by {
@@ -775,8 +819,10 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     phases.sort_by_key(|p| order(&p.phase));
 
     let hints = hints(total, waiting_total, proc_read, allocator, &acc);
+    let saturated = sat.get() || acc.saturated;
     HotReport {
         hints,
+        saturated,
         by: opts.by,
         samples: total,
         waiting: waiting_total,
@@ -919,6 +965,9 @@ mod tests {
             let g = session.span("backward", SpanKind::Function, Some(ExecStep::Backward));
             g.id().map(|s| s.0)
         };
+        // Step 1 is a step of the trace (it holds a span), so its samples count.
+        session.step();
+        drop(session.span("backward", SpanKind::Function, Some(ExecStep::Backward)));
         let frame = |id: u64, func: &str| {
             Event::Frame(FrameEvent {
                 id,
@@ -1089,6 +1138,9 @@ mod tests {
             let g = session.span("backward", SpanKind::Function, Some(ExecStep::Backward));
             g.id().map(|s| s.0)
         };
+        // Step 1 is a step of the trace (it holds a span), so its samples count.
+        session.step();
+        drop(session.span("backward", SpanKind::Function, Some(ExecStep::Backward)));
         let frame = |id: u64, func: &str| {
             Event::Frame(FrameEvent {
                 id,
@@ -1435,5 +1487,80 @@ mod tests {
             "<alloc::vec::Vec<…> as core::ops::drop::Drop>::drop"
         );
         assert_eq!(short_func("abcdefghij", 5), "…ghij");
+    }
+
+    /// A trace of `lines` (each a JSON event) after a version 2 header with one span in step 0
+    /// and a step boundary to step 1 with a span in it.
+    fn trace_of_lines(lines: &[&str]) -> Trace {
+        let mut text = String::from(
+            r#"{"type":"header","schema":"tracegraph-trace","version":2,"run":{"run_id":"t","entrypoint":"test","phase":"train","device":"cpu","timing":"host","start_unix_ns":0,"pid":7}}"#,
+        );
+        text.push('\n');
+        for l in [
+            r#"{"type":"span_start","id":1,"name":"forward","kind":"function","step":"forward","thread":1,"ts":1}"#,
+            r#"{"type":"span_end","id":1,"ts":2}"#,
+            r#"{"type":"frame","id":1,"func":"main"}"#,
+            r#"{"type":"stack","id":1,"frames":[1]}"#,
+        ]
+        .iter()
+        .chain(lines)
+        {
+            text.push_str(l);
+            text.push('\n');
+        }
+        crate::load_str(&text, "t.jsonl", Default::default()).unwrap()
+    }
+
+    #[test]
+    fn sample_sums_stop_at_u64_max_and_say_so() {
+        let t = trace_of_lines(&[
+            r#"{"type":"samples","step":0,"thread":1,"stack":1,"n":9223372036854775808,"span":1}"#,
+            r#"{"type":"samples","step":0,"thread":1,"stack":1,"n":9223372036854775808,"span":1}"#,
+            r#"{"type":"sampler","step":0,"hz":1000,"taken":3,"lost":18446744073709551615,"ts":0,"dur":5}"#,
+            r#"{"type":"sampler","step":0,"hz":1000,"taken":3,"lost":5,"ts":0,"dur":5}"#,
+        ]);
+        for by in [HotBy::Function, HotBy::Span, HotBy::Phase, HotBy::Crate] {
+            let r = hot_report(
+                &t,
+                &HotOptions {
+                    by,
+                    ..Default::default()
+                },
+            );
+            // 2^63 + 2^63 wrapped to 0 before; now it stops at the top, flagged.
+            assert_eq!(r.samples, u64::MAX, "{by:?}");
+            assert!(r.saturated, "{by:?}");
+            assert!(r.sampler.saturated && r.sampler.lost == u64::MAX, "{by:?}");
+            assert!(r.rows.iter().all(|row| row.self_samples <= r.samples));
+        }
+        let fine = trace_of_lines(&[
+            r#"{"type":"samples","step":0,"thread":1,"stack":1,"n":4,"span":1}"#,
+            r#"{"type":"sampler","step":0,"hz":1000,"taken":4,"lost":0,"ts":0,"dur":5}"#,
+        ]);
+        let r = hot_report(&fine, &HotOptions::default());
+        assert!(!r.saturated && !r.sampler.saturated);
+        assert_eq!(r.samples, 4);
+    }
+
+    #[test]
+    fn the_empty_boundary_after_the_last_step_is_no_sampled_step() {
+        // Steps 0 and 1 hold work; the boundary to step 2 (a loop's last `step()`) holds only
+        // the sampler's empty account, as a real run writes it.
+        let t = trace_of_lines(&[
+            r#"{"type":"samples","step":0,"thread":1,"stack":1,"n":2,"span":1}"#,
+            r#"{"type":"sampler","step":0,"hz":1000,"taken":2,"lost":0,"ts":0,"dur":5}"#,
+            r#"{"type":"step","index":1,"ts":3}"#,
+            r#"{"type":"span_start","id":2,"name":"forward","kind":"function","step":"forward","thread":1,"ts":4}"#,
+            r#"{"type":"span_end","id":2,"ts":5}"#,
+            r#"{"type":"samples","step":1,"thread":1,"stack":1,"n":3,"span":2}"#,
+            r#"{"type":"sampler","step":1,"hz":1000,"taken":3,"lost":0,"ts":3,"dur":5}"#,
+            r#"{"type":"step","index":2,"ts":9}"#,
+            r#"{"type":"sampler","step":2,"hz":1000,"taken":0,"lost":0,"ts":9,"dur":1}"#,
+        ]);
+        assert_eq!(t.steps.len(), 2);
+        let r = hot_report(&t, &HotOptions::default());
+        assert_eq!(r.sampler.steps, 2, "steps 0 and 1, not the boundary");
+        assert_eq!(r.sampler.step_range, Some((0, 1)));
+        assert_eq!(r.samples, 5);
     }
 }

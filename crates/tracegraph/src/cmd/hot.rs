@@ -24,7 +24,7 @@ pub(crate) struct HotArgs {
     /// other), `phase` (forward, backward, optimizer) or `span`.
     #[arg(long, value_name = "BY", default_value = "function")]
     pub(crate) by: HotBy,
-    /// Only samples of recorded steps A to B (inclusive), e.g. `3..8` or `5`.
+    /// Only samples of recorded steps A to B (inclusive), e.g. `3..8`, `5`, `3..` or `..8`.
     #[arg(long, value_name = "A..B")]
     pub(crate) steps: Option<String>,
     /// Only samples of one phase: `forward`, `backward` or `optimizer`.
@@ -52,7 +52,12 @@ fn parse_steps(s: &str) -> anyhow::Result<(u64, u64)> {
         Some((a, b)) => (a.trim(), b.trim()),
         None => (s.trim(), s.trim()),
     };
-    let a: u64 = a.parse().map_err(|_| bad())?;
+    // `..B` starts at step 0, `A..` runs to the last step.
+    let a: u64 = if a.is_empty() && s.contains("..") {
+        0
+    } else {
+        a.parse().map_err(|_| bad())?
+    };
     let b: u64 = if b.is_empty() {
         u64::MAX
     } else {
@@ -227,6 +232,12 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
             _ => "the requested period".into(),
         }
     );
+    if r.saturated {
+        let _ = writeln!(
+            o,
+            "warning   sample counts passed 2^64 - 1 and stopped there: the trace's counts are hostile or corrupt (`tracegraph validate` names the lines); shares are unreliable"
+        );
+    }
     let _ = writeln!(o, "model     crate(s) {}", r.model_crates.join(", "));
     let _ = writeln!(
         o,
@@ -318,6 +329,11 @@ mod tests {
         assert_eq!(parse_steps("3..8").unwrap(), (3, 8));
         assert_eq!(parse_steps("5").unwrap(), (5, 5));
         assert_eq!(parse_steps("2..").unwrap(), (2, u64::MAX));
+        assert_eq!(parse_steps("..3").unwrap(), (0, 3));
+        assert_eq!(parse_steps(" .. 3 ").unwrap(), (0, 3));
+        assert_eq!(parse_steps("..").unwrap(), (0, u64::MAX));
+        assert!(parse_steps("").is_err());
+        assert!(parse_steps("..x").is_err());
         assert!(parse_steps("8..3").is_err());
         assert!(parse_steps("x").is_err());
     }
