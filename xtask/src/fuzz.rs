@@ -6,9 +6,11 @@
 //! Seeds: the checked-in traces under `crates/*/tests/data` and `crates/testkit/data`, a recorded
 //! session, a synthetic training trace and testkit's hostile traces. Mutations: truncation, byte
 //! flips, line edits (delete, duplicate, swap, copy), hostile numbers and strings, a UTF-8 BOM and
-//! CRLF line ends, deep nesting, unended spans, structured ids (`i << 40`). Every input goes
+//! CRLF line ends, deep nesting, unended spans, structured ids (`i << 40`), deep sampled stacks
+//! and hostile sample counts and gradient norms. Every input goes
 //! through the reader and validator, the loader, the summary, op table, span tree, memory report,
-//! graph report, a self-comparison, the HTML report and both exports; JSON outputs are parsed back,
+//! graph report, gradients, every `hot` view, a self-comparison, the HTML report and the three
+//! exports (Chrome, folded, folded samples); JSON outputs are parsed back,
 //! the Chrome export is checked by testkit's checker and folded lines are parsed. A panic, an input
 //! over the time or memory budget, or an output that does not parse fails the run; the input is
 //! saved under `target/fuzz/` to reproduce it. The input being run is always at
@@ -178,7 +180,54 @@ fn seeds(root: &Path) -> Result<Vec<(String, Vec<u8>)>> {
         testkit::allocations(5000, true),
     ));
     out.push(("overflowing_sums".into(), testkit::overflowing_sums()));
+    out.push(("sampled_hostile".into(), sampled_hostile()));
     Ok(out)
+}
+
+/// A version 2 trace with the shapes sampled stacks and gradient facts can take at their
+/// worst: a 20,000-frame stack, sample counts whose sums pass `u64::MAX`, a sampler account
+/// that loses `u64::MAX` samples, a duplicated account, and gradient norms that are
+/// negative, huge or absent.
+fn sampled_hostile() -> Vec<u8> {
+    // Sampled stacks are schema version 2.
+    let mut t = testkit::HEADER.replacen("\"version\":1", "\"version\":2", 1);
+    t.push('\n');
+    t.push_str(
+        r#"{"type":"span_start","id":1,"name":"forward","kind":"function","step":"forward","thread":1,"ts":0}"#,
+    );
+    t.push('\n');
+    for f in 1..=4u64 {
+        t.push_str(&format!(
+            "{{\"type\":\"frame\",\"id\":{f},\"func\":\"f{f}\",\"file\":\"src/f{f}.rs\"}}\n"
+        ));
+    }
+    let deep: Vec<String> = (0..20_000).map(|k| (1 + k % 4).to_string()).collect();
+    t.push_str(&format!(
+        "{{\"type\":\"stack\",\"id\":1,\"frames\":[{}]}}\n",
+        deep.join(",")
+    ));
+    t.push_str("{\"type\":\"stack\",\"id\":2,\"frames\":[1,2,3]}\n");
+    for (stack, n) in [(1u64, 1u64 << 63), (2, 1 << 63), (2, u64::MAX), (1, 3)] {
+        t.push_str(&format!(
+            "{{\"type\":\"samples\",\"step\":0,\"thread\":1,\"stack\":{stack},\"n\":{n},\"phase\":\"forward\",\"span\":1}}\n"
+        ));
+    }
+    for _ in 0..2 {
+        t.push_str(&format!(
+            "{{\"type\":\"sampler\",\"step\":0,\"hz\":1000,\"taken\":3,\"lost\":{},\"cpu_ns\":1000000,\"ts\":0,\"dur\":5}}\n",
+            u64::MAX
+        ));
+    }
+    for (param, norm) in [("w", "-3.0"), ("b", "1e308"), ("c", "null"), ("d", "0")] {
+        t.push_str(&format!(
+            "{{\"type\":\"gradient\",\"param\":\"{param}\",\"state\":\"present\",\"norm\":{norm},\"ts\":3}}\n"
+        ));
+    }
+    t.push_str(r#"{"type":"span_end","id":1,"ts":10}"#);
+    t.push('\n');
+    t.push_str(r#"{"type":"step","index":1,"ts":11}"#);
+    t.push('\n');
+    t.into_bytes()
 }
 
 const HOSTILE_NUMBERS: &[&str] = &[
@@ -264,6 +313,8 @@ const MUTATIONS: &[&str] = &[
     "deep_nesting",
     "unend_spans",
     "structured_ids",
+    "deep_stack",
+    "hostile_samples",
     "none",
 ];
 
@@ -380,6 +431,60 @@ fn mutate(rng: &mut Rng, input: &[u8], which: &str) -> Vec<u8> {
             b.extend_from_slice(&ls[at..].concat());
             b
         }
+        "deep_stack" if ls.len() > 1 => {
+            // A stack of up to 30,000 frames (some never defined) and samples naming it.
+            let at = 1 + rng.below(ls.len() - 1);
+            let depth = 1 + rng.below(30_000);
+            let id = 1u64 << 45 | rng.below(1 << 20) as u64;
+            let frames: Vec<String> = (0..depth).map(|_| (1 + rng.below(8)).to_string()).collect();
+            let lines = format!(
+                "{{\"type\":\"stack\",\"id\":{id},\"frames\":[{}]}}\n{{\"type\":\"samples\",\"step\":{},\"thread\":{},\"stack\":{id},\"n\":{}}}\n",
+                frames.join(","),
+                rng.below(4),
+                rng.below(3),
+                HOSTILE_NUMBERS[rng.below(HOSTILE_NUMBERS.len())]
+            );
+            let mut b = ls[..at].concat();
+            b.extend_from_slice(lines.as_bytes());
+            b.extend_from_slice(&ls[at..].concat());
+            b
+        }
+        "hostile_samples" => {
+            // Every count of the sampled lines (n, taken, lost, hz, cpu_ns) and every norm
+            // becomes a hostile number.
+            let keys: &[&[u8]] = &[
+                b"\"n\":",
+                b"\"taken\":",
+                b"\"lost\":",
+                b"\"hz\":",
+                b"\"cpu_ns\":",
+                b"\"norm\":",
+            ];
+            let mut b = Vec::with_capacity(input.len());
+            let mut i = 0;
+            while i < input.len() {
+                let key = keys.iter().find(|k| input[i..].starts_with(k));
+                match key {
+                    Some(k) if rng.below(2) == 0 => {
+                        b.extend_from_slice(k);
+                        i += k.len();
+                        while i < input.len()
+                            && (input[i].is_ascii_digit() || b"-+.eE".contains(&input[i]))
+                        {
+                            i += 1;
+                        }
+                        b.extend_from_slice(
+                            HOSTILE_NUMBERS[rng.below(HOSTILE_NUMBERS.len())].as_bytes(),
+                        );
+                    }
+                    _ => {
+                        b.push(input[i]);
+                        i += 1;
+                    }
+                }
+            }
+            b
+        }
         "unend_spans" => ls
             .iter()
             .filter(|l| !(l.starts_with(b"{\"type\":\"span_end\"") && rng.below(2) == 0))
@@ -397,6 +502,20 @@ struct Outcome {
     rejected: bool,
     /// It loaded (possibly incomplete).
     loaded: bool,
+}
+
+/// Every line of a folded export is `stack weight` with a non-empty stack.
+fn check_folded(out: Vec<u8>, what: &str) -> Result<(), String> {
+    let text = String::from_utf8(out).map_err(|e| format!("{what} not UTF-8: {e}"))?;
+    for l in text.lines() {
+        let ok = l
+            .rsplit_once(' ')
+            .is_some_and(|(s, w)| !s.is_empty() && w.parse::<u64>().is_ok());
+        if !ok {
+            return Err(format!("a line of the {what} does not parse: {l:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// Runs everything on `input`; `Err` is a finding (an output that does not parse).
@@ -437,15 +556,15 @@ fn run_all(input: &[u8]) -> Result<Outcome, String> {
         let mut out = Vec::new();
         f.write(&mut out)
             .map_err(|e| format!("writing folded stacks: {e}"))?;
-        let text = String::from_utf8(out).map_err(|e| format!("folded not UTF-8: {e}"))?;
-        for l in text.lines() {
-            let ok = l
-                .rsplit_once(' ')
-                .is_some_and(|(s, w)| !s.is_empty() && w.parse::<u64>().is_ok());
-            if !ok {
-                return Err(format!("a folded line does not parse: {l:?}"));
-            }
-        }
+        check_folded(out, "folded stacks")?;
+    }
+    if let Ok(mut r) = trace_record::TraceReader::new(input, trace_record::ReadOptions::default())
+        && let Ok(f) = trace_export::folded_samples(&mut r, None)
+    {
+        let mut out = Vec::new();
+        f.write(&mut out)
+            .map_err(|e| format!("writing folded samples: {e}"))?;
+        check_folded(out, "folded samples")?;
     }
     // The analyses.
     let text = match std::str::from_utf8(input) {
@@ -501,6 +620,23 @@ fn run_all(input: &[u8]) -> Result<Outcome, String> {
     }
     if let Ok(c) = trace_analyze::compare(&trace, &trace, &cache) {
         json("compare", serde_json::to_string(&c))?;
+    }
+    json(
+        "gradients",
+        serde_json::to_string(&trace_analyze::gradient_report(&trace)),
+    )?;
+    for by in ["function", "crate", "phase", "span"] {
+        let by: trace_analyze::HotBy = by
+            .parse()
+            .map_err(|e| format!("hot --by {by} does not parse: {e}"))?;
+        let opts = trace_analyze::HotOptions {
+            by,
+            ..Default::default()
+        };
+        json(
+            "hot",
+            serde_json::to_string(&trace_analyze::hot_report(&trace, &opts)),
+        )?;
     }
     if let Ok(data) =
         trace_report::build_report(&trace, None, &trace_report::ReportOptions::default())
@@ -636,4 +772,20 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         .collect();
     println!("xtask fuzz: mutations applied: {}", counts.join(", "));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hostile_sampled_seed_loads_and_runs_through_everything() {
+        let seed = sampled_hostile();
+        let text = std::str::from_utf8(&seed).expect("UTF-8");
+        let trace = trace_analyze::load_str(text, "sampled_hostile", Default::default())
+            .expect("the seed is a readable trace (a rejected seed would test nothing)");
+        assert_eq!(trace.sampled.frames.len(), 4);
+        let outcome = run_all(&seed).expect("no finding");
+        assert!(outcome.loaded);
+    }
 }
