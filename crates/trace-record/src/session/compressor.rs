@@ -19,10 +19,15 @@ use std::thread::JoinHandle;
 use zstd::bulk::Compressor;
 use zstd::stream::raw::CParameter;
 
-use super::output::{BLOCK_BYTES, lock};
 use crate::compression::WRITE_WINDOW_LOG;
 use crate::json::LineBuf;
 use crate::schema::EventCounts;
+
+/// Locks `m`, going on after a panic elsewhere (as the session's own lock does: a panic
+/// while holding it leaves at worst a partial block, which the format tolerates).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Blocks that may wait for the writer thread before block writes wait for it.
 pub(super) const QUEUE_BLOCKS: usize = 4;
@@ -149,6 +154,8 @@ enum Mode {
 /// The compressing sink of a session: sends blocks to the writer thread.
 pub(super) struct ZstdSink {
     mode: Mode,
+    /// Bytes a fresh block buffer starts with.
+    capacity: usize,
     shared: Arc<Shared>,
     /// Jobs sent.
     sent: u64,
@@ -179,8 +186,9 @@ fn compressor(level: i32) -> io::Result<Compressor<'static>> {
 }
 
 impl ZstdSink {
-    /// Starts the writer thread compressing at `level` into `sink`.
-    pub(super) fn start(sink: Box<dyn Write + Send>, level: i32) -> ZstdSink {
+    /// Starts the writer thread compressing at `level` into `sink`; block buffers it makes
+    /// start with `capacity` bytes.
+    pub(super) fn start(sink: Box<dyn Write + Send>, level: i32, capacity: usize) -> ZstdSink {
         let shared = Arc::new(Shared::default());
         let (compressor, error) = match compressor(level) {
             Ok(c) => (Some(c), None),
@@ -238,6 +246,7 @@ impl ZstdSink {
         };
         ZstdSink {
             mode,
+            capacity,
             shared,
             sent: 0,
         }
@@ -277,7 +286,7 @@ impl ZstdSink {
             Mode::Thread { spares, .. } => spares.try_recv().ok(),
             Mode::Inline { spare, .. } => spare.take(),
         };
-        let spare = spare.unwrap_or_else(|| LineBuf::with_capacity(BLOCK_BYTES + 64 * 1024));
+        let spare = spare.unwrap_or_else(|| LineBuf::with_capacity(self.capacity));
         let block = std::mem::replace(buf, spare);
         self.send(Job::Block(block, counts));
     }

@@ -250,13 +250,14 @@ impl TraceSession {
         };
         let mut header_line = Vec::new();
         encode::encode_header(&header, &mut header_line);
-        let mut buf = LineBuf::with_capacity(BLOCK_BYTES + 64 * 1024);
+        let capacity = BLOCK_BYTES + 64 * 1024;
+        let mut buf = LineBuf::with_capacity(capacity);
         buf.extend(&header_line);
         let active = run.schedule.is_none_or(|s| s.is_active(0));
         let writer: Box<dyn Write + Send> = Box::new(writer);
         let sink = match run.compression.unwrap_or_default() {
             Compression::None => Sink::Plain(writer),
-            Compression::Zstd { level } => Sink::Zstd(ZstdSink::start(writer, level)),
+            Compression::Zstd { level } => Sink::Zstd(ZstdSink::start(writer, level, capacity)),
         };
         let mut output = Output {
             sink,
