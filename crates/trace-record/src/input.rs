@@ -223,6 +223,12 @@ impl<R: BufRead> ZstdInput<R> {
             if at_end {
                 // The decoder had nothing left for the input it was given.
                 self.pending = false;
+            } else if read == 0 && hint != 0 {
+                // Input and room for output, and no progress: never loop on it.
+                return Err(corrupt(
+                    io::Error::other("the decoder made no progress"),
+                    offset,
+                ));
             }
         }
     }
