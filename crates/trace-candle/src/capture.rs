@@ -1,6 +1,5 @@
 //! [`Capture`]: the one recording handle (timed ops, spans, execution steps, step allocations).
 
-use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -11,19 +10,12 @@ use trace_record::schema::{
 };
 use trace_record::{MemoryRecord, OpRecord, TensorRecord, TraceSession};
 
+use crate::exec_scope::{
+    CaptureSpan, current_exec_step, publish, replace_exec_step, set_exec_step,
+};
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
 use crate::op_spans;
 use crate::persistent::Persistent;
-use crate::sampling::{CaptureSpan, publish};
-
-thread_local! {
-    static EXEC_STEP: Cell<Option<ExecStep>> = const { Cell::new(None) };
-}
-
-/// The execution step this thread is in (set by [`Capture::phase`]), if any.
-pub(crate) fn current_exec_step() -> Option<ExecStep> {
-    EXEC_STEP.with(Cell::get)
-}
 
 /// The memory category of tensors produced in an execution step: forward → activation,
 /// backward → gradient, optimizer → optimizer_state; outside any step (inference) →
@@ -413,7 +405,7 @@ impl Capture {
         op_spans::materialize(&self.inner.session);
         let session = &self.inner.session;
         let span = session.span(name, SpanKind::Function, Some(step));
-        let prev = EXEC_STEP.with(|c| c.replace(Some(step)));
+        let prev = replace_exec_step(Some(step));
         PhaseGuard {
             prev,
             _span: CaptureSpan::opened(session, span),
@@ -689,7 +681,7 @@ pub struct PhaseGuard<'a> {
 
 impl Drop for PhaseGuard<'_> {
     fn drop(&mut self) {
-        EXEC_STEP.with(|c| c.set(self.prev));
+        set_exec_step(self.prev);
     }
 }
 

@@ -15,7 +15,7 @@ use tracing::{Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::capture::current_exec_step;
+use crate::exec_scope::current_exec_step;
 use crate::{Capture, CaptureError, op_spans};
 
 static NEXT_LAYER: AtomicU64 = AtomicU64::new(1);
@@ -241,7 +241,7 @@ where
                 _guard: guard,
             });
         });
-        crate::sampling::publish(self.session);
+        crate::exec_scope::publish(self.session);
     }
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
@@ -256,7 +256,7 @@ where
         // then the innermost span still open.
         if closed.is_some() {
             drop(closed);
-            crate::sampling::publish(self.session);
+            crate::exec_scope::publish(self.session);
         }
     }
 }

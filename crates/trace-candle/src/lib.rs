@@ -67,6 +67,7 @@ mod autograd;
 mod buffers;
 mod capture;
 mod error;
+mod exec_scope;
 mod gradients;
 mod meta;
 mod module;
@@ -85,6 +86,7 @@ pub use autograd::AutogradSummary;
 pub use buffers::DECLARED_BUFFER_BIT;
 pub use capture::{Capture, PhaseGuard};
 pub use error::CaptureError;
+pub use exec_scope::CaptureSpan;
 pub use gradients::{GradientFact, gradient_state};
 #[cfg(feature = "tracing")]
 pub use layer::TraceLayer;
@@ -93,7 +95,6 @@ pub use meta::{
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
 pub use resident::process_resident_bytes;
-pub use sampling::CaptureSpan;
 pub use trace_sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
 #[cfg(feature = "nn")]
 pub use train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture};

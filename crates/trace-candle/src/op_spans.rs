@@ -108,7 +108,7 @@ pub(crate) fn materialize(session: &TraceSession) {
             }
         }
         if opened {
-            crate::sampling::publish(session);
+            crate::exec_scope::publish(session);
         }
     })
 }
@@ -126,7 +126,7 @@ impl Drop for Unwind<'_> {
             && let Some(span) = pop(self.depth)
         {
             self.session.end_span_id(span);
-            crate::sampling::publish(self.session);
+            crate::exec_scope::publish(self.session);
         }
     }
 }

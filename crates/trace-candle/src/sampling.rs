@@ -8,61 +8,7 @@
 //! ([`trace_sampler::set_scope`]), so that samples are attributed to it; with no sampler
 //! running, that costs one relaxed load.
 
-use trace_record::{SpanGuard, SpanId, TraceSession};
-
-use crate::capture::current_exec_step;
 use crate::{Capture, SamplerConfig, SamplerError, SamplerStats};
-
-/// Publishes this thread's execution step and innermost open span of `session` as the scope
-/// samples are attributed to; one relaxed load when no sampler runs. Called after every span
-/// start and end, so a sample taken after a child span ended names its parent.
-#[inline]
-pub(crate) fn publish(session: &TraceSession) {
-    if trace_sampler::is_sampling() {
-        publish_now(session);
-    }
-}
-
-#[inline(never)]
-fn publish_now(session: &TraceSession) {
-    trace_sampler::set_scope(current_exec_step(), session.current_span());
-}
-
-/// An open span of a capture ([`Capture::span`], [`Capture::phase`], module wrappers): ends
-/// when dropped (or on [`CaptureSpan::end`]), and while a sampler runs, samples taken inside
-/// it are attributed to it until then, to the enclosing span after.
-#[must_use = "a span ends when its guard is dropped"]
-#[derive(Debug)]
-pub struct CaptureSpan<'a> {
-    session: &'a TraceSession,
-    span: Option<SpanGuard<'a>>,
-}
-
-impl<'a> CaptureSpan<'a> {
-    /// Takes over `span` (just opened in `session`) and publishes it as the current scope.
-    pub(crate) fn opened(session: &'a TraceSession, span: SpanGuard<'a>) -> CaptureSpan<'a> {
-        publish(session);
-        CaptureSpan {
-            session,
-            span: Some(span),
-        }
-    }
-
-    /// The span's id when it was written (opened inside an active window).
-    pub fn id(&self) -> Option<SpanId> {
-        self.span.as_ref().and_then(SpanGuard::id)
-    }
-
-    /// Ends the span now.
-    pub fn end(self) {}
-}
-
-impl Drop for CaptureSpan<'_> {
-    fn drop(&mut self) {
-        drop(self.span.take());
-        publish(self.session);
-    }
-}
 
 impl Capture {
     /// Starts sampling the process's call stacks at `config.hz` per CPU second, inside the

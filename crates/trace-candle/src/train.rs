@@ -10,9 +10,9 @@ use candle_nn::VarMap;
 use trace_record::TensorRecord;
 use trace_record::schema::{ExecStep, GradientState, MemoryCategory};
 
+use crate::exec_scope::CaptureSpan;
 use crate::gradients::{GradientFact, gradient_state};
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
-use crate::sampling::CaptureSpan;
 use crate::{Capture, CaptureError, PhaseGuard};
 
 /// The bit set in the ids of estimated optimizer state (see [`TrainingCapture`]).
