@@ -105,8 +105,10 @@ struct Builder {
     t: Trace,
     span_index: FastMap<u64, u32>,
     dims: Vec<u64>,
-    /// The latest end time seen since the current step began.
-    step_last_ns: u64,
+    /// The step rule every reader shares (trace-record's): bounds and which steps count.
+    step_rule: trace_record::StepTracker,
+    /// Per step in `t.steps`, whether the rule counts it as a step (decided when it ends).
+    is_step: Vec<bool>,
     validator: Validator,
 }
 
@@ -161,13 +163,13 @@ impl Builder {
             },
             span_index: FastMap::default(),
             dims: Vec::new(),
-            step_last_ns: 0,
+            step_rule: trace_record::StepTracker::new(),
+            is_step: Vec::new(),
             validator: Validator::new(),
         }
     }
 
     fn seen(&mut self, t: u64) {
-        self.step_last_ns = self.step_last_ns.max(t);
         self.t.end_ns = self.t.end_ns.max(t);
     }
 
@@ -191,7 +193,6 @@ impl Builder {
                 end_ns: ts,
                 ops: (0, 0),
             });
-            self.step_last_ns = ts;
         }
     }
 
@@ -199,6 +200,9 @@ impl Builder {
         self.t.work.add(1);
         self.validator.check(line, &e);
         self.t.counts.by_type.add(e.event_type(), 1);
+        if let Some(closed) = self.step_rule.event(&e) {
+            self.close_step(closed);
+        }
         if !matches!(e, Event::Step(_))
             && let Some(ts) = e.ts()
         {
@@ -350,7 +354,6 @@ impl Builder {
                 self.seen(g.ts);
             }
             Event::Step(s) => {
-                self.close_step(Some((s.index, s.ts)));
                 let n = self.t.ops.len() as u32;
                 self.t.steps.push(Step {
                     index: s.index,
@@ -358,7 +361,6 @@ impl Builder {
                     end_ns: s.ts,
                     ops: (n, n),
                 });
-                self.step_last_ns = s.ts;
                 self.seen(s.ts);
             }
             Event::Marker(m) => {
@@ -379,25 +381,23 @@ impl Builder {
         }
     }
 
-    /// Ends the current step: at the next boundary when the next step follows directly, else
-    /// at the last event seen in it.
-    fn close_step(&mut self, next: Option<(u64, u64)>) {
+    /// Ends the current step as the step rule closed it (its end: the next boundary when the
+    /// next step follows directly, else the last time seen in it).
+    fn close_step(&mut self, closed: trace_record::ClosedStep) {
         let n = self.t.ops.len() as u32;
-        let last = self.step_last_ns;
         if let Some(cur) = self.t.steps.last_mut() {
+            debug_assert_eq!(cur.index, closed.index);
             cur.ops.1 = n;
-            cur.end_ns = match next {
-                Some((idx, ts)) if cur.index.checked_add(1) == Some(idx) && ts >= cur.start_ns => {
-                    ts
-                }
-                _ => last.max(cur.start_ns),
-            };
+            cur.end_ns = closed.end_ns;
         }
+        self.is_step.push(closed.is_step);
     }
 
     fn finish(mut self) -> Trace {
         // Issues are sorted by line by the validator.
-        self.close_step(None);
+        if let Some(closed) = self.step_rule.finish() {
+            self.close_step(closed);
+        }
         self.drop_empty_edge_steps();
         self.t.issues = self.validator.finish();
         self.t
@@ -412,18 +412,13 @@ impl Builder {
         if n == 0 {
             return;
         }
-        let mut has_spans = vec![false; n];
-        for s in &self.t.spans {
-            if let Some(i) = s.step {
-                has_spans[i as usize] = true;
-            }
-        }
-        self.t.work.add(self.t.spans.len() as u64);
-        let empty = |i: usize, t: &Trace| t.steps[i].ops.0 == t.steps[i].ops.1 && !has_spans[i];
-        if empty(n - 1, &self.t) {
+        // The rule decided each step as it ended (only a first or last step can fail it).
+        let counts = |i: usize, b: &Self| b.is_step.get(i).copied().unwrap_or(true);
+        let first_counts = counts(0, self);
+        if !counts(n - 1, self) {
             self.t.steps.pop();
         }
-        if !self.t.steps.is_empty() && empty(0, &self.t) {
+        if !self.t.steps.is_empty() && !first_counts {
             self.t.steps.remove(0);
             let shift = |s: &mut Option<u32>| {
                 *s = match *s {
