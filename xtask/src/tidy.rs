@@ -181,12 +181,19 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-#[test]
-fn every_source_file_opens_with_one_line_saying_what_lives_there() {
+/// Every `.rs` file of the crates, the benches and xtask.
+fn source_files() -> Vec<PathBuf> {
     let root = root();
     let mut files = rust_files(&root.join("crates"));
     files.extend(rust_files(&root.join("benches")));
     files.extend(rust_files(&root.join("xtask")));
+    files
+}
+
+#[test]
+fn every_source_file_opens_with_one_line_saying_what_lives_there() {
+    let root = root();
+    let files = source_files();
     let bad: Vec<String> = files
         .iter()
         .filter(|f| {
@@ -645,9 +652,7 @@ proptest = "1"
 #[test]
 fn first_doc_lines_fit_in_100_columns() {
     let root = root();
-    let mut files = rust_files(&root.join("crates"));
-    files.extend(rust_files(&root.join("benches")));
-    files.extend(rust_files(&root.join("xtask")));
+    let files = source_files();
     let long: Vec<String> = files
         .iter()
         .filter(|f| {
@@ -678,9 +683,7 @@ fn names_an_issue(line: &str) -> bool {
 #[test]
 fn code_comments_and_manifests_name_no_issue_numbers() {
     let root = root();
-    let mut files = rust_files(&root.join("crates"));
-    files.extend(rust_files(&root.join("benches")));
-    files.extend(rust_files(&root.join("xtask")));
+    let mut files = source_files();
     files.push(root.join("Cargo.toml"));
     files.push(root.join("benches/Cargo.toml"));
     files.push(root.join("xtask/Cargo.toml"));
