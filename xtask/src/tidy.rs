@@ -1,7 +1,14 @@
 //! Tidy tests over the source tree.
 //!
-//! The documented dependency direction between crates, and one `//!` line opening every source
-//! file.
+//! The rules, each a test:
+//!
+//! - the documented dependency direction between crates, and the external dependencies each
+//!   crate's row in `docs/ARCHITECTURE.md` names;
+//! - no two modules of a crate import each other (`crate::` / `super::` paths, re-exports
+//!   followed to where they come from);
+//! - trace-report's sources never read the raw event vectors of the loaded trace;
+//! - one `//!` line, at most 100 columns, opens every source file;
+//! - code, comments and manifests name no issue numbers.
 //!
 //! `docs/ARCHITECTURE.md` names each crate's dependencies; [`ALLOWED`] is that table in code.
 //! A crate's `Cargo.toml` that gains a workspace dependency outside its row (in any
