@@ -60,10 +60,8 @@ fn parse_threshold_pct(s: &str) -> Result<f64, String> {
 
 /// `+12.3% [+8.1%, +16.0%]`: the relative change of the medians and its interval.
 fn change_cells(c: Option<&Change>) -> [String; 3] {
-    let pct = |x: f64| {
-        let s = format_pct(x);
-        if x > 0.0 { format!("+{s}") } else { s }
-    };
+    // format_pct signs its value already (`+26.8%`, `-3.0%`): no second `+`.
+    let pct = format_pct;
     match c {
         None => ["-".into(), "-".into(), "-".into()],
         Some(c) => [

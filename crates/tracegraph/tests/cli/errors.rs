@@ -232,3 +232,18 @@ fn a_trace_without_samples_gets_the_same_no_samples_answer_from_every_sample_com
         ""
     );
 }
+
+#[test]
+fn compare_signs_each_change_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = small_text();
+    // The candidate's ops take twice as long: every change is positive.
+    let slower = base.replace(r#""dur":60"#, r#""dur":120"#);
+    std::fs::write(dir.path().join("a.jsonl"), &base).unwrap();
+    std::fs::write(dir.path().join("b.jsonl"), slower).unwrap();
+    let o = run_in(dir.path(), &["compare", "a.jsonl", "b.jsonl"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("+"), "{text}");
+    assert!(!text.contains("++") && !text.contains("+-"), "{text}");
+}
