@@ -2,7 +2,11 @@
 
 /// Errors of trace-candle: a Candle operation, the trace session or installing the `tracing`
 /// subscriber failed.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the same words as `Display` (with the path and the OS reason), because a
+/// program's `main` that returns `Result<(), CaptureError>` shows its error through `Debug`:
+/// `Error: trace runs/t.jsonl: No such file or directory (os error 2)`, not the struct dump.
+#[derive(thiserror::Error)]
 pub enum CaptureError {
     /// A Candle operation failed (reading a gradient, an op run under capture).
     #[error("candle: {0}")]
@@ -14,4 +18,10 @@ pub enum CaptureError {
     #[cfg(feature = "tracing")]
     #[error("cannot install the tracing layer: {0}")]
     Tracing(#[from] tracing::subscriber::SetGlobalDefaultError),
+}
+
+impl std::fmt::Debug for CaptureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }

@@ -312,3 +312,23 @@ fn without_the_sampler_feature_sampling_is_unavailable() {
         Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_)
     )));
 }
+
+#[test]
+fn an_error_reads_in_words_through_debug_too() {
+    // What `fn main() -> Result<(), CaptureError>` prints: `Debug`.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing/dir/t.jsonl");
+    let err = trace_candle::Capture::open(
+        &path,
+        Run::new("tests", trace_record::schema::Phase::Train, "cpu"),
+    )
+    .expect_err("the directory does not exist");
+    let shown = format!("{err:?}");
+    assert_eq!(shown, err.to_string());
+    assert!(shown.contains("missing/dir/t.jsonl"), "{shown}");
+    assert!(shown.contains("No such file or directory"), "{shown}");
+    assert!(
+        !shown.contains("Io {") && !shown.contains("Os {"),
+        "{shown}"
+    );
+}
