@@ -115,6 +115,9 @@ impl Output {
         let tmp = builder
             .tempfile_in(&dir)
             .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+        // Held while the output is written: a later sweep never removes a temporary whose
+        // writer still holds it (another host's process on a shared file system, say).
+        temps::hold(tmp.as_file());
         Ok(Output {
             target: Target::Temp {
                 file: BufWriter::with_capacity(1 << 20, tmp),

@@ -10,8 +10,10 @@
 //!   ends the process as before (exit by the signal).
 //! - SIGKILL cannot be caught: the next command that writes an output in the same directory
 //!   removes the temporary files *of that output's name* whose writing process is gone
-//!   (`/proc/PID` absent). Only this exact pattern, only in that directory, never a file of a
-//!   live process, never a symlink, and nowhere without `/proc` (when in doubt, keep).
+//!   (`/proc/PID` absent) and whose advisory lock nobody holds (a writer holds its
+//!   temporary's lock while writing, so a process of another host on a shared file system is
+//!   never taken for a dead one). Only this exact pattern, only in that directory, never a file
+//!   of a live process, never a symlink, and nowhere without `/proc` (when in doubt, keep).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -120,6 +122,27 @@ fn writer_pid(file_name: &str, name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
+/// Takes the advisory lock of a temporary file being written (released when it is closed or
+/// renamed into place and dropped). A file system without locks leaves it unlocked: the
+/// sweep then relies on the pid alone.
+pub(crate) fn hold(file: &std::fs::File) {
+    let _ = file.try_lock();
+}
+
+/// Whether nobody holds the advisory lock of the file at `path` (checked without waiting).
+fn unheld(path: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    match f.try_lock() {
+        Ok(()) => {
+            let _ = f.unlock();
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// Removes the leftover temporary files of output `name` in `dir` whose writer is gone.
 /// Returns how many were removed. Errors are ignored: a file that cannot be removed stays.
 pub(crate) fn sweep_stale(dir: &Path, name: &str) -> usize {
@@ -138,6 +161,7 @@ pub(crate) fn sweep_stale(dir: &Path, name: &str) -> usize {
         if pid != me
             && plain_file
             && process_gone(pid)
+            && unheld(&entry.path())
             && std::fs::remove_file(entry.path()).is_ok()
         {
             removed += 1;
@@ -176,7 +200,15 @@ mod tests {
         for p in [&dead, &mine, &other_output, &user] {
             std::fs::write(p, "x").unwrap();
         }
+        // A dead pid whose file is still locked (another host's writer on a shared file
+        // system) is kept.
+        let held = d.join(".out.json.999999998.abcdef.tmp");
+        std::fs::write(&held, "x").unwrap();
+        let holder = std::fs::File::open(&held).unwrap();
+        hold(&holder);
         let removed = sweep_stale(d, "out.json");
+        assert!(held.exists(), "a held temporary is never swept");
+        drop(holder);
         if Path::new("/proc/self").exists() {
             assert_eq!(removed, 1);
             assert!(!dead.exists());
