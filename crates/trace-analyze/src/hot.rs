@@ -429,6 +429,9 @@ pub struct HotReport {
     pub groups: Vec<HotRow>,
     /// Recognised costs, one line each with its evidence (see the module docs).
     pub hints: Vec<HotHint>,
+    /// Samples left out at load because their step is no step of the trace
+    /// ([`SampledStacks::outside_steps`](crate::SampledStacks::outside_steps)).
+    pub outside_steps: u64,
     /// A count above passed `u64::MAX` and stopped there: the trace's sample counts are
     /// hostile or corrupt (`tracegraph validate` names the lines), so shares are unreliable.
     pub saturated: bool,
@@ -575,20 +578,9 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     } else {
         opts.model_crates.clone()
     };
-    // Steps as every command numbers them (the loader's, which trace-record's StepTracker
-    // follows): the empty boundary a loop's last `step()` opens (or an empty step 0) is no
-    // step, even when the sampler wrote an account for it, so samples and accounts outside
-    // the first and last step are left out. A trace with no step of work at all (samples
-    // only) keeps every sample: it has no step structure to agree with.
-    let bounds = trace
-        .steps
-        .first()
-        .zip(trace.steps.last())
-        .map(|(a, b)| (a.index, b.index));
-    let in_steps = |step: u64| {
-        bounds.is_none_or(|(lo, hi)| step >= lo && step <= hi)
-            && opts.steps.is_none_or(|(a, b)| step >= a && step <= b)
-    };
+    // Samples of steps that are no step of the trace were left out at load
+    // (`SampledStacks::outside_steps`).
+    let in_steps = |step: u64| opts.steps.is_none_or(|(a, b)| step >= a && step <= b);
     let group_of = |f: u32| -> CrateGroup {
         if s.frame_is_allocator(f) {
             CrateGroup::Allocator
@@ -823,6 +815,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     HotReport {
         hints,
         saturated,
+        outside_steps: s.outside_steps,
         by: opts.by,
         samples: total,
         waiting: waiting_total,
@@ -1555,9 +1548,14 @@ mod tests {
             r#"{"type":"samples","step":1,"thread":1,"stack":1,"n":3,"span":2}"#,
             r#"{"type":"sampler","step":1,"hz":1000,"taken":3,"lost":0,"ts":3,"dur":5}"#,
             r#"{"type":"step","index":2,"ts":9}"#,
-            r#"{"type":"sampler","step":2,"hz":1000,"taken":0,"lost":0,"ts":9,"dur":1}"#,
+            r#"{"type":"samples","step":2,"thread":1,"stack":1,"n":1,"span":2}"#,
+            r#"{"type":"sampler","step":2,"hz":1000,"taken":1,"lost":0,"ts":9,"dur":1}"#,
         ]);
         assert_eq!(t.steps.len(), 2);
+        // Left out once, at load, for every analysis.
+        assert_eq!(t.sampled.outside_steps, 1);
+        let flame = crate::stack_samples(&t).expect("samples");
+        assert_eq!(flame.total, 5, "the flame graph counts the same samples");
         let r = hot_report(&t, &HotOptions::default());
         assert_eq!(r.sampler.steps, 2, "steps 0 and 1, not the boundary");
         assert_eq!(r.sampler.step_range, Some((0, 1)));

@@ -399,6 +399,14 @@ impl Builder {
             self.close_step(closed);
         }
         self.drop_empty_edge_steps();
+        // Samples of a boundary that is no step are left out here, once, for every analysis
+        // (the hot spots, the flame graph, the summary). A trace with no step of work at all
+        // (samples only) keeps them: it has no step structure to agree with.
+        if let (Some(first), Some(last)) = (self.t.steps.first(), self.t.steps.last()) {
+            let (first, last) = (first.index, last.index);
+            self.t.work.add(self.t.sampled.samples.len() as u64);
+            self.t.sampled.keep_steps(first, last);
+        }
         self.t.issues = self.validator.finish();
         self.t
     }

@@ -89,6 +89,10 @@ pub struct SampledStacks {
     waits: Vec<WaitClass>,
     /// Per stack (by index): classified waiting.
     stack_waiting: Vec<bool>,
+    /// Samples left out at load because their step is no step of the trace (the empty
+    /// boundary a loop's last `step()` opens, an empty step 0): every analysis counts the
+    /// steps the step rule counts.
+    pub outside_steps: u64,
 }
 
 /// A frame pattern of waiting: a function name containing `func` at a word start (the
@@ -286,6 +290,23 @@ fn is_qualified(func: &str) -> bool {
 }
 
 impl SampledStacks {
+    /// Keeps only the samples and sampler accounts of steps `first..=last` (the trace's first
+    /// and last step by the step rule), counting the samples left out in
+    /// [`outside_steps`](Self::outside_steps) (saturating).
+    pub(crate) fn keep_steps(&mut self, first: u64, last: u64) {
+        let inside = |step: u64| (first..=last).contains(&step);
+        let mut out = 0u64;
+        self.samples.retain(|r| {
+            let keep = inside(r.step);
+            if !keep {
+                out = out.saturating_add(r.n);
+            }
+            keep
+        });
+        self.steps.retain(|st| inside(st.step));
+        self.outside_steps = self.outside_steps.saturating_add(out);
+    }
+
     /// Loads one sampled-stack event (other events are ignored).
     pub fn add(&mut self, event: &Event) {
         match event {

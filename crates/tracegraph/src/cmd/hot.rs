@@ -232,6 +232,13 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
             _ => "the requested period".into(),
         }
     );
+    if r.outside_steps > 0 {
+        let _ = writeln!(
+            o,
+            "note      {} samples of the boundary after the last step (no step: nothing was captured in it) are left out, as every command leaves that boundary out",
+            r.outside_steps
+        );
+    }
     if r.saturated {
         let _ = writeln!(
             o,
