@@ -74,22 +74,41 @@ fn workspace_crates() -> BTreeSet<String> {
 
 /// The workspace crates a manifest names in any of its dependency tables.
 fn workspace_deps(manifest: &str, crates: &BTreeSet<String>) -> BTreeSet<String> {
-    let mut deps = BTreeSet::new();
-    let mut in_deps = false;
+    manifest_deps(manifest)
+        .into_iter()
+        .filter(|(name, _)| crates.contains(name))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Every dependency a manifest names, with whether it is a dev-dependency: the keys of
+/// `[dependencies]`-style tables (build, dev and target-specific ones included) and the
+/// names of `[dependencies.NAME]`-style tables.
+fn manifest_deps(manifest: &str) -> Vec<(String, bool)> {
+    let is_deps = |s: &str| {
+        s.rsplit('.')
+            .next()
+            .is_some_and(|l| l.ends_with("dependencies"))
+    };
+    let is_dev = |s: &str| s.contains("dev-dependencies");
+    let mut deps = Vec::new();
+    // Inside a dependency table: whether it is a dev one.
+    let mut table: Option<bool> = None;
     for line in manifest.lines().map(str::trim) {
         if let Some(section) = line.strip_prefix('[') {
             let section = section.trim_end_matches(']');
-            in_deps = section.ends_with("dependencies");
-            // `[dependencies.foo]` style tables.
+            table = is_deps(section).then(|| is_dev(section));
             if let Some((head, name)) = section.rsplit_once('.')
-                && head.ends_with("dependencies")
-                && crates.contains(name)
+                && is_deps(head)
             {
-                deps.insert(name.to_string());
+                deps.push((name.trim_matches('"').to_string(), is_dev(head)));
             }
             continue;
         }
-        if !in_deps || line.starts_with('#') {
+        let Some(dev) = table else {
+            continue;
+        };
+        if line.starts_with('#') || line.is_empty() {
             continue;
         }
         let key = line
@@ -98,8 +117,8 @@ fn workspace_deps(manifest: &str, crates: &BTreeSet<String>) -> BTreeSet<String>
             .unwrap_or("")
             .trim()
             .trim_matches('"');
-        if crates.contains(key) {
-            deps.insert(key.to_string());
+        if !key.is_empty() {
+            deps.push((key.to_string(), dev));
         }
     }
     deps
@@ -540,36 +559,11 @@ fn the_circle_finder_sees_a_circle_through_a_reexport_and_ignores_the_module_tre
 
 /// The external (non-workspace) crates a manifest depends on outside dev-dependencies.
 fn external_deps(manifest: &str, crates: &BTreeSet<String>) -> BTreeSet<String> {
-    let mut deps = BTreeSet::new();
-    let mut in_deps = false;
-    for line in manifest.lines().map(str::trim) {
-        if let Some(section) = line.strip_prefix('[') {
-            let section = section.trim_end_matches(']');
-            let last = section.rsplit('.').next().unwrap_or(section);
-            in_deps = (last == "dependencies" || last == "build-dependencies")
-                && !section.contains("dev-dependencies");
-            if let Some((head, name)) = section.rsplit_once('.')
-                && (head.ends_with(".dependencies") || head == "dependencies")
-                && !crates.contains(name)
-            {
-                deps.insert(name.to_string());
-            }
-            continue;
-        }
-        if !in_deps || line.starts_with('#') || line.is_empty() {
-            continue;
-        }
-        let key = line
-            .split(['=', '.'])
-            .next()
-            .unwrap_or("")
-            .trim()
-            .trim_matches('"');
-        if !key.is_empty() && !crates.contains(key) {
-            deps.insert(key.to_string());
-        }
-    }
-    deps
+    manifest_deps(manifest)
+        .into_iter()
+        .filter(|(name, dev)| !dev && !crates.contains(name))
+        .map(|(name, _)| name)
+        .collect()
 }
 
 /// The "depends on" column of each crate's row in docs/ARCHITECTURE.md, as the set of words.
