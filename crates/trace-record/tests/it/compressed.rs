@@ -500,52 +500,15 @@ fn header_frame_len() -> u64 {
 const CRASH_ENV: &str = "TRACE_RECORD_TEST_ZSTD_CRASH_CHILD";
 const CRASH_TEST: &str = "compressed::a_killed_compressed_recording_reads_to_its_last_frame";
 
-fn record_forever(path: &str) -> ! {
-    let session = TraceSession::open(path, run()).unwrap_or_else(|e| panic!("child: {e}"));
-    let mut i = 0u64;
-    loop {
-        let _step = session.span("step", SpanKind::Function, None);
-        for _ in 0..1000 {
-            session.record_op(&op(i, session.now_ns()));
-            i += 1;
-        }
-        drop(_step);
-        session.step();
-    }
-}
-
 #[test]
 fn a_killed_compressed_recording_reads_to_its_last_frame() {
     if let Ok(path) = std::env::var(CRASH_ENV) {
-        record_forever(&path);
+        crate::crash::record_forever(&path);
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("killed.jsonl.zst");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([CRASH_TEST, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CRASH_ENV, &path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until a good number of frames are on disk, then SIGKILL (Child::kill on Unix).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if len > 64 * 1024 {
-            break;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("child exited early: {status}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "child wrote only {len} bytes in 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.kill().unwrap();
-    assert!(!child.wait().unwrap().success());
+    // A good number of frames on disk, then SIGKILL.
+    crate::crash::kill_recorder_once_written(CRASH_TEST, CRASH_ENV, &path, 64 * 1024);
 
     let bytes = std::fs::read(&path).unwrap();
     let ends = frame_ends(&bytes);

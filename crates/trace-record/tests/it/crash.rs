@@ -3,6 +3,7 @@
 //! The test re-executes its own test binary, filtered to itself, with `CHILD_ENV` naming the
 //! trace path; in the child the same test records forever until the parent kills it.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,9 @@ use crate::common::{issues, run};
 const CHILD_ENV: &str = "TRACE_RECORD_TEST_CRASH_CHILD";
 const TEST_NAME: &str = "crash::killed_child_trace_reads_to_its_last_complete_line";
 
-fn record_forever(path: &str) -> ! {
+/// The child's work: records ops in steps until it is killed (a `.zst` path records
+/// compressed).
+pub(crate) fn record_forever(path: &str) -> ! {
     let session = TraceSession::open(path, run()).unwrap_or_else(|e| panic!("child: {e}"));
     let mut i = 0u64;
     loop {
@@ -42,26 +45,21 @@ fn record_forever(path: &str) -> ! {
     }
 }
 
-#[test]
-fn killed_child_trace_reads_to_its_last_complete_line() {
-    if let Ok(path) = std::env::var(CHILD_ENV) {
-        record_forever(&path);
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("killed.jsonl");
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, &path)
+/// Re-runs this test binary filtered to `test` with `env` naming `path`, so that the child
+/// runs [`record_forever`]; once more than `min_bytes` are on disk, SIGKILLs it (Child::kill
+/// on Unix) and checks it did not exit cleanly.
+pub(crate) fn kill_recorder_once_written(test: &str, env: &str, path: &Path, min_bytes: u64) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(env, path)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until several blocks are on disk, then SIGKILL (Child::kill on Unix).
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if len > 3 * trace_record::BLOCK_BYTES as u64 {
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        if len > min_bytes {
             break;
         }
         if let Some(status) = child.try_wait().unwrap() {
@@ -74,8 +72,22 @@ fn killed_child_trace_reads_to_its_last_complete_line() {
         std::thread::sleep(Duration::from_millis(5));
     }
     child.kill().unwrap();
-    let status = child.wait().unwrap();
-    assert!(!status.success());
+    assert!(!child.wait().unwrap().success());
+}
+
+#[test]
+fn killed_child_trace_reads_to_its_last_complete_line() {
+    if let Ok(path) = std::env::var(CHILD_ENV) {
+        record_forever(&path);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.jsonl");
+    kill_recorder_once_written(
+        TEST_NAME,
+        CHILD_ENV,
+        &path,
+        3 * trace_record::BLOCK_BYTES as u64,
+    );
 
     let bytes = std::fs::read(&path).unwrap();
     let last_newline = bytes.iter().rposition(|&b| b == b'\n').unwrap();
