@@ -946,83 +946,91 @@ mod tests {
         check("[unknown]", None, CrateGroup::Other);
     }
 
-    /// A trace with two recorded steps of samples: backward in gemm and candle's backprop,
-    /// forward in the model's code, one allocator sample.
-    fn sampled_trace() -> Trace {
-        use trace_record::schema::{
-            FrameEvent, Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent,
-        };
+    /// A frame line: `func` without a source file, not inlined.
+    fn frame(id: u64, func: &str) -> Event {
+        Event::Frame(trace_record::schema::FrameEvent {
+            id,
+            func: func.into(),
+            file: None,
+            inlined: false,
+        })
+    }
+
+    /// A recorded session with a backward span in step 0 (its id is given to `sampled`) and
+    /// one in step 1, so both are steps, and the sampled lines `sampled` returns; loaded.
+    fn load_sampled(name: &str, sampled: impl FnOnce(Option<u64>) -> Vec<Event>) -> Trace {
+        use trace_record::schema::{Phase, SpanKind};
         use trace_record::{Run, TraceSession};
-        let (session, sink) = TraceSession::in_memory(Run::new("hot", Phase::Train, "cpu"));
+        let (session, sink) = TraceSession::in_memory(Run::new(name, Phase::Train, "cpu"));
         let bw = {
             let g = session.span("backward", SpanKind::Function, Some(ExecStep::Backward));
             g.id().map(|s| s.0)
         };
-        // Step 1 is a step of the trace (it holds a span), so its samples count.
         session.step();
         drop(session.span("backward", SpanKind::Function, Some(ExecStep::Backward)));
-        let frame = |id: u64, func: &str| {
-            Event::Frame(FrameEvent {
-                id,
-                func: func.into(),
-                file: None,
-                inlined: false,
-            })
-        };
-        let stack = |id: u64, frames: &[u64]| {
-            Event::Stack(StackEvent {
-                id,
-                frames: frames.to_vec(),
-            })
-        };
-        let samples = |step, stack, n, phase, span| {
-            Event::Samples(SamplesEvent {
-                step,
-                thread: 1,
-                stack,
-                n,
-                phase,
-                span,
-            })
-        };
-        let sampler = |step, taken| {
-            Event::Sampler(SamplerEvent {
-                step,
-                hz: 1000,
-                taken,
-                lost: 1,
-                cpu_ns: Some(taken * 2_000_000),
-                ts: 0,
-                dur: 1,
-            })
-        };
-        let bwd = Some(ExecStep::Backward);
-        session.record_sampled(&[
-            frame(1, "tracegraph::main"),
-            frame(
-                2,
-                "candle_core::backprop::<impl candle_core::tensor::Tensor>::backward",
-            ),
-            frame(3, "gemm_f32::microkernel::x3x4"),
-            frame(4, "core::ptr::copy_nonoverlapping<f32>"),
-            frame(5, "tracegraph::demo::Mlp::forward"),
-            frame(6, "malloc"),
-            stack(1, &[1, 2, 3]),
-            stack(2, &[1, 2, 4]),
-            stack(3, &[1, 5]),
-            stack(4, &[1, 5, 6]),
-            samples(0, 1, 6, bwd, bw),
-            samples(0, 2, 2, bwd, bw),
-            samples(0, 3, 1, Some(ExecStep::Forward), None),
-            sampler(0, 9),
-            // Step 1: no phase from the capture; the stack shows backprop.
-            samples(1, 1, 3, None, None),
-            samples(1, 4, 1, None, None),
-            sampler(1, 4),
-        ]);
+        session.record_sampled(&sampled(bw));
         session.finish().unwrap();
         let text = String::from_utf8(sink.bytes()).unwrap();
-        crate::load_str(&text, "hot.jsonl", Default::default()).unwrap()
+        crate::load_str(&text, &format!("{name}.jsonl"), Default::default()).unwrap()
+    }
+
+    /// A trace with two recorded steps of samples: backward in gemm and candle's backprop,
+    /// forward in the model's code, one allocator sample.
+    fn sampled_trace() -> Trace {
+        use trace_record::schema::{SamplerEvent, SamplesEvent, StackEvent};
+        load_sampled("hot", |bw| {
+            let stack = |id: u64, frames: &[u64]| {
+                Event::Stack(StackEvent {
+                    id,
+                    frames: frames.to_vec(),
+                })
+            };
+            let samples = |step, stack, n, phase, span| {
+                Event::Samples(SamplesEvent {
+                    step,
+                    thread: 1,
+                    stack,
+                    n,
+                    phase,
+                    span,
+                })
+            };
+            let sampler = |step, taken| {
+                Event::Sampler(SamplerEvent {
+                    step,
+                    hz: 1000,
+                    taken,
+                    lost: 1,
+                    cpu_ns: Some(taken * 2_000_000),
+                    ts: 0,
+                    dur: 1,
+                })
+            };
+            let bwd = Some(ExecStep::Backward);
+            vec![
+                frame(1, "tracegraph::main"),
+                frame(
+                    2,
+                    "candle_core::backprop::<impl candle_core::tensor::Tensor>::backward",
+                ),
+                frame(3, "gemm_f32::microkernel::x3x4"),
+                frame(4, "core::ptr::copy_nonoverlapping<f32>"),
+                frame(5, "tracegraph::demo::Mlp::forward"),
+                frame(6, "malloc"),
+                stack(1, &[1, 2, 3]),
+                stack(2, &[1, 2, 4]),
+                stack(3, &[1, 5]),
+                stack(4, &[1, 5, 6]),
+                samples(0, 1, 6, bwd, bw),
+                samples(0, 2, 2, bwd, bw),
+                samples(0, 3, 1, Some(ExecStep::Forward), None),
+                sampler(0, 9),
+                // Step 1: no phase from the capture; the stack shows backprop.
+                samples(1, 1, 3, None, None),
+                samples(1, 4, 1, None, None),
+                sampler(1, 4),
+            ]
+        })
     }
 
     #[test]
@@ -1122,75 +1130,55 @@ mod tests {
     /// Backward: 6 samples of gemm work and 4 of the caller spinning at Candle's barrier, in
     /// the backward span; 2 of a parked pool worker, in no span.
     fn waiting_trace() -> Trace {
-        use trace_record::schema::{
-            FrameEvent, Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent,
-        };
-        use trace_record::{Run, TraceSession};
-        let (session, sink) = TraceSession::in_memory(Run::new("wait", Phase::Train, "cpu"));
-        let bw = {
-            let g = session.span("backward", SpanKind::Function, Some(ExecStep::Backward));
-            g.id().map(|s| s.0)
-        };
-        // Step 1 is a step of the trace (it holds a span), so its samples count.
-        session.step();
-        drop(session.span("backward", SpanKind::Function, Some(ExecStep::Backward)));
-        let frame = |id: u64, func: &str| {
-            Event::Frame(FrameEvent {
-                id,
-                func: func.into(),
-                file: None,
-                inlined: false,
-            })
-        };
-        let samples = |thread, stack, n, span| {
-            Event::Samples(SamplesEvent {
-                step: 0,
-                thread,
-                stack,
-                n,
-                phase: Some(ExecStep::Backward),
-                span,
-            })
-        };
-        session.record_sampled(&[
-            frame(1, "tracegraph::main"),
-            frame(2, "candle_core::utils::BarrierPool::execute"),
-            frame(3, "gemm_f32::microkernel::x3x4"),
-            frame(
-                4,
-                "<candle_core::utils::BarrierGuard as core::ops::drop::Drop>::drop",
-            ),
-            frame(5, "core::hint::spin_loop"),
-            frame(6, "rayon_core::registry::WorkerThread::wait_until_cold"),
-            frame(7, "std::thread::park"),
-            Event::Stack(StackEvent {
-                id: 1,
-                frames: vec![1, 2, 3],
-            }),
-            Event::Stack(StackEvent {
-                id: 2,
-                frames: vec![1, 2, 4, 5],
-            }),
-            Event::Stack(StackEvent {
-                id: 3,
-                frames: vec![6, 7],
-            }),
-            samples(1, 1, 6, bw),
-            samples(1, 2, 4, bw),
-            samples(2, 3, 2, None),
-            Event::Sampler(SamplerEvent {
-                step: 0,
-                hz: 1000,
-                taken: 12,
-                lost: 0,
-                cpu_ns: Some(12_000_000),
-                ts: 0,
-                dur: 1,
-            }),
-        ]);
-        session.finish().unwrap();
-        let text = String::from_utf8(sink.bytes()).unwrap();
-        crate::load_str(&text, "wait.jsonl", Default::default()).unwrap()
+        use trace_record::schema::{SamplerEvent, SamplesEvent, StackEvent};
+        load_sampled("wait", |bw| {
+            let samples = |thread, stack, n, span| {
+                Event::Samples(SamplesEvent {
+                    step: 0,
+                    thread,
+                    stack,
+                    n,
+                    phase: Some(ExecStep::Backward),
+                    span,
+                })
+            };
+            vec![
+                frame(1, "tracegraph::main"),
+                frame(2, "candle_core::utils::BarrierPool::execute"),
+                frame(3, "gemm_f32::microkernel::x3x4"),
+                frame(
+                    4,
+                    "<candle_core::utils::BarrierGuard as core::ops::drop::Drop>::drop",
+                ),
+                frame(5, "core::hint::spin_loop"),
+                frame(6, "rayon_core::registry::WorkerThread::wait_until_cold"),
+                frame(7, "std::thread::park"),
+                Event::Stack(StackEvent {
+                    id: 1,
+                    frames: vec![1, 2, 3],
+                }),
+                Event::Stack(StackEvent {
+                    id: 2,
+                    frames: vec![1, 2, 4, 5],
+                }),
+                Event::Stack(StackEvent {
+                    id: 3,
+                    frames: vec![6, 7],
+                }),
+                samples(1, 1, 6, bw),
+                samples(1, 2, 4, bw),
+                samples(2, 3, 2, None),
+                Event::Sampler(SamplerEvent {
+                    step: 0,
+                    hz: 1000,
+                    taken: 12,
+                    lost: 0,
+                    cpu_ns: Some(12_000_000),
+                    ts: 0,
+                    dur: 1,
+                }),
+            ]
+        })
     }
 
     #[test]
