@@ -54,6 +54,7 @@ mod compare;
 mod error;
 mod format;
 mod gradients;
+mod heap_log;
 mod hot;
 mod intern;
 mod load;
@@ -81,6 +82,7 @@ pub use hot::{
     POOL_WAITING_MIN_SHARE, PROC_READ_MIN_SHARE, PhaseHot, SAMPLES_FOR_5_POINTS, SamplerAccount,
     backward_kernels, hot_report, short_func,
 };
+pub use heap_log::{HeapEntry, HeapLog};
 pub use intern::{FastMap, ShapeId, Sym};
 pub use load::{LoadOptions, load_path, load_reader, load_str};
 pub use memory::{

@@ -158,6 +158,7 @@ impl Builder {
                 counters: Vec::new(),
                 autograd: Vec::new(),
                 sampled: Default::default(),
+                heap: Default::default(),
                 end_ns: 0,
                 work: WorkCounter::default(),
             },
@@ -377,6 +378,12 @@ impl Builder {
             }
             Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {
                 self.t.sampled.add(&e);
+            }
+            Event::HeapAlloc(_)
+            | Event::HeapFree(_)
+            | Event::HeapSmall(_)
+            | Event::HeapAccount(_) => {
+                self.t.heap.add(&e);
             }
         }
     }

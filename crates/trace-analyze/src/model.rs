@@ -387,6 +387,8 @@ pub struct Trace {
     pub autograd: Vec<AutogradNode>,
     /// Sampled stacks (schema version 2; empty without a sampler).
     pub sampled: crate::samples::SampledStacks,
+    /// Tracked heap allocations (schema version 2; empty without a tracking allocator).
+    pub heap: crate::heap_log::HeapLog,
     /// The latest time seen on any event.
     pub end_ns: u64,
     /// Work done so far (see [`WorkCounter`]).

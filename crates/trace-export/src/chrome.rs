@@ -643,6 +643,11 @@ impl<W: Write> Chrome<W> {
             // Sampled stacks (schema version 2) are estimates, not timed events: the folded
             // export and `tracegraph hot` show them.
             Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {}
+            // The tracked heap (schema version 2) is shown by `tracegraph memory`.
+            Event::HeapAlloc(_)
+            | Event::HeapFree(_)
+            | Event::HeapSmall(_)
+            | Event::HeapAccount(_) => {}
         }
         Ok(())
     }

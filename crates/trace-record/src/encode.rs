@@ -45,15 +45,21 @@ fn encode_into(event: &Event, default_device: &str, out: &mut LineBuf) {
         Event::Step(e) => step(out, e.index, e.ts),
         Event::Marker(e) => marker(out, &e.name, e.span, e.ts),
         Event::Counter(e) => counter(out, &e.name, e.value, e.ts),
-        Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {
-            sampled(out, event)
-        }
+        Event::Frame(_)
+        | Event::Stack(_)
+        | Event::Samples(_)
+        | Event::Sampler(_)
+        | Event::HeapAlloc(_)
+        | Event::HeapFree(_)
+        | Event::HeapSmall(_)
+        | Event::HeapAccount(_) => sampled(out, event),
     }
 }
 
-/// A sampled-stack line (`frame`, `stack`, `samples`, `sampler`; version 2). These are written
-/// by the sampler's own thread, a few per step, never on a recording hot path, so serde
-/// writes them (`type` first, optional fields omitted, like every other line).
+/// A sampled-stack line (`frame`, `stack`, `samples`, `sampler`; version 2) or a tracked-heap
+/// line (`heap_alloc`, `heap_free`, `heap_small`, `heap_account`). These are written by a
+/// sampler's or a heap tracker's own thread in batches, never on a recording hot path, so
+/// serde writes them (`type` first, optional fields omitted, like every other line).
 pub(crate) fn sampled(out: &mut LineBuf, event: &Event) {
     // Serializing plain structs of strings and integers into a Vec cannot fail.
     if let Ok(mut line) = serde_json::to_vec(event) {

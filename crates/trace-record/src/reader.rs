@@ -587,6 +587,10 @@ fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError>
         EventType::Stack => Event::Stack(from_slice_at(line, no)?),
         EventType::Samples => Event::Samples(from_slice_at(line, no)?),
         EventType::Sampler => Event::Sampler(from_slice_at(line, no)?),
+        EventType::HeapAlloc => Event::HeapAlloc(from_slice_at(line, no)?),
+        EventType::HeapFree => Event::HeapFree(from_slice_at(line, no)?),
+        EventType::HeapSmall => Event::HeapSmall(from_slice_at(line, no)?),
+        EventType::HeapAccount => Event::HeapAccount(from_slice_at(line, no)?),
     };
     Ok(Parsed::Event(event))
 }

@@ -32,7 +32,8 @@ pub fn is_step_work(event: &Event) -> bool {
 /// Whether the time of `event` extends the step it is in, and to when: an op's end, the time
 /// of spans, memory, device memory, gradients, markers and counters. `step` events (they
 /// begin a step), tensors, sampled stacks and the sampler's account (written when a step is
-/// done, about the time it took) do not.
+/// done, about the time it took) and tracked-heap lines (written in batches by the tracker's
+/// thread, possibly after the step ended) do not.
 pub fn step_time_ns(event: &Event) -> Option<u64> {
     match event {
         Event::Op(o) => Some(o.ts.saturating_add(o.dur)),
@@ -48,7 +49,11 @@ pub fn step_time_ns(event: &Event) -> Option<u64> {
         | Event::Frame(_)
         | Event::Stack(_)
         | Event::Samples(_)
-        | Event::Sampler(_) => None,
+        | Event::Sampler(_)
+        | Event::HeapAlloc(_)
+        | Event::HeapFree(_)
+        | Event::HeapSmall(_)
+        | Event::HeapAccount(_) => None,
     }
 }
 

@@ -1,5 +1,5 @@
 //! Structural validation of a trace: span identity, nesting in time, allocation pairing,
-//! sampled stacks (interned ids and per-step sample sums).
+//! sampled stacks (interned ids and per-step sample sums), tracked-heap allocation pairing.
 //!
 //! [`Validator`] is fed events in file order (streaming, O(1) per event with hash maps) and
 //! reports typed [`Issue`]s with line numbers, sorted by line. References to spans are
@@ -130,6 +130,30 @@ pub enum IssueKind {
         /// The sum of `n` over the step's `samples` lines.
         counted: u64,
     },
+    /// A `heap_alloc` reused an id allocated before (first at `first_line`).
+    DuplicateHeapAlloc {
+        /// The allocation id.
+        id: u64,
+        /// Where it was first allocated.
+        first_line: u64,
+    },
+    /// A `heap_free` of an id no earlier `heap_alloc` allocated.
+    HeapFreeWithoutAlloc {
+        /// The allocation id.
+        id: u64,
+    },
+    /// A second `heap_free` of the same allocation (first freed at `first_line`).
+    HeapDoubleFree {
+        /// The allocation id.
+        id: u64,
+        /// Where it was first freed.
+        first_line: u64,
+    },
+    /// A `heap_free` earlier in time than its allocation.
+    HeapFreeBeforeAlloc {
+        /// The allocation id.
+        id: u64,
+    },
 }
 
 /// An issue at a line.
@@ -205,6 +229,20 @@ impl std::fmt::Display for IssueKind {
                 f,
                 "step {step}: the sampler took {taken} samples but the samples lines count {counted}"
             ),
+            IssueKind::DuplicateHeapAlloc { id, first_line } => write!(
+                f,
+                "heap allocation {id} allocated again (first at line {first_line})"
+            ),
+            IssueKind::HeapFreeWithoutAlloc { id } => {
+                write!(f, "heap_free of allocation {id} that was never allocated")
+            }
+            IssueKind::HeapDoubleFree { id, first_line } => write!(
+                f,
+                "heap allocation {id} freed twice (first at line {first_line})"
+            ),
+            IssueKind::HeapFreeBeforeAlloc { id } => {
+                write!(f, "heap allocation {id} is freed before it is allocated")
+            }
         }
     }
 }
@@ -233,6 +271,15 @@ type IdMap<V> = HashMap<u64, V, IdHash>;
 
 /// The hasher of [`IdMap`].
 type IdHash = foldhash::fast::FixedState;
+
+/// What the validator keeps of tracked heap allocations (version 2).
+#[derive(Default)]
+struct Heap {
+    /// Allocation id → (line, ts) of its `heap_alloc` while it is live.
+    live: IdMap<(u64, u64)>,
+    /// Allocation id → line of its `heap_free`.
+    freed: IdMap<u64>,
+}
 
 /// What the validator keeps of sampled stacks (version 2).
 #[derive(Default)]
@@ -268,6 +315,8 @@ pub struct Validator {
     refs: Vec<(u64, u64)>,
     /// Sampled stacks (version 2): interned ids, references and per-step sums.
     sampled: Sampled,
+    /// Tracked heap allocations (version 2): live and freed ids.
+    heap: Heap,
     issues: Vec<Issue>,
     events: u64,
 }
@@ -453,6 +502,53 @@ impl Validator {
                 }
                 self.sampled.taken.push((line, sp.step, sp.taken));
             }
+            Event::HeapAlloc(a) => {
+                let first = self
+                    .heap
+                    .live
+                    .get(&a.id)
+                    .map(|&(l, _)| l)
+                    .or_else(|| self.heap.freed.get(&a.id).copied());
+                match first {
+                    Some(first_line) => self.issue(
+                        line,
+                        IssueKind::DuplicateHeapAlloc {
+                            id: a.id,
+                            first_line,
+                        },
+                    ),
+                    None => {
+                        self.heap.live.insert(a.id, (line, a.ts));
+                    }
+                }
+                if let Some(s) = a.span {
+                    self.span_ref(line, s);
+                }
+            }
+            Event::HeapFree(fr) => match self.heap.live.remove(&fr.id) {
+                Some((_, ts)) => {
+                    self.heap.freed.insert(fr.id, line);
+                    if fr.ts < ts {
+                        self.issue(line, IssueKind::HeapFreeBeforeAlloc { id: fr.id });
+                    }
+                }
+                None => match self.heap.freed.get(&fr.id) {
+                    Some(&first_line) => self.issue(
+                        line,
+                        IssueKind::HeapDoubleFree {
+                            id: fr.id,
+                            first_line,
+                        },
+                    ),
+                    None => self.issue(line, IssueKind::HeapFreeWithoutAlloc { id: fr.id }),
+                },
+            },
+            Event::HeapSmall(sm) => {
+                if let Some(s) = sm.span {
+                    self.span_ref(line, s);
+                }
+            }
+            Event::HeapAccount(_) => {}
         }
     }
 

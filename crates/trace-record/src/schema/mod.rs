@@ -28,8 +28,9 @@ pub use words::{AUTOGRAD_LABEL, MODULE_INPUT, MODULE_OUTPUT, TRACING_SPANS_COUNT
 pub const SCHEMA_NAME: &str = "tracegraph-trace";
 /// The schema version this crate writes. Readers accept this version and the one before.
 ///
-/// Version 2 added the sampled-stack events (`frame`, `stack`, `samples`, `sampler`); a
-/// version 1 trace is a version 2 trace without them.
+/// Version 2 added the sampled-stack events (`frame`, `stack`, `samples`, `sampler`) and the
+/// tracked-heap events (`heap_alloc`, `heap_free`, `heap_small`, `heap_account`); a version 1
+/// trace is a version 2 trace without them.
 pub const SCHEMA_VERSION: u32 = 2;
 /// The oldest schema version the reader accepts (`SCHEMA_VERSION - 1`).
 pub const MIN_SCHEMA_VERSION: u32 = SCHEMA_VERSION.saturating_sub(1);
@@ -179,6 +180,18 @@ pub struct EventCounts {
     /// `sampler` events (version 2; omitted from a trailer when zero).
     #[serde(skip_serializing_if = "is_zero")]
     pub sampler: u64,
+    /// `heap_alloc` events (version 2; omitted from a trailer when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub heap_alloc: u64,
+    /// `heap_free` events (version 2; omitted from a trailer when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub heap_free: u64,
+    /// `heap_small` events (version 2; omitted from a trailer when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub heap_small: u64,
+    /// `heap_account` events (version 2; omitted from a trailer when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub heap_account: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -229,6 +242,10 @@ impl std::ops::Index<EventType> for EventCounts {
             EventType::Stack => &self.stack,
             EventType::Samples => &self.samples,
             EventType::Sampler => &self.sampler,
+            EventType::HeapAlloc => &self.heap_alloc,
+            EventType::HeapFree => &self.heap_free,
+            EventType::HeapSmall => &self.heap_small,
+            EventType::HeapAccount => &self.heap_account,
         }
     }
 }
@@ -251,6 +268,10 @@ impl std::ops::IndexMut<EventType> for EventCounts {
             EventType::Stack => &mut self.stack,
             EventType::Samples => &mut self.samples,
             EventType::Sampler => &mut self.sampler,
+            EventType::HeapAlloc => &mut self.heap_alloc,
+            EventType::HeapFree => &mut self.heap_free,
+            EventType::HeapSmall => &mut self.heap_small,
+            EventType::HeapAccount => &mut self.heap_account,
         }
     }
 }
@@ -556,6 +577,77 @@ pub struct SamplerEvent {
     pub dur: u64,
 }
 
+/// `heap_alloc` (version 2): one heap allocation at or above the tracking threshold, made
+/// through a tracking global allocator while a session recorded. Its bytes are what the
+/// program asked the allocator for (the allocation's size), not logical tensor bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeapAllocEvent {
+    /// The allocation's id, unique in the trace (never its address, which the allocator
+    /// reuses after a free); `heap_free` names it.
+    pub id: u64,
+    /// Bytes allocated.
+    pub bytes: u64,
+    /// A small integer identifying the allocating thread (the tracker's own numbering).
+    pub thread: u64,
+    /// When, ns since the session's start.
+    pub ts: u64,
+    /// The execution step the driving thread was in, when the capture knew it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ExecStep>,
+    /// The innermost open span of the allocating thread (for a worker thread with no scope of
+    /// its own: of the driving thread), when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<u64>,
+}
+
+/// `heap_free` (version 2): the free of a `heap_alloc` allocation (a reallocation is a free
+/// and an allocation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeapFreeEvent {
+    /// The `heap_alloc` id freed.
+    pub id: u64,
+    /// When, ns since the session's start.
+    pub ts: u64,
+}
+
+/// `heap_small` (version 2): the heap allocations below the tracking threshold made in one
+/// scope (phase and span) during one recorded step: counted, not tracked one by one (their
+/// frees are not seen).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeapSmallEvent {
+    /// The recorded step.
+    pub step: u64,
+    /// The execution step, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ExecStep>,
+    /// The innermost open span, when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<u64>,
+    /// Allocations.
+    pub count: u64,
+    /// Bytes allocated.
+    pub bytes: u64,
+}
+
+/// `heap_account` (version 2): the heap tracker's account of one recorded step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeapAccountEvent {
+    /// The recorded step.
+    pub step: u64,
+    /// The tracking threshold in bytes: allocations at or above it are `heap_alloc` lines.
+    pub threshold: u64,
+    /// Tracked allocations or frees lost in the step (the tracker's buffer was full): a lost
+    /// free leaves its allocation live in the trace, so live bytes are then an upper bound.
+    pub lost: u64,
+    /// Frees of tracked size whose allocation was not tracked (made before tracking began,
+    /// outside a recorded window, or lost); they are in no `heap_free` line.
+    pub unmatched_frees: u64,
+    /// When tracking of the step began, ns since the session's start.
+    pub ts: u64,
+    /// How long the step was tracked (wall time), ns.
+    pub dur: u64,
+}
+
 fn f64_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
@@ -622,6 +714,14 @@ pub enum Event {
     Samples(SamplesEvent),
     /// The sampler's account of one step (version 2).
     Sampler(SamplerEvent),
+    /// A tracked heap allocation (version 2).
+    HeapAlloc(HeapAllocEvent),
+    /// The free of a tracked heap allocation (version 2).
+    HeapFree(HeapFreeEvent),
+    /// Counted small heap allocations of one scope in one step (version 2).
+    HeapSmall(HeapSmallEvent),
+    /// The heap tracker's account of one step (version 2).
+    HeapAccount(HeapAccountEvent),
 }
 
 impl Event {
@@ -642,6 +742,10 @@ impl Event {
             Event::Stack(_) => EventType::Stack,
             Event::Samples(_) => EventType::Samples,
             Event::Sampler(_) => EventType::Sampler,
+            Event::HeapAlloc(_) => EventType::HeapAlloc,
+            Event::HeapFree(_) => EventType::HeapFree,
+            Event::HeapSmall(_) => EventType::HeapSmall,
+            Event::HeapAccount(_) => EventType::HeapAccount,
         }
     }
 
@@ -659,7 +763,10 @@ impl Event {
             Event::Marker(e) => Some(e.ts),
             Event::Counter(e) => Some(e.ts),
             Event::Sampler(e) => Some(e.ts),
-            Event::Frame(_) | Event::Stack(_) | Event::Samples(_) => None,
+            Event::HeapAlloc(e) => Some(e.ts),
+            Event::HeapFree(e) => Some(e.ts),
+            Event::HeapAccount(e) => Some(e.ts),
+            Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::HeapSmall(_) => None,
         }
     }
 
@@ -673,7 +780,11 @@ impl Event {
             Event::Memory(e) => e.span,
             Event::Marker(e) => e.span,
             Event::Samples(e) => e.span,
+            Event::HeapAlloc(e) => e.span,
+            Event::HeapSmall(e) => e.span,
             Event::DeviceMemory(_)
+            | Event::HeapFree(_)
+            | Event::HeapAccount(_)
             | Event::Gradient(_)
             | Event::Step(_)
             | Event::Counter(_)

@@ -243,6 +243,14 @@ wire_enum! {
         Samples = "samples",
         /// `sampler` (version 2): the sampler's account of one recorded step
         Sampler = "sampler",
+        /// `heap_alloc` (version 2): a tracked heap allocation at or above the threshold
+        HeapAlloc = "heap_alloc",
+        /// `heap_free` (version 2): the free of a tracked heap allocation
+        HeapFree = "heap_free",
+        /// `heap_small` (version 2): allocations below the threshold of one scope in one step
+        HeapSmall = "heap_small",
+        /// `heap_account` (version 2): the heap tracker's account of one recorded step
+        HeapAccount = "heap_account",
     }
 }
 

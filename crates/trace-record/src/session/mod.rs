@@ -104,6 +104,7 @@ pub enum TraceError {
 mod claim;
 mod compressor;
 mod flusher;
+mod heap;
 mod output;
 mod run;
 mod sampled;

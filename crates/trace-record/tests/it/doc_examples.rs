@@ -202,6 +202,39 @@ fn examples() -> (Header, Vec<Event>, Trailer) {
             ts: 1_000,
             dur: 8_100,
         }),
+        // Version 2: the tracked heap of step 3.
+        Event::HeapAlloc(HeapAllocEvent {
+            id: 1,
+            bytes: 65_536,
+            thread: 1,
+            ts: 1_350,
+            phase: Some(ExecStep::Forward),
+            span: Some(2),
+        }),
+        Event::HeapAlloc(HeapAllocEvent {
+            id: 2,
+            bytes: 8_192,
+            thread: 2,
+            ts: 1_360,
+            phase: None,
+            span: None,
+        }),
+        Event::HeapFree(HeapFreeEvent { id: 2, ts: 1_380 }),
+        Event::HeapSmall(HeapSmallEvent {
+            step: 3,
+            phase: Some(ExecStep::Forward),
+            span: Some(2),
+            count: 12,
+            bytes: 1_536,
+        }),
+        Event::HeapAccount(HeapAccountEvent {
+            step: 3,
+            threshold: 4_096,
+            lost: 0,
+            unmatched_frees: 1,
+            ts: 1_000,
+            dur: 8_100,
+        }),
     ];
     let mut counts = EventCounts::default();
     for e in &events {
@@ -299,10 +332,19 @@ fn the_doc_examples_form_one_valid_trace() {
 }
 
 /// The doc's complete example as a version 1 trace: the header says version 1 and the
-/// sampled-stack lines (new in version 2) are left out.
+/// sampled-stack and tracked-heap lines (new in version 2) are left out.
 #[test]
 fn the_doc_examples_read_as_version_1() {
-    let sampled = ["frame", "stack", "samples", "sampler"];
+    let sampled = [
+        "frame",
+        "stack",
+        "samples",
+        "sampler",
+        "heap_alloc",
+        "heap_free",
+        "heap_small",
+        "heap_account",
+    ];
     let mut text = String::new();
     let mut trailer_counts = None;
     for line in doc_json_lines() {
