@@ -1,6 +1,7 @@
 //! Starting, stepping and stopping the process's one sampler: the timer per step, the thread.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use trace_record::TraceSession;
 
@@ -16,18 +17,43 @@ pub struct Sampler {
     imp: linux::Slot,
 }
 
-/// Whether a sampler runs anywhere in the process: the recorder publishes its scopes
-/// ([`crate::enter_scope`]) only then. Always `false` without the `enabled` feature or off
-/// Linux.
+/// How many consumers of the current scope are on: a running sampler counts one, and each
+/// live [`ScopeDemand`] (a heap tracker's) one more.
+static SCOPE_DEMAND: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the recorder should publish its scopes ([`crate::set_scope`]): a sampler runs
+/// anywhere in the process, or another consumer of the scope (a heap tracker) holds a
+/// [`ScopeDemand`]. One relaxed load. Without the `enabled` feature or off Linux no sampler
+/// runs, so only a demand makes it `true`.
 #[inline]
 pub fn is_sampling() -> bool {
-    #[cfg(all(feature = "enabled", target_os = "linux"))]
-    {
-        linux::is_on()
+    SCOPE_DEMAND.load(Ordering::Relaxed) != 0
+}
+
+/// A request that the recorder publish its scopes while this value lives (see
+/// [`is_sampling`]): what a consumer of the current scope other than the sampler (a heap
+/// tracker attributing allocations) holds while it needs the scope.
+#[derive(Debug)]
+#[must_use = "scopes are published only while the demand lives"]
+pub struct ScopeDemand(());
+
+impl ScopeDemand {
+    /// Asks for scopes until the returned value is dropped.
+    pub fn new() -> ScopeDemand {
+        SCOPE_DEMAND.fetch_add(1, Ordering::AcqRel);
+        ScopeDemand(())
     }
-    #[cfg(not(all(feature = "enabled", target_os = "linux")))]
-    {
-        false
+}
+
+impl Default for ScopeDemand {
+    fn default() -> Self {
+        ScopeDemand::new()
+    }
+}
+
+impl Drop for ScopeDemand {
+    fn drop(&mut self) {
+        SCOPE_DEMAND.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -114,12 +140,6 @@ mod linux {
 
     /// A sampler runs somewhere in the process.
     static RUNNING: AtomicBool = AtomicBool::new(false);
-
-    /// Whether a sampler runs (scope hooks do nothing otherwise).
-    #[inline]
-    pub(super) fn is_on() -> bool {
-        RUNNING.load(Ordering::Relaxed)
-    }
 
     #[derive(Debug, Default)]
     pub(super) struct Slot {
@@ -256,6 +276,8 @@ mod linux {
             *running = Some(r);
             *lock(&self.stats) = Some(stats);
             self.on.store(true, Ordering::Release);
+            // The recorder publishes its scopes from now on (see `is_sampling`).
+            super::SCOPE_DEMAND.fetch_add(1, Ordering::AcqRel);
             Ok(())
         }
 
@@ -286,6 +308,7 @@ mod linux {
             if let Some(t) = r.thread.take() {
                 let _ = t.join();
             }
+            super::SCOPE_DEMAND.fetch_sub(1, Ordering::AcqRel);
             RUNNING.store(false, Ordering::Release);
         }
     }
@@ -302,6 +325,7 @@ mod linux {
                 if let Some(t) = r.thread.take() {
                     let _ = t.join();
                 }
+                super::SCOPE_DEMAND.fetch_sub(1, Ordering::AcqRel);
                 RUNNING.store(false, Ordering::Release);
             }
         }
@@ -329,6 +353,11 @@ mod tests {
         ));
         assert!(!is_sampling());
         assert!(sampler.stats().is_none());
+        // Another consumer of the scope turns publishing on while its demand lives.
+        let demand = ScopeDemand::new();
+        assert!(is_sampling());
+        drop(demand);
+        assert!(!is_sampling());
         sampler.on_step(&session);
         sampler.stop(&session);
     }

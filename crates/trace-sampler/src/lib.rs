@@ -32,7 +32,9 @@
 //!
 //! The current scope ([`set_scope`], [`enter_scope`], [`current_scope`]) is plain safe code and
 //! always compiled: the recorder publishes the phase and innermost span of each thread there,
-//! and whatever attributes work to them (the signal handler today) reads it. A thread that has
+//! and whatever attributes work to them reads it (the signal handler, and trace-heap's
+//! tracking allocator, which holds a [`ScopeDemand`] so that the recorder publishes while no
+//! sampler runs; [`is_sampling`] says whether anyone wants the scope). A thread that has
 //! published no scope of its own (a thread-pool worker) is attributed to the last scope any
 //! thread published: the driving thread's.
 //!
@@ -69,7 +71,7 @@ mod symbols;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
 mod worker;
 
-pub use control::{Sampler, is_sampling};
+pub use control::{Sampler, ScopeDemand, is_sampling};
 pub use scope_cell::{Scope, ScopeGuard, current_scope, enter_scope, set_scope};
 
 #[cfg(doc)]
