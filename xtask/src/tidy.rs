@@ -26,7 +26,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("vecad", &["graph-core", "ad-cache"]),
     ("trace-record", &[]),
     ("trace-sampler", &["trace-record"]),
-    ("trace-candle", &["trace-record", "trace-sampler"]),
+    ("trace-heap", &["trace-record", "trace-sampler"]),
+    (
+        "trace-candle",
+        &["trace-record", "trace-sampler", "trace-heap"],
+    ),
     ("trace-export", &["trace-record", "testkit"]),
     (
         "trace-analyze",

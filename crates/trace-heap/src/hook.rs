@@ -1,0 +1,231 @@
+//! The recording path the allocator calls: state word, re-entrancy guard, clock, ring, table.
+//!
+//! Everything here runs inside the global allocator, so nothing allocates, locks or panics:
+//! atomics, thread-locals with constant initializers (no lazy registration, no destructor)
+//! read through `try_with`, the current scope ([`trace_sampler::current_scope`]: the same
+//! thread-local and atomic reads) and the monotonic clock. Allocations at or above the
+//! threshold go into the [`crate::ring`]; smaller ones are counted per scope in the
+//! [`crate::small`] table.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use trace_record::schema::ExecStep;
+
+use crate::ring::{self, Entry, Kind};
+use crate::small;
+
+/// State bit: allocations are recorded (a recorded window of the session is open).
+pub(crate) const ALLOCS: u8 = 1;
+/// State bit: frees are recorded (allocations recorded earlier may still be live).
+pub(crate) const FREES: u8 = 2;
+/// State bit: a tracker is checking that this allocator is the global one.
+pub(crate) const PROBE: u8 = 4;
+
+/// What the allocator does now: 0 (nothing, the one relaxed load), or a set of the bits above.
+static STATE: AtomicU8 = AtomicU8::new(0);
+/// Allocations of at least this many bytes are tracked one by one.
+static THRESHOLD: AtomicUsize = AtomicUsize::new(crate::DEFAULT_THRESHOLD);
+/// Set by the allocator when it sees [`PROBE`]: it is the process's global allocator.
+static PROBED: AtomicBool = AtomicBool::new(false);
+/// The origin of the allocator's clock (set before any tracker turns recording on).
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+/// The next thread number.
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Set while this thread is inside the hook (re-entrancy), and for good on the tracker's
+    /// own thread, whose allocations (its buffers, the trace lines) are not the program's.
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+    /// This thread's number (0: not yet numbered).
+    static THREAD_NO: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The state word (one relaxed load).
+#[inline(always)]
+pub(crate) fn state() -> u8 {
+    STATE.load(Ordering::Relaxed)
+}
+
+/// Sets the state word.
+pub(crate) fn set_state(s: u8) {
+    STATE.store(s, Ordering::Release);
+}
+
+/// Sets the threshold.
+pub(crate) fn set_threshold(bytes: usize) {
+    THRESHOLD.store(bytes, Ordering::Relaxed);
+}
+
+/// The allocator's clock origin (fixed at first use).
+pub(crate) fn epoch() -> Instant {
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Nanoseconds since [`epoch`] (0 before it is set).
+#[inline]
+pub(crate) fn now_raw() -> u64 {
+    match EPOCH.get() {
+        Some(e) => u64::try_from(e.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        None => 0,
+    }
+}
+
+/// Whether this process's global allocator is a [`crate::TrackingAlloc`]: allocates one
+/// block with the probe bit set and sees whether the allocator noticed.
+pub(crate) fn probe() -> bool {
+    PROBED.store(false, Ordering::Relaxed);
+    set_state(PROBE);
+    let block = std::hint::black_box(vec![0u8; 64]);
+    drop(block);
+    set_state(0);
+    PROBED.load(Ordering::Relaxed)
+}
+
+/// Marks the calling thread as the tracker's own: its allocations are never recorded.
+pub(crate) fn ignore_this_thread() {
+    let _ = BUSY.try_with(|b| b.set(true));
+}
+
+/// Runs `f` unless this thread is already inside the hook (or is the tracker's own).
+#[inline]
+fn guarded(f: impl FnOnce()) {
+    let entered = BUSY.try_with(|b| !b.replace(true)).unwrap_or(false);
+    if entered {
+        f();
+        let _ = BUSY.try_with(|b| b.set(false));
+    }
+}
+
+fn thread_no() -> u64 {
+    THREAD_NO
+        .try_with(|c| {
+            let n = c.get();
+            if n != 0 {
+                return n;
+            }
+            let n = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+            c.set(n);
+            n
+        })
+        .unwrap_or(0)
+}
+
+/// The current scope (phase and innermost span) packed into one word: the span id shifted
+/// past two phase bits (0: none; ids at or above 2^62 are not kept).
+pub(crate) fn packed_scope() -> u64 {
+    let s = trace_sampler::current_scope();
+    pack(s.phase, s.span.map(|id| id.0))
+}
+
+/// Packs a phase and a span id into a scope word.
+pub(crate) fn pack(phase: Option<ExecStep>, span: Option<u64>) -> u64 {
+    let code = match phase {
+        None => 0,
+        Some(ExecStep::Forward) => 1,
+        Some(ExecStep::Backward) => 2,
+        Some(ExecStep::Optimizer) => 3,
+    };
+    let span = span.filter(|&s| s < 1 << 62).unwrap_or(0);
+    span << 2 | code
+}
+
+/// The phase and span id of a scope word.
+pub(crate) fn unpack(v: u64) -> (Option<ExecStep>, Option<u64>) {
+    let phase = match v & 0b11 {
+        1 => Some(ExecStep::Forward),
+        2 => Some(ExecStep::Backward),
+        3 => Some(ExecStep::Optimizer),
+        _ => None,
+    };
+    let span = v >> 2;
+    (phase, (span != 0).then_some(span))
+}
+
+/// Called after an allocation of `size` bytes at `addr` succeeded, with the state read once.
+#[inline]
+pub(crate) fn on_alloc(state: u8, addr: usize, size: usize) {
+    if state & PROBE != 0 {
+        PROBED.store(true, Ordering::Relaxed);
+    }
+    if state & ALLOCS == 0 {
+        return;
+    }
+    record_alloc(addr, size);
+}
+
+#[inline(never)]
+fn record_alloc(addr: usize, size: usize) {
+    guarded(|| {
+        let scope = packed_scope();
+        if size >= THRESHOLD.load(Ordering::Relaxed) {
+            ring::ring().push(Entry {
+                kind: Kind::Alloc,
+                addr: addr as u64,
+                size: size as u64,
+                ts: now_raw(),
+                thread: thread_no(),
+                scope,
+            });
+        } else {
+            small::table().add(scope, size as u64);
+        }
+    });
+}
+
+/// Called before a block of `size` bytes at `addr` is freed (or reallocated), with the state
+/// read once; returns whether a free was recorded.
+#[inline]
+pub(crate) fn on_free(state: u8, addr: usize, size: usize) -> bool {
+    if state & FREES == 0 || size < THRESHOLD.load(Ordering::Relaxed) {
+        return false;
+    }
+    record_free(addr, size)
+}
+
+#[inline(never)]
+fn record_free(addr: usize, size: usize) -> bool {
+    let mut recorded = false;
+    guarded(|| {
+        recorded = ring::ring().push(Entry {
+            kind: Kind::Free,
+            addr: addr as u64,
+            size: size as u64,
+            ts: now_raw(),
+            thread: thread_no(),
+            scope: 0,
+        });
+    });
+    recorded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_pack_and_unpack() {
+        for p in [
+            None,
+            Some(ExecStep::Forward),
+            Some(ExecStep::Backward),
+            Some(ExecStep::Optimizer),
+        ] {
+            assert_eq!(unpack(pack(p, Some(42))), (p, Some(42)));
+            assert_eq!(unpack(pack(p, None)), (p, None));
+        }
+        assert_eq!(unpack(pack(None, Some(1 << 62))), (None, None));
+    }
+
+    #[test]
+    fn the_guard_refuses_reentry() {
+        let mut inner_ran = false;
+        guarded(|| guarded(|| inner_ran = true));
+        assert!(!inner_ran);
+        let mut ran = false;
+        guarded(|| ran = true);
+        assert!(ran);
+    }
+}

@@ -1,0 +1,204 @@
+//! Counts and bytes of allocations below the threshold, per scope, in a fixed atomic table.
+//!
+//! An open-addressing table of scope keys with a count and a byte sum each, all atomics in
+//! static memory: the allocator finds (or claims, by compare-exchange) its scope's slot
+//! within a few probes and adds to it. Keys stay for the whole tracking run (a key cleared
+//! while another thread adds to its slot would move that thread's count to the next scope to
+//! claim the slot); the tracker's thread takes the sums (swapping them to zero) at each step
+//! end. When the probes find no room, the allocation is counted under its phase alone (four
+//! reserved slots), so every small allocation is counted somewhere.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use trace_record::schema::ExecStep;
+
+/// Scope slots (a power of two).
+pub(crate) const SLOTS: usize = 1 << 14;
+const MASK: usize = SLOTS - 1;
+/// Slots looked at before falling back to the phase's own slot.
+const PROBES: usize = 16;
+
+struct Slot {
+    /// The scope word plus one (0: empty).
+    key: AtomicU64,
+    count: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            key: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    fn add(&self, bytes: u64) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// The table (one per process).
+pub(crate) struct Table {
+    slots: [Slot; SLOTS],
+    /// By phase code (0: none), for scopes that found no slot.
+    phases: [Slot; 4],
+}
+
+static TABLE: Table = Table {
+    slots: [const { Slot::new() }; SLOTS],
+    phases: [const { Slot::new() }; 4],
+};
+
+/// The process's table.
+pub(crate) fn table() -> &'static Table {
+    &TABLE
+}
+
+/// Fibonacci hashing of a scope word (its low bits are the phase, its high bits the span).
+#[inline]
+fn home(key: u64) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & MASK
+}
+
+/// One scope's small allocations taken from the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Taken {
+    pub(crate) phase: Option<ExecStep>,
+    pub(crate) span: Option<u64>,
+    pub(crate) count: u64,
+    pub(crate) bytes: u64,
+}
+
+impl Table {
+    /// Counts one allocation of `bytes` in `scope` (a packed scope word).
+    #[inline]
+    pub(crate) fn add(&self, scope: u64, bytes: u64) {
+        let key = scope.wrapping_add(1);
+        let h = home(key);
+        for i in 0..PROBES {
+            let slot = &self.slots[(h + i) & MASK];
+            let k = slot.key.load(Ordering::Relaxed);
+            if k == key {
+                slot.add(bytes);
+                return;
+            }
+            if k == 0 {
+                match slot
+                    .key
+                    .compare_exchange(0, key, Ordering::Relaxed, Ordering::Relaxed)
+                {
+                    Ok(_) => {
+                        slot.add(bytes);
+                        return;
+                    }
+                    Err(other) if other == key => {
+                        slot.add(bytes);
+                        return;
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        self.phases[(scope & 0b11) as usize].add(bytes);
+    }
+
+    /// Takes every scope's sums since the last take (each reset to zero), calling `f` for each
+    /// scope with allocations.
+    pub(crate) fn take(&self, mut f: impl FnMut(Taken)) {
+        let slots = self
+            .slots
+            .iter()
+            .map(|s| (s.key.load(Ordering::Relaxed), s));
+        let phases = self
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(code, s)| (code as u64 + 1, s));
+        for (key, slot) in slots.chain(phases) {
+            if key == 0 {
+                continue;
+            }
+            let count = slot.count.swap(0, Ordering::Relaxed);
+            let bytes = slot.bytes.swap(0, Ordering::Relaxed);
+            if count == 0 {
+                continue;
+            }
+            let (phase, span) = crate::hook::unpack(key - 1);
+            f(Taken {
+                phase,
+                span,
+                count,
+                bytes,
+            });
+        }
+    }
+
+    /// Forgets every key and sum (between tracking runs, when no allocation is counted).
+    pub(crate) fn clear(&self) {
+        for s in self.slots.iter().chain(&self.phases) {
+            s.key.store(0, Ordering::Relaxed);
+            s.count.store(0, Ordering::Relaxed);
+            s.bytes.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hook::pack;
+
+    #[test]
+    fn sums_per_scope_fall_back_to_the_phase_when_full_and_reset_when_taken() {
+        let t = table();
+        t.clear();
+        let fwd = |span| pack(Some(ExecStep::Forward), Some(span));
+        t.add(fwd(3), 10);
+        t.add(fwd(3), 20);
+        t.add(pack(None, None), 5);
+        let mut got = Vec::new();
+        t.take(|x| got.push(x));
+        got.sort_by_key(|x| x.span);
+        assert_eq!(
+            got,
+            vec![
+                Taken {
+                    phase: None,
+                    span: None,
+                    count: 1,
+                    bytes: 5
+                },
+                Taken {
+                    phase: Some(ExecStep::Forward),
+                    span: Some(3),
+                    count: 2,
+                    bytes: 30
+                },
+            ]
+        );
+        let mut again = 0;
+        t.take(|_| again += 1);
+        assert_eq!(again, 0, "taken sums reset");
+        // More scopes than slots: every allocation is still counted, the overflow under its
+        // phase without a span.
+        let n = SLOTS as u64 + 1000;
+        for s in 1..=n {
+            t.add(fwd(s), 1);
+        }
+        let (mut count, mut spanless) = (0, 0);
+        t.take(|x| {
+            count += x.count;
+            if x.span.is_none() {
+                spanless += x.count;
+                assert_eq!(x.phase, Some(ExecStep::Forward));
+            }
+        });
+        assert_eq!(count, n);
+        assert!(spanless >= 1000, "{spanless}");
+        t.clear();
+    }
+}

@@ -1,0 +1,328 @@
+//! The process's one heap tracker: start, follow the session's windows, drain, stop.
+//!
+//! [`start`] checks that the global allocator is a [`crate::TrackingAlloc`], then starts the
+//! tracker's thread, which every quarter millisecond follows the session's recorded windows
+//! (turning the allocator's recording on inside them) and drains the allocator's buffer into
+//! trace lines: it keeps the live blocks by address, gives each tracked allocation an id (never
+//! its address, which is reused), matches each free to its allocation, and at each step end
+//! writes the step's small-allocation sums and its account. [`on_step`] does the same at once
+//! (a capture's step boundary), [`stop`] a last time and ends the thread.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use trace_record::TraceSession;
+use trace_record::schema::{
+    Event, HeapAccountEvent, HeapAllocEvent, HeapFreeEvent, HeapSmallEvent,
+};
+
+use crate::hook::{self, ALLOCS, FREES};
+use crate::ring::{self, Kind};
+use crate::small;
+use crate::{HeapConfig, HeapError, HeapStats};
+
+/// How often the tracker's thread follows the session and drains the buffer.
+const POLL: Duration = Duration::from_micros(250);
+
+/// The running tracker, if any.
+static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+struct Running {
+    drain: Arc<Mutex<Drain>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    /// Keeps the recorder publishing its scopes while tracking.
+    _scopes: trace_sampler::ScopeDemand,
+}
+
+/// The tracker's side of the buffer: what it needs to turn entries into lines.
+struct Drain {
+    session: Arc<TraceSession>,
+    threshold: u64,
+    /// Session time minus the allocator's clock, ns.
+    offset: i128,
+    /// Live tracked blocks: address → (id, bytes).
+    live: HashMap<u64, (u64, u64)>,
+    next_id: u64,
+    /// The recorded step being tracked: (step, start ns), when a window is open.
+    window: Option<(u64, u64)>,
+    /// Counts for the current step's account.
+    step_lost: u64,
+    step_unmatched: u64,
+    stats: HeapStats,
+    events: Vec<Event>,
+}
+
+/// Starts tracking the heap allocations of the process into `session`, inside its recorded
+/// windows, until [`stop`].
+///
+/// # Errors
+/// [`HeapError::NotInstalled`] when the program's global allocator is not a
+/// [`crate::TrackingAlloc`], [`HeapError::Busy`] when a tracker already runs,
+/// [`HeapError::InvalidThreshold`] for a zero threshold, [`HeapError::Io`] when the thread
+/// cannot start.
+pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), HeapError> {
+    if config.threshold == 0 {
+        return Err(HeapError::InvalidThreshold);
+    }
+    let mut running = lock(&RUNNING);
+    if running.is_some() {
+        return Err(HeapError::Busy);
+    }
+    if !hook::probe() {
+        return Err(HeapError::NotInstalled);
+    }
+    // Entries and sums left by an earlier tracker are not this one's.
+    let r = ring::ring();
+    while r.pop().is_some() {}
+    r.take_lost();
+    small::table().clear();
+    hook::set_threshold(config.threshold);
+    let epoch = hook::epoch();
+    let a = epoch.elapsed().as_nanos();
+    let s = session.now_ns();
+    let b = epoch.elapsed().as_nanos();
+    let offset = i128::from(s) - i128::try_from((a + b) / 2).unwrap_or(i128::MAX);
+    let drain = Arc::new(Mutex::new(Drain {
+        session: Arc::clone(session),
+        threshold: config.threshold as u64,
+        offset,
+        live: HashMap::new(),
+        next_id: 1,
+        window: None,
+        step_lost: 0,
+        step_unmatched: 0,
+        stats: HeapStats {
+            threshold: config.threshold as u64,
+            ..HeapStats::default()
+        },
+        events: Vec::new(),
+    }));
+    let scopes = trace_sampler::ScopeDemand::new();
+    lock(&drain).follow(false);
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let drain = Arc::clone(&drain);
+        let stop = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("tg-heap".into())
+            .spawn(move || {
+                hook::ignore_this_thread();
+                while !stop.load(Ordering::Acquire) {
+                    std::thread::sleep(POLL);
+                    let mut d = lock(&drain);
+                    d.follow(false);
+                    if d.session.is_finished() {
+                        hook::set_state(0);
+                        break;
+                    }
+                }
+            })
+    };
+    let thread = match thread {
+        Ok(t) => t,
+        Err(e) => {
+            hook::set_state(0);
+            return Err(e.into());
+        }
+    };
+    *running = Some(Running {
+        drain,
+        stop,
+        thread: Some(thread),
+        _scopes: scopes,
+    });
+    Ok(())
+}
+
+/// Call after each `session.step()`: ends the tracked step that ended (writing its sums and
+/// account) and follows the session into the next at once, instead of within the tracker's
+/// next quarter millisecond. Nothing happens when no tracker runs.
+pub fn on_step() {
+    let drain = lock(&RUNNING).as_ref().map(|r| Arc::clone(&r.drain));
+    if let Some(d) = drain {
+        lock(&d).follow(false);
+    }
+}
+
+/// Stops tracking: drains the buffer, writes the current step's sums and account, ends the
+/// tracker's thread, and returns what was accounted for; `None` when no tracker ran. Call it
+/// before the session finishes (lines written after `finish` are lost, counted in
+/// [`HeapStats::unwritten`]). Allocations still live stay without a `heap_free` line.
+pub fn stop() -> Option<HeapStats> {
+    let mut r = lock(&RUNNING).take()?;
+    r.stop.store(true, Ordering::Release);
+    if let Some(t) = r.thread.take() {
+        let _ = t.join();
+    }
+    let mut d = lock(&r.drain);
+    d.follow(true);
+    hook::set_state(0);
+    // Entries pushed between the last drain and the state change are dropped with the state.
+    let stats = d.stats;
+    drop(d);
+    drop(r);
+    Some(stats)
+}
+
+/// What the running tracker has accounted for so far; `None` when none runs.
+pub fn stats() -> Option<HeapStats> {
+    let drain = lock(&RUNNING).as_ref().map(|r| Arc::clone(&r.drain));
+    drain.map(|d| lock(&d).stats)
+}
+
+/// Whether a tracker runs in this process.
+pub fn is_tracking() -> bool {
+    lock(&RUNNING).is_some()
+}
+
+impl Drain {
+    fn session_ts(&self, raw: u64) -> u64 {
+        let t = i128::from(raw) + self.offset;
+        u64::try_from(t.max(0)).unwrap_or(u64::MAX)
+    }
+
+    /// Drains the buffer, closes the step that ended (or every step, `stopping`), and sets
+    /// the allocator's state for what the session does now; then writes the lines.
+    fn follow(&mut self, stopping: bool) {
+        self.drain_ring();
+        let step = self.session.current_step();
+        let active = !stopping && self.session.is_active() && !self.session.is_finished();
+        let now = self.session.now_ns();
+        if let Some((s, ts)) = self.window
+            && (stopping || !active || s != step)
+        {
+            self.close_step(s, ts, now);
+            self.window = None;
+        }
+        if active && self.window.is_none() {
+            self.window = Some((step, now));
+        }
+        let state = if active {
+            ALLOCS | FREES
+        } else if !stopping && !self.live.is_empty() {
+            // Blocks tracked in a window that ended may still be freed: keep seeing frees.
+            FREES
+        } else {
+            0
+        };
+        hook::set_state(state);
+        self.write();
+    }
+
+    fn drain_ring(&mut self) {
+        let r = ring::ring();
+        while let Some(e) = r.pop() {
+            let ts = self.session_ts(e.ts);
+            match e.kind {
+                Kind::Alloc => {
+                    if let Some((old, _)) = self.live.remove(&e.addr) {
+                        // The address was handed out again, so its block was freed by now:
+                        // that free was lost (counted), and is written here.
+                        self.events
+                            .push(Event::HeapFree(HeapFreeEvent { id: old, ts }));
+                        self.stats.frees += 1;
+                    }
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    self.live.insert(e.addr, (id, e.size));
+                    let (phase, span) = hook::unpack(e.scope);
+                    self.events.push(Event::HeapAlloc(HeapAllocEvent {
+                        id,
+                        bytes: e.size,
+                        thread: e.thread,
+                        ts,
+                        phase,
+                        span,
+                    }));
+                    self.stats.allocs += 1;
+                    self.stats.alloc_bytes = self.stats.alloc_bytes.saturating_add(e.size);
+                }
+                Kind::Free => match self.live.remove(&e.addr) {
+                    Some((id, _)) => {
+                        self.events.push(Event::HeapFree(HeapFreeEvent { id, ts }));
+                        self.stats.frees += 1;
+                    }
+                    None => {
+                        self.step_unmatched += 1;
+                        self.stats.unmatched_frees += 1;
+                    }
+                },
+            }
+        }
+        let lost = r.take_lost();
+        self.step_lost += lost;
+        self.stats.lost += lost;
+    }
+
+    fn close_step(&mut self, step: u64, ts: u64, now: u64) {
+        let mut small = Vec::new();
+        small::table().take(|t| small.push(t));
+        for t in small {
+            self.stats.small_allocs = self.stats.small_allocs.saturating_add(t.count);
+            self.stats.small_bytes = self.stats.small_bytes.saturating_add(t.bytes);
+            self.events.push(Event::HeapSmall(HeapSmallEvent {
+                step,
+                phase: t.phase,
+                span: t.span,
+                count: t.count,
+                bytes: t.bytes,
+            }));
+        }
+        self.events.push(Event::HeapAccount(HeapAccountEvent {
+            step,
+            threshold: self.threshold,
+            lost: std::mem::take(&mut self.step_lost),
+            unmatched_frees: std::mem::take(&mut self.step_unmatched),
+            ts,
+            dur: now.saturating_sub(ts),
+        }));
+        self.stats.steps += 1;
+    }
+
+    fn write(&mut self) {
+        if self.events.is_empty() {
+            return;
+        }
+        let n = self.events.len() as u64;
+        let written = self.session.record_heap(&self.events) as u64;
+        self.stats.written += written;
+        self.stats.unwritten += n - written;
+        self.events.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_record::Run;
+    use trace_record::schema::Phase;
+
+    /// This test binary's global allocator is the system one: a tracker refuses to start
+    /// rather than record nothing.
+    #[test]
+    fn without_the_tracking_allocator_a_start_is_refused() {
+        let (session, _sink) = TraceSession::in_memory(Run::new("off", Phase::Infer, "cpu"));
+        let session = Arc::new(session);
+        assert!(matches!(
+            start(&session, HeapConfig::threshold(0)),
+            Err(HeapError::InvalidThreshold)
+        ));
+        assert!(matches!(
+            start(&session, HeapConfig::default()),
+            Err(HeapError::NotInstalled)
+        ));
+        assert!(!is_tracking());
+        assert_eq!(hook::state(), 0);
+        assert!(stop().is_none());
+        assert!(stats().is_none());
+        on_step();
+    }
+}
