@@ -14,6 +14,10 @@
 //!   fingerprints, "stable from step k", the first differing op of a changed step; identical
 //!   steps analysed once through an ad-cache [`StepCache`];
 //! - the comparison of two traces ([`compare()`]);
+//! - the tracked heap ([`heap_report`], from a tracking allocator's `heap_*` lines): live heap
+//!   bytes over time with the true peak, what was live there by span path, allocated and
+//!   freed per span path and per step, temporaries told from activations (heap bytes, never
+//!   summed with the memory report's logical bytes; `None` without heap lines);
 //! - sampled hot spots ([`hot_report`]): where CPU samples landed by function, crate group,
 //!   phase or span, with estimated CPU time labelled with its sample count;
 //! - the summary that `tracegraph summary` prints ([`summarize`]);
@@ -54,6 +58,7 @@ mod compare;
 mod error;
 mod format;
 mod gradients;
+mod heap;
 mod heap_log;
 mod hot;
 mod intern;
@@ -77,12 +82,16 @@ pub use format::{format_bytes, format_ns, format_pct};
 pub use gradients::{
     AutogradStep, GradientPoint, GradientReport, GradientVerdict, ParamGradients, gradient_report,
 };
+pub use heap::{
+    HEAP_TIMELINE_POINTS, HeapPoint, HeapReport, HeapSpanRow, HeapStepRow, NO_SPAN, PeakAllocation,
+    PeakSpan, heap_report,
+};
+pub use heap_log::{HeapEntry, HeapLog};
 pub use hot::{
     ALLOCATOR_MIN_SHARE, CrateGroup, HINT_RULES, HotBy, HotHint, HotOptions, HotReport, HotRow,
     POOL_WAITING_MIN_SHARE, PROC_READ_MIN_SHARE, PhaseHot, SAMPLES_FOR_5_POINTS, SamplerAccount,
     backward_kernels, hot_report, short_func,
 };
-pub use heap_log::{HeapEntry, HeapLog};
 pub use intern::{FastMap, ShapeId, Sym};
 pub use load::{LoadOptions, load_path, load_reader, load_str};
 pub use memory::{

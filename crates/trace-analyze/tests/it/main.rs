@@ -7,6 +7,7 @@ mod compare;
 mod flops;
 mod golden;
 mod hand;
+mod heap;
 mod hostile;
 mod linear;
 mod phases;
