@@ -35,6 +35,11 @@
 //!   `enabled`; Linux, elsewhere it reports [`SamplerError::Unavailable`]); off, the capture
 //!   has no signal handler, no unwinder dependency and no sampler thread, and
 //!   `sample_stacks` reports `Unavailable`.
+//! - `heap` (off): `Capture::track_heap` and the tracking global allocator
+//!   (`TrackingAlloc`, trace-heap's): every heap allocation of at least a threshold, with its
+//!   free, attributed to the phase and innermost span of the driving thread, once the program's
+//!   binary declares `#[global_allocator] static ALLOC: trace_candle::TrackingAlloc =
+//!   trace_candle::TrackingAlloc::system();`.
 //! - `cuda`, `metal` (off): forwarded to candle-core (and candle-nn); no backend is forced.
 //!   Device labels (`cuda:N`, `metal:N`) and `Device::synchronize` work without them.
 //!
@@ -77,6 +82,8 @@ mod persistent;
 mod resident;
 mod sampling;
 
+#[cfg(feature = "heap")]
+mod heap;
 #[cfg(feature = "tracing")]
 mod layer;
 #[cfg(feature = "nn")]
@@ -95,6 +102,8 @@ pub use meta::{
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
 pub use resident::process_resident_bytes;
+#[cfg(feature = "heap")]
+pub use trace_heap::{DEFAULT_THRESHOLD, HeapConfig, HeapError, HeapStats, TrackingAlloc};
 pub use trace_sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
 #[cfg(feature = "nn")]
 pub use train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture};

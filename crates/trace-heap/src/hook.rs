@@ -12,9 +12,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use trace_record::schema::ExecStep;
-
 use crate::ring::{self, Entry, Kind};
+use crate::scope::pack;
 use crate::small;
 
 /// State bit: allocations are recorded (a recorded window of the session is open).
@@ -120,30 +119,6 @@ pub(crate) fn packed_scope() -> u64 {
     pack(s.phase, s.span.map(|id| id.0))
 }
 
-/// Packs a phase and a span id into a scope word.
-pub(crate) fn pack(phase: Option<ExecStep>, span: Option<u64>) -> u64 {
-    let code = match phase {
-        None => 0,
-        Some(ExecStep::Forward) => 1,
-        Some(ExecStep::Backward) => 2,
-        Some(ExecStep::Optimizer) => 3,
-    };
-    let span = span.filter(|&s| s < 1 << 62).unwrap_or(0);
-    span << 2 | code
-}
-
-/// The phase and span id of a scope word.
-pub(crate) fn unpack(v: u64) -> (Option<ExecStep>, Option<u64>) {
-    let phase = match v & 0b11 {
-        1 => Some(ExecStep::Forward),
-        2 => Some(ExecStep::Backward),
-        3 => Some(ExecStep::Optimizer),
-        _ => None,
-    };
-    let span = v >> 2;
-    (phase, (span != 0).then_some(span))
-}
-
 /// Called after an allocation of `size` bytes at `addr` succeeded, with the state read once.
 #[inline]
 pub(crate) fn on_alloc(state: u8, addr: usize, size: usize) {
@@ -204,20 +179,6 @@ fn record_free(addr: usize, size: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scopes_pack_and_unpack() {
-        for p in [
-            None,
-            Some(ExecStep::Forward),
-            Some(ExecStep::Backward),
-            Some(ExecStep::Optimizer),
-        ] {
-            assert_eq!(unpack(pack(p, Some(42))), (p, Some(42)));
-            assert_eq!(unpack(pack(p, None)), (p, None));
-        }
-        assert_eq!(unpack(pack(None, Some(1 << 62))), (None, None));
-    }
 
     #[test]
     fn the_guard_refuses_reentry() {

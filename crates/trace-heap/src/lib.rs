@@ -17,7 +17,7 @@
 //! let session = Arc::new(TraceSession::open("run.trace.jsonl", Run::new("run", Phase::Infer, "cpu"))?);
 //! trace_heap::start(&session, trace_heap::HeapConfig::default())?;
 //! // ... the program, its spans opened through trace-candle ...
-//! trace_heap::stop();
+//! trace_heap::stop(&session);
 //! session.finish()?;
 //! # Ok(())
 //! # }
@@ -54,6 +54,7 @@
 mod alloc;
 mod hook;
 mod ring;
+mod scope;
 mod small;
 mod tracker;
 

@@ -127,7 +127,7 @@ impl Table {
             if count == 0 {
                 continue;
             }
-            let (phase, span) = crate::hook::unpack(key - 1);
+            let (phase, span) = crate::scope::unpack(key - 1);
             f(Taken {
                 phase,
                 span,
@@ -150,7 +150,7 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::pack;
+    use crate::scope::pack;
 
     #[test]
     fn sums_per_scope_fall_back_to_the_phase_when_full_and_reset_when_taken() {

@@ -6,7 +6,8 @@
 //! trace lines: it keeps the live blocks by address, gives each tracked allocation an id (never
 //! its address, which is reused), matches each free to its allocation, and at each step end
 //! writes the step's small-allocation sums and its account. [`on_step`] does the same at once
-//! (a capture's step boundary), [`stop`] a last time and ends the thread.
+//! (a capture's step boundary), [`stop`] a last time and ends the thread. The tracker is the
+//! process's (there is one global allocator); each call names the session it is for.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +22,7 @@ use trace_record::schema::{
 
 use crate::hook::{self, ALLOCS, FREES};
 use crate::ring::{self, Kind};
+use crate::scope;
 use crate::small;
 use crate::{HeapConfig, HeapError, HeapStats};
 
@@ -106,8 +108,8 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
         events: Vec::new(),
     }));
     let scopes = trace_sampler::ScopeDemand::new();
-    lock(&drain).follow(false);
     let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let thread = {
         let drain = Arc::clone(&drain);
         let stop = Arc::clone(&stop);
@@ -115,6 +117,7 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
             .name("tg-heap".into())
             .spawn(move || {
                 hook::ignore_this_thread();
+                let _ = ready_tx.send(());
                 while !stop.load(Ordering::Acquire) {
                     std::thread::sleep(POLL);
                     let mut d = lock(&drain);
@@ -133,6 +136,10 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
             return Err(e.into());
         }
     };
+    // Recording starts once the thread runs and ignores itself: what the runtime allocates to
+    // start it is not the program's.
+    let _ = ready_rx.recv();
+    lock(&drain).follow(false);
     *running = Some(Running {
         drain,
         stop,
@@ -144,20 +151,38 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
 
 /// Call after each `session.step()`: ends the tracked step that ended (writing its sums and
 /// account) and follows the session into the next at once, instead of within the tracker's
-/// next quarter millisecond. Nothing happens when no tracker runs.
-pub fn on_step() {
-    let drain = lock(&RUNNING).as_ref().map(|r| Arc::clone(&r.drain));
-    if let Some(d) = drain {
+/// next quarter millisecond. Nothing happens unless a tracker records into `session`.
+pub fn on_step(session: &TraceSession) {
+    if let Some(d) = running_drain(session) {
         lock(&d).follow(false);
     }
 }
 
-/// Stops tracking: drains the buffer, writes the current step's sums and account, ends the
-/// tracker's thread, and returns what was accounted for; `None` when no tracker ran. Call it
+/// The running tracker's drain when it records into `session`.
+fn running_drain(session: &TraceSession) -> Option<Arc<Mutex<Drain>>> {
+    let running = lock(&RUNNING);
+    let r = running.as_ref()?;
+    let d = Arc::clone(&r.drain);
+    drop(running);
+    let same = std::ptr::eq(Arc::as_ptr(&lock(&d).session), session);
+    same.then_some(d)
+}
+
+/// Stops tracking into `session`: drains the buffer, writes the current step's sums and
+/// account, ends the tracker's thread, and returns what was accounted for; `None` (and
+/// nothing stopped) unless a tracker records into `session`. Call it
 /// before the session finishes (lines written after `finish` are lost, counted in
 /// [`HeapStats::unwritten`]). Allocations still live stay without a `heap_free` line.
-pub fn stop() -> Option<HeapStats> {
-    let mut r = lock(&RUNNING).take()?;
+pub fn stop(session: &TraceSession) -> Option<HeapStats> {
+    let mut running = lock(&RUNNING);
+    let same = running
+        .as_ref()
+        .is_some_and(|r| std::ptr::eq(Arc::as_ptr(&lock(&r.drain).session), session));
+    if !same {
+        return None;
+    }
+    let mut r = running.take()?;
+    drop(running);
     r.stop.store(true, Ordering::Release);
     if let Some(t) = r.thread.take() {
         let _ = t.join();
@@ -172,10 +197,9 @@ pub fn stop() -> Option<HeapStats> {
     Some(stats)
 }
 
-/// What the running tracker has accounted for so far; `None` when none runs.
-pub fn stats() -> Option<HeapStats> {
-    let drain = lock(&RUNNING).as_ref().map(|r| Arc::clone(&r.drain));
-    drain.map(|d| lock(&d).stats)
+/// What the tracker recording into `session` has accounted for so far; `None` when none does.
+pub fn stats(session: &TraceSession) -> Option<HeapStats> {
+    running_drain(session).map(|d| lock(&d).stats)
 }
 
 /// Whether a tracker runs in this process.
@@ -233,7 +257,7 @@ impl Drain {
                     let id = self.next_id;
                     self.next_id += 1;
                     self.live.insert(e.addr, (id, e.size));
-                    let (phase, span) = hook::unpack(e.scope);
+                    let (phase, span) = scope::unpack(e.scope);
                     self.events.push(Event::HeapAlloc(HeapAllocEvent {
                         id,
                         bytes: e.size,
@@ -321,8 +345,8 @@ mod tests {
         ));
         assert!(!is_tracking());
         assert_eq!(hook::state(), 0);
-        assert!(stop().is_none());
-        assert!(stats().is_none());
-        on_step();
+        assert!(stop(&session).is_none());
+        assert!(stats(&session).is_none());
+        on_step(&session);
     }
 }

@@ -51,7 +51,7 @@ fn chosen_sizes_are_attributed_to_their_spans_and_frees_matched() {
         trace_sampler::set_scope(Some(ExecStep::Forward), Some(fwd_id));
     }
     trace_sampler::set_scope(None, None);
-    let stats = trace_heap::stop().expect("was tracking");
+    let stats = trace_heap::stop(&session).expect("was tracking");
     assert!(!trace_heap::is_tracking());
     assert!(!trace_sampler::is_sampling());
     drop(small);

@@ -33,7 +33,7 @@ fn worker_allocations_are_attributed_to_the_driving_threads_span() {
         });
     }
     trace_sampler::set_scope(None, None);
-    trace_heap::stop().expect("was tracking");
+    trace_heap::stop(&session).expect("was tracking");
     session.finish().expect("finish");
 
     let trace = trace_record::read_trace_bytes(&sink.bytes()).expect("read");
