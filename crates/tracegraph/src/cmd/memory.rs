@@ -1,10 +1,10 @@
 //! `tracegraph memory`: live logical memory per device and category, the peak and what was
-//! live at it, possible leaks, physical samples beside.
+//! live at it, possible leaks, physical samples beside; the tracked heap apart.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use trace_analyze::{Allocation, memory_report};
+use trace_analyze::{Allocation, HeapReport, heap_report, memory_report};
 use trace_record::schema::MemoryCategory;
 
 use super::{Status, Table, bytesu, load, nsu, print_json, write_stdout};
@@ -14,7 +14,8 @@ use super::{Status, Table, bytesu, load, nsu, print_json, write_stdout};
 pub(crate) struct MemoryArgs {
     /// The trace file (JSON Lines).
     pub(crate) trace: PathBuf,
-    /// Print JSON (schema `tracegraph.memory/1`, timeline included) instead of text.
+    /// Print JSON (schema `tracegraph.memory/1`, timeline included; with a `heap` object when
+    /// the trace has tracked-heap lines) instead of text.
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -46,37 +47,29 @@ fn alloc_table(list: &[Allocation]) -> String {
 /// Live bytes over time as a row of block characters: each of `width` columns of equal time
 /// shows the most live in it (live bytes carry over between events). Columns outside every
 /// recorded step (`windows`, when the trace has steps) stay blank: a gap, not a zero.
-fn sparkline(
-    points: &[trace_analyze::TimelinePoint],
-    width: usize,
-    windows: &[(u64, u64)],
-) -> String {
+fn sparkline(points: &[(u64, u64)], width: usize, windows: &[(u64, u64)]) -> String {
     const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     let (Some(first), Some(last)) = (points.first(), points.last()) else {
         return String::new();
     };
-    let span = (last.t_ns - first.t_ns).max(1);
-    let max = points
-        .iter()
-        .map(|p| p.live_bytes)
-        .max()
-        .unwrap_or(0)
-        .max(1);
+    let (first, last) = (first.0, last.0);
+    let span = (last - first).max(1);
+    let max = points.iter().map(|p| p.1).max().unwrap_or(0).max(1);
     let col_of = |t: u64| {
-        ((((t - first.t_ns) as u128) * (width as u128 - 1)) / span as u128).min(width as u128 - 1)
+        ((((t - first) as u128) * (width as u128 - 1)) / span as u128).min(width as u128 - 1)
             as usize
     };
     let mut cols: Vec<Option<u64>> = vec![None; width];
-    for p in points {
-        let slot = &mut cols[col_of(p.t_ns)];
-        *slot = Some(slot.map_or(p.live_bytes, |v| v.max(p.live_bytes)));
+    for &(t, v) in points {
+        let slot = &mut cols[col_of(t)];
+        *slot = Some(slot.map_or(v, |w| w.max(v)));
     }
     let mut recorded = vec![windows.is_empty(); width];
     for &(a, b) in windows {
-        if b < first.t_ns || a > last.t_ns {
+        if b < first || a > last {
             continue;
         }
-        let (ca, cb) = (col_of(a.max(first.t_ns)), col_of(b.min(last.t_ns)));
+        let (ca, cb) = (col_of(a.max(first)), col_of(b.min(last)));
         for r in &mut recorded[ca..=cb] {
             *r = true;
         }
@@ -100,22 +93,30 @@ fn sparkline(
 pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
     let trace = load(&args.trace, false)?;
     let report = memory_report(&trace);
+    let heap = heap_report(&trace);
     if args.json {
-        match &report {
-            Some(r) => print_json("memory", r)?,
-            None => print_json(
-                "memory",
-                &serde_json::json!({ "absent": true, "reason": "the trace has no memory events" }),
-            )?,
+        let mut v = match &report {
+            Some(r) => serde_json::to_value(r)?,
+            None => {
+                serde_json::json!({ "absent": true, "reason": "the trace has no memory events" })
+            }
+        };
+        if let (Some(h), serde_json::Value::Object(m)) = (&heap, &mut v) {
+            m.insert("heap".into(), serde_json::to_value(h)?);
         }
+        print_json("memory", &v)?;
         return Ok(Status::Ok);
     }
-    let Some(r) = report else {
-        write_stdout("memory: absent (the trace has no memory events)")?;
-        return Ok(Status::Ok);
-    };
     let windows: Vec<(u64, u64)> = trace.steps.iter().map(|s| (s.start_ns, s.end_ns)).collect();
     let mut o = String::new();
+    let Some(r) = report else {
+        o.push_str("memory: absent (the trace has no memory events)");
+        if let Some(h) = &heap {
+            heap_section(&mut o, h, &windows);
+        }
+        write_stdout(o.trim_end())?;
+        return Ok(Status::Ok);
+    };
     let _ = writeln!(
         o,
         "logical bytes (shape x dtype size), never mixed with the physical samples"
@@ -147,7 +148,14 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
             let _ = writeln!(
                 o,
                 "live over time  {}  ({} .. {}, max {})",
-                sparkline(&d.timeline, 60, &windows),
+                sparkline(
+                    &d.timeline
+                        .iter()
+                        .map(|p| (p.t_ns, p.live_bytes))
+                        .collect::<Vec<_>>(),
+                    60,
+                    &windows
+                ),
                 nsu(d.timeline[0].t_ns),
                 nsu(d.timeline[d.timeline.len() - 1].t_ns),
                 bytesu(d.peak_bytes)
@@ -200,6 +208,190 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
             }
         }
     }
+    if let Some(h) = &heap {
+        heap_section(&mut o, h, &windows);
+    }
     write_stdout(o.trim_end())?;
     Ok(Status::Ok)
+}
+
+/// Allocations listed per span path at the peak, and span paths and steps listed.
+const HEAP_ROWS: usize = 20;
+
+/// The "heap (tracked)" section: heap bytes from a tracking allocator, apart from (and never
+/// summed with) the logical bytes above.
+fn heap_section(o: &mut String, h: &HeapReport, windows: &[(u64, u64)]) {
+    let _ = writeln!(o);
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "heap (tracked): bytes asked of the allocator{}, never summed with logical bytes",
+        h.threshold.map_or(String::new(), |t| format!(
+            " (allocations of {} and more one by one, smaller ones counted)",
+            bytesu(t)
+        ))
+    );
+    let _ = writeln!(
+        o,
+        "{} allocs ({}), {} frees ({}); peak {} at {}, {} allocation(s) live; {} live at the end",
+        h.allocs,
+        bytesu(h.alloc_bytes),
+        h.frees,
+        bytesu(h.freed_bytes),
+        bytesu(h.peak_bytes),
+        nsu(h.peak_at_ns),
+        h.peak_live_allocations,
+        bytesu(h.live_at_end_bytes)
+    );
+    if h.small_allocs > 0 {
+        let _ = writeln!(
+            o,
+            "below the threshold: {} allocs ({}), counted per span, their frees not seen",
+            h.small_allocs,
+            bytesu(h.small_bytes)
+        );
+    }
+    if h.lost > 0 {
+        let _ = writeln!(
+            o,
+            "  note: the tracker lost {} entries (its buffer was full): figures are incomplete, live bytes an upper bound",
+            h.lost
+        );
+    }
+    if h.unmatched_frees > 0 {
+        let _ = writeln!(
+            o,
+            "  note: {} frees of blocks allocated before tracking (or outside a recorded window) are not counted",
+            h.unmatched_frees
+        );
+    }
+    if h.invalid > 0 {
+        let _ = writeln!(
+            o,
+            "  note: {} heap lines contradict the others and were ignored (`tracegraph validate` names them)",
+            h.invalid
+        );
+    }
+    if h.saturated {
+        let _ = writeln!(
+            o,
+            "  note: heap sums exceeded 2^64 - 1 (16 EiB); figures that did are shown capped at that value"
+        );
+    }
+    if h.timeline.len() > 1 {
+        let points: Vec<(u64, u64)> = h.timeline.iter().map(|p| (p.t_ns, p.live_bytes)).collect();
+        let _ = writeln!(
+            o,
+            "live over time  {}  ({} .. {}, max {})",
+            sparkline(&points, 60, windows),
+            nsu(points[0].0),
+            nsu(points[points.len() - 1].0),
+            bytesu(h.peak_bytes)
+        );
+    }
+    if !h.peak_by_span.is_empty() {
+        let _ = writeln!(
+            o,
+            "
+live at the heap peak, by span path"
+        );
+        let mut t = Table::new(&[
+            "span path",
+            ">bytes",
+            ">allocs",
+            "allocations (largest first)",
+        ]);
+        for p in h.peak_by_span.iter().take(HEAP_ROWS) {
+            let mut sizes: Vec<String> = Vec::new();
+            let mut i = 0;
+            while i < p.allocations.len() && sizes.len() < 6 {
+                let b = p.allocations[i].bytes;
+                let n = p.allocations[i..]
+                    .iter()
+                    .take_while(|a| a.bytes == b)
+                    .count();
+                sizes.push(if n > 1 {
+                    format!("{} ({b} B) x{n}", bytesu(b))
+                } else {
+                    format!("{} ({b} B)", bytesu(b))
+                });
+                i += n;
+            }
+            if i < p.allocations.len() {
+                sizes.push(format!("+{} more", p.allocations.len() - i));
+            }
+            t.row(vec![
+                p.path.clone(),
+                bytesu(p.bytes),
+                p.allocations.len().to_string(),
+                sizes.join(", "),
+            ]);
+        }
+        let _ = writeln!(o, "{}", t.render());
+        if h.peak_by_span.len() > HEAP_ROWS {
+            let _ = writeln!(o, "({} more span paths)", h.peak_by_span.len() - HEAP_ROWS);
+        }
+    }
+    if !h.spans.is_empty() {
+        let _ = writeln!(
+            o,
+            "
+heap per span path (temporary: freed before its span ended; outlived: alive past it)"
+        );
+        let mut t = Table::new(&[
+            "span path",
+            ">allocs",
+            ">allocated",
+            ">freed",
+            ">temporary",
+            ">outlived",
+            ">at peak",
+            ">small",
+        ]);
+        for r in h.spans.iter().take(HEAP_ROWS) {
+            t.row(vec![
+                r.path.clone(),
+                r.allocs.to_string(),
+                bytesu(r.alloc_bytes),
+                bytesu(r.freed_bytes),
+                bytesu(r.temporary_bytes),
+                bytesu(r.activation_bytes),
+                bytesu(r.peak_bytes),
+                format!("{} in {}", bytesu(r.small_bytes), r.small_allocs),
+            ]);
+        }
+        let _ = writeln!(o, "{}", t.render());
+        if h.spans.len() > HEAP_ROWS {
+            let _ = writeln!(o, "({} more span paths)", h.spans.len() - HEAP_ROWS);
+        }
+    }
+    if !h.steps.is_empty() {
+        let _ = writeln!(
+            o,
+            "
+heap per step"
+        );
+        let mut t = Table::new(&[
+            ">step",
+            ">allocs",
+            ">allocated",
+            ">freed",
+            ">peak",
+            ">small",
+        ]);
+        for st in h.steps.iter().take(HEAP_ROWS) {
+            t.row(vec![
+                st.step.to_string(),
+                st.allocs.to_string(),
+                bytesu(st.alloc_bytes),
+                bytesu(st.freed_bytes),
+                st.peak_bytes.map_or("-".into(), bytesu),
+                format!("{} in {}", bytesu(st.small_bytes), st.small_allocs),
+            ]);
+        }
+        let _ = writeln!(o, "{}", t.render());
+        if h.steps.len() > HEAP_ROWS {
+            let _ = writeln!(o, "({} more steps)", h.steps.len() - HEAP_ROWS);
+        }
+    }
 }

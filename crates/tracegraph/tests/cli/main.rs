@@ -5,6 +5,7 @@ mod compressed;
 mod demo;
 mod errors;
 mod golden;
+mod heap;
 #[cfg(feature = "demo")]
 mod killed;
 #[cfg(feature = "demo")]
