@@ -277,8 +277,8 @@ type IdHash = foldhash::fast::FixedState;
 struct Heap {
     /// Allocation id → (line, ts) of its `heap_alloc` while it is live.
     live: IdMap<(u64, u64)>,
-    /// Allocation id → line of its `heap_free`.
-    freed: IdMap<u64>,
+    /// Allocation id → lines of its `heap_alloc` and its `heap_free`.
+    freed: IdMap<(u64, u64)>,
 }
 
 /// What the validator keeps of sampled stacks (version 2).
@@ -508,7 +508,7 @@ impl Validator {
                     .live
                     .get(&a.id)
                     .map(|&(l, _)| l)
-                    .or_else(|| self.heap.freed.get(&a.id).copied());
+                    .or_else(|| self.heap.freed.get(&a.id).map(|&(l, _)| l));
                 match first {
                     Some(first_line) => self.issue(
                         line,
@@ -526,14 +526,14 @@ impl Validator {
                 }
             }
             Event::HeapFree(fr) => match self.heap.live.remove(&fr.id) {
-                Some((_, ts)) => {
-                    self.heap.freed.insert(fr.id, line);
+                Some((alloc_line, ts)) => {
+                    self.heap.freed.insert(fr.id, (alloc_line, line));
                     if fr.ts < ts {
                         self.issue(line, IssueKind::HeapFreeBeforeAlloc { id: fr.id });
                     }
                 }
                 None => match self.heap.freed.get(&fr.id) {
-                    Some(&first_line) => self.issue(
+                    Some(&(_, first_line)) => self.issue(
                         line,
                         IssueKind::HeapDoubleFree {
                             id: fr.id,

@@ -253,3 +253,76 @@ fn issues_display_and_serialize_with_their_message() {
         r#"{"line":7,"message":"span 3 never ended"}"#
     );
 }
+
+fn heap_alloc(id: u64, span: Option<u64>, ts: u64) -> String {
+    let span = span.map(|s| format!(r#","span":{s}"#)).unwrap_or_default();
+    format!(r#"{{"type":"heap_alloc","id":{id},"bytes":8192,"thread":1,"ts":{ts}{span}}}"#)
+}
+
+fn heap_free(id: u64, ts: u64) -> String {
+    format!(r#"{{"type":"heap_free","id":{id},"ts":{ts}}}"#)
+}
+
+#[test]
+fn heap_issues() {
+    let lines = [
+        start(1, None, 0),
+        heap_alloc(1, Some(1), 2),
+        heap_free(1, 3),
+        // Line 5: freed again.
+        heap_free(1, 4),
+        // Line 6: never allocated.
+        heap_free(9, 4),
+        // Line 7: an id allocated before, though freed since.
+        heap_alloc(1, None, 5),
+        heap_alloc(2, None, 6),
+        // Line 9: a second allocation of a live id.
+        heap_alloc(2, None, 7),
+        // Line 10: freed before it was allocated.
+        heap_free(2, 1),
+        // Line 11: a span that never started.
+        heap_alloc(3, Some(77), 8),
+        r#"{"type":"heap_small","step":0,"span":78,"count":1,"bytes":8}"#.to_string(),
+        r#"{"type":"heap_account","step":0,"threshold":4096,"lost":0,"unmatched_frees":0,"ts":0,"dur":9}"#.to_string(),
+        end(1, 9),
+    ];
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    check(
+        &refs,
+        &[
+            (
+                5,
+                IssueKind::HeapDoubleFree {
+                    id: 1,
+                    first_line: 4,
+                },
+            ),
+            (6, IssueKind::HeapFreeWithoutAlloc { id: 9 }),
+            (
+                7,
+                IssueKind::DuplicateHeapAlloc {
+                    id: 1,
+                    first_line: 3,
+                },
+            ),
+            (
+                9,
+                IssueKind::DuplicateHeapAlloc {
+                    id: 2,
+                    first_line: 8,
+                },
+            ),
+            (10, IssueKind::HeapFreeBeforeAlloc { id: 2 }),
+            (11, IssueKind::UnknownSpan { id: 77 }),
+            (12, IssueKind::UnknownSpan { id: 78 }),
+        ],
+    );
+    assert_eq!(
+        IssueKind::HeapDoubleFree {
+            id: 1,
+            first_line: 4
+        }
+        .to_string(),
+        "heap allocation 1 freed twice (first at line 4)"
+    );
+}
