@@ -14,7 +14,8 @@
 //! use std::sync::Arc;
 //! use trace_record::{Run, TraceSession};
 //! use trace_record::schema::Phase;
-//! let session = Arc::new(TraceSession::open("run.trace.jsonl", Run::new("run", Phase::Infer, "cpu"))?);
+//! let run = Run::new("run", Phase::Infer, "cpu");
+//! let session = Arc::new(TraceSession::open("run.trace.jsonl", run)?);
 //! trace_heap::start(&session, trace_heap::HeapConfig::default())?;
 //! // ... the program, its spans opened through trace-candle ...
 //! trace_heap::stop(&session);
