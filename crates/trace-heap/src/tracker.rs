@@ -118,10 +118,14 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
             .spawn(move || {
                 hook::ignore_this_thread();
                 let _ = ready_tx.send(());
+                let mut busy = false;
                 while !stop.load(Ordering::Acquire) {
-                    std::thread::sleep(POLL);
+                    // A buffer that was filling is drained again at once.
+                    if !busy {
+                        std::thread::sleep(POLL);
+                    }
                     let mut d = lock(&drain);
-                    d.follow(false);
+                    busy = d.follow(false) >= ring::SLOTS / 8;
                     if d.session.is_finished() {
                         hook::set_state(0);
                         break;
@@ -214,9 +218,10 @@ impl Drain {
     }
 
     /// Drains the buffer, closes the step that ended (or every step, `stopping`), and sets
-    /// the allocator's state for what the session does now; then writes the lines.
-    fn follow(&mut self, stopping: bool) {
-        self.drain_ring();
+    /// the allocator's state for what the session does now; then writes the lines. Returns
+    /// how many entries were drained.
+    fn follow(&mut self, stopping: bool) -> usize {
+        let drained = self.drain_ring();
         let step = self.session.current_step();
         let active = !stopping && self.session.is_active() && !self.session.is_finished();
         let now = self.session.now_ns();
@@ -239,11 +244,14 @@ impl Drain {
         };
         hook::set_state(state);
         self.write();
+        drained
     }
 
-    fn drain_ring(&mut self) {
+    fn drain_ring(&mut self) -> usize {
         let r = ring::ring();
+        let mut drained = 0;
         while let Some(e) = r.pop() {
+            drained += 1;
             let ts = self.session_ts(e.ts);
             match e.kind {
                 Kind::Alloc => {
@@ -284,6 +292,7 @@ impl Drain {
         let lost = r.take_lost();
         self.step_lost += lost;
         self.stats.lost += lost;
+        drained
     }
 
     fn close_step(&mut self, step: u64, ts: u64, now: u64) {
