@@ -60,6 +60,9 @@ pub struct PeakSpan {
 pub struct HeapSpanRow {
     /// The span path, or [`NO_SPAN`].
     pub path: String,
+    /// The path's id in [`span_paths`] (and [`SpanNode::path_id`](crate::SpanNode::path_id)),
+    /// `None` for [`NO_SPAN`].
+    pub path_id: Option<u32>,
     /// Tracked allocations made in it.
     pub allocs: u64,
     /// Their heap bytes.
@@ -388,6 +391,7 @@ pub fn heap_report(trace: &Trace) -> Option<HeapReport> {
         .filter(|(_, r)| r.allocs > 0 || r.small_allocs > 0)
         .map(|(p, mut r)| {
             r.path = name(p);
+            r.path_id = (p < np).then_some(p as u32);
             r
         })
         .collect();

@@ -1,8 +1,11 @@
 //! `tracegraph spans`: the span tree with total and self time per path and spread over steps.
+//!
+//! With tracked-heap lines, an `allocated (heap)` column (heap bytes, tracked and counted,
+//! per path) stands beside the logical `allocated (logical)` one; the two are never summed.
 
 use std::path::PathBuf;
 
-use trace_analyze::span_tree;
+use trace_analyze::{FastMap, heap_report, span_tree};
 
 use trace_analyze::format_ns;
 
@@ -16,7 +19,8 @@ pub(crate) struct SpansArgs {
     /// Show paths at most this deep (0 = roots only).
     #[arg(long, value_name = "N")]
     pub(crate) depth: Option<u32>,
-    /// Print JSON (schema `tracegraph.spans/1`) instead of text.
+    /// Print JSON (schema `tracegraph.spans/1`; each node with `heap_alloc_bytes` when the
+    /// trace has tracked-heap lines) instead of text.
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -28,11 +32,30 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
     if let Some(d) = args.depth {
         tree.nodes.retain(|n| n.depth <= d);
     }
+    // Heap bytes (tracked and counted) per span path, when the trace has heap lines: a
+    // column of its own beside the logical one, never added to it.
+    let heap: Option<FastMap<u32, u64>> = heap_report(&trace).map(|h| {
+        h.spans
+            .iter()
+            .filter_map(|r| Some((r.path_id?, r.alloc_bytes.saturating_add(r.small_bytes))))
+            .collect()
+    });
     if args.json {
-        print_json("spans", &tree)?;
+        let mut v = serde_json::to_value(&tree)?;
+        if let (Some(heap), Some(nodes)) =
+            (&heap, v.get_mut("nodes").and_then(|n| n.as_array_mut()))
+        {
+            for (node, n) in nodes.iter_mut().zip(&tree.nodes) {
+                if let Some(m) = node.as_object_mut() {
+                    let bytes = heap.get(&n.path_id).copied().unwrap_or(0);
+                    m.insert("heap_alloc_bytes".into(), bytes.into());
+                }
+            }
+        }
+        print_json("spans", &v)?;
         return Ok(Status::Ok);
     }
-    let mut t = Table::new(&[
+    let mut columns = vec![
         "span",
         "step",
         ">count",
@@ -41,14 +64,19 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
         ">mean/step",
         ">± stddev",
         ">allocated",
-    ]);
+    ];
+    if heap.is_some() {
+        columns.pop();
+        columns.extend([">allocated (logical)", ">allocated (heap)"]);
+    }
+    let mut t = Table::new(&columns);
     for n in &tree.nodes {
         let open = if n.open > 0 {
             format!(" ({} open)", n.open)
         } else {
             String::new()
         };
-        t.row(vec![
+        let mut row = vec![
             indented(n.depth, &n.name, &open),
             n.exec_step.map_or("-".into(), |e| e.as_str().to_string()),
             n.count.to_string(),
@@ -57,7 +85,11 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
             n.per_step.map_or("-".into(), |s| format_ns(s.mean)),
             n.per_step.map_or("-".into(), |s| format_ns(s.stddev)),
             bytesu(n.alloc_bytes),
-        ]);
+        ];
+        if let Some(heap) = &heap {
+            row.push(bytesu(heap.get(&n.path_id).copied().unwrap_or(0)));
+        }
+        t.row(row);
     }
     let mut out = format!(
         "{} spans in {} path(s) over {} step(s), {}; mean/step over the steps where the path occurs\n",

@@ -82,4 +82,20 @@ fn memory_shows_the_tracked_heap_apart_from_logical_bytes() {
     assert_eq!(heap["spans"][0]["temporary_bytes"], 2u64 << 20);
     // The logical report is there beside it, its own figures unchanged.
     assert!(v["devices"].is_array(), "{v}");
+
+    // `spans` puts the heap bytes per path beside the logical ones.
+    let out = run_in(dir.path(), &["spans", "heap.jsonl"]);
+    let text = stdout(&out);
+    assert!(text.contains("allocated (logical)"), "{text}");
+    assert!(text.contains("allocated (heap)"), "{text}");
+    let attn = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("self-attn"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(attn.trim_end().ends_with("6.00 MiB"), "{attn}");
+    let out = run_in(dir.path(), &["spans", "heap.jsonl", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nodes = v["nodes"].as_array().unwrap();
+    let attn = nodes.iter().find(|n| n["name"] == "self-attn").unwrap();
+    assert_eq!(attn["heap_alloc_bytes"], 3 * (2u64 << 20));
 }
