@@ -629,7 +629,9 @@ pub struct HeapSmallEvent {
     pub bytes: u64,
 }
 
-/// `heap_account` (version 2): the heap tracker's account of one recorded step.
+/// `heap_account` (version 2): the heap tracker's account of one recorded step. Consecutive
+/// recorded steps that went by before the tracker saw the boundary share the account (and the
+/// `heap_small` sums) of the first of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeapAccountEvent {
     /// The recorded step.
