@@ -77,7 +77,7 @@ fn llama_generation_allocations_land_in_its_forward_spans_step_by_step() {
         );
         capture.step();
         // The step boundary reaches the tracker at once (without it the tracker notices
-        // within a quarter millisecond, and a shorter step shares the next one's account).
+        // within 10 ms, and a shorter step shares the next one's account).
         trace_heap::on_step(capture.session());
     }
     let stats = capture.stop_heap().unwrap();

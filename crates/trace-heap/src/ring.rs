@@ -11,8 +11,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Slots (a power of two): at a drain every quarter millisecond, room for bursts of
-/// hundreds of millions of tracked allocations per second.
+/// Slots (a power of two): at a drain every 10 ms (at once when an eighth full), room for
+/// millions of tracked allocations and frees per second.
 pub(crate) const SLOTS: usize = 1 << 16;
 const MASK: u64 = SLOTS as u64 - 1;
 

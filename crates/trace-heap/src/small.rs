@@ -5,10 +5,11 @@
 //! within a few probes and adds to it. Keys stay for the whole tracking run (a key cleared
 //! while another thread adds to its slot would move that thread's count to the next scope to
 //! claim the slot); the tracker's thread takes the sums (swapping them to zero) at each step
-//! end. When the probes find no room, the allocation is counted under its phase alone (four
-//! reserved slots), so every small allocation is counted somewhere.
+//! end, visiting only the claimed slots (their indices are listed as they are claimed). When
+//! the probes find no room, the allocation is counted under its phase alone (four reserved
+//! slots), so every small allocation is counted somewhere.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use trace_record::schema::ExecStep;
 
@@ -46,11 +47,18 @@ pub(crate) struct Table {
     slots: [Slot; SLOTS],
     /// By phase code (0: none), for scopes that found no slot.
     phases: [Slot; 4],
+    /// The claimed slots' indices plus one, in claiming order (0: being written), so that a
+    /// take visits only those.
+    used: [AtomicU32; SLOTS],
+    /// How many slots were claimed.
+    used_len: AtomicUsize,
 }
 
 static TABLE: Table = Table {
     slots: [const { Slot::new() }; SLOTS],
     phases: [const { Slot::new() }; 4],
+    used: [const { AtomicU32::new(0) }; SLOTS],
+    used_len: AtomicUsize::new(0),
 };
 
 /// The process's table.
@@ -93,6 +101,10 @@ impl Table {
                 {
                     Ok(_) => {
                         slot.add(bytes);
+                        let n = self.used_len.fetch_add(1, Ordering::Relaxed);
+                        if let Some(u) = self.used.get(n) {
+                            u.store(((h + i) & MASK) as u32 + 1, Ordering::Release);
+                        }
                         return;
                     }
                     Err(other) if other == key => {
@@ -109,9 +121,14 @@ impl Table {
     /// Takes every scope's sums since the last take (each reset to zero), calling `f` for each
     /// scope with allocations.
     pub(crate) fn take(&self, mut f: impl FnMut(Taken)) {
-        let slots = self
-            .slots
+        let n = self.used_len.load(Ordering::Acquire).min(SLOTS);
+        // A slot whose index is not written yet is taken the next time.
+        let slots = self.used[..n]
             .iter()
+            .filter_map(|u| match u.load(Ordering::Acquire) {
+                0 => None,
+                i => self.slots.get(i as usize - 1),
+            })
             .map(|s| (s.key.load(Ordering::Relaxed), s));
         let phases = self
             .phases
@@ -144,6 +161,10 @@ impl Table {
             s.count.store(0, Ordering::Relaxed);
             s.bytes.store(0, Ordering::Relaxed);
         }
+        for u in &self.used {
+            u.store(0, Ordering::Relaxed);
+        }
+        self.used_len.store(0, Ordering::Relaxed);
     }
 }
 

@@ -1,7 +1,7 @@
 //! The process's one heap tracker: start, follow the session's windows, drain, stop.
 //!
 //! [`start`] checks that the global allocator is a [`crate::TrackingAlloc`], then starts the
-//! tracker's thread, which every quarter millisecond follows the session's recorded windows
+//! tracker's thread, which every 10 ms follows the session's recorded windows
 //! (turning the allocator's recording on inside them) and drains the allocator's buffer into
 //! trace lines: it keeps the live blocks by address, gives each tracked allocation an id (never
 //! its address, which is reused), matches each free to its allocation, and at each step end
@@ -26,8 +26,10 @@ use crate::scope;
 use crate::small;
 use crate::{HeapConfig, HeapError, HeapStats};
 
-/// How often the tracker's thread follows the session and drains the buffer.
-const POLL: Duration = Duration::from_micros(250);
+/// How often the tracker's thread follows the session and drains the buffer: rarely, since
+/// each wake-up takes a core from the program (a step boundary calls [`on_step`] for
+/// exactness, and a filling buffer is drained at once).
+const POLL: Duration = Duration::from_millis(10);
 
 /// The running tracker, if any.
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
@@ -155,7 +157,7 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
 
 /// Call after each `session.step()`: ends the tracked step that ended (writing its sums and
 /// account) and follows the session into the next at once, instead of within the tracker's
-/// next quarter millisecond. Nothing happens unless a tracker records into `session`.
+/// next 10 ms. Nothing happens unless a tracker records into `session`.
 pub fn on_step(session: &TraceSession) {
     if let Some(d) = running_drain(session) {
         lock(&d).follow(false);

@@ -45,26 +45,54 @@ fn encode_into(event: &Event, default_device: &str, out: &mut LineBuf) {
         Event::Step(e) => step(out, e.index, e.ts),
         Event::Marker(e) => marker(out, &e.name, e.span, e.ts),
         Event::Counter(e) => counter(out, &e.name, e.value, e.ts),
-        Event::Frame(_)
-        | Event::Stack(_)
-        | Event::Samples(_)
-        | Event::Sampler(_)
-        | Event::HeapAlloc(_)
-        | Event::HeapFree(_)
-        | Event::HeapSmall(_)
-        | Event::HeapAccount(_) => sampled(out, event),
+        Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {
+            sampled(out, event)
+        }
+        Event::HeapAlloc(_) | Event::HeapFree(_) | Event::HeapSmall(_) | Event::HeapAccount(_) => {
+            heap(out, event)
+        }
     }
 }
 
-/// A sampled-stack line (`frame`, `stack`, `samples`, `sampler`; version 2) or a tracked-heap
-/// line (`heap_alloc`, `heap_free`, `heap_small`, `heap_account`). These are written by a
-/// sampler's or a heap tracker's own thread in batches, never on a recording hot path, so
-/// serde writes them (`type` first, optional fields omitted, like every other line).
+/// A sampled-stack line (`frame`, `stack`, `samples`, `sampler`; version 2) or a step's
+/// tracked-heap sums and account (`heap_small`, `heap_account`). These are written by a
+/// sampler's or a heap tracker's own thread, a few per step, never on a recording hot path,
+/// so serde writes them (`type` first, optional fields omitted, like every other line).
 pub(crate) fn sampled(out: &mut LineBuf, event: &Event) {
     // Serializing plain structs of strings and integers into a Vec cannot fail.
     if let Ok(mut line) = serde_json::to_vec(event) {
         line.push(b'\n');
         out.extend(&line);
+    }
+}
+
+/// A tracked-heap line (version 2). `heap_alloc` and `heap_free`, one per tracked
+/// allocation and free, are written by the encoder (the tracker's thread writes thousands per
+/// step); a step's `heap_small` and `heap_account` lines by serde ([`sampled`]).
+pub(crate) fn heap(out: &mut LineBuf, event: &Event) {
+    match event {
+        Event::HeapAlloc(e) => out.write(96 + 5 * INT, |c| {
+            c.raw(b"{\"type\":\"heap_alloc\",\"id\":");
+            c.uint(e.id);
+            c.raw(b",\"bytes\":");
+            c.uint(e.bytes);
+            c.raw(b",\"thread\":");
+            c.uint(e.thread);
+            c.raw(b",\"ts\":");
+            c.uint(e.ts);
+            if let Some(p) = e.phase {
+                c.raw(b",\"phase\":");
+                p.with_str(|s| c.name(s.as_bytes()));
+            }
+            c.opt_span(e.span);
+            c.raw(b"}\n");
+        }),
+        Event::HeapFree(e) => out.write(64 + 2 * INT, |c| {
+            c.raw(b"{\"type\":\"heap_free\",\"id\":");
+            c.uint(e.id);
+            c.ts_end(e.ts);
+        }),
+        _ => sampled(out, event),
     }
 }
 

@@ -49,7 +49,7 @@ impl TraceSession {
         }
         self.emit_lines(&types, |b| {
             for e in events.iter().filter(heap) {
-                encode::sampled(b, e);
+                encode::heap(b, e);
             }
         });
         types.len()
