@@ -69,7 +69,8 @@ struct Drain {
 ///
 /// # Errors
 /// [`HeapError::NotInstalled`] when the program's global allocator is not a
-/// [`crate::TrackingAlloc`], [`HeapError::Busy`] when a tracker already runs,
+/// [`crate::TrackingAlloc`], [`HeapError::Busy`] when a tracker already runs (into a session
+/// that has not finished),
 /// [`HeapError::InvalidThreshold`] for a zero threshold, [`HeapError::Io`] when the thread
 /// cannot start.
 pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), HeapError> {
@@ -77,8 +78,17 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
         return Err(HeapError::InvalidThreshold);
     }
     let mut running = lock(&RUNNING);
-    if running.is_some() {
-        return Err(HeapError::Busy);
+    if let Some(r) = running.as_mut() {
+        // A tracker whose session finished without `stop` has ended its thread: it is done,
+        // and makes way (its lines after the finish were not written, as counted).
+        if !lock(&r.drain).session.is_finished() {
+            return Err(HeapError::Busy);
+        }
+        r.stop.store(true, Ordering::Release);
+        if let Some(t) = r.thread.take() {
+            let _ = t.join();
+        }
+        *running = None;
     }
     if !hook::probe() {
         return Err(HeapError::NotInstalled);

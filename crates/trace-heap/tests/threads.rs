@@ -35,6 +35,19 @@ fn worker_allocations_are_attributed_to_the_driving_threads_span() {
     trace_sampler::set_scope(None, None);
     trace_heap::stop(&session).expect("was tracking");
     session.finish().expect("finish");
+    // A tracker whose session finished without `stop` makes way for the next one.
+    let (other, _sink) = TraceSession::in_memory(Run::new("next", Phase::Infer, "cpu"));
+    let other = Arc::new(other);
+    trace_heap::start(&other, HeapConfig::default()).expect("start");
+    other.finish().expect("finish");
+    let (third, _sink) = TraceSession::in_memory(Run::new("third", Phase::Infer, "cpu"));
+    let third = Arc::new(third);
+    trace_heap::start(&third, HeapConfig::default()).expect("the finished one made way");
+    assert!(
+        trace_heap::stop(&other).is_none(),
+        "not the running tracker's session"
+    );
+    assert!(trace_heap::stop(&third).is_some());
 
     let trace = trace_record::read_trace_bytes(&sink.bytes()).expect("read");
     assert!(trace_record::validate(&trace).is_empty());
