@@ -1,11 +1,11 @@
 //! trace-report: the self-contained offline HTML report of a trace (and of its comparison).
 //!
 //! [`build_report`] runs trace-analyze's analyses (summary, op table, span tree, memory
-//! report, step graphs, gradients, the sampled flame graph, and with a baseline the comparison) and keeps what a
-//! person reads in a [`ReportData`] view model, capped for size ([`ReportOptions`]; every cap
-//! that cut something is listed on the page). [`write_html`] writes one HTML file: inline CSS, the
-//! data as JSON in a `<script type="application/json">` element (with `<`, `>` and `&`
-//! escaped, so no string in a trace can close the element, see [`embedded_json`]), and a
+//! report, step graphs, gradients, the sampled flame graph, the tracked heap, and with a
+//! baseline the comparison) and keeps what a person reads in a [`ReportData`] view model,
+//! capped for size ([`ReportOptions`]; every cap that cut something is listed on the page).
+//! [`write_html`] writes one HTML file: inline CSS, the data as JSON in a
+//! `<script type="application/json">` element (with `<`, `>` and `&` escaped, so no string in a trace can close the element, see [`embedded_json`]), and a
 //! small inline script that draws tables and SVG charts. A Content-Security-Policy forbids
 //! every network load; the page works opened from disk. The script marks
 //! `<html data-tg-status="ok">` when it has drawn everything and writes any error into
@@ -17,14 +17,15 @@
 mod error;
 mod flame;
 mod gradients;
+mod heap;
 mod model;
 mod page;
 mod sections;
 
 pub use error::ReportError;
 pub use model::{
-    Badge, Column, ComparisonData, FlameData, GradientsData, GraphsData, MemoryData, MemoryDevice,
-    ReportData, ReportOptions, StepsData, TableData,
+    Badge, Column, ComparisonData, FlameData, GradientsData, GraphsData, HeapData, MemoryData,
+    MemoryDevice, ReportData, ReportOptions, StepsData, TableData,
 };
 pub use page::{embedded_json, write_html};
 pub use sections::build_report;

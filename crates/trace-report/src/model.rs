@@ -293,4 +293,29 @@ pub struct ReportData {
     pub gradients: Option<GradientsData>,
     /// The sampled flame graph; absent when the trace has no sampled stacks.
     pub flame: Option<FlameData>,
+    /// The tracked heap; absent (and left out of the page's data) without heap lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heap: Option<HeapData>,
+}
+
+/// The tracked-heap view (heap bytes from a tracking allocator, never summed with the memory
+/// section's logical bytes).
+#[derive(Debug, Clone, Serialize)]
+pub struct HeapData {
+    /// Always `heap (tracked)`.
+    pub bytes_kind: &'static str,
+    /// A note about the numbers.
+    pub note: String,
+    /// Point times of the live-bytes line.
+    pub t_ns: Vec<u64>,
+    /// Live tracked bytes at each point.
+    pub live: Vec<u64>,
+    /// The peak: time and bytes.
+    pub peak: Value,
+    /// Figures shown beside the chart.
+    pub stats: Vec<(String, String)>,
+    /// What was live at the peak, by span path.
+    pub peak_by_span: TableData,
+    /// Allocated, freed, temporary and outlived bytes per span path.
+    pub spans: TableData,
 }

@@ -65,6 +65,7 @@ pub fn build_report(
     let graphs = graphs_data(&graphs, opts, &mut caps);
     let gradients = crate::gradients::gradients_data(trace, &mut caps);
     let flame = crate::flame::flame_data(trace, &mut caps);
+    let heap = crate::heap::heap_data(trace, &mut caps);
     let comparison = match baseline {
         Some(b) => Some(comparison_data(
             &compare(b, trace, &cache)?,
@@ -87,6 +88,7 @@ pub fn build_report(
         comparison,
         gradients,
         flame,
+        heap,
     })
 }
 

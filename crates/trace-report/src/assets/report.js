@@ -388,6 +388,46 @@
     return true;
   }
 
+  // Live tracked heap bytes over time: a step line from each point to the next (the points
+  // are the analysis's, at most one per time bucket at its largest), and the true peak.
+  function heapChart(host, h) {
+    var W = 1160, H = 260, L = 74, R = 16, T = 26, B = 34;
+    var t = h.t_ns, v = h.live, n = t.length;
+    if (n === 0) { host.appendChild(absent("No tracked allocation.")); return false; }
+    var a = t[0], b = Math.max(t[n - 1], t[0] + 1);
+    var max = Math.max(h.peak.bytes, 1);
+    v.forEach(function (x) { if (x > max) max = x; });
+    var ystep = niceBytesStep(max, 4), ymax = Math.max(ystep, Math.ceil(max / ystep) * ystep);
+    function X(x) { return L + (W - L - R) * (x - a) / (b - a); }
+    function Y(y) { return T + (H - T - B) * (1 - y / ymax); }
+    var s = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "tracked heap timeline" });
+    for (var g = 0; g <= ymax + 1e-9; g += ystep) {
+      s.appendChild(svg("line", { "class": "grid", x1: L, x2: W - R, y1: Y(g), y2: Y(g) }));
+      s.appendChild(svg("text", { x: L - 6, y: Y(g) + 4, "text-anchor": "end" }, fmtBytes(g)));
+    }
+    var xstep = niceStep(b - a, 8);
+    for (var xv = Math.ceil(a / xstep) * xstep; xv <= b; xv += xstep) {
+      s.appendChild(svg("line", { "class": "grid", x1: X(xv), x2: X(xv), y1: T, y2: H - B }));
+      s.appendChild(svg("text", { x: X(xv), y: H - B + 15, "text-anchor": "middle" }, fmtNs(xv)));
+    }
+    var d = "M" + X(t[0]).toFixed(1) + "," + Y(0).toFixed(1);
+    for (var i = 0; i < n; i++) d += "V" + Y(v[i]).toFixed(1) + "H" + X(i + 1 < n ? t[i + 1] : b).toFixed(1);
+    d += "V" + Y(0).toFixed(1) + "Z";
+    var p = svg("path", { d: d, fill: "#8cd17d", "fill-opacity": 0.6, stroke: "#3b7d2e", "stroke-width": 1 });
+    p.appendChild(svg("title", {}, "live " + h.bytes_kind + " bytes"));
+    s.appendChild(p);
+    var px = X(h.peak.t_ns);
+    s.appendChild(svg("line", { "class": "peak-marker", x1: px, x2: px, y1: T - 4, y2: H - B }));
+    s.appendChild(svg("circle", { cx: px, cy: Y(h.peak.bytes), r: 3.5, fill: "#c62828" }));
+    var right = px > W - 260;
+    s.appendChild(svg("text", { "class": "peak-label", x: right ? px - 6 : px + 6, y: T + 6, "text-anchor": right ? "end" : "start" }, "peak " + fmtBytes(h.peak.bytes) + " at " + fmtNs(h.peak.t_ns)));
+    s.appendChild(svg("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: "#c3cad4" }));
+    s.appendChild(svg("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, "time since session start"));
+    host.appendChild(el("h3", { text: "Live " + h.bytes_kind + " bytes (never summed with the logical bytes above)" }));
+    host.appendChild(el("div", { "class": "chart" }, [s]));
+    return true;
+  }
+
   // ---------- sections ----------
   function section(id) { return document.getElementById(id); }
 
@@ -441,6 +481,22 @@
       detail.appendChild(box);
     });
     host.setAttribute("data-rendered", any ? "svg" : "absent");
+  }
+
+  function renderHeap() {
+    var host = el("div", { id: "heap-chart" });
+    section("memory-section").appendChild(host);
+    var h = data.heap;
+    if (!h) { host.setAttribute("data-rendered", "absent"); return; }
+    host.appendChild(el("h3", { text: "Heap (tracked)" }));
+    if (h.note) host.appendChild(note(h.note));
+    var drawn = heapChart(host, h);
+    host.appendChild(kv(h.stats));
+    host.appendChild(el("h3", { text: "Live at the heap peak, by span path" }));
+    var t1 = el("div"); host.appendChild(t1); renderTable(t1, h.peak_by_span);
+    host.appendChild(el("h3", { text: "Heap per span path" }));
+    var t2 = el("div"); host.appendChild(t2); renderTable(t2, h.spans);
+    host.setAttribute("data-rendered", drawn ? "svg" : "absent");
   }
 
   function renderGraphs() {
@@ -652,6 +708,7 @@
   renderTable(section("op-table"), data.ops);
   renderTable(section("span-tree"), data.spans);
   renderMemory();
+  renderHeap();
   renderGraphs();
   renderGradients();
   renderFlame();

@@ -4,4 +4,5 @@
 
 mod flame;
 mod gradients;
+mod heap;
 mod html;
