@@ -5,10 +5,11 @@
 //! baseline the comparison) and keeps what a person reads in a [`ReportData`] view model,
 //! capped for size ([`ReportOptions`]; every cap that cut something is listed on the page).
 //! [`write_html`] writes one HTML file: inline CSS, the data as JSON in a
-//! `<script type="application/json">` element (with `<`, `>` and `&` escaped, so no string in a trace can close the element, see [`embedded_json`]), and a
-//! small inline script that draws tables and SVG charts. A Content-Security-Policy forbids
-//! every network load; the page works opened from disk. The script marks
-//! `<html data-tg-status="ok">` when it has drawn everything and writes any error into
+//! `<script type="application/json">` element (with `<`, `>` and `&` escaped, so no string
+//! in a trace can close the element, see [`embedded_json`]), and a small inline script that
+//! draws tables and SVG charts. A Content-Security-Policy forbids every network load; the
+//! page works opened from disk. The script marks `<html data-tg-status="ok">` when it has
+//! drawn everything and writes any error into
 //! `#tg-errors` (what `cargo xtask browser-check` reads).
 //!
 //! The page template and its CSS and scripts are real files under `src/assets/`, included
