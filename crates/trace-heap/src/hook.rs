@@ -145,7 +145,7 @@ fn record_alloc(addr: usize, size: usize) {
                 scope,
             });
         } else {
-            small::table().add(scope, size as u64);
+            small::table().add(scope, thread_no(), size as u64);
         }
     });
 }

@@ -18,6 +18,9 @@ pub(crate) const SLOTS: usize = 1 << 14;
 const MASK: usize = SLOTS - 1;
 /// Slots looked at before falling back to the phase's own slot.
 const PROBES: usize = 16;
+/// Bits of the thread number in a key: the shard a thread counts its scopes in.
+const SHARD_BITS: u32 = 3;
+const SHARD_MASK: u64 = (1 << SHARD_BITS) - 1;
 
 struct Slot {
     /// The scope word plus one (0: empty).
@@ -82,10 +85,17 @@ pub(crate) struct Taken {
 }
 
 impl Table {
-    /// Counts one allocation of `bytes` in `scope` (a packed scope word).
+    /// Counts one allocation of `bytes` in `scope` (a packed scope word) made by thread
+    /// number `thread`.
     #[inline]
-    pub(crate) fn add(&self, scope: u64, bytes: u64) {
-        let key = scope.wrapping_add(1);
+    pub(crate) fn add(&self, scope: u64, thread: u64, bytes: u64) {
+        // Each thread counts a scope in a slot of its shard, so threads attributed to one
+        // scope (a pool's workers, to the driving thread's) do not contend for one line.
+        if scope >= 1 << (64 - SHARD_BITS) {
+            self.phases[(scope & 0b11) as usize].add(bytes);
+            return;
+        }
+        let key = (scope << SHARD_BITS | (thread & SHARD_MASK)) + 1;
         let h = home(key);
         for i in 0..PROBES {
             let slot = &self.slots[(h + i) & MASK];
@@ -119,7 +129,8 @@ impl Table {
     }
 
     /// Takes every scope's sums since the last take (each reset to zero), calling `f` for each
-    /// scope with allocations.
+    /// slot with allocations (a scope counted by threads of several shards comes once per
+    /// shard: the caller adds them up).
     pub(crate) fn take(&self, mut f: impl FnMut(Taken)) {
         let n = self.used_len.load(Ordering::Acquire).min(SLOTS);
         // A slot whose index is not written yet is taken the next time.
@@ -134,7 +145,7 @@ impl Table {
             .phases
             .iter()
             .enumerate()
-            .map(|(code, s)| (code as u64 + 1, s));
+            .map(|(code, s)| (((code as u64) << SHARD_BITS) + 1, s));
         for (key, slot) in slots.chain(phases) {
             if key == 0 {
                 continue;
@@ -144,7 +155,7 @@ impl Table {
             if count == 0 {
                 continue;
             }
-            let (phase, span) = crate::scope::unpack(key - 1);
+            let (phase, span) = crate::scope::unpack((key - 1) >> SHARD_BITS);
             f(Taken {
                 phase,
                 span,
@@ -178,9 +189,9 @@ mod tests {
         let t = table();
         t.clear();
         let fwd = |span| pack(Some(ExecStep::Forward), Some(span));
-        t.add(fwd(3), 10);
-        t.add(fwd(3), 20);
-        t.add(pack(None, None), 5);
+        t.add(fwd(3), 1, 10);
+        t.add(fwd(3), 1, 20);
+        t.add(pack(None, None), 1, 5);
         let mut got = Vec::new();
         t.take(|x| got.push(x));
         got.sort_by_key(|x| x.span);
@@ -204,11 +215,19 @@ mod tests {
         let mut again = 0;
         t.take(|_| again += 1);
         assert_eq!(again, 0, "taken sums reset");
+        // Two threads of different shards count one scope in two slots; the same shard in one.
+        t.add(fwd(4), 1, 7);
+        t.add(fwd(4), 2, 7);
+        t.add(fwd(4), 9, 7);
+        let mut slots = Vec::new();
+        t.take(|x| slots.push((x.span, x.count, x.bytes)));
+        slots.sort_unstable();
+        assert_eq!(slots, [(Some(4), 1, 7), (Some(4), 2, 14)]);
         // More scopes than slots: every allocation is still counted, the overflow under its
         // phase without a span.
         let n = SLOTS as u64 + 1000;
         for s in 1..=n {
-            t.add(fwd(s), 1);
+            t.add(fwd(s), 1, 1);
         }
         let (mut count, mut spanless) = (0, 0);
         t.take(|x| {

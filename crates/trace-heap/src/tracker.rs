@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use trace_record::TraceSession;
 use trace_record::schema::{
-    Event, HeapAccountEvent, HeapAllocEvent, HeapFreeEvent, HeapSmallEvent,
+    Event, ExecStep, HeapAccountEvent, HeapAllocEvent, HeapFreeEvent, HeapSmallEvent,
 };
 
 use crate::hook::{self, ALLOCS, FREES};
@@ -308,8 +308,19 @@ impl Drain {
     }
 
     fn close_step(&mut self, step: u64, ts: u64, now: u64) {
-        let mut small = Vec::new();
-        small::table().take(|t| small.push(t));
+        // Per scope, over the shards of the threads that counted it (in first-seen order).
+        let mut small: Vec<small::Taken> = Vec::new();
+        let mut at: HashMap<(Option<ExecStep>, Option<u64>), usize> = HashMap::new();
+        small::table().take(|t| match at.get(&(t.phase, t.span)) {
+            Some(&i) => {
+                small[i].count = small[i].count.saturating_add(t.count);
+                small[i].bytes = small[i].bytes.saturating_add(t.bytes);
+            }
+            None => {
+                at.insert((t.phase, t.span), small.len());
+                small.push(t);
+            }
+        });
         for t in small {
             self.stats.small_allocs = self.stats.small_allocs.saturating_add(t.count);
             self.stats.small_bytes = self.stats.small_bytes.saturating_add(t.bytes);
