@@ -2,7 +2,10 @@
 //!
 //! An open-addressing table of scope keys with a count and a byte sum each, all atomics in
 //! static memory: the allocator finds (or claims, by compare-exchange) its scope's slot
-//! within a few probes and adds to it. Keys stay for the whole tracking run (a key cleared
+//! within a few probes and adds to it. A key is a scope and a shard of the counting thread
+//! (the low bits of its number), so that threads attributed to one scope, such as a pool's
+//! workers to the driving thread's, do not contend for one slot; the shards of a scope are
+//! added up when taken. Keys stay for the whole tracking run (a key cleared
 //! while another thread adds to its slot would move that thread's count to the next scope to
 //! claim the slot); the tracker's thread takes the sums (swapping them to zero) at each step
 //! end, visiting only the claimed slots (their indices are listed as they are claimed). When
