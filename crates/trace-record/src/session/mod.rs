@@ -9,10 +9,12 @@
 //! thread-local vector).
 //!
 //! The header is written when the session is created, and a background thread writes the
-//! buffered lines out every [`Run::flush_interval`] (200 ms by default), as does every
-//! `step()`: a process killed at any moment (even `kill -9`) leaves a trace that starts with
-//! its header and ends at most about that long before the kill, readable to its last
-//! complete line. [`TraceSession::close_on_signals`] also writes the `incomplete` trailer on
+//! buffered lines out every [`Run::flush_interval`] (200 ms by default), as does a `step()`
+//! when the last write-out is over a quarter of that interval ago (so a slow step lands on
+//! disk whole at its end, while a fast decode loop writes once per interval, not once per
+//! step; with no interval every `step()` writes): a process killed at any moment (even
+//! `kill -9`) leaves a trace that starts with its header and ends at most about that long
+//! before the kill, readable to its last complete line. [`TraceSession::close_on_signals`] also writes the `incomplete` trailer on
 //! SIGINT and SIGTERM.
 //!
 //! A compressed session ([`Run::compression`], or a `.zst` path) hands each block to a writer
@@ -49,7 +51,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::compression::Compression;
 use crate::encode;
@@ -136,6 +138,10 @@ pub struct Summary {
 }
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+/// A step boundary writes the block out when the last write-out is older than the flush
+/// interval divided by this.
+const STEP_WRITE_FRACTION: u32 = 4;
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
 #[derive(Clone, Copy)]
@@ -165,6 +171,9 @@ pub struct TraceSession {
     path: Option<PathBuf>,
     out: Arc<Mutex<Output>>,
     flusher: Mutex<Option<Flusher>>,
+    /// How long after the last write-out a step boundary writes the block out itself (`None`:
+    /// at every boundary, the only bound on lag when there is no flusher).
+    step_write_after: Option<Duration>,
     /// A handle on the trace file's open description whose lock marks the file as being
     /// written; released when the session closes.
     lock: Option<File>,
@@ -268,6 +277,7 @@ impl TraceSession {
             dropped: 0,
             error: None,
             finished: false,
+            written_at: Instant::now(),
         };
         // The file starts with its header from the first moment (a frame of its own when
         // compressed).
@@ -278,6 +288,10 @@ impl TraceSession {
         let flusher = run
             .flush_interval
             .and_then(|every| Flusher::start(Arc::downgrade(&out), every));
+        let step_write_after = match (&flusher, run.flush_interval) {
+            (Some(_), Some(every)) => Some(every / STEP_WRITE_FRACTION),
+            _ => None,
+        };
         TraceSession {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             active: AtomicBool::new(active),
@@ -291,6 +305,7 @@ impl TraceSession {
             path: None,
             out,
             flusher: Mutex::new(flusher),
+            step_write_after,
             lock: None,
         }
     }
@@ -393,6 +408,29 @@ impl TraceSession {
     /// Opens a span on this thread; it ends when the guard drops. Its parent is the
     /// innermost written span of this session open on this thread.
     pub fn span(&self, name: &str, kind: SpanKind, step: Option<ExecStep>) -> SpanGuard<'_> {
+        self.open_span(name, None, kind, step)
+    }
+
+    /// Like [`span`](Self::span) for the span named `name#index` (the `index`-th child of
+    /// that name under its parent), written without building the name first.
+    pub fn span_numbered(
+        &self,
+        name: &str,
+        index: u32,
+        kind: SpanKind,
+        step: Option<ExecStep>,
+    ) -> SpanGuard<'_> {
+        self.open_span(name, Some(index), kind, step)
+    }
+
+    #[inline]
+    fn open_span(
+        &self,
+        name: &str,
+        index: Option<u32>,
+        kind: SpanKind,
+        step: Option<ExecStep>,
+    ) -> SpanGuard<'_> {
         let id = self.next_span.fetch_add(1, Ordering::Relaxed);
         let written = self.is_active();
         let parent = if written {
@@ -411,7 +449,7 @@ impl TraceSession {
             let ts = self.now_ns();
             let thread = THREAD_NO.with(|t| *t);
             self.emit(EventType::SpanStart, |b| {
-                encode::span_start(b, id, parent, name, kind, step, thread, ts)
+                encode::span_start(b, id, parent, (name, index), kind, step, thread, ts)
             });
         }
         SpanGuard {
@@ -638,12 +676,17 @@ impl TraceSession {
             let ts = self.now_ns();
             self.emit(EventType::Step, |b| encode::step(b, index, ts));
         }
-        // A step boundary is written out: the trace on disk holds every finished step.
+        // A step boundary writes the block out when the last write-out is a while ago (a
+        // quarter of the flush interval), so a slow step lands on disk whole at its end while
+        // a fast loop (a decode step every few hundred µs) pays for one write per interval,
+        // not one per step; the flusher bounds the lag either way. Without a flusher every
+        // boundary writes.
         let mut out = lock(&self.out);
-        if !out.finished {
-            out.write_block();
-            out.flush_sink();
+        if out.finished || !out.step_write_due(self.step_write_after) {
+            return index;
         }
+        out.write_block();
+        out.flush_sink();
         // A compressed block is written by the writer thread; wait for it without holding the
         // lock, so that other threads keep recording meanwhile.
         let ticket = out.ticket();
