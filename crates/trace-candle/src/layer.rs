@@ -44,7 +44,13 @@ const ROOTS_KEPT: usize = 32;
 thread_local! {
     static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
     static ROOTS: RefCell<Roots> = const { RefCell::new(Roots { entries: Vec::new() }) };
+    /// Emptied sibling lists of closed spans, reused so that entering a span allocates
+    /// nothing in steady state.
+    static SPARE: RefCell<Vec<Siblings>> = const { RefCell::new(Vec::new()) };
 }
+
+/// Spare sibling lists kept per thread (deeper nesting than this allocates).
+const SPARE_KEPT: usize = 64;
 
 /// The next index of `name` among `siblings` (0 for the first).
 fn next_index(siblings: &mut Siblings, name: &'static str) -> u32 {
@@ -158,11 +164,11 @@ impl TraceLayer {
         self
     }
 
-    /// The trace name of a span named `name` entered now on this thread: `name#k` (see the
-    /// type docs) or `name`.
-    fn trace_name(&self, name: &'static str) -> std::borrow::Cow<'static, str> {
+    /// The sibling index `k` of a span named `name` entered now on this thread (its trace
+    /// name is `name#k`, see the type docs), or `None` for the plain name.
+    fn sibling_index(&self, name: &'static str) -> Option<u32> {
         if !self.sibling_index {
-            return std::borrow::Cow::Borrowed(name);
+            return None;
         }
         let parent = self.session.current_span();
         let in_open = OPEN.with(|open| {
@@ -193,7 +199,7 @@ impl TraceLayer {
                 next_index(&mut roots.entries[i].2, name)
             })
         });
-        std::borrow::Cow::Owned(format!("{name}#{k}"))
+        Some(k)
     }
 }
 
@@ -229,15 +235,20 @@ where
         }
         // A captured op running this span becomes its parent span first.
         op_spans::materialize(self.session);
-        let name = self.trace_name(meta.name());
-        let guard = self.session.span(&name, self.kind, current_exec_step());
+        let name = meta.name();
+        let step = current_exec_step();
+        let guard = match self.sibling_index(name) {
+            Some(k) => self.session.span_numbered(name, k, self.kind, step),
+            None => self.session.span(name, self.kind, step),
+        };
         let trace_span = guard.id();
+        let children = SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default();
         OPEN.with(|open| {
             open.borrow_mut().push(Open {
                 layer: self.id,
                 span: id.into_u64(),
                 trace_span,
-                children: Vec::new(),
+                children,
                 _guard: guard,
             });
         });
@@ -254,8 +265,20 @@ where
         });
         // Dropping the guard (outside the borrow) writes `span_end`; the sampler's scope is
         // then the innermost span still open.
-        if closed.is_some() {
-            drop(closed);
+        if let Some(Open {
+            mut children,
+            _guard: guard,
+            ..
+        }) = closed
+        {
+            drop(guard);
+            children.clear();
+            SPARE.with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARE_KEPT {
+                    s.push(children);
+                }
+            });
             crate::exec_scope::publish(self.session);
         }
     }

@@ -113,7 +113,7 @@ impl TraceSession {
         });
         let thread = THREAD_NO.with(|t| *t);
         self.emit(EventType::SpanStart, |b| {
-            encode::span_start(b, id, parent, name, kind, step, thread, start_ns)
+            encode::span_start(b, id, parent, (name, None), kind, step, thread, start_ns)
         });
         Some(SpanId(id))
     }
