@@ -44,7 +44,7 @@
 //! assert_eq!(trace.events.len(), 3);
 //! ```
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io::{self, Write};
 use std::marker::PhantomData;
@@ -144,6 +144,19 @@ static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 const STEP_WRITE_FRACTION: u32 = 4;
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
+/// This thread's number in traces, assigned on first use.
+#[inline]
+pub(super) fn thread_no() -> u64 {
+    THREAD_NO.with(|t| match t.get() {
+        0 => {
+            let n = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+            t.set(n);
+            n
+        }
+        n => n,
+    })
+}
+
 #[derive(Clone, Copy)]
 struct StackEntry {
     session: u64,
@@ -154,7 +167,9 @@ struct StackEntry {
 thread_local! {
     static SCRATCH: RefCell<LineBuf> = RefCell::new(LineBuf::default());
     static STACK: RefCell<Vec<StackEntry>> = const { RefCell::new(Vec::new()) };
-    static THREAD_NO: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+    /// This thread's number in traces (0: not assigned yet); const-initialized, so reading
+    /// it is a plain thread-local load.
+    static THREAD_NO: Cell<u64> = const { Cell::new(0) };
 }
 
 /// A recording session writing one JSONL trace. `Send + Sync`: share it with `Arc`.
@@ -162,7 +177,10 @@ pub struct TraceSession {
     id: u64,
     active: AtomicBool,
     finished: AtomicBool,
-    origin: Instant,
+    /// The session's clock (the TSC where it is invariant, else the OS's monotonic clock) and
+    /// its raw reading when the session started.
+    clock: quanta::Clock,
+    origin: u64,
     timing: TimingMode,
     device: Box<str>,
     schedule: Option<Schedule>,
@@ -227,7 +245,8 @@ impl TraceSession {
     /// before this returns; an I/O error there stops the session's writing and surfaces at
     /// `finish`.
     pub fn from_writer(writer: impl Write + Send + 'static, run: Run) -> Self {
-        let origin = Instant::now();
+        let clock = quanta::Clock::new();
+        let origin = clock.raw();
         let start_unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
@@ -296,6 +315,7 @@ impl TraceSession {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             active: AtomicBool::new(active),
             finished: AtomicBool::new(false),
+            clock,
             origin,
             timing: run.timing,
             device: run.device.into_boxed_str(),
@@ -331,10 +351,13 @@ impl TraceSession {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// Nanoseconds since the session started, from its monotonic clock.
+    /// Nanoseconds since the session started, from its monotonic clock: the CPU's invariant
+    /// time-stamp counter, calibrated once per process against the OS's monotonic clock
+    /// (`quanta`; one `rdtsc`, about half of a `clock_gettime`), or that OS clock itself where
+    /// the counter is not invariant.
     #[inline]
     pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        self.clock.delta_as_nanos(self.origin, self.clock.raw())
     }
 
     /// The run's timing mode.
@@ -408,26 +431,29 @@ impl TraceSession {
     /// Opens a span on this thread; it ends when the guard drops. Its parent is the
     /// innermost written span of this session open on this thread.
     pub fn span(&self, name: &str, kind: SpanKind, step: Option<ExecStep>) -> SpanGuard<'_> {
-        self.open_span(name, None, kind, step)
+        self.open_span(name, |_| None, kind, step)
     }
 
-    /// Like [`span`](Self::span) for the span named `name#index` (the `index`-th child of
-    /// that name under its parent), written without building the name first.
-    pub fn span_numbered(
+    /// Like [`span`](Self::span) for a span named `name#k`, where `k = index(parent)` is
+    /// chosen from the span's parent (the innermost written span of this session open on this
+    /// thread, `None` at the root or outside an active window), e.g. the count of earlier
+    /// children of that name under it; `index` returning `None` keeps the plain name. The name
+    /// is written straight into the line, never built as a string.
+    pub fn span_numbered_by(
         &self,
         name: &str,
-        index: u32,
         kind: SpanKind,
         step: Option<ExecStep>,
+        index: impl FnOnce(Option<SpanId>) -> Option<u32>,
     ) -> SpanGuard<'_> {
-        self.open_span(name, Some(index), kind, step)
+        self.open_span(name, index, kind, step)
     }
 
     #[inline]
     fn open_span(
         &self,
         name: &str,
-        index: Option<u32>,
+        index: impl FnOnce(Option<SpanId>) -> Option<u32>,
         kind: SpanKind,
         step: Option<ExecStep>,
     ) -> SpanGuard<'_> {
@@ -438,6 +464,7 @@ impl TraceSession {
         } else {
             None
         };
+        let index = index(parent.map(SpanId));
         STACK.with(|st| {
             st.borrow_mut().push(StackEntry {
                 session: self.id,
@@ -447,7 +474,7 @@ impl TraceSession {
         });
         if written {
             let ts = self.now_ns();
-            let thread = THREAD_NO.with(|t| *t);
+            let thread = thread_no();
             self.emit(EventType::SpanStart, |b| {
                 encode::span_start(b, id, parent, (name, index), kind, step, thread, ts)
             });

@@ -355,8 +355,16 @@ fn span_ids_are_unique_per_session() {
 fn a_numbered_span_is_named_name_hash_index() {
     let (session, sink) = TraceSession::in_memory(run());
     {
-        let _a = session.span_numbered("linear", 3, SpanKind::Module, None);
-        let _b = session.span_numbered("quote \" in", 0, SpanKind::Module, None);
+        let a = session.span_numbered_by("linear", SpanKind::Module, None, |parent| {
+            assert_eq!(parent, None, "at the root");
+            Some(3)
+        });
+        let outer = a.id();
+        let _b = session.span_numbered_by("quote \" in", SpanKind::Module, None, |parent| {
+            assert_eq!(parent, outer, "its parent is the span open on this thread");
+            Some(0)
+        });
+        let _c = session.span_numbered_by("plain", SpanKind::Module, None, |_| None);
     }
     session.finish().unwrap();
     let trace = read_trace_bytes(&sink.bytes()).unwrap();
@@ -368,7 +376,7 @@ fn a_numbered_span_is_named_name_hash_index() {
             _ => None,
         })
         .collect();
-    assert_eq!(names, ["linear#3", "quote \" in#0"]);
+    assert_eq!(names, ["linear#3", "quote \" in#0", "plain"]);
 }
 
 /// The step lines the sink holds (written out so far).
