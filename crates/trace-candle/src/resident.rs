@@ -61,6 +61,10 @@ fn cuda_used_free(device: &Device) -> Option<(u64, u64)> {
     Some(((total.saturating_sub(free)) as u64, free as u64))
 }
 
+/// The least time between two physical-memory samples at step ends (1 ms), see
+/// [`Capture::sampling_memory`].
+pub const MEMORY_SAMPLE_EVERY_NS: u64 = 1_000_000;
+
 impl Capture {
     /// Records one physical-memory sample of `device` (`device_memory` event): on the CPU,
     /// the process's resident set size as `used` ([`process_resident_bytes`]; Linux); on a
@@ -90,7 +94,10 @@ impl Capture {
     }
 
     /// Samples `device`'s physical memory ([`Capture::sample_memory`]) at the end of every
-    /// step and at [`Capture::finish`]. Chains after [`Capture::open`] / [`Capture::new`].
+    /// step that ends at least a millisecond ([`MEMORY_SAMPLE_EVERY_NS`]) after the last
+    /// sample, and at [`Capture::finish`]: a training step gets a sample at its end, while a
+    /// decode loop of 200 µs steps gets one every few steps rather than paying a procfs read
+    /// (a few µs) per token. Chains after [`Capture::open`] / [`Capture::new`].
     pub fn sampling_memory(self, device: &Device) -> Self {
         self.inner().persist().sampled.push(device.clone());
         self
