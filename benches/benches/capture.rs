@@ -29,6 +29,19 @@
 //! - `capture/probe_inactive overhead_ns`: the same call outside the active window (one
 //!   relaxed atomic load) minus the bare op; `capture/probe_inactive_clone` does the same
 //!   around a near-free op (`Tensor::clone`, an `Arc` increment) where a few ns show.
+//! - `capture/step_boundary ns_per_step`: `Capture::step()` on a capture writing a file and
+//!   sampling resident memory, as a decode loop pays it (the sample is taken at the first
+//!   boundary a millisecond after the last), against the same boundary without sampling;
+//!   `capture/memory_sample ns_per_sample`: one resident-memory sample (a procfs read). Target:
+//!   a boundary with a sample ≤ 5 µs.
+//! - `capture/tracing_span ns_per_span`: a model's `tracing` span entered and exited through the
+//!   layer `Capture::install_tracing` installs (global subscriber, active session), against
+//!   the same span with no subscriber (disabled, as in an unprofiled model). Target: ≤ 250 ns.
+//!   It runs last, since it installs the process's global subscriber.
+//!
+//! Set `RAYON_NUM_THREADS` for Candle's fast path (`cargo xtask bench` does): without it
+//! candle-core reads /proc on every matmul, which inflates the bare op these rows compare
+//! against.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -374,10 +387,116 @@ fn probe_rows() {
     }
 }
 
+/// The step boundary as a decode loop pays it: `Capture::step()` on a capture writing a file,
+/// sampling the process's resident memory (`sampling_memory`; the first boundary after a
+/// millisecond samples, so criterion's tight loop measures about one sample a millisecond) and
+/// without.
+fn step_groups(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let open = |name: &str| {
+        let run = Run::new("benches::capture::step", Phase::Infer, "cpu");
+        Capture::open(dir.path().join(name), run).expect("trace file")
+    };
+    let sampled = open("sampled.jsonl").sampling_memory(&Device::Cpu);
+    let plain = open("plain.jsonl");
+    let mut g = c.benchmark_group("capture_step");
+    g.bench_function("with_memory_sample", |b| {
+        b.iter(|| black_box(sampled.step()))
+    });
+    g.bench_function("no_memory_sample", |b| b.iter(|| black_box(plain.step())));
+    g.bench_function("memory_sample", |b| {
+        b.iter(|| black_box(plain.sample_memory(&Device::Cpu)))
+    });
+    g.finish();
+    sampled.finish().expect("finish");
+    plain.finish().expect("finish");
+}
+
+fn step_rows() {
+    match (
+        criterion_mean_ns("capture_step/with_memory_sample"),
+        criterion_mean_ns("capture_step/no_memory_sample"),
+    ) {
+        (Some(with), Some(without)) => emit(
+            Row::new("capture/step_boundary", "ns_per_step", with, "ns").vs(
+                "the same boundary without the resident-memory sample",
+                without,
+            ),
+        ),
+        _ => eprintln!("bench-row: capture/step_boundary skipped (a benchmark did not run)"),
+    }
+    if let Some(one) = criterion_mean_ns("capture_step/memory_sample") {
+        emit(Row::new(
+            "capture/memory_sample",
+            "ns_per_sample",
+            one,
+            "ns",
+        ));
+    }
+}
+
+/// A model's `tracing` span entered and exited through the layer `Capture::install_tracing`
+/// installs (the global subscriber, as a user has it; an active session writing to
+/// `io::sink`), against the same spans made while no subscriber wanted them (disabled: what
+/// an unprofiled model pays). Each iteration enters an outer span and one child, as a block
+/// enters its linear layers; the figures are per span.
+fn tracing_groups(c: &mut Criterion) {
+    let bare_outer = tracing::info_span!("block");
+    let bare_inner = tracing::info_span!("linear");
+    let session = TraceSession::from_writer(
+        std::io::sink(),
+        Run::new("benches::capture::tracing", Phase::Infer, "cpu"),
+    );
+    let capture = Capture::new(Arc::new(session));
+    capture
+        .install_tracing()
+        .expect("the first global subscriber");
+    let outer = tracing::info_span!("block");
+    let inner = tracing::info_span!("linear");
+    let mut g = c.benchmark_group("capture_tracing");
+    g.bench_function("no_subscriber", |b| {
+        b.iter(|| {
+            let _o = black_box(&bare_outer).enter();
+            let _i = black_box(&bare_inner).enter();
+        })
+    });
+    g.bench_function("layer", |b| {
+        b.iter(|| {
+            let _o = black_box(&outer).enter();
+            let _i = black_box(&inner).enter();
+        })
+    });
+    g.finish();
+    let counts = capture.finish().expect("finish").counts;
+    assert!(counts.span_start > 0, "the layer recorded no span");
+}
+
+fn tracing_rows() {
+    match (
+        criterion_mean_ns("capture_tracing/layer"),
+        criterion_mean_ns("capture_tracing/no_subscriber"),
+    ) {
+        (Some(layer), Some(bare)) => emit(
+            Row::new("capture/tracing_span", "ns_per_span", layer / 2.0, "ns").vs(
+                "the same span with no subscriber (disabled, as unprofiled)",
+                bare / 2.0,
+            ),
+        ),
+        _ => eprintln!("bench-row: capture/tracing_span skipped (a benchmark did not run)"),
+    }
+}
+
 fn main() {
     let mut c = tracegraph_benches::criterion();
     probe_groups(&mut c);
+    step_groups(&mut c);
     c.final_summary();
     probe_rows();
+    step_rows();
     train_step_rows();
+    // Last: it installs the process's global `tracing` subscriber.
+    let mut c = tracegraph_benches::criterion();
+    tracing_groups(&mut c);
+    c.final_summary();
+    tracing_rows();
 }

@@ -17,7 +17,8 @@ usage: cargo xtask <command>
 commands:
   ci                       fmt check, clippy -D warnings, the tests, the doc tests
   bench [--quick] [FILTER] run the criterion suites in benches/ (those whose file name
-                           contains FILTER) and write target/bench-summary.json
+                           contains FILTER) and write target/bench-summary.json; sets
+                           RAYON_NUM_THREADS (Candle's fast path) unless it is set
   fuzz [--seconds N]       mutate checked-in and generated traces and run every analysis
                            and export on each in-process (time and memory budget per
                            input); fails on a panic, an overrun or an unparsable output
@@ -132,6 +133,14 @@ fn bench(args: &[String]) -> Result<()> {
         .env("CRITERION_HOME", target.join("criterion"));
     if quick {
         cmd.env("TRACEGRAPH_BENCH_QUICK", "1");
+    }
+    // Candle's fast path, the one users who care run: with `RAYON_NUM_THREADS` unset
+    // candle-core reads /proc on every matmul, which slows the bare work the rows compare
+    // against and hides our cost. The llama suite also measures the unset path itself.
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        eprintln!("bench: RAYON_NUM_THREADS={n} (Candle's fast path; set it to choose)");
+        cmd.env("RAYON_NUM_THREADS", n.to_string());
     }
     run(cmd)?;
 

@@ -11,7 +11,7 @@
 //! a plain candle program. What they give:
 //!
 //! - `Capture::open(..)?.sampling_memory(..)`: the trace file, and the process's resident
-//!   memory sampled at every step end;
+//!   memory sampled at step ends (at most once a millisecond);
 //! - `install_tracing()`, before the model is built: the model's own `tracing` spans
 //!   (`block#0/attn#0/linear#0`, `mlp#0`, ...) nest under the op that runs them;
 //! - `parameters(..)`: every weight, by name, as persistent parameter memory;

@@ -10,6 +10,7 @@ use trace_record::schema::{
 };
 use trace_record::{MemoryRecord, OpRecord, TensorRecord, TraceSession};
 
+use crate::resident::MEMORY_SAMPLE_EVERY_NS;
 use crate::exec_scope::{
     CaptureSpan, current_exec_step, publish, replace_exec_step, set_exec_step,
 };
@@ -594,7 +595,7 @@ impl Capture {
     /// nothing was recorded is not reported as a step by the analyses, so the boundary that
     /// the last `step()` (or the first, at the start of a loop) opens costs nothing.
     pub fn step(&self) -> u64 {
-        self.end_step_records();
+        self.end_step_records(false);
         let index = self.inner.session.step();
         self.inner.sampler.on_step(&self.inner.session);
         self.begin_step_records();
@@ -606,7 +607,7 @@ impl Capture {
     /// sampling is on and what the `tracing` layer saw, then finishes the session (trailer,
     /// flush). No step boundary is written: the last step ends here.
     pub fn finish(&self) -> Result<trace_record::Summary, crate::CaptureError> {
-        self.end_step_records();
+        self.end_step_records(true);
         self.release_buffers();
         self.record_layer_count();
         self.inner.sampler.stop(&self.inner.session);
@@ -614,10 +615,22 @@ impl Capture {
     }
 
     /// What a step's end records before its boundary: the frees of its allocations, the
-    /// physical-memory samples.
-    fn end_step_records(&self) {
+    /// physical-memory samples (at the run's end always, at a step's end when the last
+    /// sample is at least [`MEMORY_SAMPLE_EVERY_NS`] ago).
+    fn end_step_records(&self, last: bool) {
         self.free_step_allocations();
-        let sampled = self.inner.persist().sampled.clone();
+        let now = self.inner.session.now_ns();
+        let sampled = {
+            let mut p = self.inner.persist();
+            let due = p
+                .sampled_at
+                .is_none_or(|t| now.saturating_sub(t) >= MEMORY_SAMPLE_EVERY_NS);
+            if p.sampled.is_empty() || !(last || due) {
+                return;
+            }
+            p.sampled_at = Some(now);
+            p.sampled.clone()
+        };
         for d in &sampled {
             self.sample_memory(d);
         }

@@ -41,10 +41,22 @@ struct Roots {
 
 const ROOTS_KEPT: usize = 32;
 
+/// The spans this thread has open through any layer, innermost last, and emptied sibling
+/// lists of closed ones, reused so that entering a span allocates nothing in steady state.
+struct Opened {
+    open: Vec<Open>,
+    spare: Vec<Siblings>,
+}
+
 thread_local! {
-    static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
+    static OPEN: RefCell<Opened> = const {
+        RefCell::new(Opened { open: Vec::new(), spare: Vec::new() })
+    };
     static ROOTS: RefCell<Roots> = const { RefCell::new(Roots { entries: Vec::new() }) };
 }
+
+/// Spare sibling lists kept per thread (deeper nesting than this allocates).
+const SPARE_KEPT: usize = 64;
 
 /// The next index of `name` among `siblings` (0 for the first).
 fn next_index(siblings: &mut Siblings, name: &'static str) -> u32 {
@@ -158,16 +170,17 @@ impl TraceLayer {
         self
     }
 
-    /// The trace name of a span named `name` entered now on this thread: `name#k` (see the
-    /// type docs) or `name`.
-    fn trace_name(&self, name: &'static str) -> std::borrow::Cow<'static, str> {
+    /// The sibling index `k` of a span named `name` entered now on this thread under the
+    /// trace span `parent` (its trace name is `name#k`, see the type docs), or `None` for
+    /// the plain name.
+    fn sibling_index(&self, name: &'static str, parent: Option<SpanId>) -> Option<u32> {
         if !self.sibling_index {
-            return std::borrow::Cow::Borrowed(name);
+            return None;
         }
-        let parent = self.session.current_span();
         let in_open = OPEN.with(|open| {
             let mut open = open.borrow_mut();
             let top = open
+                .open
                 .iter_mut()
                 .rev()
                 .find(|o| o.layer == self.id && o.trace_span.is_some())?;
@@ -193,7 +206,7 @@ impl TraceLayer {
                 next_index(&mut roots.entries[i].2, name)
             })
         });
-        std::borrow::Cow::Owned(format!("{name}#{k}"))
+        Some(k)
     }
 }
 
@@ -229,15 +242,22 @@ where
         }
         // A captured op running this span becomes its parent span first.
         op_spans::materialize(self.session);
-        let name = self.trace_name(meta.name());
-        let guard = self.session.span(&name, self.kind, current_exec_step());
+        let name = meta.name();
+        let step = current_exec_step();
+        let guard = self
+            .session
+            .span_numbered_by(name, self.kind, step, |parent| {
+                self.sibling_index(name, parent)
+            });
         let trace_span = guard.id();
         OPEN.with(|open| {
-            open.borrow_mut().push(Open {
+            let mut open = open.borrow_mut();
+            let children = open.spare.pop().unwrap_or_default();
+            open.open.push(Open {
                 layer: self.id,
                 span: id.into_u64(),
                 trace_span,
-                children: Vec::new(),
+                children,
                 _guard: guard,
             });
         });
@@ -248,14 +268,25 @@ where
         let span = id.into_u64();
         let closed = OPEN.with(|open| {
             let mut open = open.borrow_mut();
-            open.iter()
-                .rposition(|o| o.layer == self.id && o.span == span)
-                .map(|pos| open.remove(pos))
+            let pos = open
+                .open
+                .iter()
+                .rposition(|o| o.layer == self.id && o.span == span)?;
+            let Open {
+                mut children,
+                _guard: guard,
+                ..
+            } = open.open.remove(pos);
+            if open.spare.len() < SPARE_KEPT {
+                children.clear();
+                open.spare.push(children);
+            }
+            Some(guard)
         });
         // Dropping the guard (outside the borrow) writes `span_end`; the sampler's scope is
         // then the innermost span still open.
-        if closed.is_some() {
-            drop(closed);
+        if let Some(guard) = closed {
+            drop(guard);
             crate::exec_scope::publish(self.session);
         }
     }

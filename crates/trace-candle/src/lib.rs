@@ -101,7 +101,7 @@ pub use meta::{
     ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits, dtype_label, tensor_id,
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
-pub use resident::process_resident_bytes;
+pub use resident::{MEMORY_SAMPLE_EVERY_NS, process_resident_bytes};
 #[cfg(feature = "heap")]
 pub use trace_heap::{DEFAULT_THRESHOLD, HeapConfig, HeapError, HeapStats, TrackingAlloc};
 pub use trace_sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};

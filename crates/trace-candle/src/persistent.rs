@@ -41,8 +41,10 @@ pub(crate) struct Persistent {
     pub(crate) params_pending: bool,
     pub(crate) buffers: Vec<Buffer>,
     pub(crate) next_buffer: u64,
-    /// Devices sampled at every step end and at finish.
+    /// Devices sampled at step ends and at finish.
     pub(crate) sampled: Vec<Device>,
+    /// When they were last sampled (session nanoseconds).
+    pub(crate) sampled_at: Option<u64>,
     /// Spans the `tracing` layer attached to this capture saw (`None`: no layer).
     pub(crate) layer_spans: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }

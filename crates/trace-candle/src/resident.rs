@@ -8,17 +8,27 @@ use crate::meta::DeviceLabel;
 /// The process's resident set size in bytes (resident pages of `/proc/self/statm` times the
 /// page size), where the OS says (Linux); `None` elsewhere or when it cannot be read.
 ///
-/// `statm` is read rather than `status` because it is one short line of numbers: a sample
-/// costs about 5 µs instead of 13 µs, which matters when a sample is taken every decode step.
+/// `statm` is read rather than `status` because it is one short line of numbers, and the
+/// file is opened once per process (again in a forked child, whose `/proc/self` is another)
+/// and re-read from offset 0 (procfs makes the text anew on every read), so a sample is one
+/// `pread` instead of open, read and close: this matters when a sample is taken every decode
+/// step.
 #[cfg(target_os = "linux")]
 pub fn process_resident_bytes() -> Option<u64> {
-    use std::io::Read;
+    use std::os::unix::fs::FileExt;
+    use std::sync::Mutex;
+    static STATM: Mutex<Option<(u32, std::fs::File)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut statm = STATM.lock().unwrap_or_else(|e| e.into_inner());
+    if statm.as_ref().is_none_or(|(p, _)| *p != pid) {
+        *statm = Some((pid, std::fs::File::open("/proc/self/statm").ok()?));
+    }
+    let (_, file) = statm.as_ref()?;
     // `size resident shared text lib data dt`, in pages; well under 128 bytes.
     let mut buf = [0u8; 128];
-    let mut file = std::fs::File::open("/proc/self/statm").ok()?;
     let mut len = 0;
     while len < buf.len() {
-        match file.read(&mut buf[len..]) {
+        match file.read_at(&mut buf[len..], len as u64) {
             Ok(0) => break,
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -51,6 +61,10 @@ fn cuda_used_free(device: &Device) -> Option<(u64, u64)> {
     Some(((total.saturating_sub(free)) as u64, free as u64))
 }
 
+/// The least time between two physical-memory samples at step ends (1 ms), see
+/// [`Capture::sampling_memory`].
+pub const MEMORY_SAMPLE_EVERY_NS: u64 = 1_000_000;
+
 impl Capture {
     /// Records one physical-memory sample of `device` (`device_memory` event): on the CPU,
     /// the process's resident set size as `used` ([`process_resident_bytes`]; Linux); on a
@@ -80,7 +94,10 @@ impl Capture {
     }
 
     /// Samples `device`'s physical memory ([`Capture::sample_memory`]) at the end of every
-    /// step and at [`Capture::finish`]. Chains after [`Capture::open`] / [`Capture::new`].
+    /// step that ends at least a millisecond ([`MEMORY_SAMPLE_EVERY_NS`]) after the last
+    /// sample, and at [`Capture::finish`]: a training step gets a sample at its end, while a
+    /// decode loop of 200 µs steps gets one every few steps rather than paying a procfs read
+    /// (a few µs) per token. Chains after [`Capture::open`] / [`Capture::new`].
     pub fn sampling_memory(self, device: &Device) -> Self {
         self.inner().persist().sampled.push(device.clone());
         self
@@ -124,5 +141,16 @@ mod statm_tests {
             bytes.abs_diff(vm) * 4 <= vm,
             "statm {bytes} B vs VmRSS {vm} B"
         );
+    }
+
+    /// The file is kept open and re-read: a sample after touching 64 MiB more sees them.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_kept_open_statm_reads_fresh_values() {
+        let before = super::process_resident_bytes().expect("statm is readable on Linux");
+        let block = vec![1u8; 64 << 20];
+        let after = super::process_resident_bytes().expect("statm is readable on Linux");
+        std::hint::black_box(&block);
+        assert!(after >= before + (48 << 20), "{before} B then {after} B");
     }
 }

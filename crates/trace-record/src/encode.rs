@@ -33,9 +33,16 @@ pub fn encode_event(event: &Event, default_device: &str, out: &mut Vec<u8>) {
 
 fn encode_into(event: &Event, default_device: &str, out: &mut LineBuf) {
     match event {
-        Event::SpanStart(e) => {
-            span_start(out, e.id, e.parent, &e.name, e.kind, e.step, e.thread, e.ts)
-        }
+        Event::SpanStart(e) => span_start(
+            out,
+            e.id,
+            e.parent,
+            (&e.name, None),
+            e.kind,
+            e.step,
+            e.thread,
+            e.ts,
+        ),
         Event::SpanEnd(e) => span_end(out, e.id, e.ts),
         Event::Op(e) => op_event(out, e, default_device),
         Event::Tensor(e) => tensor_event(out, e, default_device),
@@ -221,13 +228,13 @@ pub(crate) fn span_start(
     out: &mut LineBuf,
     id: u64,
     parent: Option<u64>,
-    name: &str,
+    (name, index): (&str, Option<u32>),
     kind: SpanKind,
     step: Option<ExecStep>,
     thread: u64,
     ts: u64,
 ) {
-    out.write(128 + 4 * INT + str_bound(name), |c| {
+    out.write(128 + 5 * INT + str_bound(name), |c| {
         c.raw(b"{\"type\":\"span_start\",\"id\":");
         c.uint(id);
         if let Some(p) = parent {
@@ -235,7 +242,10 @@ pub(crate) fn span_start(
             c.uint(p);
         }
         c.raw(b",\"name\":");
-        c.string(name);
+        match index {
+            None => c.string(name),
+            Some(k) => c.string_numbered(name, k),
+        }
         c.raw(b",\"kind\":");
         kind.with_str(|s| c.name(s.as_bytes()));
         if let Some(s) = step {

@@ -437,6 +437,20 @@ impl Cur<'_> {
         self.byte(b'"');
     }
 
+    /// `"{s}#{k}"` as a JSON string literal (needs [`INT`] bytes of room beyond the string's).
+    pub(crate) fn string_numbered(&mut self, s: &str, k: u32) {
+        self.byte(b'"');
+        let bytes = s.as_bytes();
+        if !bytes.iter().any(|&b| needs_escape(b)) {
+            self.raw(bytes);
+        } else {
+            self.escaped(bytes);
+        }
+        self.byte(b'#');
+        self.uint(u64::from(k));
+        self.byte(b'"');
+    }
+
     #[cold]
     fn escaped(&mut self, bytes: &[u8]) {
         for_each_piece(bytes, |p| self.raw(p));

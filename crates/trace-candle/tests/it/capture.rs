@@ -332,3 +332,59 @@ fn an_error_reads_in_words_through_debug_too() {
         "{shown}"
     );
 }
+
+/// Resident-memory samples (`device_memory`) at step ends: at most one a millisecond, and
+/// always one at the run's end.
+#[cfg(target_os = "linux")]
+#[test]
+fn memory_is_sampled_at_step_ends_at_most_once_a_millisecond() {
+    let samples = |trace: &super::Trace| {
+        events(trace)
+            .filter(|e| matches!(e, Event::DeviceMemory(_)))
+            .count()
+    };
+    // Slow steps: each step end samples.
+    let (capture, sink) = super::capture(Phase::Infer);
+    let capture = capture.sampling_memory(&Device::Cpu);
+    for _ in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        capture.step();
+    }
+    capture.finish().unwrap();
+    let trace = read_finished(&sink);
+    assert_eq!(samples(&trace), 6, "five step ends and the finish");
+
+    // Fast steps (a decode loop): no two samples less than 1 ms apart, the finish still sampled.
+    let (capture, sink) = super::capture(Phase::Infer);
+    let capture = capture.sampling_memory(&Device::Cpu);
+    let start = std::time::Instant::now();
+    for _ in 0..2000 {
+        capture.step();
+    }
+    let elapsed_ms = start.elapsed().as_millis() as usize;
+    capture.finish().unwrap();
+    let trace = read_finished(&sink);
+    let ts: Vec<u64> = events(&trace)
+        .filter_map(|e| match e {
+            Event::DeviceMemory(m) => Some(m.ts),
+            _ => None,
+        })
+        .collect();
+    assert!(ts.len() >= 2, "the first step end and the finish: {ts:?}");
+    assert!(ts.len() <= elapsed_ms + 2, "{} samples in {elapsed_ms} ms", ts.len());
+    let gaps = ts.windows(2).take(ts.len().saturating_sub(2));
+    assert!(gaps.into_iter().all(|w| w[1] - w[0] >= 1_000_000), "{ts:?}");
+}
+
+/// The trace of a capture already finished (`Capture::finish`), read back strictly; asserts it
+/// validates.
+fn read_finished(sink: &trace_record::MemorySink) -> super::Trace {
+    let bytes = sink.bytes();
+    let reader =
+        trace_record::TraceReader::new(bytes.as_slice(), trace_record::ReadOptions::strict())
+            .unwrap();
+    let trace = super::Trace::from_reader(reader).unwrap();
+    let issues = trace_record::validate(&trace);
+    assert!(issues.is_empty(), "validation issues: {issues:?}");
+    trace
+}

@@ -9,10 +9,12 @@
 //! thread-local vector).
 //!
 //! The header is written when the session is created, and a background thread writes the
-//! buffered lines out every [`Run::flush_interval`] (200 ms by default), as does every
-//! `step()`: a process killed at any moment (even `kill -9`) leaves a trace that starts with
-//! its header and ends at most about that long before the kill, readable to its last
-//! complete line. [`TraceSession::close_on_signals`] also writes the `incomplete` trailer on
+//! buffered lines out every [`Run::flush_interval`] (200 ms by default), as does a `step()`
+//! when the last write-out is over a quarter of that interval ago (so a slow step lands on
+//! disk whole at its end, while a fast decode loop writes once per interval, not once per
+//! step; with no interval every `step()` writes): a process killed at any moment (even
+//! `kill -9`) leaves a trace that starts with its header and ends at most about that long
+//! before the kill, readable to its last complete line. [`TraceSession::close_on_signals`] also writes the `incomplete` trailer on
 //! SIGINT and SIGTERM.
 //!
 //! A compressed session ([`Run::compression`], or a `.zst` path) hands each block to a writer
@@ -42,14 +44,14 @@
 //! assert_eq!(trace.events.len(), 3);
 //! ```
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::compression::Compression;
 use crate::encode;
@@ -137,7 +139,24 @@ pub struct Summary {
 }
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+/// A step boundary writes the block out when the last write-out is older than the flush
+/// interval divided by this.
+const STEP_WRITE_FRACTION: u32 = 4;
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+
+/// This thread's number in traces, assigned on first use.
+#[inline]
+pub(super) fn thread_no() -> u64 {
+    THREAD_NO.with(|t| match t.get() {
+        0 => {
+            let n = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+            t.set(n);
+            n
+        }
+        n => n,
+    })
+}
 
 #[derive(Clone, Copy)]
 struct StackEntry {
@@ -149,7 +168,9 @@ struct StackEntry {
 thread_local! {
     static SCRATCH: RefCell<LineBuf> = RefCell::new(LineBuf::default());
     static STACK: RefCell<Vec<StackEntry>> = const { RefCell::new(Vec::new()) };
-    static THREAD_NO: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+    /// This thread's number in traces (0: not assigned yet); const-initialized, so reading
+    /// it is a plain thread-local load.
+    static THREAD_NO: Cell<u64> = const { Cell::new(0) };
 }
 
 /// A recording session writing one JSONL trace. `Send + Sync`: share it with `Arc`.
@@ -157,7 +178,10 @@ pub struct TraceSession {
     id: u64,
     active: AtomicBool,
     finished: AtomicBool,
-    origin: Instant,
+    /// The session's clock (the TSC where it is invariant, else the OS's monotonic clock) and
+    /// its raw reading when the session started.
+    clock: quanta::Clock,
+    origin: u64,
     timing: TimingMode,
     device: Box<str>,
     schedule: Option<Schedule>,
@@ -166,6 +190,9 @@ pub struct TraceSession {
     path: Option<PathBuf>,
     out: Arc<Mutex<Output>>,
     flusher: Mutex<Option<Flusher>>,
+    /// How long after the last write-out a step boundary writes the block out itself (`None`:
+    /// at every boundary, the only bound on lag when there is no flusher).
+    step_write_after: Option<Duration>,
     /// A handle on the trace file's open description whose lock marks the file as being
     /// written; released when the session closes.
     lock: Option<File>,
@@ -219,7 +246,8 @@ impl TraceSession {
     /// before this returns; an I/O error there stops the session's writing and surfaces at
     /// `finish`.
     pub fn from_writer(writer: impl Write + Send + 'static, run: Run) -> Self {
-        let origin = Instant::now();
+        let clock = quanta::Clock::new();
+        let origin = clock.raw();
         let start_unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
@@ -269,6 +297,7 @@ impl TraceSession {
             dropped: 0,
             error: None,
             finished: false,
+            written_at: Instant::now(),
         };
         // The file starts with its header from the first moment (a frame of its own when
         // compressed).
@@ -279,10 +308,15 @@ impl TraceSession {
         let flusher = run
             .flush_interval
             .and_then(|every| Flusher::start(Arc::downgrade(&out), every));
+        let step_write_after = match (&flusher, run.flush_interval) {
+            (Some(_), Some(every)) => Some(every / STEP_WRITE_FRACTION),
+            _ => None,
+        };
         TraceSession {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             active: AtomicBool::new(active),
             finished: AtomicBool::new(false),
+            clock,
             origin,
             timing: run.timing,
             device: run.device.into_boxed_str(),
@@ -292,6 +326,7 @@ impl TraceSession {
             path: None,
             out,
             flusher: Mutex::new(flusher),
+            step_write_after,
             lock: None,
         }
     }
@@ -317,10 +352,13 @@ impl TraceSession {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// Nanoseconds since the session started, from its monotonic clock.
+    /// Nanoseconds since the session started, from its monotonic clock: the CPU's invariant
+    /// time-stamp counter, calibrated once per process against the OS's monotonic clock
+    /// (`quanta`; one `rdtsc`, about half of a `clock_gettime`), or that OS clock itself where
+    /// the counter is not invariant.
     #[inline]
     pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        self.clock.delta_as_nanos(self.origin, self.clock.raw())
     }
 
     /// The run's timing mode.
@@ -394,6 +432,32 @@ impl TraceSession {
     /// Opens a span on this thread; it ends when the guard drops. Its parent is the
     /// innermost written span of this session open on this thread.
     pub fn span(&self, name: &str, kind: SpanKind, step: Option<ExecStep>) -> SpanGuard<'_> {
+        self.open_span(name, |_| None, kind, step)
+    }
+
+    /// Like [`span`](Self::span) for a span named `name#k`, where `k = index(parent)` is
+    /// chosen from the span's parent (the innermost written span of this session open on this
+    /// thread, `None` at the root or outside an active window), e.g. the count of earlier
+    /// children of that name under it; `index` returning `None` keeps the plain name. The name
+    /// is written straight into the line, never built as a string.
+    pub fn span_numbered_by(
+        &self,
+        name: &str,
+        kind: SpanKind,
+        step: Option<ExecStep>,
+        index: impl FnOnce(Option<SpanId>) -> Option<u32>,
+    ) -> SpanGuard<'_> {
+        self.open_span(name, index, kind, step)
+    }
+
+    #[inline]
+    fn open_span(
+        &self,
+        name: &str,
+        index: impl FnOnce(Option<SpanId>) -> Option<u32>,
+        kind: SpanKind,
+        step: Option<ExecStep>,
+    ) -> SpanGuard<'_> {
         let id = self.next_span.fetch_add(1, Ordering::Relaxed);
         let written = self.is_active();
         let parent = if written {
@@ -401,6 +465,7 @@ impl TraceSession {
         } else {
             None
         };
+        let index = index(parent.map(SpanId));
         STACK.with(|st| {
             st.borrow_mut().push(StackEntry {
                 session: self.id,
@@ -410,9 +475,9 @@ impl TraceSession {
         });
         if written {
             let ts = self.now_ns();
-            let thread = THREAD_NO.with(|t| *t);
+            let thread = thread_no();
             self.emit(EventType::SpanStart, |b| {
-                encode::span_start(b, id, parent, name, kind, step, thread, ts)
+                encode::span_start(b, id, parent, (name, index), kind, step, thread, ts)
             });
         }
         SpanGuard {
@@ -639,12 +704,17 @@ impl TraceSession {
             let ts = self.now_ns();
             self.emit(EventType::Step, |b| encode::step(b, index, ts));
         }
-        // A step boundary is written out: the trace on disk holds every finished step.
+        // A step boundary writes the block out when the last write-out is a while ago (a
+        // quarter of the flush interval), so a slow step lands on disk whole at its end while
+        // a fast loop (a decode step every few hundred µs) pays for one write per interval,
+        // not one per step; the flusher bounds the lag either way. Without a flusher every
+        // boundary writes.
         let mut out = lock(&self.out);
-        if !out.finished {
-            out.write_block();
-            out.flush_sink();
+        if out.finished || !out.step_write_due(self.step_write_after) {
+            return index;
         }
+        out.write_block();
+        out.flush_sink();
         // A compressed block is written by the writer thread; wait for it without holding the
         // lock, so that other threads keep recording meanwhile.
         let ticket = out.ticket();

@@ -6,6 +6,7 @@
 
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::compressor::{Ticket, ZstdSink};
 use crate::json::LineBuf;
@@ -22,8 +23,9 @@ pub struct MemorySink {
 
 impl MemorySink {
     /// A copy of everything written so far: the header from the start, then blocks written
-    /// when full, at each step, every [`Run::flush_interval`](crate::Run::flush_interval) and
-    /// at finish.
+    /// when full, every [`Run::flush_interval`](crate::Run::flush_interval), at a step when
+    /// the last write-out is over a quarter of that interval ago (at every step without an
+    /// interval) and at finish.
     pub fn bytes(&self) -> Vec<u8> {
         lock(&self.bytes).clone()
     }
@@ -67,6 +69,8 @@ pub(super) struct Output {
     pub(super) dropped: u64,
     pub(super) error: Option<io::Error>,
     pub(super) finished: bool,
+    /// When a block was last written out (or handed to the compressor).
+    pub(super) written_at: Instant,
 }
 
 impl Output {
@@ -95,6 +99,7 @@ impl Output {
         if self.buf.len() == 0 || self.error.is_some() {
             return;
         }
+        self.written_at = Instant::now();
         match &mut self.sink {
             Sink::Plain(w) => {
                 match w.write_all(self.buf.bytes()) {
@@ -121,6 +126,12 @@ impl Output {
             }
         }
         self.pending = EventCounts::default();
+    }
+
+    /// Whether a step boundary writes the block out now: always when `after` is `None`, else
+    /// when the last write-out is at least `after` ago.
+    pub(super) fn step_write_due(&self, after: Option<Duration>) -> bool {
+        after.is_none_or(|d| self.written_at.elapsed() >= d)
     }
 
     pub(super) fn flush_sink(&mut self) {

@@ -31,8 +31,10 @@ pub struct Run {
     pub schedule: Option<Schedule>,
     /// How long written events may wait in the session's buffer before a background thread
     /// writes them out (default [`DEFAULT_FLUSH_INTERVAL`], 200 ms): the trace on disk lags
-    /// the program by about this much at most. `None`: write only when the buffer is full,
-    /// at each step and at the end. Recording calls never make a syscall for this.
+    /// the program by about this much at most. A `step()` also writes the buffer out when the
+    /// last write-out is over a quarter of the interval ago. `None`: write only when the
+    /// buffer is full, at each step and at the end. Recording calls other than `step()` never
+    /// make a syscall for this.
     pub flush_interval: Option<Duration>,
     /// Whether [`TraceSession::open`](crate::TraceSession::open) may replace a file that
     /// exists at its path (default `false`: an existing file is an error). The old file is

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{STACK, StackEntry, THREAD_NO, TraceSession};
+use super::{STACK, StackEntry, TraceSession, thread_no};
 use crate::encode::{self, InputMeta};
 use crate::records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
 use crate::schema::{EventType, ExecStep, SpanKind};
@@ -111,9 +111,9 @@ impl TraceSession {
                 written: true,
             });
         });
-        let thread = THREAD_NO.with(|t| *t);
+        let thread = thread_no();
         self.emit(EventType::SpanStart, |b| {
-            encode::span_start(b, id, parent, name, kind, step, thread, start_ns)
+            encode::span_start(b, id, parent, (name, None), kind, step, thread, start_ns)
         });
         Some(SpanId(id))
     }

@@ -1,6 +1,7 @@
 //! Session behaviour: span nesting, out-of-order guards, windows, trailers, one clock.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use trace_record::schema::{
     AllocKind, Event, ExecStep, GradientState, MemoryCategory, Outcome, Schedule, SpanKind,
@@ -348,4 +349,78 @@ fn span_ids_are_unique_per_session() {
     let b = session.span("b", SpanKind::Function, None).id();
     assert_ne!(a, b);
     assert!(a.zip(b).is_some_and(|(a, b): (SpanId, SpanId)| a.0 < b.0));
+}
+
+#[test]
+fn a_numbered_span_is_named_name_hash_index() {
+    let (session, sink) = TraceSession::in_memory(run());
+    {
+        let a = session.span_numbered_by("linear", SpanKind::Module, None, |parent| {
+            assert_eq!(parent, None, "at the root");
+            Some(3)
+        });
+        let outer = a.id();
+        let _b = session.span_numbered_by("quote \" in", SpanKind::Module, None, |parent| {
+            assert_eq!(parent, outer, "its parent is the span open on this thread");
+            Some(0)
+        });
+        let _c = session.span_numbered_by("plain", SpanKind::Module, None, |_| None);
+    }
+    session.finish().unwrap();
+    let trace = read_trace_bytes(&sink.bytes()).unwrap();
+    let names: Vec<&str> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::SpanStart(s) => Some(s.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, ["linear#3", "quote \" in#0", "plain"]);
+}
+
+/// The step lines the sink holds (written out so far).
+fn step_lines(sink: &trace_record::MemorySink) -> usize {
+    let bytes = sink.bytes();
+    bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| l.windows(13).any(|w| w == b"\"type\":\"step\""))
+        .count()
+}
+
+#[test]
+fn a_step_writes_out_only_when_the_last_write_out_is_a_quarter_interval_ago() {
+    // A 4 s flush interval: the flusher does not run during the test; a step writes the
+    // block out once the last write-out (the header, at creation) is over 1 s ago.
+    let (session, sink) =
+        TraceSession::in_memory(run().flush_interval(Some(Duration::from_secs(4))));
+    session.step();
+    assert_eq!(
+        step_lines(&sink),
+        0,
+        "a step right after the header stays buffered"
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    session.step();
+    assert_eq!(
+        step_lines(&sink),
+        2,
+        "a step a quarter interval later writes both out"
+    );
+    session.step();
+    assert_eq!(
+        step_lines(&sink),
+        2,
+        "and the next one right after stays buffered"
+    );
+    session.finish().unwrap();
+    assert_eq!(step_lines(&sink), 3);
+
+    // Without a flusher every step writes out.
+    let (session, sink) = TraceSession::in_memory(run().flush_interval(None));
+    for k in 1..=3 {
+        session.step();
+        assert_eq!(step_lines(&sink), k);
+    }
+    session.finish().unwrap();
 }
