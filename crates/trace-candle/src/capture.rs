@@ -598,6 +598,10 @@ impl Capture {
         self.end_step_records(false);
         let index = self.inner.session.step();
         self.inner.sampler.on_step(&self.inner.session);
+        // The heap tracker closes the step's account at the boundary itself, not up to its
+        // wake-up period later.
+        #[cfg(feature = "heap")]
+        trace_heap::on_step(&self.inner.session);
         self.begin_step_records();
         index
     }
@@ -611,6 +615,9 @@ impl Capture {
         self.release_buffers();
         self.record_layer_count();
         self.inner.sampler.stop(&self.inner.session);
+        // The heap tracker's last lines and account are written before the trailer.
+        #[cfg(feature = "heap")]
+        trace_heap::stop(&self.inner.session);
         Ok(self.inner.session.finish()?)
     }
 
