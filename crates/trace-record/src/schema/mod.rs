@@ -22,7 +22,9 @@ pub use vocab::{
     AllocKind, EventType, ExecStep, GradientState, MemoryCategory, OutcomeKind, ParseEnumError,
     Phase, SpanKind, TimingMode,
 };
-pub use words::{AUTOGRAD_LABEL, MODULE_INPUT, MODULE_OUTPUT, TRACING_SPANS_COUNTER};
+pub use words::{
+    AUTOGRAD_LABEL, MODULE_INPUT, MODULE_OUTPUT, OVERHEAD_COUNTER, TRACING_SPANS_COUNTER,
+};
 
 /// The schema name written in every header.
 pub const SCHEMA_NAME: &str = "tracegraph-trace";

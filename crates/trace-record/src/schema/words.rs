@@ -20,6 +20,12 @@ pub const MODULE_OUTPUT: &str = "module_output";
 /// that saw none.
 pub const TRACING_SPANS_COUNTER: &str = "trace_candle.tracing_spans";
 
+/// The counter trace-candle's `Capture::finish` writes with its estimate, in nanoseconds, of
+/// the time its own recording took on the threads that record (each kind of work timed at
+/// finish, times how often the trace holds it); the summary reports it per step and as a
+/// share of step time.
+pub const OVERHEAD_COUNTER: &str = "trace_candle.overhead_ns";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,13 +39,15 @@ mod tests {
                 AUTOGRAD_LABEL,
                 MODULE_INPUT,
                 MODULE_OUTPUT,
-                TRACING_SPANS_COUNTER
+                TRACING_SPANS_COUNTER,
+                OVERHEAD_COUNTER
             ],
             [
                 "autograd",
                 "module_input",
                 "module_output",
-                "trace_candle.tracing_spans"
+                "trace_candle.tracing_spans",
+                "trace_candle.overhead_ns"
             ]
         );
     }

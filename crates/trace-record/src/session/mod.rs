@@ -223,13 +223,16 @@ impl TraceSession {
             run.compression
                 .unwrap_or_else(|| Compression::for_path(&path)),
         );
+        // The clock first: its first creation in a process calibrates the TSC (up to a few
+        // hundred ms), which must not come between the file's creation and its header.
+        let clock = quanta::Clock::new();
         let claimed = claim::claim(&path, run.overwrite)?;
         let lock = if claimed.locked {
             claimed.file.try_clone().ok()
         } else {
             None
         };
-        let mut s = Self::from_writer(claimed.file, run);
+        let mut s = Self::with_clock(claimed.file, run, clock);
         s.path = Some(path);
         s.lock = lock;
         Ok(s)
@@ -246,7 +249,10 @@ impl TraceSession {
     /// before this returns; an I/O error there stops the session's writing and surfaces at
     /// `finish`.
     pub fn from_writer(writer: impl Write + Send + 'static, run: Run) -> Self {
-        let clock = quanta::Clock::new();
+        Self::with_clock(writer, run, quanta::Clock::new())
+    }
+
+    fn with_clock(writer: impl Write + Send + 'static, run: Run, clock: quanta::Clock) -> Self {
         let origin = clock.raw();
         let start_unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -293,6 +299,7 @@ impl TraceSession {
             buf,
             pending: EventCounts::default(),
             counts: EventCounts::default(),
+            appended: EventCounts::default(),
             bytes: 0,
             dropped: 0,
             error: None,
@@ -359,6 +366,12 @@ impl TraceSession {
     #[inline]
     pub fn now_ns(&self) -> u64 {
         self.clock.delta_as_nanos(self.origin, self.clock.raw())
+    }
+
+    /// Counts of the events recorded so far, by type: written, on their way to the file, or
+    /// still buffered (dropped ones and those after `finish` are not counted).
+    pub fn recorded_counts(&self) -> EventCounts {
+        lock(&self.out).appended
     }
 
     /// The run's timing mode.

@@ -64,6 +64,8 @@ pub(super) struct Output {
     pub(super) pending: EventCounts,
     /// Counts of events written.
     pub(super) counts: EventCounts,
+    /// Counts of every event appended (written, handed to a writer thread or buffered).
+    pub(super) appended: EventCounts,
     /// Bytes written to the sink (compressed bytes for a compressed sink).
     pub(super) bytes: u64,
     pub(super) dropped: u64,
@@ -89,6 +91,7 @@ impl Output {
         f(&mut self.buf);
         for &ty in types {
             self.pending.add(ty, 1);
+            self.appended.add(ty, 1);
         }
         if self.buf.len() >= BLOCK_BYTES {
             self.write_block();
