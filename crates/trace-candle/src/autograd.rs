@@ -55,6 +55,10 @@ impl Capture {
     /// Candle exposes no edges (`Tensor::op` is private), so the structure recorded is the
     /// nodes' shapes and dtypes in topological order; the analysis fingerprints that.
     pub fn autograd(&self, loss: &Tensor) -> AutogradSummary {
+        self.measured(|| self.autograd_walk(loss))
+    }
+
+    fn autograd_walk(&self, loss: &Tensor) -> AutogradSummary {
         if !self.is_active() {
             return AutogradSummary::default();
         }

@@ -10,7 +10,6 @@ use trace_record::schema::{
 };
 use trace_record::{MemoryRecord, OpRecord, TensorRecord, TraceSession};
 
-use crate::resident::MEMORY_SAMPLE_EVERY_NS;
 use crate::exec_scope::{
     CaptureSpan, current_exec_step, publish, replace_exec_step, set_exec_step,
 };
@@ -614,6 +613,7 @@ impl Capture {
         self.end_step_records(true);
         self.release_buffers();
         self.record_layer_count();
+        self.record_overhead();
         self.inner.sampler.stop(&self.inner.session);
         // The heap tracker's last lines and account are written before the trailer.
         #[cfg(feature = "heap")]
@@ -622,25 +622,10 @@ impl Capture {
     }
 
     /// What a step's end records before its boundary: the frees of its allocations, the
-    /// physical-memory samples (at the run's end always, at a step's end when the last
-    /// sample is at least [`MEMORY_SAMPLE_EVERY_NS`] ago).
+    /// physical-memory samples (`last`: the run's end, always sampled).
     fn end_step_records(&self, last: bool) {
         self.free_step_allocations();
-        let now = self.inner.session.now_ns();
-        let sampled = {
-            let mut p = self.inner.persist();
-            let due = p
-                .sampled_at
-                .is_none_or(|t| now.saturating_sub(t) >= MEMORY_SAMPLE_EVERY_NS);
-            if p.sampled.is_empty() || !(last || due) {
-                return;
-            }
-            p.sampled_at = Some(now);
-            p.sampled.clone()
-        };
-        for d in &sampled {
-            self.sample_memory(d);
-        }
+        self.sample_step_memory(last);
     }
 
     /// What a new step records first when it is active: parameters and buffers registered

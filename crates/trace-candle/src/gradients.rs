@@ -99,6 +99,10 @@ impl Capture {
     /// zero or non_finite, with the L2 norm when finite). Nothing outside an active window.
     /// Returns how many facts were recorded.
     pub fn record_gradients(&self, grads: &GradStore) -> Result<usize, CaptureError> {
+        self.measured(|| self.record_gradient_facts(grads))
+    }
+
+    fn record_gradient_facts(&self, grads: &GradStore) -> Result<usize, CaptureError> {
         if !self.is_active() {
             return Ok(0);
         }

@@ -77,6 +77,7 @@ mod gradients;
 mod meta;
 mod module;
 mod op_spans;
+mod overhead;
 mod params;
 mod persistent;
 mod resident;

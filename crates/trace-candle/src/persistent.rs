@@ -45,6 +45,10 @@ pub(crate) struct Persistent {
     pub(crate) sampled: Vec<Device>,
     /// When they were last sampled (session nanoseconds).
     pub(crate) sampled_at: Option<u64>,
+    /// Time the capture's heavier recording work took, timed as it ran (the autograd walk,
+    /// gradient facts), and the lines it wrote meanwhile (see `overhead.rs`).
+    pub(crate) measured_ns: u64,
+    pub(crate) measured_lines: u64,
     /// Spans the `tracing` layer attached to this capture saw (`None`: no layer).
     pub(crate) layer_spans: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }

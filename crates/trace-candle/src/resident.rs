@@ -93,6 +93,26 @@ impl Capture {
         true
     }
 
+    /// The physical-memory samples of a step's end: at the run's end (`last`) always, else
+    /// when the last sample is at least [`MEMORY_SAMPLE_EVERY_NS`] ago.
+    pub(crate) fn sample_step_memory(&self, last: bool) {
+        let now = self.session().now_ns();
+        let sampled = {
+            let mut p = self.inner().persist();
+            let due = p
+                .sampled_at
+                .is_none_or(|t| now.saturating_sub(t) >= MEMORY_SAMPLE_EVERY_NS);
+            if p.sampled.is_empty() || !(last || due) {
+                return;
+            }
+            p.sampled_at = Some(now);
+            p.sampled.clone()
+        };
+        for d in &sampled {
+            self.sample_memory(d);
+        }
+    }
+
     /// Samples `device`'s physical memory ([`Capture::sample_memory`]) at the end of every
     /// step that ends at least a millisecond ([`MEMORY_SAMPLE_EVERY_NS`]) after the last
     /// sample, and at [`Capture::finish`]: a training step gets a sample at its end, while a

@@ -371,7 +371,11 @@ fn memory_is_sampled_at_step_ends_at_most_once_a_millisecond() {
         })
         .collect();
     assert!(ts.len() >= 2, "the first step end and the finish: {ts:?}");
-    assert!(ts.len() <= elapsed_ms + 2, "{} samples in {elapsed_ms} ms", ts.len());
+    assert!(
+        ts.len() <= elapsed_ms + 2,
+        "{} samples in {elapsed_ms} ms",
+        ts.len()
+    );
     // The 1 ms is between the step ends' checks; each sample's own stamp comes after its
     // procfs read, so two stamps may be closer by that read's jitter (or a preemption in it).
     let gaps = ts.windows(2).take(ts.len().saturating_sub(2));
