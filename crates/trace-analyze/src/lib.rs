@@ -118,6 +118,6 @@ pub use steps::{
     StepGraphAnalysis, StepKey, StepOp, canonical_ops, graph_report, new_step_cache,
 };
 pub use summary::{
-    ChangedStep, DevicePeak, GraphStability, Health, LISTED, PhaseTimes, StepBreakdown, StepTimes,
-    Summary, TOP_BACKWARD_KERNELS, TOP_OPS, step_breakdown, summarize,
+    ChangedStep, DevicePeak, GraphStability, Health, LISTED, Overhead, PhaseTimes, StepBreakdown,
+    StepTimes, Summary, TOP_BACKWARD_KERNELS, TOP_OPS, step_breakdown, summarize,
 };

@@ -251,6 +251,41 @@ pub struct Summary {
     /// no such counter (no layer installed). 0: the layer saw no span at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tracing_spans: Option<u64>,
+    /// The capture's estimate of its own recording time (trace-candle's counter
+    /// `trace_candle.overhead_ns`, written at `Capture::finish`); absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overhead: Option<Overhead>,
+}
+
+/// The profiler's estimate of the time its own recording took on the recording threads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Overhead {
+    /// The estimate for the whole run, ns.
+    pub total_ns: u64,
+    /// The estimate per recorded step (the total over the complete steps); absent with none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_step_ns: Option<u64>,
+    /// The estimate as a share of the complete steps' time (0–1, may exceed 1 for a trace
+    /// whose steps are shorter than what was recorded around them); absent with no step time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_of_steps: Option<f64>,
+}
+
+impl Overhead {
+    /// The estimate of a trace whose counter reads `total_ns` and whose `steps` complete steps
+    /// took `steps_ns` in all; `None` for a counter that is no count of nanoseconds.
+    pub fn of(total_ns: f64, steps: usize, steps_ns: u64) -> Option<Overhead> {
+        if !total_ns.is_finite() || total_ns < 0.0 {
+            return None;
+        }
+        // A finite non-negative f64 converts saturating at u64::MAX.
+        let total_ns = total_ns.round() as u64;
+        Some(Overhead {
+            total_ns,
+            per_step_ns: (steps > 0).then(|| total_ns / steps as u64),
+            share_of_steps: (steps_ns > 0).then(|| total_ns as f64 / steps_ns as f64),
+        })
+    }
 }
 
 /// How many sampled functions inside backward the summary names.
@@ -343,6 +378,9 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
     };
     let gr = trace.gradients;
     let gradients = (gr.present + gr.missing + gr.zero + gr.non_finite > 0).then_some(gr);
+    let overhead = trace
+        .counter(trace_record::schema::OVERHEAD_COUNTER)
+        .and_then(|v| Overhead::of(v, steps.count, steps.total_ns));
     Ok(Summary {
         source: trace.source.clone(),
         run: trace.run.clone(),
@@ -360,5 +398,6 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
             .counter(trace_record::schema::TRACING_SPANS_COUNTER)
             .filter(|v| v.is_finite() && *v >= 0.0)
             .map(|v| v as u64),
+        overhead,
     })
 }

@@ -98,6 +98,17 @@ pub(crate) fn render(s: &Summary) -> String {
         }
         None => {}
     }
+    if let Some(oh) = &s.overhead {
+        let per_step = match (oh.per_step_ns, oh.share_of_steps) {
+            (Some(n), Some(f)) => format!("{} per step ({:.1}% of step time)", nsu(n), f * 100.0),
+            (Some(n), None) => format!("{} per step", nsu(n)),
+            _ => format!("{} in all", nsu(oh.total_ns)),
+        };
+        let _ = writeln!(
+            o,
+            "profiler  its own recording took about {per_step} (estimated at finish: each kind of work timed, times how often it ran; a floor)"
+        );
+    }
     if let Some(k) = s.steps.partial_step {
         let _ = writeln!(
             o,

@@ -146,9 +146,9 @@ pub(crate) fn run_mlp_demo(config: &MlpDemoConfig) -> anyhow::Result<MlpDemoRepo
         }
     }
     let accuracy = trainer.accuracy().context("measuring the accuracy")?;
-    // The sampler writes its last recorded step before the trailer.
-    capture.stop_sampling();
-    let summary = session
+    // The capture's finish: the sampler's last recorded step and the capture's estimate of
+    // its own cost, then the trailer.
+    let summary = capture
         .finish()
         .with_context(|| format!("cannot finish {}", config.trace_path.display()))?;
     let first_loss = losses.first().copied().unwrap_or(f32::NAN);
