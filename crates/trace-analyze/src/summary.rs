@@ -401,3 +401,21 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         overhead,
     })
 }
+
+#[cfg(test)]
+mod overhead_tests {
+    use super::Overhead;
+
+    #[test]
+    fn the_estimate_per_step_and_as_a_share() {
+        let o = Overhead::of(1000.0, 4, 10_000).unwrap();
+        assert_eq!((o.total_ns, o.per_step_ns), (1000, Some(250)));
+        assert_eq!(o.share_of_steps, Some(0.1));
+        let none = Overhead::of(1000.0, 0, 0).unwrap();
+        assert_eq!((none.per_step_ns, none.share_of_steps), (None, None));
+        // A counter that is no count of nanoseconds gives no estimate.
+        for bad in [f64::NAN, -1.0, f64::INFINITY] {
+            assert_eq!(Overhead::of(bad, 4, 10_000), None, "{bad}");
+        }
+    }
+}

@@ -14,6 +14,8 @@ mod layer;
 mod loops;
 mod outputs;
 #[cfg(feature = "demo")]
+mod overhead;
+#[cfg(feature = "demo")]
 #[path = "../common/steps.rs"]
 mod steps;
 
