@@ -181,7 +181,50 @@ fn seeds(root: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     ));
     out.push(("overflowing_sums".into(), testkit::overflowing_sums()));
     out.push(("sampled_hostile".into(), sampled_hostile()));
+    out.push(("heap_hostile".into(), heap_hostile()));
     Ok(out)
+}
+
+/// A version 2 trace with tracked-heap lines at their worst: 5,000 live allocations whose
+/// bytes sum past `u64::MAX`, frees without an allocation, double frees, a reused id, a free
+/// stamped before its allocation, spans that do not exist, and small-allocation sums and an
+/// account at `u64::MAX`.
+fn heap_hostile() -> Vec<u8> {
+    let mut t = testkit::HEADER.replacen("\"version\":1", "\"version\":2", 1);
+    t.push('\n');
+    t.push_str(
+        r#"{"type":"span_start","id":1,"name":"forward","kind":"function","step":"forward","thread":1,"ts":0}"#,
+    );
+    t.push('\n');
+    for i in 1..=5000u64 {
+        let bytes = if i % 2 == 0 { u64::MAX / 3 } else { 4096 * i };
+        t.push_str(&format!(
+            r#"{{"type":"heap_alloc","id":{i},"bytes":{bytes},"thread":{},"ts":{},"phase":"forward","span":{}}}"#,
+            i % 7,
+            10 + i,
+            if i % 3 == 0 { 1 } else { 1u64 << 50 }
+        ));
+        t.push('\n');
+    }
+    for (id, ts) in [(3u64, 20_000u64), (3, 20_001), (9_999, 20_002), (5, 1)] {
+        t.push_str(&format!(r#"{{"type":"heap_free","id":{id},"ts":{ts}}}"#));
+        t.push('\n');
+    }
+    t.push_str(r#"{"type":"heap_alloc","id":7,"bytes":1,"thread":1,"ts":20003}"#);
+    t.push('\n');
+    t.push_str(&format!(
+        r#"{{"type":"heap_small","step":0,"phase":"forward","span":1,"count":{m},"bytes":{m}}}"#,
+        m = u64::MAX
+    ));
+    t.push('\n');
+    t.push_str(&format!(
+        r#"{{"type":"heap_account","step":0,"threshold":4096,"lost":{m},"unmatched_frees":{m},"ts":0,"dur":{m}}}"#,
+        m = u64::MAX
+    ));
+    t.push('\n');
+    t.push_str(r#"{"type":"span_end","id":1,"ts":30000}"#);
+    t.push('\n');
+    t.into_bytes()
 }
 
 /// A version 2 trace with the shapes sampled stacks and gradient facts can take at their
@@ -625,6 +668,9 @@ fn run_all(input: &[u8]) -> Result<Outcome, String> {
         "gradients",
         serde_json::to_string(&trace_analyze::gradient_report(&trace)),
     )?;
+    if let Some(heap) = trace_analyze::heap_report(&trace) {
+        json("heap", serde_json::to_string(&heap))?;
+    }
     for by in ["function", "crate", "phase", "span"] {
         let by: trace_analyze::HotBy = by
             .parse()
@@ -785,6 +831,19 @@ mod tests {
         let trace = trace_analyze::load_str(text, "sampled_hostile", Default::default())
             .expect("the seed is a readable trace (a rejected seed would test nothing)");
         assert_eq!(trace.sampled.frames.len(), 4);
+        let outcome = run_all(&seed).expect("no finding");
+        assert!(outcome.loaded);
+    }
+
+    #[test]
+    fn the_hostile_heap_seed_loads_and_runs_through_everything() {
+        let seed = heap_hostile();
+        let text = std::str::from_utf8(&seed).expect("UTF-8");
+        let trace = trace_analyze::load_str(text, "heap_hostile", Default::default())
+            .expect("the seed is a readable trace (a rejected seed would test nothing)");
+        let heap = trace_analyze::heap_report(&trace).expect("the seed has heap lines");
+        let json = serde_json::to_value(&heap).expect("serialises");
+        assert!(json.is_object());
         let outcome = run_all(&seed).expect("no finding");
         assert!(outcome.loaded);
     }
