@@ -1,0 +1,117 @@
+//! Tracked heap through a capture of candle-transformers' Mistral generating: the attention
+//! math that Mistral's own spans do not cover (its `tracing` spans are only its linear and
+//! norm layers) is still seen, attributed to the forward op, and the tracked peak lies
+//! between the logical and the resident one.
+//!
+//! A test binary of its own: it declares the tracking allocator, and its one `tracing`
+//! subscriber is this capture's.
+
+#![cfg(all(feature = "heap", feature = "nn", feature = "tracing"))]
+
+#[global_allocator]
+static ALLOC: trace_candle::TrackingAlloc = trace_candle::TrackingAlloc::system();
+
+use candle_core::{DType, Device, Tensor};
+use trace_record::Run;
+use trace_record::schema::{Event, Phase};
+
+use trace_candle::HeapConfig;
+
+#[path = "heap/common.rs"]
+mod common;
+
+use common::{assert_between, live_at_peak, new_capture, span_paths, turn};
+
+/// A tiny random-weight Mistral: hidden 128, 2 layers, 4 heads / 2 KV heads, vocabulary 1000.
+fn tiny_mistral() -> candle_transformers::models::mistral::Config {
+    candle_transformers::models::mistral::Config {
+        vocab_size: 1000,
+        hidden_size: 128,
+        intermediate_size: 256,
+        num_hidden_layers: 2,
+        num_attention_heads: 4,
+        head_dim: None,
+        num_key_value_heads: 2,
+        hidden_act: candle_nn::Activation::Silu,
+        max_position_embeddings: 64,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        sliding_window: Some(64),
+        use_flash_attn: false,
+    }
+}
+
+#[test]
+fn mistral_generation_is_tracked_inside_its_forward_between_logical_and_resident() {
+    use candle_nn::{VarBuilder, VarMap};
+    use candle_transformers::models::mistral::Model;
+    let _turn = turn();
+    let (capture, sink) = new_capture(Run::new("heap::mistral", Phase::Infer, "cpu"));
+    capture.install_tracing().unwrap();
+    let cfg = tiny_mistral();
+    let varmap = VarMap::new();
+    let mut model = Model::new(
+        &cfg,
+        VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu),
+    )
+    .unwrap();
+    let mut tokens: Vec<u32> = (0..16u32).map(|i| (i * 37 + 11) % 1000).collect();
+    capture.track_heap(HeapConfig::default()).unwrap();
+    let mut pos = 0;
+    for step in 0..6 {
+        let context = if step == 0 {
+            &tokens[..]
+        } else {
+            &tokens[tokens.len() - 1..]
+        };
+        let input = Tensor::new(context, &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let logits = capture
+            .op("mistral.forward", &[&input], || model.forward(&input, pos))
+            .unwrap();
+        pos += context.len();
+        let next = logits
+            .squeeze(0)
+            .unwrap()
+            .squeeze(0)
+            .unwrap()
+            .argmax(0)
+            .unwrap()
+            .to_scalar::<u32>()
+            .unwrap();
+        tokens.push(next);
+        capture.step();
+    }
+    let stats = capture.stop_heap().unwrap();
+    capture.finish().unwrap();
+    assert_eq!(stats.lost, 0, "{stats:?}");
+    let trace = trace_record::read_trace_bytes(&sink.bytes()).unwrap();
+    let issues = trace_record::validate(&trace);
+    assert!(issues.is_empty(), "{issues:?}");
+    let paths = span_paths(&trace);
+    // Bytes attributed to the forward op itself (the attention math, the KV cache's growth:
+    // no span of Mistral's own) and to the spans below it.
+    let (mut at_forward, mut below) = (0u64, 0u64);
+    for e in &trace.events {
+        if let Event::HeapAlloc(a) = &e.event
+            && let Some(span) = a.span
+        {
+            let path = &paths[&span];
+            assert!(path.starts_with("mistral.forward"), "{path}");
+            if path.contains('/') {
+                below += a.bytes;
+            } else {
+                at_forward += a.bytes;
+            }
+        }
+    }
+    assert!(at_forward > 0, "nothing tracked at the forward op itself");
+    assert!(
+        below > 0,
+        "nothing tracked in Mistral's linear and norm spans"
+    );
+    let (peak, _) = live_at_peak(&trace);
+    assert_between("mistral", &trace, peak);
+}
