@@ -13,6 +13,12 @@
 //!   capture on and heap tracking on, against the same profiled step with no tracker (the
 //!   tracker is started before and stopped after each tracked step, outside the timed region,
 //!   since one tracker records every thread's allocations). Target: ratio ≤ 1.05.
+//! - `heap/llama_generate ns_per_generation (median)`: the tiny candle-transformers Llama of
+//!   `profile_llama` generating (prefill of 16 tokens, 20 decode steps with the KV cache, a
+//!   step each), profiled (its `tracing` spans through the capture's layer, one op per
+//!   forward), with heap tracking on against the same profiled generation without it, on
+//!   Candle's fast path when `RAYON_NUM_THREADS` is set (`cargo xtask bench` sets it).
+//!   Target: ratio ≤ 1.05.
 
 #[global_allocator]
 static ALLOC: trace_candle::TrackingAlloc = trace_candle::TrackingAlloc::system();
@@ -33,6 +39,11 @@ use tracegraph_benches::{Row, criterion_mean_ns, emit, median, quick};
 mod mlp;
 
 use mlp::MlpTrainer;
+
+// The model `profile_llama` profiles: one home (the example), measured here as is.
+#[path = "../../crates/trace-candle/examples/profile_llama.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod profile_llama;
 
 const SIZES: [usize; 2] = [64, 65_536];
 
@@ -161,10 +172,118 @@ fn train_step_rows() {
     ));
 }
 
+/// One generation of `profile_llama`'s prompt: prefill, then decode steps with a fresh KV
+/// cache, each forward a captured op and a step. Returns the tokens generated.
+fn generate(
+    llama: &candle_transformers::models::llama::Llama,
+    cfg: &candle_transformers::models::llama::Config,
+    capture: &Capture,
+) -> candle_core::Result<usize> {
+    use candle_core::{DType, Device, Tensor};
+    let mut cache =
+        candle_transformers::models::llama::Cache::new(true, DType::F32, cfg, &Device::Cpu)?;
+    let mut tokens: Vec<u32> = (0..profile_llama::PROMPT as u32)
+        .map(|i| (i * 37 + 11) % 1000)
+        .collect();
+    let mut pos = 0;
+    for step in 0..=profile_llama::DECODE {
+        let from = if step == 0 { 0 } else { tokens.len() - 1 };
+        let input = Tensor::new(&tokens[from..], &Device::Cpu)?.unsqueeze(0)?;
+        let logits = capture.op("llama.forward", &[&input], || {
+            llama.forward(&input, pos, &mut cache)
+        })?;
+        pos += tokens.len() - from;
+        tokens.push(logits.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?);
+        capture.step();
+    }
+    Ok(tokens.len() - profile_llama::PROMPT)
+}
+
+fn llama_rows() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = Run::new("benches::heap::llama", Phase::Infer, "cpu");
+    let capture = Capture::open(dir.path().join("llama.jsonl"), run).expect("trace file");
+    let cfg = profile_llama::tiny_config();
+    let varmap = candle_nn::VarMap::new();
+    let vb = candle_nn::VarBuilder::from_varmap(
+        &varmap,
+        candle_core::DType::F32,
+        &candle_core::Device::Cpu,
+    );
+    let layer = trace_candle::TraceLayer::for_capture(&capture);
+    let llama =
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            candle_transformers::models::llama::Llama::load(vb, &cfg)
+        })
+        .expect("the tiny Llama");
+    let (warmup, budget, min_rounds, max_rounds) = if quick() {
+        (3, Duration::from_secs(10), 20, 2000)
+    } else {
+        (10, Duration::from_secs(45), 100, 20000)
+    };
+    let time = |tracked: bool| {
+        if tracked {
+            capture.track_heap(HeapConfig::default()).expect("tracker");
+        }
+        let start = Instant::now();
+        let n = generate(&llama, &cfg, &capture).expect("generation");
+        let ns = start.elapsed().as_nanos() as f64;
+        if tracked {
+            capture.stop_heap().expect("tracking");
+        }
+        assert_eq!(n, profile_llama::DECODE + 1);
+        ns
+    };
+    for _ in 0..warmup {
+        time(false);
+        time(true);
+    }
+    let (mut t_on, mut t_off) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    let mut round = 0usize;
+    while round < max_rounds && (round < min_rounds || started.elapsed() < budget) {
+        if (round / 2).is_multiple_of(2) {
+            t_off.push(time(false));
+            t_on.push(time(true));
+        } else {
+            t_on.push(time(true));
+            t_off.push(time(false));
+        }
+        round += 1;
+    }
+    capture.finish().expect("finish");
+    let mut paired: Vec<f64> = t_on.iter().zip(&t_off).map(|(a, b)| a / b).collect();
+    let path = std::env::var("RAYON_NUM_THREADS")
+        .map_or("RAYON_NUM_THREADS unset".to_string(), |n| {
+            format!("RAYON_NUM_THREADS={n}")
+        });
+    eprintln!("heap/llama_generate: {round} alternating rounds ({path})");
+    emit(
+        Row::new(
+            "heap/llama_generate",
+            &format!("ns_per_generation (median, {path})"),
+            median(&mut t_on),
+            "ns",
+        )
+        .vs(
+            "the same profiled generation, no heap tracker (alternating)",
+            median(&mut t_off),
+        ),
+    );
+    emit(Row::new(
+        "heap/llama_generate",
+        "median_paired_ratio",
+        median(&mut paired),
+        "x",
+    ));
+}
+
 fn main() {
     let mut c = tracegraph_benches::criterion();
     alloc_groups(&mut c);
     c.final_summary();
     alloc_rows();
     train_step_rows();
+    llama_rows();
 }
