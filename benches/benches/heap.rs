@@ -72,7 +72,7 @@ fn alloc_groups(c: &mut Criterion) {
     g.finish();
     let stats = capture.stop_heap().expect("tracking");
     capture.finish().expect("finish");
-    assert!(stats.allocs > 0, "nothing tracked: {stats:?}");
+    // A criterion filter may have left the tracked groups out; the rows then say skipped.
     eprintln!("heap/alloc: {stats:?}");
 }
 
