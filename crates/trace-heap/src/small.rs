@@ -1,16 +1,23 @@
-//! Counts and bytes of allocations below the threshold, per scope, in a fixed atomic table.
+//! Counts and bytes of allocations below the threshold, per scope, in fixed atomic tables.
 //!
 //! An open-addressing table of scope keys with a count and a byte sum each, all atomics in
 //! static memory: the allocator finds (or claims, by compare-exchange) its scope's slot
 //! within a few probes and adds to it. A key is a scope and a shard of the counting thread
 //! (the low bits of its number), so that threads attributed to one scope, such as a pool's
 //! workers to the driving thread's, do not contend for one slot; the shards of a scope are
-//! added up when taken. Keys stay for the whole tracking run (a key cleared
-//! while another thread adds to its slot would move that thread's count to the next scope to
-//! claim the slot); the tracker's thread takes the sums (swapping them to zero) at each step
-//! end, visiting only the claimed slots (their indices are listed as they are claimed). When
-//! the probes find no room, the allocation is counted under its phase alone (four reserved
-//! slots), so every small allocation is counted somewhere.
+//! added up when taken. When the probes find no room, the allocation is counted under its
+//! phase alone (four reserved slots), so every small allocation is counted somewhere.
+//!
+//! There are two tables, and a step uses one: at each step's end the tracker switches the
+//! allocator to the other ([`take`]) and then takes the sums of the one it left and forgets
+//! its keys, visiting only the slots claimed in it (their indices are listed as they are
+//! claimed). So a step's table holds only that step's scopes, whatever the run's length:
+//! span ids are never reused, and one table for a whole run would fill after a few hundred
+//! decode steps (every later allocation then probing a full table and losing its span),
+//! while its every take visited every scope the run ever had. A thread preempted inside
+//! [`Table::add`] across the switch may add one allocation to the table just left after it
+//! was taken: that allocation is then counted in a later step, or, if its slot was
+//! forgotten and claimed again, under that slot's next scope.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -60,16 +67,38 @@ pub(crate) struct Table {
     used_len: AtomicUsize,
 }
 
-static TABLE: Table = Table {
+// A constant used to initialise both tables (each use is a fresh value).
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: Table = Table {
     slots: [const { Slot::new() }; SLOTS],
     phases: [const { Slot::new() }; 4],
     used: [const { AtomicU32::new(0) }; SLOTS],
     used_len: AtomicUsize::new(0),
 };
 
-/// The process's table.
+static TABLES: [Table; 2] = [EMPTY, EMPTY];
+/// Which table the allocator counts in: `TABLES[EPOCH & 1]`.
+static EPOCH: AtomicUsize = AtomicUsize::new(0);
+
+/// The table the allocator counts in now.
+#[inline]
 pub(crate) fn table() -> &'static Table {
-    &TABLE
+    &TABLES[EPOCH.load(Ordering::Acquire) & 1]
+}
+
+/// Switches the allocator to the other table, then takes every scope's sums from the one it
+/// left (see [`Table::take`]) and forgets its keys, so it starts its next step empty.
+pub(crate) fn take(f: impl FnMut(Taken)) {
+    let left = &TABLES[EPOCH.fetch_add(1, Ordering::AcqRel) & 1];
+    left.take(f);
+    left.forget();
+}
+
+/// Forgets every key and sum of both tables (between tracking runs).
+pub(crate) fn clear() {
+    for t in &TABLES {
+        t.clear();
+    }
 }
 
 /// Fibonacci hashing of a scope word (its low bits are the phase, its high bits the span).
@@ -168,6 +197,21 @@ impl Table {
         }
     }
 
+    /// Forgets the keys of the slots claimed so far (after their sums were taken) and the
+    /// list of them, visiting only those slots.
+    fn forget(&self) {
+        let n = self.used_len.load(Ordering::Acquire).min(SLOTS);
+        for u in &self.used[..n] {
+            let i = u.swap(0, Ordering::AcqRel);
+            if let Some(s) = i.checked_sub(1).and_then(|i| self.slots.get(i as usize)) {
+                s.key.store(0, Ordering::Relaxed);
+                s.count.store(0, Ordering::Relaxed);
+                s.bytes.store(0, Ordering::Relaxed);
+            }
+        }
+        self.used_len.store(0, Ordering::Release);
+    }
+
     /// Forgets every key and sum (between tracking runs, when no allocation is counted).
     pub(crate) fn clear(&self) {
         for s in self.slots.iter().chain(&self.phases) {
@@ -243,5 +287,27 @@ mod tests {
         assert_eq!(count, n);
         assert!(spanless >= 1000, "{spanless}");
         t.clear();
+
+        // Step by step (the tracker's `take`): each step's scopes get a table of their own,
+        // so a run of new spans every step never fills it, and nothing is lost or kept.
+        clear();
+        for step in 0..10u64 {
+            let scopes = SLOTS as u64 / 4;
+            for s in 1..=scopes {
+                table().add(fwd(step * scopes + s), 1, 3);
+            }
+            let (mut count, mut bytes, mut spanless) = (0, 0, 0);
+            take(|x| {
+                count += x.count;
+                bytes += x.bytes;
+                spanless += u64::from(x.span.is_none());
+            });
+            assert_eq!((count, bytes), (scopes, 3 * scopes), "step {step}");
+            assert_eq!(spanless, 0, "step {step}: some scope found no room");
+        }
+        let mut left = 0;
+        take(|_| left += 1);
+        assert_eq!(left, 0, "a take leaves nothing behind");
+        clear();
     }
 }

@@ -97,7 +97,7 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
     let r = ring::ring();
     while r.pop().is_some() {}
     r.take_lost();
-    small::table().clear();
+    small::clear();
     hook::set_threshold(config.threshold);
     let epoch = hook::epoch();
     let a = epoch.elapsed().as_nanos();
@@ -311,7 +311,7 @@ impl Drain {
         // Per scope, over the shards of the threads that counted it (in first-seen order).
         let mut small: Vec<small::Taken> = Vec::new();
         let mut at: HashMap<(Option<ExecStep>, Option<u64>), usize> = HashMap::new();
-        small::table().take(|t| match at.get(&(t.phase, t.span)) {
+        small::take(|t| match at.get(&(t.phase, t.span)) {
             Some(&i) => {
                 small[i].count = small[i].count.saturating_add(t.count);
                 small[i].bytes = small[i].bytes.saturating_add(t.bytes);
