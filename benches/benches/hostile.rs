@@ -6,6 +6,12 @@
 //!
 //! Targets: each deep-nesting command ≤ 1 s and ≤ 200 MB peak RSS; the memory
 //! analysis of structured ids ≤ 1.5× the time of dense ids, measured in the same run.
+//!
+//! Peak memory against the input: `spans`, `compare` (the trace against itself) and `report`
+//! on a large deep nesting and on as many never-closed root spans (200,000 spans quick,
+//! 1,000,000 full), each as `hostile/rss_per_input/<shape>/<command> peak_rss_per_input_mb`
+//! (peak RSS in MiB over the input's MiB; target ≤ 3). `hot` needs sampled stacks, which
+//! these shapes have none of.
 
 use std::hint::black_box;
 use std::process::Command;
@@ -78,6 +84,8 @@ fn main() {
         ));
     }
 
+    rss_per_input_rows(dir.path(), &cli);
+
     // Structured ids against dense ids: load (validation keys its maps by id) and the memory
     // report (live allocations keyed by storage id), in process.
     let structured = testkit::allocations(ALLOCS, true);
@@ -106,4 +114,47 @@ fn main() {
         "hostile/memory_250k_ids_1_to_n",
         ALLOCS as f64,
     );
+}
+
+/// Peak RSS over input size of `spans`, `compare` and `report` on the large hostile shapes.
+fn rss_per_input_rows(dir: &std::path::Path, cli: &std::path::Path) {
+    let n: u64 = if quick() { 200_000 } else { 1_000_000 };
+    for (shape, bytes) in [
+        ("deep_nesting", testkit::deep_nesting(n)),
+        ("unended_roots", testkit::unended_roots(n)),
+    ] {
+        let path = dir.join(format!("{shape}.jsonl"));
+        std::fs::write(&path, &bytes).expect("write the hostile trace");
+        let input_mib = bytes.len() as f64 / 1048576.0;
+        drop(bytes);
+        let p = path.display().to_string();
+        let html = dir.join(format!("{shape}.html")).display().to_string();
+        let commands: [(&str, Vec<&str>); 3] = [
+            ("spans", vec!["spans", &p]),
+            ("compare", vec!["compare", &p, &p]),
+            ("report", vec!["report", &p, "-o", &html]),
+        ];
+        for (name, args) in commands {
+            let mut cmd = Command::new(cli);
+            cmd.args(&args);
+            let m = measure_child(cmd, Some(LIMIT))
+                .unwrap_or_else(|| panic!("tracegraph {name} ran past {} s", LIMIT.as_secs()));
+            assert!(m.ok, "tracegraph {name} on {shape} failed: {}", m.stderr);
+            let Some(rss) = m.peak_rss else {
+                eprintln!("bench-row: hostile/rss_per_input skipped (no peak RSS measured)");
+                return;
+            };
+            let bench = format!("hostile/rss_per_input/{shape}_{n}/{name}");
+            let rss_mib = rss as f64 / 1048576.0;
+            emit(Row::new(
+                &bench,
+                "peak_rss_per_input_mb",
+                rss_mib / input_mib,
+                "x",
+            ));
+            emit(Row::new(&bench, "cli_peak_rss", rss_mib, "MiB"));
+            emit(Row::new(&bench, "input_size", input_mib, "MiB"));
+            emit(Row::new(&bench, "cli_wall_time", m.wall.as_secs_f64(), "s"));
+        }
+    }
 }
