@@ -1,10 +1,14 @@
 //! Integration tests of trace-candle (real Candle tensors and modules on the CPU).
 
 mod capture;
+#[cfg(feature = "tracing")]
 mod layer;
 mod meta;
+// Profiled candle-nn modules and the training capture need the `nn` feature (candle-nn).
+#[cfg(feature = "nn")]
 mod module;
 mod props;
+#[cfg(feature = "nn")]
 mod train;
 
 use std::sync::Arc;
