@@ -2,8 +2,8 @@
 //!
 //! Everything here runs inside the global allocator, so nothing allocates, locks or panics:
 //! atomics, thread-locals with constant initializers (no lazy registration, no destructor)
-//! read through `try_with`, the current scope ([`trace_sampler::current_scope`]: the same
-//! thread-local and atomic reads) and the monotonic clock. Allocations at or above the
+//! read through `try_with`, the current scope word ([`trace_sampler::current_packed`]: the
+//! same thread-local and atomic reads) and the monotonic clock. Allocations at or above the
 //! threshold go into the [`crate::ring`]; smaller ones are counted per scope in the
 //! [`crate::small`] table.
 
@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::ring::{self, Entry, Kind};
-use crate::scope::pack;
 use crate::small;
 
 /// State bit: allocations are recorded (a recorded window of the session is open).
@@ -112,11 +111,11 @@ fn thread_no() -> u64 {
         .unwrap_or(0)
 }
 
-/// The current scope (phase and innermost span) packed into one word: the span id shifted
-/// past two phase bits (0: none; ids at or above 2^62 are not kept).
+/// The current scope (phase and innermost span) packed into one word, read as the sampler
+/// keeps it ([`trace_sampler::current_packed`]: no unpacking and packing again).
+#[inline]
 pub(crate) fn packed_scope() -> u64 {
-    let s = trace_sampler::current_scope();
-    pack(s.phase, s.span.map(|id| id.0))
+    trace_sampler::current_packed()
 }
 
 /// Called after an allocation of `size` bytes at `addr` succeeded, with the state read once.

@@ -57,7 +57,6 @@
 mod alloc;
 mod hook;
 mod ring;
-mod scope;
 mod small;
 mod tracker;
 

@@ -34,7 +34,7 @@ pub(crate) struct Entry {
     /// The allocator's clock ([`crate::hook::now_raw`]).
     pub(crate) ts: u64,
     pub(crate) thread: u64,
-    /// The packed scope ([`crate::scope::pack`]); 0 for frees.
+    /// The packed scope ([`trace_sampler::pack_scope`]); 0 for frees.
     pub(crate) scope: u64,
 }
 

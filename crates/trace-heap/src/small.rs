@@ -187,7 +187,7 @@ impl Table {
             if count == 0 {
                 continue;
             }
-            let (phase, span) = crate::scope::unpack((key - 1) >> SHARD_BITS);
+            let (phase, span) = trace_sampler::unpack_scope((key - 1) >> SHARD_BITS);
             f(Taken {
                 phase,
                 span,
@@ -229,7 +229,7 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scope::pack;
+    use trace_sampler::pack_scope as pack;
 
     #[test]
     fn sums_per_scope_fall_back_to_the_phase_when_full_and_reset_when_taken() {

@@ -22,7 +22,6 @@ use trace_record::schema::{
 
 use crate::hook::{self, ALLOCS, FREES};
 use crate::ring::{self, Kind};
-use crate::scope;
 use crate::small;
 use crate::{HeapConfig, HeapError, HeapStats};
 
@@ -277,7 +276,7 @@ impl Drain {
                     let id = self.next_id;
                     self.next_id += 1;
                     self.live.insert(e.addr, (id, e.size));
-                    let (phase, span) = scope::unpack(e.scope);
+                    let (phase, span) = trace_sampler::unpack_scope(e.scope);
                     self.events.push(Event::HeapAlloc(HeapAllocEvent {
                         id,
                         bytes: e.size,

@@ -72,7 +72,10 @@ mod symbols;
 mod worker;
 
 pub use control::{Sampler, ScopeDemand, is_sampling};
-pub use scope_cell::{Scope, ScopeGuard, current_scope, enter_scope, set_scope};
+pub use scope_cell::{
+    Scope, ScopeGuard, current_packed, current_scope, enter_scope, pack as pack_scope, set_scope,
+    unpack as unpack_scope,
+};
 
 #[cfg(doc)]
 use trace_record::TraceSession;

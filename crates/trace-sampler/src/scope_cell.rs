@@ -33,14 +33,15 @@ fn phase_code(p: Option<ExecStep>) -> u64 {
     }
 }
 
-/// Packs a phase and a span id (0: none; ids at or above 2^62 are dropped) into one word.
-pub(crate) fn pack(phase: Option<ExecStep>, span: Option<u64>) -> u64 {
+/// Packs a phase and a span id (0: none; ids at or above 2^62 are dropped) into one word, the
+/// scope word samples (and tracked allocations) carry.
+pub fn pack(phase: Option<ExecStep>, span: Option<u64>) -> u64 {
     let span = span.filter(|&s| s < 1 << (64 - PHASE_BITS)).unwrap_or(0);
     span << PHASE_BITS | phase_code(phase)
 }
 
-/// The phase and span of a packed word.
-pub(crate) fn unpack(v: u64) -> (Option<ExecStep>, Option<u64>) {
+/// The phase and span of a packed scope word ([`pack`]).
+pub fn unpack(v: u64) -> (Option<ExecStep>, Option<u64>) {
     let phase = match v & 0b11 {
         1 => Some(ExecStep::Forward),
         2 => Some(ExecStep::Backward),
@@ -51,9 +52,10 @@ pub(crate) fn unpack(v: u64) -> (Option<ExecStep>, Option<u64>) {
     (phase, (span != 0).then_some(span))
 }
 
-/// The calling thread's scope, else the process-wide last one (signal-safe: a thread-local
-/// `Cell` with a constant initializer and an atomic load).
-pub(crate) fn current_packed() -> u64 {
+/// The calling thread's scope as a packed word ([`pack`]), else the process-wide last one
+/// (signal-safe and allocation-free: a thread-local `Cell` with a constant initializer and an
+/// atomic load), for recorders that keep the word as it is (a signal handler, an allocator).
+pub fn current_packed() -> u64 {
     let own = SCOPE.try_with(Cell::get).unwrap_or(0);
     if own != 0 {
         own
@@ -134,8 +136,10 @@ mod tests {
             Some(ExecStep::Optimizer),
         ] {
             assert_eq!(unpack(pack(p, Some(42))), (p, Some(42)));
+            assert_eq!(unpack(pack(p, None)), (p, None));
         }
         assert_eq!(unpack(pack(None, Some(u64::MAX))), (None, None));
+        assert_eq!(unpack(pack(None, Some(1 << 62))), (None, None));
         std::thread::spawn(|| {
             assert_eq!(SCOPE.with(Cell::get), 0);
             {
