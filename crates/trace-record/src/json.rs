@@ -428,27 +428,28 @@ impl Cur<'_> {
     #[inline]
     pub(crate) fn string(&mut self, s: &str) {
         self.byte(b'"');
-        let bytes = s.as_bytes();
-        if !bytes.iter().any(|&b| needs_escape(b)) {
-            self.raw(bytes);
-        } else {
-            self.escaped(bytes);
-        }
+        self.string_body(s);
         self.byte(b'"');
     }
 
     /// `"{s}#{k}"` as a JSON string literal (needs [`INT`] bytes of room beyond the string's).
     pub(crate) fn string_numbered(&mut self, s: &str, k: u32) {
         self.byte(b'"');
+        self.string_body(s);
+        self.byte(b'#');
+        self.uint(u64::from(k));
+        self.byte(b'"');
+    }
+
+    /// The characters of `s` inside a JSON string literal, escaped where needed.
+    #[inline]
+    fn string_body(&mut self, s: &str) {
         let bytes = s.as_bytes();
         if !bytes.iter().any(|&b| needs_escape(b)) {
             self.raw(bytes);
         } else {
             self.escaped(bytes);
         }
-        self.byte(b'#');
-        self.uint(u64::from(k));
-        self.byte(b'"');
     }
 
     #[cold]
