@@ -185,17 +185,24 @@ fn seeds(root: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     Ok(out)
 }
 
-/// A version 2 trace with tracked-heap lines at their worst: 5,000 live allocations whose
-/// bytes sum past `u64::MAX`, frees without an allocation, double frees, a reused id, a free
-/// stamped before its allocation, spans that do not exist, and small-allocation sums and an
-/// account at `u64::MAX`.
-fn heap_hostile() -> Vec<u8> {
+/// The start of the hostile version 2 seeds (sampled stacks and heap lines are version 2): the
+/// header and span 1, `forward`, opened at 0 on thread 1.
+fn v2_forward_prefix() -> String {
     let mut t = testkit::HEADER.replacen("\"version\":1", "\"version\":2", 1);
     t.push('\n');
     t.push_str(
         r#"{"type":"span_start","id":1,"name":"forward","kind":"function","step":"forward","thread":1,"ts":0}"#,
     );
     t.push('\n');
+    t
+}
+
+/// A version 2 trace with tracked-heap lines at their worst: 5,000 live allocations whose
+/// bytes sum past `u64::MAX`, frees without an allocation, double frees, a reused id, a free
+/// stamped before its allocation, spans that do not exist, and small-allocation sums and an
+/// account at `u64::MAX`.
+fn heap_hostile() -> Vec<u8> {
+    let mut t = v2_forward_prefix();
     for i in 1..=5000u64 {
         let bytes = if i % 2 == 0 { u64::MAX / 3 } else { 4096 * i };
         t.push_str(&format!(
@@ -232,13 +239,7 @@ fn heap_hostile() -> Vec<u8> {
 /// that loses `u64::MAX` samples, a duplicated account, and gradient norms that are
 /// negative, huge or absent.
 fn sampled_hostile() -> Vec<u8> {
-    // Sampled stacks are schema version 2.
-    let mut t = testkit::HEADER.replacen("\"version\":1", "\"version\":2", 1);
-    t.push('\n');
-    t.push_str(
-        r#"{"type":"span_start","id":1,"name":"forward","kind":"function","step":"forward","thread":1,"ts":0}"#,
-    );
-    t.push('\n');
+    let mut t = v2_forward_prefix();
     for f in 1..=4u64 {
         t.push_str(&format!(
             "{{\"type\":\"frame\",\"id\":{f},\"func\":\"f{f}\",\"file\":\"src/f{f}.rs\"}}\n"
