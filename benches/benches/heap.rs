@@ -33,7 +33,7 @@ use criterion::Criterion;
 use trace_candle::{Capture, HeapConfig};
 use trace_record::schema::{Phase, Schedule, SpanKind};
 use trace_record::{Run, TraceSession};
-use tracegraph_benches::{Row, criterion_mean_ns, emit, median, quick};
+use tracegraph_benches::{Rounds, Row, alternate, criterion_mean_ns, emit, emit_paired, quick};
 
 // The trainer `tracegraph demo` runs: one home (the CLI), measured here as is.
 #[path = "../../crates/tracegraph/src/demo/mlp.rs"]
@@ -117,15 +117,15 @@ fn train_step_rows() {
         Arc::new(TraceSession::open(dir.path().join("heap.jsonl"), run).expect("trace file"));
     let capture = Capture::new(Arc::clone(&session));
     let mut trainer = MlpTrainer::new(Some(&capture), 42, 0.01).expect("trainer");
-    let (warmup, budget, min_rounds, max_rounds) = if quick() {
-        (5, Duration::from_secs(12), 20, 400)
+    let (warmup, rounds) = if quick() {
+        (5, rounds(12, 20, 400))
     } else {
-        (20, Duration::from_secs(60), 100, 4000)
+        (20, rounds(60, 100, 4000))
     };
     for _ in 0..warmup {
         black_box(trainer.step().expect("step"));
     }
-    let time = |trainer: &mut MlpTrainer, tracked: bool| {
+    let (t_on, t_off) = alternate(rounds, 2, |tracked| {
         if tracked {
             capture.track_heap(HeapConfig::default()).expect("tracker");
         }
@@ -136,42 +136,17 @@ fn train_step_rows() {
             capture.stop_heap().expect("tracking");
         }
         ns
-    };
-    let (mut t_on, mut t_off) = (Vec::new(), Vec::new());
-    let started = Instant::now();
-    let mut round = 0usize;
-    while round < max_rounds && (round < min_rounds || started.elapsed() < budget) {
-        if (round / 2).is_multiple_of(2) {
-            t_off.push(time(&mut trainer, false));
-            t_on.push(time(&mut trainer, true));
-        } else {
-            t_on.push(time(&mut trainer, true));
-            t_off.push(time(&mut trainer, false));
-        }
-        round += 1;
-    }
+    });
     let summary = session.finish().expect("finish");
     assert!(summary.counts.op > 0, "capture recorded nothing");
-    let mut paired: Vec<f64> = t_on.iter().zip(&t_off).map(|(a, b)| a / b).collect();
-    eprintln!("heap/train_step: {round} alternating rounds");
-    emit(
-        Row::new(
-            "heap/train_step",
-            "ns_per_step (median)",
-            median(&mut t_on),
-            "ns",
-        )
-        .vs(
-            "the same profiled step, no heap tracker (alternating)",
-            median(&mut t_off),
-        ),
-    );
-    emit(Row::new(
+    eprintln!("heap/train_step: {} alternating rounds", t_on.len());
+    emit_paired(
         "heap/train_step",
-        "median_paired_ratio",
-        median(&mut paired),
-        "x",
-    ));
+        "ns_per_step (median)",
+        "the same profiled step, no heap tracker (alternating)",
+        t_on,
+        t_off,
+    );
 }
 
 /// One generation of `profile_llama`'s prompt: prefill, then decode steps with a fresh KV
@@ -219,10 +194,10 @@ fn llama_rows() {
             candle_transformers::models::llama::Llama::load(vb, &cfg)
         })
         .expect("the tiny Llama");
-    let (warmup, budget, min_rounds, max_rounds) = if quick() {
-        (3, Duration::from_secs(10), 20, 2000)
+    let (warmup, rounds) = if quick() {
+        (3, rounds(10, 20, 2000))
     } else {
-        (10, Duration::from_secs(45), 100, 20000)
+        (10, rounds(45, 100, 20000))
     };
     let time = |tracked: bool| {
         if tracked {
@@ -244,44 +219,32 @@ fn llama_rows() {
         time(false);
         time(true);
     }
-    let (mut t_on, mut t_off) = (Vec::new(), Vec::new());
-    let started = Instant::now();
-    let mut round = 0usize;
-    while round < max_rounds && (round < min_rounds || started.elapsed() < budget) {
-        if (round / 2).is_multiple_of(2) {
-            t_off.push(time(false));
-            t_on.push(time(true));
-        } else {
-            t_on.push(time(true));
-            t_off.push(time(false));
-        }
-        round += 1;
-    }
+    let (t_on, t_off) = alternate(rounds, 2, time);
     capture.finish().expect("finish");
-    let mut paired: Vec<f64> = t_on.iter().zip(&t_off).map(|(a, b)| a / b).collect();
     let path = std::env::var("RAYON_NUM_THREADS")
         .map_or("RAYON_NUM_THREADS unset".to_string(), |n| {
             format!("RAYON_NUM_THREADS={n}")
         });
-    eprintln!("heap/llama_generate: {round} alternating rounds ({path})");
-    emit(
-        Row::new(
-            "heap/llama_generate",
-            &format!("ns_per_generation (median, {path})"),
-            median(&mut t_on),
-            "ns",
-        )
-        .vs(
-            "the same profiled generation, no heap tracker (alternating)",
-            median(&mut t_off),
-        ),
+    eprintln!(
+        "heap/llama_generate: {} alternating rounds ({path})",
+        t_on.len()
     );
-    emit(Row::new(
+    emit_paired(
         "heap/llama_generate",
-        "median_paired_ratio",
-        median(&mut paired),
-        "x",
-    ));
+        &format!("ns_per_generation (median, {path})"),
+        "the same profiled generation, no heap tracker (alternating)",
+        t_on,
+        t_off,
+    );
+}
+
+/// Rounds for `secs` seconds, at least `min` and at most `max`.
+fn rounds(secs: u64, min: usize, max: usize) -> Rounds {
+    Rounds {
+        budget: Duration::from_secs(secs),
+        min_rounds: min,
+        max_rounds: max,
+    }
 }
 
 fn main() {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use trace_candle::{Capture, SamplerConfig};
 use trace_record::schema::{Phase, Schedule};
 use trace_record::{Run, TraceSession};
-use tracegraph_benches::{Row, emit, median, quick};
+use tracegraph_benches::{Rounds, Row, alternate, emit, emit_paired, quick};
 
 // The trainer `tracegraph demo` runs: one home (the CLI), measured here as is.
 #[path = "../../crates/tracegraph/src/demo/mlp.rs"]
@@ -45,17 +45,22 @@ fn main() {
     let config = SamplerConfig::default();
     capture.sample_stacks(config).expect("sampler");
     let mut trainer = MlpTrainer::new(None, 42, 0.01).expect("trainer");
-    let (warmup, budget, min_rounds, max_rounds) = if quick() {
-        (5, Duration::from_secs(10), 20, 400)
+    let (warmup, rounds) = if quick() {
+        (5, (10, 20, 400))
     } else {
-        (20, Duration::from_secs(40), 100, 4000)
+        (20, (40, 100, 4000))
+    };
+    let rounds = Rounds {
+        budget: Duration::from_secs(rounds.0),
+        min_rounds: rounds.1,
+        max_rounds: rounds.2,
     };
     for _ in 0..warmup {
         black_box(trainer.step().expect("step"));
     }
     // Steps the capture (and so the sampler's timer) to the wanted state, then times one
     // training step in it.
-    let mut time = |on: bool| {
+    let time = |on: bool| {
         while capture.is_active() != on {
             capture.step();
         }
@@ -65,23 +70,10 @@ fn main() {
         capture.step();
         ns
     };
-    let (mut t_on, mut t_off) = (Vec::new(), Vec::new());
-    let started = Instant::now();
-    let mut round = 0usize;
-    while round < max_rounds && (round < min_rounds || started.elapsed() < budget) {
-        if round.is_multiple_of(2) {
-            t_off.push(time(false));
-            t_on.push(time(true));
-        } else {
-            t_on.push(time(true));
-            t_off.push(time(false));
-        }
-        round += 1;
-    }
+    let (t_on, t_off) = alternate(rounds, 1, time);
+    let round = t_on.len();
     capture.finish().expect("finish");
     let stats = capture.sampler_stats().expect("sampler stats");
-    let mut paired: Vec<f64> = t_on.iter().zip(&t_off).map(|(a, b)| a / b).collect();
-    let (on_ns, off_ns) = (median(&mut t_on), median(&mut t_off));
     eprintln!(
         "sampler/train_step: {round} alternating rounds; {} samples taken, {} lost over {} sampled steps; training accuracy {:.3}",
         stats.taken,
@@ -89,16 +81,13 @@ fn main() {
         stats.steps,
         trainer.accuracy().expect("accuracy")
     );
-    emit(
-        Row::new("sampler/train_step", "ns_per_step (median)", on_ns, "ns")
-            .vs("same step, sampler timer disarmed (alternating)", off_ns),
-    );
-    emit(Row::new(
+    emit_paired(
         "sampler/train_step",
-        "median_paired_ratio",
-        median(&mut paired),
-        "x",
-    ));
+        "ns_per_step (median)",
+        "same step, sampler timer disarmed (alternating)",
+        t_on,
+        t_off,
+    );
     emit(
         Row::new(
             "sampler/rate",

@@ -329,3 +329,62 @@ pub fn median(values: &mut [f64]) -> f64 {
         _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
     }
 }
+
+/// How long an on/off comparison runs: rounds until `budget` is spent, at least `min_rounds`
+/// and at most `max_rounds`.
+#[derive(Debug, Clone, Copy)]
+pub struct Rounds {
+    /// Wall time to spend.
+    pub budget: Duration,
+    /// Rounds run whatever the budget.
+    pub min_rounds: usize,
+    /// Rounds never exceeded.
+    pub max_rounds: usize,
+}
+
+/// Times `time(true)` (the instrumented side) and `time(false)` once each per round, the order
+/// flipping every `flip_every` rounds so that drift hits both sides alike, for `rounds`.
+/// Returns the on and off times, round by round.
+pub fn alternate(
+    rounds: Rounds,
+    flip_every: usize,
+    mut time: impl FnMut(bool) -> f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut t_on, mut t_off) = (Vec::new(), Vec::new());
+    let started = std::time::Instant::now();
+    let mut round = 0usize;
+    while round < rounds.max_rounds
+        && (round < rounds.min_rounds || started.elapsed() < rounds.budget)
+    {
+        if (round / flip_every.max(1)).is_multiple_of(2) {
+            t_off.push(time(false));
+            t_on.push(time(true));
+        } else {
+            t_on.push(time(true));
+            t_off.push(time(false));
+        }
+        round += 1;
+    }
+    (t_on, t_off)
+}
+
+/// Emits the median row of `t_on` against `t_off` (labelled `baseline`) and the median of the
+/// per-round ratios (`median_paired_ratio`); returns the two medians.
+pub fn emit_paired(
+    bench: &str,
+    metric: &str,
+    baseline: &str,
+    mut t_on: Vec<f64>,
+    mut t_off: Vec<f64>,
+) -> (f64, f64) {
+    let mut paired: Vec<f64> = t_on.iter().zip(&t_off).map(|(a, b)| a / b).collect();
+    let (on, off) = (median(&mut t_on), median(&mut t_off));
+    emit(Row::new(bench, metric, on, "ns").vs(baseline, off));
+    emit(Row::new(
+        bench,
+        "median_paired_ratio",
+        median(&mut paired),
+        "x",
+    ));
+    (on, off)
+}
