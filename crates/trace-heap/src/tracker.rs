@@ -32,6 +32,9 @@ const POLL: Duration = Duration::from_millis(10);
 
 /// The running tracker, if any.
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
+/// Whether `RUNNING` holds a tracker (kept beside it, under its lock), so that a step boundary
+/// with no tracker is one relaxed load rather than a lock.
+static ANY_RUNNING: AtomicBool = AtomicBool::new(false);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -88,6 +91,7 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
             let _ = t.join();
         }
         *running = None;
+        ANY_RUNNING.store(false, Ordering::Relaxed);
     }
     if !hook::probe() {
         return Err(HeapError::NotInstalled);
@@ -161,6 +165,7 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
         thread: Some(thread),
         _scopes: scopes,
     });
+    ANY_RUNNING.store(true, Ordering::Relaxed);
     Ok(())
 }
 
@@ -168,6 +173,9 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
 /// account) and follows the session into the next at once, instead of within the tracker's
 /// next 10 ms. Nothing happens unless a tracker records into `session`.
 pub fn on_step(session: &TraceSession) {
+    if !ANY_RUNNING.load(Ordering::Relaxed) {
+        return;
+    }
     if let Some(d) = running_drain(session) {
         lock(&d).follow(false);
     }
@@ -197,6 +205,7 @@ pub fn stop(session: &TraceSession) -> Option<HeapStats> {
         return None;
     }
     let mut r = running.take()?;
+    ANY_RUNNING.store(false, Ordering::Relaxed);
     drop(running);
     r.stop.store(true, Ordering::Release);
     if let Some(t) = r.thread.take() {
