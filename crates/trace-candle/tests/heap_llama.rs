@@ -12,7 +12,7 @@ static ALLOC: trace_candle::TrackingAlloc = trace_candle::TrackingAlloc::system(
 
 use std::collections::HashMap;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use trace_record::Run;
 use trace_record::schema::{Event, Phase};
 
@@ -20,8 +20,11 @@ use trace_candle::HeapConfig;
 
 #[path = "heap/common.rs"]
 mod common;
+#[path = "heap/generate.rs"]
+mod generate;
 
 use common::{assert_between, live_at_peak, new_capture, span_paths, turn};
+use generate::generate;
 
 #[path = "../examples/profile_llama.rs"]
 #[allow(dead_code, unreachable_pub)]
@@ -47,38 +50,10 @@ fn llama_generation_allocations_land_in_its_forward_spans_step_by_step() {
     )
     .unwrap();
     let mut cache = Cache::new(true, DType::F32, &cfg, &Device::Cpu).unwrap();
-    let mut tokens: Vec<u32> = (0..16u32).map(|i| (i * 37 + 11) % 1000).collect();
     capture.track_heap(HeapConfig::default()).unwrap();
-    let mut pos = 0;
-    for step in 0..6 {
-        let context = if step == 0 {
-            &tokens[..]
-        } else {
-            &tokens[tokens.len() - 1..]
-        };
-        let input = Tensor::new(context, &Device::Cpu)
-            .unwrap()
-            .unsqueeze(0)
-            .unwrap();
-        let logits = capture
-            .op("llama.forward", &[&input], || {
-                llama.forward(&input, pos, &mut cache)
-            })
-            .unwrap();
-        pos += context.len();
-        tokens.push(
-            logits
-                .squeeze(0)
-                .unwrap()
-                .argmax(0)
-                .unwrap()
-                .to_scalar::<u32>()
-                .unwrap(),
-        );
-        // The step boundary reaches the tracker at once (`Capture::step` tells it), so each
-        // short step has an account of its own.
-        capture.step();
-    }
+    generate(&capture, "llama.forward", 6, |input, pos| {
+        llama.forward(input, pos, &mut cache)
+    });
     let stats = capture.stop_heap().unwrap();
     capture.finish().unwrap();
     assert_eq!(stats.lost, 0, "{stats:?}");

@@ -11,7 +11,7 @@
 #[global_allocator]
 static ALLOC: trace_candle::TrackingAlloc = trace_candle::TrackingAlloc::system();
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use trace_record::Run;
 use trace_record::schema::{Event, Phase};
 
@@ -19,8 +19,11 @@ use trace_candle::HeapConfig;
 
 #[path = "heap/common.rs"]
 mod common;
+#[path = "heap/generate.rs"]
+mod generate;
 
 use common::{assert_between, live_at_peak, new_capture, span_paths, turn};
+use generate::generate;
 
 /// A tiny random-weight Mistral: hidden 128, 2 layers, 4 heads / 2 KV heads, vocabulary 1000.
 fn tiny_mistral() -> candle_transformers::models::mistral::Config {
@@ -55,35 +58,10 @@ fn mistral_generation_is_tracked_inside_its_forward_between_logical_and_resident
         VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu),
     )
     .unwrap();
-    let mut tokens: Vec<u32> = (0..16u32).map(|i| (i * 37 + 11) % 1000).collect();
     capture.track_heap(HeapConfig::default()).unwrap();
-    let mut pos = 0;
-    for step in 0..6 {
-        let context = if step == 0 {
-            &tokens[..]
-        } else {
-            &tokens[tokens.len() - 1..]
-        };
-        let input = Tensor::new(context, &Device::Cpu)
-            .unwrap()
-            .unsqueeze(0)
-            .unwrap();
-        let logits = capture
-            .op("mistral.forward", &[&input], || model.forward(&input, pos))
-            .unwrap();
-        pos += context.len();
-        let next = logits
-            .squeeze(0)
-            .unwrap()
-            .squeeze(0)
-            .unwrap()
-            .argmax(0)
-            .unwrap()
-            .to_scalar::<u32>()
-            .unwrap();
-        tokens.push(next);
-        capture.step();
-    }
+    generate(&capture, "mistral.forward", 6, |input, pos| {
+        model.forward(input, pos)
+    });
     let stats = capture.stop_heap().unwrap();
     capture.finish().unwrap();
     assert_eq!(stats.lost, 0, "{stats:?}");
