@@ -67,6 +67,7 @@ mod memory;
 mod model;
 mod ops;
 mod samples;
+mod self_time;
 mod spans;
 mod stacks;
 mod stats;
@@ -102,7 +103,8 @@ pub use model::{
     AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,
     PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
 };
-pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_self_times, op_table};
+pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_table};
+pub use self_time::{op_self_times, span_self_times};
 pub use samples::{
     SampleRow, SampledFrame, SampledStacks, SamplerStep, WAITING_FRAMES, WaitPattern,
     waiting_pattern,

@@ -104,6 +104,8 @@ pub fn load_reader<R: BufRead + Send>(
 struct Builder {
     t: Trace,
     span_index: FastMap<u64, u32>,
+    /// Spans of kind `op` whose own op has been read (at most one op is a span's own op).
+    owned_spans: FastMap<u32, ()>,
     dims: Vec<u64>,
     /// The step rule every reader shares (trace-record's): bounds and which steps count.
     step_rule: trace_record::StepTracker,
@@ -163,6 +165,7 @@ impl Builder {
                 work: WorkCounter::default(),
             },
             span_index: FastMap::default(),
+            owned_spans: FastMap::default(),
             dims: Vec::new(),
             step_rule: trace_record::StepTracker::new(),
             is_step: Vec::new(),
@@ -243,16 +246,20 @@ impl Builder {
             }
             Event::Op(o) => {
                 let span = o.span.and_then(|s| self.span_index.get(&s).copied());
-                let (thread, exec_step) = span.map_or((0, None), |s| {
+                let name = self.t.strings.intern(&o.name);
+                let (thread, exec_step, own) = span.map_or((0, None, false), |s| {
                     let sp = &self.t.spans[s as usize];
-                    (sp.thread, sp.exec_step)
+                    let own =
+                        sp.kind == wire::SpanKind::Op && sp.name == name && sp.start_ns == o.ts;
+                    (sp.thread, sp.exec_step, own)
                 });
+                // The first such op claims the span; another one is an op inside it.
+                let is_span = own && span.is_some_and(|s| self.owned_spans.insert(s, ()).is_none());
                 let i0 = self.t.tensor_refs.len() as u32;
                 self.t.tensor_refs.extend_from_slice(&o.inputs);
                 let i1 = self.t.tensor_refs.len() as u32;
                 self.t.tensor_refs.extend_from_slice(&o.outputs);
                 let o1 = self.t.tensor_refs.len() as u32;
-                let name = self.t.strings.intern(&o.name);
                 let dtype = self.t.strings.intern(&o.dtype);
                 let device = self.t.strings.intern(&o.device);
                 let shape = self.shape(&o.shape);
@@ -294,6 +301,7 @@ impl Builder {
                     exec_step,
                     flops: o.flops,
                     input_meta: (m0, m1),
+                    is_span,
                 });
                 self.seen(o.ts.saturating_add(o.dur));
             }

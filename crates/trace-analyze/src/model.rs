@@ -160,6 +160,11 @@ pub struct Op {
     /// Every input's shape and dtype when the op line recorded them (`in_shapes`), a range
     /// of [`Trace::input_meta`]; empty when unknown.
     pub input_meta: (u32, u32),
+    /// The op is its span's own op: an op that became a span ([`Op::span`] is a span of kind
+    /// `op` with the op's name and start, and the op line is recorded inside it). Such an op
+    /// and its span are one region: its self time is the span's (time not covered by child
+    /// spans or by the other ops in it), and exports draw it once, as the span.
+    pub is_span: bool,
 }
 
 /// One `gradient` fact as loaded.

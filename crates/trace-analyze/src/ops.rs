@@ -107,7 +107,8 @@ pub struct OpRow {
     pub count: u64,
     /// Sum of durations.
     pub total_ns: u64,
-    /// Sum of self durations (duration minus the ops nested inside it on the same thread).
+    /// Sum of self durations (duration minus the ops nested inside it on the same thread; for
+    /// an op that became a span, its span's self time, see [`crate::span_self_times`]).
     pub self_ns: u64,
     /// Mean duration.
     pub mean_ns: f64,
@@ -159,53 +160,9 @@ pub struct OpTable {
     pub rows: Vec<OpRow>,
 }
 
-/// Self time of every op: its duration minus the durations of ops nested directly inside it
-/// (same thread, interval contained). O(n log n), iterative.
-pub fn op_self_times(trace: &Trace) -> Vec<u64> {
-    let n = trace.ops.len();
-    let mut self_ns: Vec<u64> = trace.ops.iter().map(|o| o.dur_ns).collect();
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    // Already sorted in the common case (one thread, ops read in start order): skip the sort.
-    let key = |i: u32| {
-        let o = &trace.ops[i as usize];
-        (o.thread, o.start_ns, std::cmp::Reverse(o.dur_ns), i)
-    };
-    let sorted = order.windows(2).all(|w| key(w[0]) <= key(w[1]));
-    trace.work.add(n as u64);
-    if !sorted {
-        order.sort_unstable_by_key(|&i| key(i));
-        trace.work.add_sort(n);
-    }
-    // Stack of (op index, end) on the current thread.
-    let mut stack: Vec<(u32, u64)> = Vec::new();
-    let mut thread = None;
-    for &i in &order {
-        let o = &trace.ops[i as usize];
-        if thread != Some(o.thread) {
-            stack.clear();
-            thread = Some(o.thread);
-        }
-        let end = o.start_ns.saturating_add(o.dur_ns);
-        while let Some(&(_, top_end)) = stack.last() {
-            if o.start_ns >= top_end || end > top_end {
-                stack.pop();
-            } else {
-                break;
-            }
-        }
-        if let Some(&(parent, _)) = stack.last() {
-            let p = &mut self_ns[parent as usize];
-            *p = p.saturating_sub(o.dur_ns);
-        }
-        stack.push((i, end));
-    }
-    trace.work.add(n as u64);
-    self_ns
-}
-
 /// Builds the op table. O(n log n) in the number of ops.
 pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
-    let self_ns = op_self_times(trace);
+    let self_ns = crate::self_time::op_self_times(trace);
     // Group key: (name, input shape list id) where the list id is 0 when not by shape.
     let mut shape_lists: FastMap<Vec<ShapeId>, u32> = FastMap::default();
     let mut shape_list_strings: Vec<String> = Vec::new();

@@ -183,49 +183,7 @@ pub(crate) fn full_span_path(trace: &Trace, i: usize) -> String {
 pub fn span_tree(trace: &Trace) -> SpanTree {
     let (path_of, table) = span_paths(trace);
     let np = table.len();
-    // Self time per span.
-    let mut self_ns: Vec<Option<u64>> = trace.spans.iter().map(|s| s.duration_ns()).collect();
-    for (i, s) in trace.spans.iter().enumerate() {
-        if let (Some(p), Some(d)) = (s.parent.filter(|&p| (p as usize) < i), s.duration_ns())
-            && let Some(ps) = self_ns[p as usize].as_mut()
-        {
-            *ps = ps.saturating_sub(d);
-        }
-    }
-    trace.work.add(2 * trace.spans.len() as u64);
-    // ... and minus the time covered by the ops recorded directly in the span (the union of
-    // their intervals, so an op nested inside another op is not subtracted twice), as PyTorch
-    // reports a `record_function` range's self time without its child ops.
-    let mut op_spans: Vec<(u32, u64, u64)> = trace
-        .ops
-        .iter()
-        .filter_map(|o| {
-            let sp = o.span.filter(|&sp| (sp as usize) < self_ns.len())?;
-            Some((sp, o.start_ns, o.start_ns.saturating_add(o.dur_ns)))
-        })
-        .collect();
-    op_spans.sort_unstable();
-    let mut i = 0;
-    while i < op_spans.len() {
-        let (sp, mut cur_start, mut cur_end) = op_spans[i];
-        let mut covered = 0u64;
-        i += 1;
-        while i < op_spans.len() && op_spans[i].0 == sp {
-            let (_, st, en) = op_spans[i];
-            if st > cur_end {
-                covered = covered.saturating_add(cur_end - cur_start);
-                (cur_start, cur_end) = (st, en);
-            } else {
-                cur_end = cur_end.max(en);
-            }
-            i += 1;
-        }
-        covered = covered.saturating_add(cur_end - cur_start);
-        if let Some(ps) = self_ns[sp as usize].as_mut() {
-            *ps = ps.saturating_sub(covered);
-        }
-    }
-    trace.work.add(op_spans.len() as u64);
+    let self_ns = crate::self_time::span_self_times(trace);
 
     struct Acc {
         kind: SpanKind,
