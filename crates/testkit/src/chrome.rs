@@ -31,7 +31,8 @@ pub struct ChromeCheck {
     /// Total duration of the outermost complete events of every thread, the step track
     /// (`cat == "step"`) left out: the time the spans and ops cover.
     pub outermost_ns: u64,
-    /// Total duration of the `op` events per name.
+    /// Total duration of the ops per name: `op` events, and `span,op` events with the op's
+    /// fields (an op that became a span).
     pub op_totals: BTreeMap<String, u64>,
     /// Every problem found, one line each; empty when the export is well formed.
     pub failures: Vec<String>,
@@ -73,7 +74,8 @@ pub fn check_chrome(v: &Value) -> ChromeCheck {
         match e["ph"].as_str().unwrap_or("") {
             "X" => match (ns(&e["ts"]), ns(&e["dur"]), e["cat"].as_str()) {
                 (Some(start), Some(dur), Some(cat)) => {
-                    if cat == "op" {
+                    // An op that became a span is one `span,op` event carrying the op's fields.
+                    if cat == "op" || (cat == "span,op" && e["args"]["dtype"].is_string()) {
                         let total = check.op_totals.entry(name.to_string()).or_default();
                         *total = total.saturating_add(dur);
                     }

@@ -384,11 +384,12 @@ impl Capture {
             return Err(e);
         }
         let end = session.now_ns();
-        // Inside the op's own span when something nested made it one (then it ends here).
+        // Inside the op's own span when something nested made it one; that span ends where
+        // the op ended, so the two are one interval (readers take the op as the span's own).
         self.inner
             .record_op_output(name, inputs, &out, start, end, flops);
         if let Some(span) = span {
-            session.end_span_id(span);
+            session.end_span_id_at(span, end);
             publish(session);
         }
         Ok(out)

@@ -31,7 +31,7 @@
 use std::io::{BufRead, Write};
 
 use serde::Serialize;
-use trace_record::schema::{AllocKind, Event, MemoryCategory};
+use trace_record::schema::{AllocKind, Event, MemoryCategory, OpEvent};
 use trace_record::{ClosedStep, StepTracker, TraceReader, json};
 
 use crate::ExportError;
@@ -298,6 +298,11 @@ impl<W: Write> Chrome<W> {
                     o.raw(",\"path\":");
                     let path = nester.path_display(frame.path);
                     o.str(&path);
+                    if let Some(op) = &frame.own_op {
+                        // An op that became this span: its fields on the span itself.
+                        o.raw(",");
+                        op_fields(o, op, args, None);
+                    }
                     if args == ArgsMode::Full {
                         o.raw(",\"span_id\":");
                         o.u64(frame.id);
@@ -311,6 +316,9 @@ impl<W: Write> Chrome<W> {
                 o.raw("}");
                 o.end()?;
                 self.summary.spans += 1;
+                if frame.own_op.is_some() {
+                    self.summary.ops += 1;
+                }
             }
             Interval::Op {
                 tid,
@@ -334,48 +342,8 @@ impl<W: Write> Chrome<W> {
                 let args = self.args;
                 let cut = op.dur != end - start || op.ts != start;
                 if args != ArgsMode::None {
-                    o.raw(",\"args\":{\"shape\":[");
-                    for (i, d) in op.shape.iter().enumerate() {
-                        if i > 0 {
-                            o.raw(",");
-                        }
-                        o.u64(*d as u64);
-                    }
-                    o.raw("],\"dtype\":");
-                    o.str(&op.dtype);
-                    o.raw(",\"device\":");
-                    o.str(&op.device);
-                    if let Some(c) = op.category {
-                        o.raw(",\"category\":\"");
-                        o.raw(c.as_str());
-                        o.raw("\"");
-                    }
-                    if let Some(f) = op.flops {
-                        o.raw(",\"flops\":");
-                        o.u64(f);
-                    }
-                    if args == ArgsMode::Full {
-                        o.raw(",\"in_bytes\":");
-                        o.u64(op.in_bytes);
-                        o.raw(",\"out_bytes\":");
-                        o.u64(op.out_bytes);
-                        for (key, ids) in [("inputs", &op.inputs), ("outputs", &op.outputs)] {
-                            o.raw(",\"");
-                            o.raw(key);
-                            o.raw("\":[");
-                            for (i, id) in ids.iter().enumerate() {
-                                if i > 0 {
-                                    o.raw(",");
-                                }
-                                o.u64(*id);
-                            }
-                            o.raw("]");
-                        }
-                        if let Some(s) = step {
-                            o.raw(",\"step\":");
-                            o.u64(s);
-                        }
-                    }
+                    o.raw(",\"args\":{");
+                    op_fields(o, op, args, step);
                     if cut {
                         // Kept in every mode but `none`: a cut op says so.
                         o.raw(",\"recorded_ts_ns\":");
@@ -656,6 +624,54 @@ impl<W: Write> Chrome<W> {
 enum CounterValue {
     Int(u64),
     Float(f64),
+}
+
+/// An op's fields inside an event's `args` object (from `"shape"` on, no leading comma):
+/// shape, dtype, device, category and FLOPs, and in [`ArgsMode::Full`] its bytes, tensor ids
+/// and (when given) its step.
+fn op_fields<W: Write>(o: &mut Out<W>, op: &OpEvent, args: ArgsMode, step: Option<u64>) {
+    o.raw("\"shape\":[");
+    for (i, d) in op.shape.iter().enumerate() {
+        if i > 0 {
+            o.raw(",");
+        }
+        o.u64(*d as u64);
+    }
+    o.raw("],\"dtype\":");
+    o.str(&op.dtype);
+    o.raw(",\"device\":");
+    o.str(&op.device);
+    if let Some(c) = op.category {
+        o.raw(",\"category\":\"");
+        o.raw(c.as_str());
+        o.raw("\"");
+    }
+    if let Some(f) = op.flops {
+        o.raw(",\"flops\":");
+        o.u64(f);
+    }
+    if args == ArgsMode::Full {
+        o.raw(",\"in_bytes\":");
+        o.u64(op.in_bytes);
+        o.raw(",\"out_bytes\":");
+        o.u64(op.out_bytes);
+        for (key, ids) in [("inputs", &op.inputs), ("outputs", &op.outputs)] {
+            o.raw(",\"");
+            o.raw(key);
+            o.raw("\":[");
+            for (i, id) in ids.iter().enumerate() {
+                if i > 0 {
+                    o.raw(",");
+                }
+                o.u64(*id);
+            }
+            o.raw("]");
+        }
+        if let Some(s) = step {
+            o.raw(",\"step\":");
+            o.u64(s);
+        }
+    }
 }
 
 /// Reads the rest of `reader` and writes it to `out` as Chrome Trace Event Format JSON;

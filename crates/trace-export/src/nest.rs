@@ -15,6 +15,11 @@
 //! - spans still open at the end of the trace are closed at the last time seen;
 //! - an op whose span is not open is placed on a separate "ops outside spans" track.
 //!
+//! An op that became a span (the op line recorded directly in a span of kind `op` with its
+//! name and recorded start) is that span's own op ([`SpanFrame::own_op`]): it is emitted
+//! once, as the span, and is no child of it, so a trace written by TraceSession needs no
+//! adjustment around such ops.
+//!
 //! Memory held is one frame per open span and one pending op per thread: the last op of the
 //! innermost span is held back until the next event on its thread tells whether its end must
 //! be cut. Everything else streams.
@@ -126,6 +131,11 @@ pub(crate) struct SpanFrame {
     pub children_ns: u64,
     /// Where the next child may start at the earliest (the end of the last child so far).
     cursor: u64,
+    /// The start as recorded (before any clamping).
+    recorded_start: u64,
+    /// The span's own op, for a span of kind `op` that an op became: the op line recorded
+    /// directly in it with its name and recorded start. Drawn as the span, not as a child.
+    pub own_op: Option<Box<OpEvent>>,
 }
 
 /// One normalised interval, handed to the consumer of a [`Nester`].
@@ -345,6 +355,8 @@ impl Nester {
                     step,
                     children_ns: 0,
                     cursor: start,
+                    recorded_start: s.ts,
+                    own_op: None,
                 });
                 self.open.insert(s.id, (s.thread, path));
             }
@@ -385,6 +397,18 @@ impl Nester {
         self.flush_pending(tid, emit);
         let step = self.step;
         let thread = self.threads.entry(tid).or_default();
+        // An op that became a span is its span: it is drawn as that span, not inside it.
+        if let Some(top) = thread.stack.last_mut()
+            && op.span == Some(top.id)
+            && top.kind == SpanKind::Op
+            && top.own_op.is_none()
+            && top.recorded_start == op.ts
+            && top.name == op.name
+        {
+            self.last_ts = self.last_ts.max(op.ts.saturating_add(op.dur));
+            top.own_op = Some(Box::new(op));
+            return;
+        }
         if let (Some(top), Some(span)) = (thread.stack.last(), op.span)
             && top.id != span
         {

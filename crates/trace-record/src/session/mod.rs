@@ -502,8 +502,13 @@ impl TraceSession {
     }
 
     fn end_span(&self, id: u64) {
-        // Close this span and any of this session's spans opened after it on this thread
-        // (guards dropped out of order): all end at the same instant, children first.
+        self.end_span_at_or_now(id, None);
+    }
+
+    /// Closes span `id` and any of this session's spans opened after it on this thread
+    /// (guards dropped out of order): all end at the same instant (`at`, else now), children
+    /// first.
+    pub(crate) fn end_span_at_or_now(&self, id: u64, at: Option<u64>) {
         let mut ended: [u64; 8] = [0; 8];
         let mut overflow: Vec<u64> = Vec::new();
         let mut n = 0usize;
@@ -536,7 +541,7 @@ impl TraceSession {
         if n == 0 {
             return;
         }
-        let ts = self.now_ns();
+        let ts = at.unwrap_or_else(|| self.now_ns());
         for &span in ended.iter().take(n.min(ended.len())).chain(overflow.iter()) {
             self.emit(EventType::SpanEnd, |b| encode::span_end(b, span, ts));
         }

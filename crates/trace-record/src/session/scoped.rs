@@ -123,4 +123,12 @@ impl TraceSession {
     pub fn end_span_id(&self, id: SpanId) {
         self.end_span(id.0);
     }
+
+    /// Like [`TraceSession::end_span_id`], ending at `end_ns` (ns since the session's start,
+    /// as [`TraceSession::now_ns`] gives) instead of now: an op that became a span ends its
+    /// span where the op ended, so that the two cover one interval. An `end_ns` before the
+    /// span's start is written as given (readers clamp it as for any recorded time).
+    pub fn end_span_id_at(&self, id: SpanId, end_ns: u64) {
+        self.end_span_at_or_now(id.0, Some(end_ns));
+    }
 }
