@@ -127,6 +127,7 @@ impl Sampler {
 
 #[cfg(all(feature = "enabled", target_os = "linux"))]
 mod linux {
+    use std::os::unix::thread::JoinHandleExt;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::mpsc::{self, Sender};
     use std::sync::{Arc, Mutex, MutexGuard};
@@ -135,8 +136,9 @@ mod linux {
     use trace_record::TraceSession;
 
     use crate::signal::{self, Handler, RECORDING, SELF_TID, STEP};
+    use crate::threads::Threads;
     use crate::worker::{Msg, StepEnd, Worker};
-    use crate::{SamplerConfig, SamplerError, SamplerStats};
+    use crate::{SOURCE_ENV, SamplerConfig, SamplerError, SamplerSource, SamplerStats};
 
     /// A sampler runs somewhere in the process.
     static RUNNING: AtomicBool = AtomicBool::new(false);
@@ -149,20 +151,104 @@ mod linux {
         stats: Mutex<Option<Arc<Mutex<SamplerStats>>>>,
     }
 
+    /// The source [`SOURCE_ENV`]'s value asks for (`None`: automatic).
+    fn source_named(value: String) -> Result<Option<SamplerSource>, SamplerError> {
+        match value.trim() {
+            "perf_event" => Ok(Some(SamplerSource::PerfEvent)),
+            "itimer" => Ok(Some(SamplerSource::Itimer)),
+            "auto" | "" => Ok(None),
+            _ => Err(SamplerError::UnknownSource { value }),
+        }
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn the_source_variable_takes_three_words() {
+        let named = |v: &str| source_named(v.to_string());
+        assert_eq!(named("itimer").unwrap(), Some(SamplerSource::Itimer));
+        assert_eq!(
+            named(" perf_event\n").unwrap(),
+            Some(SamplerSource::PerfEvent)
+        );
+        assert_eq!(named("auto").unwrap(), None);
+        assert_eq!(named("").unwrap(), None);
+        assert!(matches!(
+            named("perf"),
+            Err(SamplerError::UnknownSource { value }) if value == "perf"
+        ));
+    }
+
+    /// What interrupts the threads: each thread's perf event, or the process's timer.
+    #[derive(Debug)]
+    enum Source {
+        PerfEvent(Arc<Threads>),
+        Itimer { period_us: u64 },
+    }
+
+    impl Source {
+        /// Chooses and prepares the source: the configuration's, else the environment's,
+        /// else perf events where the kernel opens one (the timer where it refuses).
+        fn choose(config: SamplerConfig) -> Result<Source, SamplerError> {
+            let forced = match config.source {
+                Some(s) => Some(s),
+                None => match std::env::var(SOURCE_ENV) {
+                    Ok(v) => source_named(v)?,
+                    Err(_) => None,
+                },
+            };
+            let hz = u64::from(config.hz);
+            let itimer = Source::Itimer {
+                period_us: (1_000_000 / hz).max(1),
+            };
+            match forced {
+                Some(SamplerSource::Itimer) => Ok(itimer),
+                Some(SamplerSource::PerfEvent) => Threads::probe(1_000_000_000 / hz)
+                    .map(|t| Source::PerfEvent(Arc::new(t)))
+                    .map_err(SamplerError::PerfEventRefused),
+                None => Ok(Threads::probe(1_000_000_000 / hz)
+                    .map_or(itimer, |t| Source::PerfEvent(Arc::new(t)))),
+            }
+        }
+
+        fn kind(&self) -> SamplerSource {
+            match self {
+                Source::PerfEvent(_) => SamplerSource::PerfEvent,
+                Source::Itimer { .. } => SamplerSource::Itimer,
+            }
+        }
+
+        fn arm(&self) -> std::io::Result<()> {
+            match self {
+                Source::PerfEvent(t) => t.arm(),
+                Source::Itimer { period_us } => signal::arm(*period_us),
+            }
+        }
+
+        fn disarm(&self) {
+            match self {
+                Source::PerfEvent(t) => t.disarm(),
+                Source::Itimer { .. } => signal::disarm(),
+            }
+        }
+    }
+
     struct Running {
         tx: Sender<Msg>,
         thread: Option<JoinHandle<()>>,
         handler: Option<Handler>,
-        period_us: u64,
+        source: Source,
         armed: bool,
-        /// The recorded step being sampled: (step, start ns, process CPU ns at start).
-        window: Option<(u64, u64, Option<u64>)>,
+        /// The sampler thread's CPU-time clock.
+        own_clock: Option<libc::clockid_t>,
+        /// The recorded step being sampled: (step, start ns, process CPU ns at start, the
+        /// sampler thread's CPU ns at start).
+        window: Option<(u64, u64, Option<u64>, Option<u64>)>,
     }
 
     impl std::fmt::Debug for Running {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.debug_struct("Running")
-                .field("period_us", &self.period_us)
+                .field("source", &self.source)
                 .field("armed", &self.armed)
                 .field("window", &self.window)
                 .finish_non_exhaustive()
@@ -180,32 +266,47 @@ mod linux {
         fn advance(&mut self, session: &TraceSession, stopping: bool) {
             let now = session.now_ns();
             let cpu = signal::process_cpu_ns();
+            let own = self.own_clock.and_then(signal::clock_ns);
             let step = session.current_step();
             let active = !stopping && session.is_active();
             STEP.store(step, Ordering::Relaxed);
             RECORDING.store(active, Ordering::Relaxed);
             if !active && self.armed {
-                signal::disarm();
+                self.source.disarm();
                 self.armed = false;
             }
-            if let Some((s, ts, cpu0)) = self.window.take() {
-                let cpu_ns = match (cpu0, cpu) {
-                    (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-                    _ => None,
-                };
+            if let Some((s, ts, cpu0, own0)) = self.window.take() {
+                let since = |a: Option<u64>, b: Option<u64>| Some(b?.saturating_sub(a?));
                 let _ = self.tx.send(Msg::StepEnd(StepEnd {
                     step: s,
                     ts,
                     dur: now.saturating_sub(ts),
-                    cpu_ns,
+                    cpu_ns: since(cpu0, cpu),
+                    sampler_cpu_ns: since(own0, own),
                 }));
             }
             if active {
-                self.window = Some((step, now, cpu));
-                if !self.armed && signal::arm(self.period_us).is_ok() {
+                self.window = Some((step, now, cpu, own));
+                if !self.armed && self.source.arm().is_ok() {
                     self.armed = true;
                 }
             }
+        }
+    }
+
+    impl Running {
+        /// After the source is disarmed: ends the sampler thread, closes the events, then
+        /// restores the previous SIGPROF action. That order leaves a signal raised just
+        /// before the disarm the time of the thread's last drain to be delivered to the
+        /// handler (which records nothing once `RECORDING` is off), not to a default action
+        /// that would end the process.
+        fn shut_down(mut self) {
+            let _ = self.tx.send(Msg::Stop);
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+            drop(self.source);
+            drop(self.handler.take());
         }
     }
 
@@ -225,21 +326,35 @@ mod linux {
             {
                 return Err(SamplerError::Busy);
             }
+            let source = match Source::choose(config) {
+                Ok(s) => s,
+                Err(e) => {
+                    RUNNING.store(false, Ordering::Release);
+                    return Err(e);
+                }
+            };
             let ring = crate::ring::ring();
             // Samples left from an earlier sampler in this process are not this one's.
             ring.drain(|_| {});
             ring.take_lost();
             let stats = Arc::new(Mutex::new(SamplerStats {
                 hz: config.hz,
+                source: Some(source.kind()),
                 cpu_ns: Some(0),
+                sampler_cpu_ns: Some(0),
                 ..SamplerStats::default()
             }));
             let (tx, rx) = mpsc::channel();
             let (tid_tx, tid_rx) = mpsc::channel();
+            let threads = match &source {
+                Source::PerfEvent(t) => Some(Arc::clone(t)),
+                Source::Itimer { .. } => None,
+            };
             let worker = Worker::new(
                 Arc::clone(session),
                 u64::from(config.hz),
                 Arc::clone(&stats),
+                threads,
             );
             let thread = std::thread::Builder::new()
                 .name("tg-sampler".into())
@@ -255,6 +370,7 @@ mod linux {
                 }
             };
             SELF_TID.store(tid_rx.recv().unwrap_or(0), Ordering::Relaxed);
+            let own_clock = signal::thread_cpu_clock(thread.as_pthread_t());
             let handler = match Handler::install(ring) {
                 Ok(h) => h,
                 Err(e) => {
@@ -268,8 +384,9 @@ mod linux {
                 tx,
                 thread: Some(thread),
                 handler: Some(handler),
-                period_us: (1_000_000 / u64::from(config.hz)).max(1),
+                source,
                 armed: false,
+                own_clock,
                 window: None,
             };
             r.advance(session, false);
@@ -302,12 +419,7 @@ mod linux {
                 return;
             };
             r.advance(session, true);
-            // Restore the previous SIGPROF action (the timer is already disarmed).
-            drop(r.handler.take());
-            let _ = r.tx.send(Msg::Stop);
-            if let Some(t) = r.thread.take() {
-                let _ = t.join();
-            }
+            r.shut_down();
             super::SCOPE_DEMAND.fetch_sub(1, Ordering::AcqRel);
             RUNNING.store(false, Ordering::Release);
         }
@@ -316,15 +428,11 @@ mod linux {
     impl Drop for Slot {
         fn drop(&mut self) {
             if self.on.swap(false, Ordering::AcqRel)
-                && let Some(mut r) = lock(&self.running).take()
+                && let Some(r) = lock(&self.running).take()
             {
                 RECORDING.store(false, Ordering::Relaxed);
-                signal::disarm();
-                drop(r.handler.take());
-                let _ = r.tx.send(Msg::Stop);
-                if let Some(t) = r.thread.take() {
-                    let _ = t.join();
-                }
+                r.source.disarm();
+                r.shut_down();
                 super::SCOPE_DEMAND.fetch_sub(1, Ordering::AcqRel);
                 RUNNING.store(false, Ordering::Release);
             }

@@ -63,11 +63,15 @@ mod control;
 mod scope_cell;
 
 #[cfg(all(feature = "enabled", target_os = "linux"))]
+mod perf_sys;
+#[cfg(all(feature = "enabled", target_os = "linux"))]
 mod ring;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
 mod signal;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
 mod symbols;
+#[cfg(all(feature = "enabled", target_os = "linux"))]
+mod threads;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
 mod worker;
 
@@ -83,25 +87,73 @@ use trace_record::TraceSession;
 /// The default sampling rate: samples per second of process CPU time.
 pub const DEFAULT_HZ: u32 = 1000;
 
+/// What interrupts a thread to take a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SamplerSource {
+    /// One software task-clock perf event per thread (`perf_event_open`): each thread is
+    /// interrupted after every period of its own CPU time by a high-resolution timer, so the
+    /// rate is the requested one.
+    PerfEvent,
+    /// The process CPU-time timer (`setitimer(ITIMER_PROF)`): checked on the kernel's
+    /// scheduler tick, so the achieved rate is capped near the tick rate (often 200–250 Hz).
+    Itimer,
+}
+
+impl SamplerSource {
+    /// The source's name: `perf_event` or `itimer` (what [`SOURCE_ENV`] takes).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SamplerSource::PerfEvent => "perf_event",
+            SamplerSource::Itimer => "itimer",
+        }
+    }
+}
+
+impl std::fmt::Display for SamplerSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The environment variable that picks the source when the configuration does not:
+/// `itimer` forces the process CPU-time timer, `perf_event` requires perf events, `auto`
+/// (or unset) tries perf events and falls back to the timer.
+pub const SOURCE_ENV: &str = "TRACEGRAPH_SAMPLER_SOURCE";
+
 /// How to sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SamplerConfig {
-    /// Samples per second of process CPU time (all threads together), 1 to 10,000. The
-    /// kernel's timer tick may cap what is achieved: see [`SamplerStats::effective_hz`].
+    /// Samples per second of process CPU time (all threads together), 1 to 10,000. With
+    /// [`SamplerSource::Itimer`] the kernel's timer tick caps what is achieved: see
+    /// [`SamplerStats::effective_hz`].
     pub hz: u32,
+    /// The source to use; `None` (the default) lets [`SOURCE_ENV`] choose, else perf events
+    /// where the kernel allows them and the process CPU-time timer where it refuses them.
+    pub source: Option<SamplerSource>,
 }
 
 impl Default for SamplerConfig {
-    /// [`DEFAULT_HZ`] (about 1 kHz).
+    /// [`DEFAULT_HZ`] (about 1 kHz), source chosen automatically.
     fn default() -> Self {
-        SamplerConfig { hz: DEFAULT_HZ }
+        SamplerConfig {
+            hz: DEFAULT_HZ,
+            source: None,
+        }
     }
 }
 
 impl SamplerConfig {
-    /// A configuration sampling at `hz` per CPU second.
+    /// A configuration sampling at `hz` per CPU second, source chosen automatically.
     pub fn hz(hz: u32) -> Self {
-        SamplerConfig { hz }
+        SamplerConfig { hz, source: None }
+    }
+
+    /// The same configuration with its source forced to `source`.
+    pub fn with_source(self, source: SamplerSource) -> Self {
+        SamplerConfig {
+            source: Some(source),
+            ..self
+        }
     }
 }
 
@@ -126,6 +178,16 @@ pub enum SamplerError {
         /// The rate asked for.
         hz: u32,
     },
+    /// Perf events were required ([`SamplerSource::PerfEvent`] in the configuration or in
+    /// [`SOURCE_ENV`]) and the kernel refused them.
+    #[error("CPU sampling through perf_event_open was required and refused: {0}")]
+    PerfEventRefused(#[source] std::io::Error),
+    /// [`SOURCE_ENV`] holds a value other than `perf_event`, `itimer` or `auto`.
+    #[error("{SOURCE_ENV}={value:?} is none of perf_event, itimer, auto")]
+    UnknownSource {
+        /// The variable's value.
+        value: String,
+    },
     /// Installing the signal handler, arming the timer or starting the thread failed.
     #[error("starting the CPU sampler: {0}")]
     Io(#[from] std::io::Error),
@@ -136,6 +198,8 @@ pub enum SamplerError {
 pub struct SamplerStats {
     /// The requested rate.
     pub hz: u32,
+    /// What took the samples (`None` only in a default-constructed value).
+    pub source: Option<SamplerSource>,
     /// Recorded steps accounted for.
     pub steps: u64,
     /// Samples taken (written in `samples` lines).
@@ -144,6 +208,9 @@ pub struct SamplerStats {
     pub lost: u64,
     /// Process CPU time over those steps, when the platform reports it.
     pub cpu_ns: Option<u64>,
+    /// The part of `cpu_ns` that the sampler's own thread used (draining, symbolizing,
+    /// listing threads), when the platform reports it; that thread is never sampled.
+    pub sampler_cpu_ns: Option<u64>,
     /// Wall time sampled.
     pub wall_ns: u64,
     /// Steps whose lines could not be written (the session was already finished).
@@ -156,5 +223,14 @@ impl SamplerStats {
         self.cpu_ns
             .filter(|&ns| ns > 0)
             .map(|ns| self.taken as f64 / (ns as f64 / 1e9))
+    }
+
+    /// Samples per second of the sampled threads' CPU time: `taken` ÷ (`cpu_ns` −
+    /// `sampler_cpu_ns`), the process's CPU time less the sampler thread's own. This is the
+    /// rate the source delivers; [`SamplerStats::effective_hz`] also counts the sampler's
+    /// cost.
+    pub fn sampled_hz(&self) -> Option<f64> {
+        let ns = self.cpu_ns?.checked_sub(self.sampler_cpu_ns?)?;
+        (ns > 0).then(|| self.taken as f64 / (ns as f64 / 1e9))
     }
 }

@@ -1,4 +1,4 @@
-//! The one unsafe module: the SIGPROF handler, the CPU-time timer, the process CPU clock.
+//! The first unsafe module: the SIGPROF handler, the CPU-time timer, the CPU-time clocks.
 //!
 //! Why unsafe code of our own: a sample must record, at the instant it is taken, which step,
 //! phase and span the program is in (so that every sample is attributed exactly, worker threads
@@ -6,9 +6,12 @@
 //! give no hook for that, so the handler is ours. Everything it does is kept to the minimum
 //! and to async-signal-safe operations:
 //!
-//! - installing and restoring a `SIGPROF` action (`sigaction`) and arming the process CPU-time
-//!   timer (`setitimer(ITIMER_PROF)`: one signal per period of CPU time used by any thread,
-//!   delivered to the thread that was running);
+//! - installing and restoring a `SIGPROF` action (`sigaction`), which the per-thread perf
+//!   events of [`crate::perf_sys`] raise or, where the kernel refuses those, the process
+//!   CPU-time timer armed here (`setitimer(ITIMER_PROF)`: one signal per period of CPU time
+//!   used by any thread, delivered to the thread that was running);
+//! - reading CPU-time clocks (`clock_gettime`: the process's, and the sampler thread's own
+//!   through `pthread_getcpuclockid`, so that its cost is reported apart);
 //! - in the handler: relaxed/acquire/release atomics on a preallocated buffer
 //!   ([`crate::ring`]), the thread id (`gettid`), a thread-local `Cell` read (constant
 //!   initializer, no destructor, so no lazy registration), and one call to
@@ -18,8 +21,9 @@
 //!
 //! Symbolization, interning and writing happen later on the sampler's own thread.
 
-// The reasons are in the module docs above. Nothing else in the library crates is unsafe: the
-// workspace lints deny `unsafe_code` everywhere else.
+// The reasons are in the module docs above. Nothing else in the library crates is unsafe but
+// `perf_sys` (perf events, for the same handler): the workspace lints deny `unsafe_code`
+// everywhere else.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -43,12 +47,27 @@ pub(super) fn gettid() -> u64 {
 
 /// Process CPU time (all threads), ns, from `CLOCK_PROCESS_CPUTIME_ID`.
 pub(super) fn process_cpu_ns() -> Option<u64> {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The CPU-time clock of a thread of this process that has not been joined, to read from
+/// any thread with [`clock_ns`] (`pthread_getcpuclockid`).
+pub(super) fn thread_cpu_clock(thread: libc::pthread_t) -> Option<libc::clockid_t> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `thread` names a thread that is not joined yet (the caller holds its join
+    // handle), so it is a valid pthread_t; `clock` is writable for the call.
+    let rc = unsafe { libc::pthread_getcpuclockid(thread, &mut clock) };
+    (rc == 0).then_some(clock)
+}
+
+/// A clock's time, ns (`None` where it fails: a thread clock whose thread exited).
+pub(super) fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     if rc != 0 {
         return None;
     }

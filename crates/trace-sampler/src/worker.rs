@@ -12,8 +12,10 @@ use crate::SamplerStats;
 use crate::ring::{RawSample, ring};
 use crate::scope_cell::unpack;
 use crate::symbols::Symbols;
+use crate::threads::Threads;
 
-/// How often the ring is drained between step boundaries.
+/// How often the ring is drained (and, with perf events, the process's threads listed again)
+/// between step boundaries.
 const DRAIN_EVERY: Duration = Duration::from_millis(5);
 /// How long a step's flush waits for samples still being written.
 const SETTLE: Duration = Duration::from_millis(5);
@@ -25,6 +27,8 @@ pub(super) struct StepEnd {
     pub(super) ts: u64,
     pub(super) dur: u64,
     pub(super) cpu_ns: Option<u64>,
+    /// The sampler thread's own CPU time during the step, ns.
+    pub(super) sampler_cpu_ns: Option<u64>,
 }
 
 /// Messages from the capture (training thread) to the sampler thread.
@@ -40,6 +44,8 @@ pub(super) struct Worker {
     pub(super) session: Arc<TraceSession>,
     pub(super) hz: u64,
     pub(super) stats: Arc<Mutex<SamplerStats>>,
+    /// With perf events: the per-thread events to keep in step with the threads.
+    threads: Option<Arc<Threads>>,
     symbols: Symbols,
     /// (step, thread, stack, scope) → samples.
     counts: HashMap<(u64, u64, u64, u64), u64>,
@@ -52,11 +58,13 @@ impl Worker {
         session: Arc<TraceSession>,
         hz: u64,
         stats: Arc<Mutex<SamplerStats>>,
+        threads: Option<Arc<Threads>>,
     ) -> Worker {
         Worker {
             session,
             hz,
             stats,
+            threads,
             symbols: Symbols::default(),
             counts: HashMap::new(),
             late: 0,
@@ -65,6 +73,7 @@ impl Worker {
 
     pub(super) fn run(mut self, rx: &Receiver<Msg>) {
         let mut written: Option<u64> = None;
+        let mut scanned = Instant::now();
         loop {
             match rx.recv_timeout(DRAIN_EVERY) {
                 Ok(Msg::StepEnd(end)) => {
@@ -79,6 +88,13 @@ impl Worker {
                 Err(RecvTimeoutError::Timeout) => {
                     self.drain(written);
                 }
+            }
+            // Steps shorter than the period never time out: rescan by the clock.
+            if let Some(t) = &self.threads
+                && scanned.elapsed() >= DRAIN_EVERY
+            {
+                t.rescan();
+                scanned = Instant::now();
             }
         }
     }
@@ -155,6 +171,10 @@ impl Worker {
             st.lost += lost;
             st.wall_ns += end.dur;
             st.cpu_ns = match (st.cpu_ns, end.cpu_ns) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+            st.sampler_cpu_ns = match (st.sampler_cpu_ns, end.sampler_cpu_ns) {
                 (Some(a), Some(b)) => Some(a + b),
                 _ => None,
             };

@@ -1,0 +1,251 @@
+//! The rate achieved on two CPU-busy threads (one started mid-run), and the forced fallback.
+
+#![cfg(all(feature = "enabled", target_os = "linux"))]
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use trace_record::schema::{Event, Phase, Schedule};
+use trace_record::{MemorySink, Run, TraceSession};
+use trace_sampler::{Sampler, SamplerConfig, SamplerSource, SamplerStats};
+
+/// One sampler per process: the tests take turns.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn turn() -> MutexGuard<'static, ()> {
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Real arithmetic on the calling thread for `for_` of wall time.
+fn spin(for_: Duration) -> u64 {
+    let start = Instant::now();
+    let mut x = 1u64;
+    while start.elapsed() < for_ {
+        for i in 0..10_000u64 {
+            x = std::hint::black_box(
+                x.wrapping_mul(6364136223846793005).wrapping_add(i) ^ (x >> 17),
+            );
+        }
+    }
+    std::hint::black_box(x)
+}
+
+/// The calling thread's CPU time in ns, where the kernel exposes it (`CONFIG_SCHED_DEBUG`'s
+/// `/proc/thread-self/sched`).
+fn thread_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/sched").ok()?;
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("se.sum_exec_runtime"))?;
+    let ms: f64 = line.split(':').nth(1)?.trim().parse().ok()?;
+    Some((ms * 1e6) as u64)
+}
+
+/// A busy thread's account: its id and the CPU time it spent in the measured step.
+struct Busy {
+    tid: u64,
+    cpu_ns: Option<u64>,
+}
+
+fn busy(tid_of: impl Fn() -> u64, for_: Duration) -> Busy {
+    let c0 = thread_cpu_ns();
+    spin(for_);
+    let c1 = thread_cpu_ns();
+    Busy {
+        tid: tid_of(),
+        cpu_ns: c0.zip(c1).map(|(a, b)| b.saturating_sub(a)),
+    }
+}
+
+/// The operating system's id of the calling thread (`/proc/thread-self` names it).
+fn tid() -> u64 {
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What one run measured in its busy step.
+struct Outcome {
+    stats: SamplerStats,
+    /// The sampler's account once the warm-up step was written (before the busy step).
+    before: SamplerStats,
+    /// The busy step's `sampler` line: taken, lost, process CPU ns.
+    taken: u64,
+    lost: u64,
+    cpu_ns: u64,
+    /// Samples of the busy step per thread.
+    per_thread: HashMap<u64, u64>,
+    early: Busy,
+    late: Busy,
+}
+
+/// Samples at `config` while two threads spin: one started before the sampler, one after.
+/// Step 0 warms up (the symbolizer loads the debug information when it writes step 0), step
+/// 1 waits for that write, step 2 is the busy step measured.
+fn two_busy_threads(config: SamplerConfig, for_: Duration) -> Outcome {
+    let run = Run::new("trace-sampler::rate", Phase::Train, "cpu").schedule(Schedule {
+        skip_first: 0,
+        wait: 0,
+        warmup: 0,
+        active: 4,
+        repeat: 1,
+    });
+    let (session, sink): (TraceSession, MemorySink) = TraceSession::in_memory(run);
+    let session = Arc::new(session);
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let early = std::thread::spawn(move || {
+        let _ = go_rx.recv();
+        busy(tid, for_)
+    });
+    let sampler = Sampler::new();
+    sampler.start(&session, config).unwrap();
+    // Long enough that most addresses of `spin` are sampled, and so resolved, before the
+    // busy step (a debug build's loop has many): resolving one is the sampler thread's CPU
+    // time, which counts in the process's.
+    spin(Duration::from_millis(400));
+    session.step();
+    sampler.on_step(&session);
+    let waited = Instant::now();
+    let before = loop {
+        let s = sampler.stats().unwrap();
+        if s.steps >= 1 || waited.elapsed() > Duration::from_secs(30) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    session.step();
+    sampler.on_step(&session);
+    go_tx.send(()).unwrap();
+    let late = std::thread::spawn(move || busy(tid, for_));
+    let early = early.join().unwrap();
+    let late = late.join().unwrap();
+    session.step();
+    sampler.on_step(&session);
+    sampler.stop(&session);
+    session.finish().unwrap();
+    let stats = sampler.stats().unwrap();
+
+    let trace = trace_record::read_trace_bytes(&sink.bytes()).unwrap();
+    let issues = trace_record::validate(&trace);
+    assert!(issues.is_empty(), "{issues:?}");
+    let mut per_thread = HashMap::new();
+    let (mut taken, mut lost, mut cpu_ns) = (0, 0, 0);
+    for e in &trace.events {
+        match &e.event {
+            Event::Samples(s) if s.step == 2 => *per_thread.entry(s.thread).or_default() += s.n,
+            Event::Sampler(s) if s.step == 2 => {
+                (taken, lost) = (s.taken, s.lost);
+                cpu_ns = s.cpu_ns.unwrap();
+            }
+            _ => {}
+        }
+    }
+    Outcome {
+        stats,
+        before,
+        taken,
+        lost,
+        cpu_ns,
+        per_thread,
+        early,
+        late,
+    }
+}
+
+/// At `hz` with the source chosen automatically: at the requested rate through perf
+/// events, or, where the kernel refuses them, through the recorded fallback.
+fn rate_is_the_requested_one(hz: u32) {
+    let _turn = turn();
+    let o = two_busy_threads(SamplerConfig::hz(hz), Duration::from_millis(400));
+    let early = o.per_thread.get(&o.early.tid).copied().unwrap_or(0);
+    let late = o.per_thread.get(&o.late.tid).copied().unwrap_or(0);
+    assert!(early > 0 && late > 0, "{:?}", o.per_thread);
+    assert_eq!(
+        o.stats.taken,
+        o.per_thread.values().sum::<u64>() + warmup(&o)
+    );
+    if o.stats.source == Some(SamplerSource::Itimer) {
+        // perf_event_open was refused here: the fallback ran and says so.
+        eprintln!("perf events refused: the process CPU-time timer sampled");
+        return;
+    }
+    assert_eq!(o.stats.source, Some(SamplerSource::PerfEvent));
+    let hz = f64::from(hz);
+    // Over the process's CPU time less the sampler thread's own (the steps after the
+    // warm-up: the busy one, and two with next to no CPU time).
+    let taken = o.stats.taken - o.before.taken;
+    let cpu = o.stats.cpu_ns.unwrap() - o.before.cpu_ns.unwrap();
+    let own = o.stats.sampler_cpu_ns.unwrap() - o.before.sampler_cpu_ns.unwrap();
+    let sampled = taken as f64 / ((cpu - own) as f64 / 1e9);
+    assert!(
+        (0.9..=1.1).contains(&(sampled / hz)),
+        "{sampled:.0} Hz of {hz} over {} ms of CPU, {} ms of it the sampler's ({taken} taken)",
+        cpu / 1_000_000,
+        own / 1_000_000
+    );
+    // Over all of the process's CPU time, the sampler thread's too: that thread's cost per
+    // sample (draining, interning; most in an unoptimised build) is all that is missing.
+    let achieved = o.taken as f64 / (o.cpu_ns as f64 / 1e9);
+    assert!(
+        (0.7..=1.1).contains(&(achieved / hz)),
+        "{achieved:.0} Hz of {hz} over {} ms of process CPU ({} taken)",
+        o.cpu_ns / 1_000_000,
+        o.taken
+    );
+    eprintln!(
+        "{hz} Hz requested: {sampled:.0} Hz of the sampled threads' CPU, {achieved:.0} Hz of \
+         the process's; threads {:?}",
+        o.per_thread
+    );
+    assert!(o.lost * 100 <= o.taken, "{} lost of {}", o.lost, o.taken);
+    // Each thread on its own clock, where the kernel reports a thread's CPU time.
+    for (name, b, n) in [("early", &o.early, early), ("late", &o.late, late)] {
+        if let Some(ns) = b.cpu_ns.filter(|&ns| ns > 50_000_000) {
+            let per_thread = n as f64 / (ns as f64 / 1e9);
+            assert!(
+                (0.9..=1.1).contains(&(per_thread / hz)),
+                "{name} thread: {per_thread:.0} Hz of {hz} over {} ms of its CPU",
+                ns / 1_000_000
+            );
+        }
+    }
+}
+
+/// Samples of the steps before the busy one (the warm-up's).
+fn warmup(o: &Outcome) -> u64 {
+    o.stats.taken - o.taken
+}
+
+#[test]
+fn two_busy_threads_at_1000_hz_get_the_requested_rate() {
+    rate_is_the_requested_one(1000);
+}
+
+#[test]
+fn two_busy_threads_at_4000_hz_get_the_requested_rate() {
+    rate_is_the_requested_one(4000);
+}
+
+#[test]
+fn the_forced_timer_fallback_samples_both_threads_and_says_so() {
+    let _turn = turn();
+    let config = SamplerConfig::hz(1000).with_source(SamplerSource::Itimer);
+    let o = two_busy_threads(config, Duration::from_millis(300));
+    assert_eq!(o.stats.source, Some(SamplerSource::Itimer));
+    let early = o.per_thread.get(&o.early.tid).copied().unwrap_or(0);
+    let late = o.per_thread.get(&o.late.tid).copied().unwrap_or(0);
+    assert!(early > 0 && late > 0, "{:?}", o.per_thread);
+    // The tick caps the timer, but it cannot exceed the requested rate by much.
+    let achieved = o.taken as f64 / (o.cpu_ns as f64 / 1e9);
+    assert!(achieved > 10.0 && achieved < 1100.0, "{achieved:.0} Hz");
+    assert!(
+        o.lost * 100 <= o.taken.max(100),
+        "{} lost of {}",
+        o.lost,
+        o.taken
+    );
+}
