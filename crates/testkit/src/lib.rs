@@ -23,5 +23,5 @@ mod synth;
 pub use chrome::{ChromeCheck, XEvent, check_chrome, nesting_failures, ns};
 pub use golden::{UPDATE_GOLDENS, assert_golden, data_dir, small_jsonl};
 pub use hostile::{allocations, deep_nesting, overflowing_sums, unended_roots};
-pub use session::{HEADER, hand_trace, session_trace};
+pub use session::{HEADER, hand_trace, op_span_trace, session_trace};
 pub use synth::{SynthConfig, write_synthetic};

@@ -19,6 +19,28 @@ pub fn hand_trace(lines: &[&str]) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// A hand trace of an op that became a span, as trace-candle records one whose closure ran
+/// something nested: span 1 of kind `op` named `outer` (100..400 ns) holding a child span
+/// `inner` (150..250) with a leaf op `mm` (160..200) in it, a leaf op `add` (300..340) in the
+/// op's span itself, then the `outer` op line (recorded last, inside its span, with the
+/// span's start and duration). `outer`'s self time is 300 − 100 (`inner`) − 40 (`add`) = 160.
+/// A second span of kind `op` named `lone` (500..600) holds an op line `lone` that started
+/// later (510): not its own op, drawn inside it.
+pub fn op_span_trace() -> Vec<u8> {
+    hand_trace(&[
+        r#"{"type":"span_start","id":1,"name":"outer","kind":"op","thread":0,"ts":100}"#,
+        r#"{"type":"span_start","id":2,"parent":1,"name":"inner","kind":"module","thread":0,"ts":150}"#,
+        r#"{"type":"op","span":2,"name":"mm","dtype":"f32","ts":160,"dur":40}"#,
+        r#"{"type":"span_end","id":2,"ts":250}"#,
+        r#"{"type":"op","span":1,"name":"add","dtype":"f32","ts":300,"dur":40}"#,
+        r#"{"type":"op","span":1,"name":"outer","shape":[2,3],"dtype":"f32","ts":100,"dur":300,"flops":12}"#,
+        r#"{"type":"span_end","id":1,"ts":400}"#,
+        r#"{"type":"span_start","id":3,"name":"lone","kind":"op","thread":0,"ts":500}"#,
+        r#"{"type":"op","span":3,"name":"lone","dtype":"f32","ts":510,"dur":50}"#,
+        r#"{"type":"span_end","id":3,"ts":600}"#,
+    ])
+}
+
 fn op(session: &TraceSession, name: &str, inputs: &[u64], out: u64, cat: MemoryCategory) {
     let start = session.now_ns();
     // A little real work so durations are not all zero.

@@ -244,3 +244,32 @@ fn physical_samples_beside_logical_per_device() {
     assert_eq!(p.max_reserved_bytes, Some(8000));
     assert_eq!(p.min_free_bytes, Some(100));
 }
+
+/// An op that became a span and its span are one region: `ops` and `spans` give it the same
+/// total and the same self time (what its child span and the op in it leave); an op line in
+/// a span of kind `op` that started later is an op inside that span.
+#[test]
+fn an_op_that_became_a_span_has_its_spans_self_time() {
+    let bytes = testkit::op_span_trace();
+    let t = load_str(
+        std::str::from_utf8(&bytes).unwrap(),
+        "op_span",
+        Default::default(),
+    )
+    .unwrap();
+    let is_span: Vec<bool> = t.ops.iter().map(|o| o.is_span).collect();
+    assert_eq!(is_span, [false, false, true, false]);
+    let tree = span_tree(&t);
+    let outer = tree.node("outer").unwrap();
+    assert_eq!((outer.total_ns, outer.self_ns), (300, 160));
+    let lone = tree.node("lone").unwrap();
+    assert_eq!((lone.total_ns, lone.self_ns), (100, 50));
+    let ops = op_table(&t, &OpTableOptions::default());
+    let row = |name: &str| {
+        let r = ops.rows.iter().find(|r| r.name == name).unwrap();
+        (r.total_ns, r.self_ns)
+    };
+    assert_eq!(row("outer"), (300, 160));
+    assert_eq!(row("lone"), (50, 50));
+    assert_eq!(row("mm"), (40, 40));
+}

@@ -721,3 +721,37 @@ fn steps_are_numbered_as_the_analyses_number_them() {
     assert!(!finds_step(&at_start, 0), "setup only: step 0 is no step");
     assert!(finds_step(&at_start, 2) && finds_step(&at_start, 3));
 }
+
+/// An op that became a span is drawn once, as its span, with the op's fields and nothing
+/// adjusted; an op line in a span of kind `op` that started later is an op inside it.
+#[test]
+fn an_op_that_became_a_span_is_drawn_once_as_that_span() {
+    let (v, summary) = chrome(&testkit::op_span_trace(), None);
+    let xs = check_structure(&v);
+    assert_eq!(summary.adjustments.total(), 0, "{:?}", summary.adjustments);
+    let outer: Vec<&XEvent> = xs.iter().filter(|x| x.name == "outer").collect();
+    assert_eq!(outer.len(), 1, "{outer:?}");
+    assert_eq!(
+        (outer[0].cat.as_str(), outer[0].start, outer[0].end),
+        ("span,op", 100, 400)
+    );
+    assert_eq!(outer[0].args["shape"], serde_json::json!([2, 3]));
+    assert_eq!(outer[0].args["flops"], 12);
+    assert_eq!(outer[0].args["path"], "outer");
+    let lone: Vec<&str> = xs
+        .iter()
+        .filter(|x| x.name == "lone")
+        .map(|x| x.cat.as_str())
+        .collect();
+    assert_eq!(
+        lone,
+        ["op", "span,op"],
+        "the op inside, then its span as it closes"
+    );
+    // 4 op lines, 3 spans: `outer` counts once as each.
+    assert_eq!((summary.spans, summary.ops), (3, 4));
+    let check = testkit::check_chrome(&v);
+    assert!(check.failures.is_empty(), "{:?}", check.failures);
+    assert_eq!(check.op_totals.get("outer"), Some(&300));
+    assert_eq!(check.op_totals.get("lone"), Some(&50));
+}

@@ -107,3 +107,15 @@ proptest! {
         prop_assert_eq!(f.lines.iter().map(|(_, w)| *w).sum::<u64>(), f.total_self_ns);
     }
 }
+
+/// An op that became a span is one frame: its weight is its self time (what its child span
+/// and the op in it leave), and its stacks sum to its duration.
+#[test]
+fn an_op_that_became_a_span_is_one_frame() {
+    let f = fold(&testkit::op_span_trace(), None);
+    assert_eq!(f.adjustments.total(), 0, "{:?}", f.adjustments);
+    assert_eq!(
+        text(&f),
+        "lone 50\nlone;lone 50\nouter 160\nouter;add 40\nouter;inner 60\nouter;inner;mm 40\n"
+    );
+}
