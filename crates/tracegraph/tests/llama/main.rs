@@ -142,6 +142,72 @@ fn check(path: &Path) {
         folded.total_self_ns
     );
 
+    // The forward op is one region with its span: spans and ops agree on its total and its
+    // self time (the time its child spans leave), the folded stacks give it the same self
+    // time and, summed over its stacks, the same total, and the Chrome export draws it once
+    // with nothing adjusted.
+    let forward = tree.node("llama.forward").expect("the forward op's span");
+    let ops = trace_analyze::op_table(&trace, &trace_analyze::OpTableOptions::default());
+    let op = ops
+        .rows
+        .iter()
+        .find(|r| r.name == "llama.forward")
+        .expect("the forward op's row");
+    assert_eq!((op.count, op.total_ns), (forward.count, forward.total_ns));
+    assert_eq!(op.self_ns, forward.self_ns);
+    let at = tree.nodes.iter().position(|m| m.path == "llama.forward");
+    let children: u64 = tree
+        .nodes
+        .iter()
+        .filter(|n| n.parent == at)
+        .map(|n| n.total_ns)
+        .sum();
+    assert_eq!(forward.self_ns, forward.total_ns - children);
+    assert!(forward.self_ns > 0 && forward.self_ns < forward.total_ns);
+    assert_eq!(folded.adjustments.total(), 0, "{:?}", folded.adjustments);
+    let weight = |prefix: &str| -> u64 {
+        folded
+            .lines
+            .iter()
+            .filter(|(s, _)| s == prefix || s.starts_with(&format!("{prefix};")))
+            .map(|(_, w)| w)
+            .sum()
+    };
+    let own: u64 = folded
+        .lines
+        .iter()
+        .filter(|(s, _)| s == "llama.forward")
+        .map(|(_, w)| w)
+        .sum();
+    assert_eq!(own, op.self_ns);
+    assert_eq!(weight("llama.forward"), op.total_ns);
+    let file = std::fs::File::open(path).unwrap();
+    let mut reader =
+        TraceReader::new(std::io::BufReader::new(file), ReadOptions::default()).unwrap();
+    let mut json = Vec::new();
+    let summary = trace_export::write_chrome(
+        &mut reader,
+        &mut json,
+        &trace_export::ChromeOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(summary.adjustments.total(), 0, "{:?}", summary.adjustments);
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let chrome = testkit::check_chrome(&v);
+    assert!(chrome.failures.is_empty(), "{:?}", chrome.failures);
+    let drawn: Vec<_> = chrome
+        .complete
+        .iter()
+        .filter(|x| x.name == "llama.forward")
+        .collect();
+    assert_eq!(drawn.len() as u64, op.count, "drawn once per call");
+    assert!(
+        drawn
+            .iter()
+            .all(|x| x.cat == "span,op" && x.args["dtype"] == "f32")
+    );
+    assert_eq!(chrome.op_totals.get("llama.forward"), Some(&op.total_ns));
+
     // `validate --strict` passes; the other commands run.
     let (code, out) = cli(&["validate", "--strict", p]);
     assert_eq!(code, 0, "{out}");
