@@ -12,7 +12,7 @@ use crate::memory::{ByCategory, memory_report};
 use trace_record::schema::TimingMode;
 
 use crate::model::Trace;
-use crate::spans::span_tree;
+use crate::spans::{PathNode, PathTree, pair_paths, path_tree};
 use crate::stats::{BOOTSTRAP_SEED, Change, Spread, SpreadAcc, Verdict, compare_samples};
 use crate::steps::{GraphReport, StepCache, graph_report};
 
@@ -265,31 +265,66 @@ fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
         .collect()
 }
 
-/// Time per whole step of every span path (by path id of
-/// [`span_paths`](crate::spans::span_paths), as [`SpanNode::path_id`](crate::SpanNode)), for
-/// the steps where the path occurs: the samples of the span comparison.
-fn span_samples(t: &Trace) -> FastMap<u32, Vec<u64>> {
-    let (path_of, _) = crate::spans::span_paths(t);
+/// Time per whole step of every span path, for the steps where the path occurs (in step
+/// order): the samples of the span comparison, by path id (as [`PathNode::path_id`]), in one
+/// flat list (a few words per path however many paths there are).
+struct PathSamples {
+    /// Where the samples of path `p` begin in `values` (`p + 1`: where they end).
+    start: Vec<u32>,
+    values: Vec<u64>,
+}
+
+impl PathSamples {
+    /// The samples of path `p`; `None` when it has none.
+    fn get(&self, p: u32) -> Option<&[u64]> {
+        let (a, b) = (
+            *self.start.get(p as usize)?,
+            *self.start.get(p as usize + 1)?,
+        );
+        (b > a).then(|| &self.values[a as usize..b as usize])
+    }
+}
+
+fn span_samples(tree: &PathTree<'_>) -> PathSamples {
+    let t = tree.trace();
     let whole = t.complete_steps().len();
-    let mut sums: BTreeMap<(u32, u32), u64> = BTreeMap::new();
-    for (i, s) in t.spans.iter().enumerate() {
-        if let (Some(step), Some(d), Some(&p)) = (s.step, s.duration_ns(), path_of.get(i))
-            && (step as usize) < whole
-        {
-            let sum = sums.entry((p, step)).or_insert(0);
-            *sum = sum.saturating_add(d);
+    // (path, step, duration) of every closed span of a whole step, grouped by path then step.
+    let mut parts: Vec<(u32, u32, u64)> = t
+        .spans
+        .iter()
+        .zip(&tree.path_of)
+        .filter_map(|(s, &p)| {
+            let step = s.step.filter(|&st| (st as usize) < whole)?;
+            Some((p, step, s.duration_ns()?))
+        })
+        .collect();
+    parts.sort_unstable();
+    t.work.add(t.spans.len() as u64);
+    t.work.add_sort(parts.len());
+    let mut start: Vec<u32> = vec![0; tree.nodes.len() + 1];
+    let mut values: Vec<u64> = Vec::new();
+    let mut i = 0;
+    while i < parts.len() {
+        let (p, step, mut sum) = parts[i];
+        i += 1;
+        while i < parts.len() && (parts[i].0, parts[i].1) == (p, step) {
+            // Saturating: durations from a file may sum past u64::MAX.
+            sum = sum.saturating_add(parts[i].2);
+            i += 1;
+        }
+        values.push(sum);
+        if let Some(c) = start.get_mut(p as usize + 1) {
+            *c += 1;
         }
     }
-    t.work.add(t.spans.len() as u64);
-    let mut out: FastMap<u32, Vec<u64>> = FastMap::default();
-    for ((p, _), v) in sums {
-        out.entry(p).or_default().push(v);
+    for k in 1..start.len() {
+        start[k] += start[k - 1];
     }
-    out
+    PathSamples { start, values }
 }
 
 /// The noise-aware change of two sample sets, when both have samples.
-fn change_of(base: Option<&Vec<u64>>, candidate: Option<&Vec<u64>>) -> Option<Change> {
+fn change_of(base: Option<&[u64]>, candidate: Option<&[u64]>) -> Option<Change> {
     compare_samples(base?, candidate?, BOOTSTRAP_SEED)
 }
 
@@ -331,31 +366,41 @@ pub fn compare(
         &step_samples(candidate),
         BOOTSTRAP_SEED,
     );
-    let (bss, css) = (span_samples(base), span_samples(candidate));
-
-    // Spans.
-    let (bt, ct) = (span_tree(base), span_tree(candidate));
-    // Paired by position in the trees (linear, no path strings), like paths.
-    let mut spans: Vec<SpanDelta> = crate::spans::pair_nodes(&bt, &ct)
-        .into_iter()
-        .map(|(b, c)| SpanDelta {
-            path: b.or(c).map_or_else(String::new, |n| n.path.clone()),
+    // Spans: compact trees, paired by position (linear, no path strings), like paths; a
+    // display path is made for each row only.
+    let (bt, ct) = (path_tree(base), path_tree(candidate));
+    let (bss, css) = (span_samples(&bt), span_samples(&ct));
+    let pairs = pair_paths(&bt, &ct);
+    let (mut b_paths, mut c_paths) = (bt.display_paths(), ct.display_paths());
+    let mut spans: Vec<SpanDelta> = Vec::with_capacity(pairs.len());
+    for &(bi, ci) in &pairs {
+        let b = bi.and_then(|i| bt.nodes.get(i as usize));
+        let c = ci.and_then(|i| ct.nodes.get(i as usize));
+        let path = match (bi, ci) {
+            (Some(i), _) => b_paths.path_of(i as usize),
+            (None, Some(j)) => c_paths.path_of(j as usize),
+            (None, None) => None,
+        };
+        spans.push(SpanDelta {
+            path: path.unwrap_or_default(),
             time_per_step_ns: Delta::of(
-                b.map(|n| per_step_or_total(n.per_step, n.total_ns)),
-                c.map(|n| per_step_or_total(n.per_step, n.total_ns)),
+                b.map(|n| per_step_or_total(n.per_step(), n.total_ns)),
+                c.map(|n| per_step_or_total(n.per_step(), n.total_ns)),
             ),
-            base_spread: b.and_then(|n| n.per_step),
-            candidate_spread: c.and_then(|n| n.per_step),
+            base_spread: b.and_then(PathNode::per_step),
+            candidate_spread: c.and_then(PathNode::per_step),
             alloc_bytes: Delta::of(
                 b.map(|n| n.alloc_bytes as f64),
                 c.map(|n| n.alloc_bytes as f64),
             ),
             change: change_of(
-                b.and_then(|n| bss.get(&n.path_id)),
-                c.and_then(|n| css.get(&n.path_id)),
+                b.and_then(|n| bss.get(n.path_id)),
+                c.and_then(|n| css.get(n.path_id)),
             ),
-        })
-        .collect();
+        });
+    }
+    drop((b_paths, c_paths, pairs, bss, css));
+    drop((bt, ct));
     sort_by_abs(&mut spans, |s| &s.time_per_step_ns, |s| &s.path);
 
     // Ops.
@@ -377,7 +422,7 @@ pub fn compare(
                     base_spread: bsp,
                     candidate_spread: csp,
                     output_bytes: Delta::of(Some(b.bytes as f64), Some(c.bytes as f64)),
-                    change: change_of(Some(&b.samples), Some(&c.samples)),
+                    change: change_of(Some(b.samples.as_slice()), Some(c.samples.as_slice())),
                 });
             }
             None => only_b.push(name.clone()),
@@ -480,13 +525,30 @@ fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> &Delta, name: impl Fn(&T) -> &S
             dd.base.or(dd.candidate).unwrap_or(0.0),
         )
     };
-    v.sort_by(|a, b| {
+    // A stable sort of indices (its buffer is a few bytes a row, not a copy of the rows),
+    // then each row moved to its place in place.
+    let mut order: Vec<u32> = (0..v.len() as u32).collect();
+    order.sort_by(|&ia, &ib| {
+        let (a, b) = (&v[ia as usize], &v[ib as usize]);
         let (ka, kb) = (key(a), key(b));
         kb.0.partial_cmp(&ka.0)
             .unwrap_or(std::cmp::Ordering::Equal)
             .then_with(|| kb.1.partial_cmp(&ka.1).unwrap_or(std::cmp::Ordering::Equal))
             .then_with(|| name(a).cmp(name(b)))
     });
+    // `dest[i]`: where the row now at `i` goes.
+    let mut dest: Vec<u32> = vec![0; v.len()];
+    for (k, &i) in order.iter().enumerate() {
+        dest[i as usize] = k as u32;
+    }
+    drop(order);
+    for i in 0..v.len() {
+        while dest[i] as usize != i {
+            let j = dest[i] as usize;
+            v.swap(i, j);
+            dest.swap(i, j);
+        }
+    }
 }
 
 /// Orders comparison rows for people: significant changes (regressions and improvements)

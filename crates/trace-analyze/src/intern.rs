@@ -38,6 +38,11 @@ impl Interner {
         Sym(id)
     }
 
+    /// The id of `s` when it was interned, without adding it.
+    pub(crate) fn get(&self, s: &str) -> Option<Sym> {
+        self.map.get(s).map(|&id| Sym(id))
+    }
+
     /// The string of `sym` (empty for an id this interner never handed out).
     pub(crate) fn resolve(&self, sym: Sym) -> &str {
         self.strings.get(sym.0 as usize).map_or("", |s| s)
@@ -111,6 +116,7 @@ mod tests {
         assert_eq!(i.resolve(b), "add");
         assert_eq!(i.resolve(a), "matmul");
         assert_eq!(i.resolve(Sym(2)), "", "an id never handed out");
+        assert_eq!((i.get("add"), i.get("relu")), (Some(b), None));
         let mut s = ShapeInterner::new();
         let x = s.intern(&[2, 3]);
         assert_eq!(s.intern(&[2, 3]), x);

@@ -109,7 +109,10 @@ pub use samples::{
     SampleRow, SampledFrame, SampledStacks, SamplerStep, WAITING_FRAMES, WaitPattern,
     waiting_pattern,
 };
-pub use spans::{MAX_PATH_NAMES, SpanNode, SpanTree, pair_nodes, span_paths, span_tree};
+pub use spans::{
+    DisplayPaths, MAX_PATH_NAMES, PathNode, PathTree, SpanNode, SpanTree, pair_nodes, pair_paths,
+    path_tree, span_paths, span_tree,
+};
 pub use stacks::{STACK_PHASES, SampledStackReport, StackFrame, StackSamples, stack_samples};
 pub use stats::{
     BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, Verdict, compare_samples, median,

@@ -105,33 +105,80 @@ pub fn pair_nodes<'t>(
     a: &'t SpanTree,
     b: &'t SpanTree,
 ) -> Vec<(Option<&'t SpanNode>, Option<&'t SpanNode>)> {
-    // `b`'s children by (parent node, name).
-    let mut b_child: FastMap<(Option<usize>, &str), usize> = FastMap::default();
-    for (i, n) in b.nodes.iter().enumerate() {
-        b_child.entry((n.parent, n.name.as_str())).or_insert(i);
-    }
-    let mut partner: Vec<Option<usize>> = vec![None; a.nodes.len()];
-    let mut taken = vec![false; b.nodes.len()];
+    let (partner, taken) = pair_forests(
+        a.nodes.iter().map(|n| (n.parent, Some(n.name.as_str()))),
+        b.nodes.iter().map(|n| (n.parent, n.name.as_str())),
+    );
     let mut out = Vec::with_capacity(a.nodes.len().max(b.nodes.len()));
-    for (i, n) in a.nodes.iter().enumerate() {
+    for (n, m) in a.nodes.iter().zip(&partner) {
+        out.push((Some(n), m.map(|j| &b.nodes[j as usize])));
+    }
+    for (n, _) in b.nodes.iter().zip(&taken).filter(|(_, t)| !**t) {
+        out.push((None, Some(n)));
+    }
+    out
+}
+
+/// [`pair_nodes`] for two [`PathTree`]s, by node index: `(Some(i), Some(j))` for a pair,
+/// with `None` on the side that lacks the path; pairs and `a`'s nodes in `a`'s order, then
+/// `b`'s unpaired nodes in `b`'s order. Names are matched as strings across the two traces.
+pub fn pair_paths(a: &PathTree<'_>, b: &PathTree<'_>) -> Vec<(Option<u32>, Option<u32>)> {
+    let (ta, tb) = (a.trace, b.trace);
+    let (partner, taken) = pair_forests(
+        a.nodes
+            .iter()
+            .map(|n| (n.parent.map(|p| p as usize), tb.strings.get(ta.str(n.name)))),
+        b.nodes
+            .iter()
+            .map(|n| (n.parent.map(|p| p as usize), n.name)),
+    );
+    let mut out = Vec::with_capacity(a.nodes.len().max(b.nodes.len()));
+    out.extend(
+        partner
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| (Some(i as u32), m)),
+    );
+    out.extend(
+        taken
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !**t)
+            .map(|(j, _)| (None, Some(j as u32))),
+    );
+    out
+}
+
+/// Pairs two forests given in depth-first order as `(parent index, name key)` per node: a
+/// node of `a` pairs with the child of the same key of its parent's partner (a key of `None`
+/// pairs with nothing). Returns each `a` node's partner in `b` and which `b` nodes were
+/// taken. O(n) expected.
+fn pair_forests<K: Copy + Eq + std::hash::Hash>(
+    a: impl Iterator<Item = (Option<usize>, Option<K>)>,
+    b: impl Iterator<Item = (Option<usize>, K)>,
+) -> (Vec<Option<u32>>, Vec<bool>) {
+    // `b`'s children by (parent node, name).
+    let mut b_child: FastMap<(Option<u32>, K), u32> = FastMap::default();
+    let mut b_len = 0usize;
+    for (j, (p, k)) in b.enumerate() {
+        b_child.entry((p.map(|p| p as u32), k)).or_insert(j as u32);
+        b_len = j + 1;
+    }
+    let mut partner: Vec<Option<u32>> = Vec::new();
+    let mut taken = vec![false; b_len];
+    for (p, k) in a {
         // Parents precede children (depth-first order), so the parent's partner is known.
-        let bp = match n.parent {
+        let bp = match p {
             None => Some(None),
             Some(p) => partner.get(p).copied().flatten().map(Some),
         };
-        let m = bp.and_then(|bp| b_child.get(&(bp, n.name.as_str())).copied());
-        partner[i] = m;
+        let m = bp.zip(k).and_then(|(bp, k)| b_child.get(&(bp, k)).copied());
         if let Some(j) = m {
-            taken[j] = true;
+            taken[j as usize] = true;
         }
-        out.push((Some(n), m.map(|j| &b.nodes[j])));
+        partner.push(m);
     }
-    for (j, n) in b.nodes.iter().enumerate() {
-        if !taken[j] {
-            out.push((None, Some(n)));
-        }
-    }
-    out
+    (partner, taken)
 }
 
 /// The path id of each span (an index into the returned path table), plus the table of
@@ -179,141 +226,311 @@ pub(crate) fn full_span_path(trace: &Trace, i: usize) -> String {
     names.join("/")
 }
 
-/// Builds the span tree. O(n log n) in the number of spans.
-pub fn span_tree(trace: &Trace) -> SpanTree {
+/// One span path of a [`PathTree`]: the figures of a [`SpanNode`] without its strings (the
+/// name is interned in the tree's trace; display paths are made on demand).
+#[derive(Debug, Clone, Copy)]
+pub struct PathNode {
+    /// The id of the path in the table of [`span_paths`] (per trace).
+    pub path_id: u32,
+    /// The last name of the path, a string of the tree's trace ([`PathTree::name`]).
+    pub name: Sym,
+    /// Depth (0 for a root).
+    pub depth: u32,
+    /// The index of the parent node in [`PathTree::nodes`].
+    pub parent: Option<u32>,
+    /// The kind of the first span seen with this path.
+    pub kind: SpanKind,
+    /// The training phase of the path (recorded on the span or inherited), when known.
+    pub exec_step: Option<ExecStep>,
+    /// How many closed spans have this path.
+    pub count: u64,
+    /// How many spans with this path were never closed (not counted in the times).
+    pub open: u64,
+    /// Sum of durations.
+    pub total_ns: u64,
+    /// Sum of self durations (see [`SpanNode::self_ns`]).
+    pub self_ns: u64,
+    /// Logical bytes allocated directly in spans of this path (memory events naming the span).
+    pub alloc_bytes: u64,
+    per_step: SpreadAcc,
+    per_step_self: SpreadAcc,
+}
+
+impl PathNode {
+    /// The spread over steps of the per-step total of this path (only steps where it
+    /// occurs); `None` when the trace has no steps.
+    pub fn per_step(&self) -> Option<Spread> {
+        self.per_step.finish()
+    }
+
+    /// The spread over steps of the per-step self time.
+    pub fn per_step_self(&self) -> Option<Spread> {
+        self.per_step_self.finish()
+    }
+}
+
+/// The span tree in compact form: the nodes of [`SpanTree`] (same order, same figures) with
+/// interned names and no path strings, so that its size is a few dozen bytes per path however
+/// deep the paths nest. Display paths are made on demand ([`PathTree::display_paths`]).
+#[derive(Debug, Clone)]
+pub struct PathTree<'t> {
+    trace: &'t Trace,
+    /// The nodes, in depth-first order (children by total time, largest first).
+    pub nodes: Vec<PathNode>,
+    /// The path id of every span (indexed like [`Trace::spans`]), as [`span_paths`] gives it.
+    pub(crate) path_of: Vec<u32>,
+}
+
+impl<'t> PathTree<'t> {
+    /// The trace the tree was built from.
+    pub fn trace(&self) -> &'t Trace {
+        self.trace
+    }
+
+    /// The last name of node `i`'s path (empty for an index out of range).
+    pub fn name(&self, i: usize) -> &'t str {
+        self.nodes.get(i).map_or("", |n| self.trace.str(n.name))
+    }
+
+    /// The display paths of the nodes, in node order (bounded by [`MAX_PATH_NAMES`] like
+    /// [`SpanNode::path`]); O(`MAX_PATH_NAMES`) per path.
+    pub fn display_paths(&self) -> DisplayPaths<'_, 't> {
+        DisplayPaths {
+            tree: self,
+            next: 0,
+            chain: Vec::new(),
+        }
+    }
+
+    /// The full path of node `i`: every name from the root, joined by `/` (O(depth)).
+    pub fn full_path(&self, i: usize) -> String {
+        let mut names = Vec::new();
+        let mut cur = Some(i);
+        while let Some(c) = cur {
+            let Some(n) = self.nodes.get(c) else { break };
+            names.push(self.trace.str(n.name));
+            // Parents come before their children in depth-first order, so this ends.
+            cur = n.parent.map(|p| p as usize).filter(|&p| p < c);
+        }
+        names.reverse();
+        names.join("/")
+    }
+}
+
+/// The display paths of a [`PathTree`]'s nodes in node order (see
+/// [`PathTree::display_paths`]): it keeps the names from the root to the current node.
+#[derive(Debug)]
+pub struct DisplayPaths<'a, 't> {
+    tree: &'a PathTree<'t>,
+    next: usize,
+    chain: Vec<Sym>,
+}
+
+impl DisplayPaths<'_, '_> {
+    /// The display path of node `i`, which must not come before the last node asked for
+    /// (`None` for one that does, or is out of range). The nodes skipped cost no string.
+    pub fn path_of(&mut self, i: usize) -> Option<String> {
+        if i < self.next {
+            return None;
+        }
+        while self.next <= i {
+            let n = self.tree.nodes.get(self.next)?;
+            // Depth first: the chain's first `depth` names are the node's ancestors.
+            self.chain.truncate(n.depth as usize);
+            self.chain.push(n.name);
+            self.next += 1;
+        }
+        let trace = self.tree.trace;
+        Some(display_path(&self.chain, |s| trace.str(s)))
+    }
+}
+
+impl Iterator for DisplayPaths<'_, '_> {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        self.path_of(self.next)
+    }
+}
+
+/// Builds the span tree in compact form. O(n log n) in the number of spans; besides the tree,
+/// a few words per span while it is built.
+pub fn path_tree(trace: &Trace) -> PathTree<'_> {
     let (path_of, table) = span_paths(trace);
     let np = table.len();
-    let self_ns = crate::self_time::span_self_times(trace);
-
-    struct Acc {
-        kind: SpanKind,
-        exec: Option<ExecStep>,
-        count: u64,
-        open: u64,
-        total: u64,
-        self_t: u64,
-        // (step, total, self) of the step being accumulated.
-        cur: Option<(u32, u64, u64)>,
-        per_step: SpreadAcc,
-        per_step_self: SpreadAcc,
-    }
-    let mut acc: Vec<Option<Acc>> = (0..np).map(|_| None).collect();
-    // Spans are visited grouped by step so per-step sums close in one pass: sort span indices
-    // by step (stable, so load order within a step).
-    let mut order: Vec<u32> = (0..trace.spans.len() as u32).collect();
-    order.sort_by_key(|&i| trace.spans[i as usize].step.map_or(u64::MAX, u64::from));
-    trace.work.add_sort(order.len());
-    let flush = |a: &mut Acc| {
-        if let Some((_, t, s)) = a.cur.take() {
-            a.per_step.push(t);
-            a.per_step_self.push(s);
-        }
-    };
-    for &i in &order {
-        let s = &trace.spans[i as usize];
-        let p = path_of[i as usize] as usize;
-        let a = acc[p].get_or_insert_with(|| Acc {
-            kind: s.kind,
-            exec: s.exec_step,
+    let mut nodes: Vec<PathNode> = table
+        .iter()
+        .enumerate()
+        .map(|(id, &(_, name))| PathNode {
+            path_id: id as u32,
+            name,
+            depth: 0,
+            parent: None,
+            kind: SpanKind::Function,
+            exec_step: None,
             count: 0,
             open: 0,
-            total: 0,
-            self_t: 0,
-            cur: None,
+            total_ns: 0,
+            self_ns: 0,
+            alloc_bytes: 0,
             per_step: SpreadAcc::default(),
             per_step_self: SpreadAcc::default(),
-        });
-        if a.exec.is_none() {
-            a.exec = s.exec_step;
-        }
-        let (Some(d), Some(sf)) = (s.duration_ns(), self_ns[i as usize]) else {
-            a.open += 1;
-            continue;
+        })
+        .collect();
+    {
+        let self_ns = crate::self_time::span_self_times(trace);
+        // Whether a span of the path was seen (the first one gives the kind).
+        let mut seen = vec![false; np];
+        // (step, total, self) of the step being accumulated, per path.
+        let mut cur: Vec<Option<(u32, u64, u64)>> = vec![None; np];
+        // Spans are visited grouped by step so per-step sums close in one pass: sort span
+        // indices by step (stable, so load order within a step).
+        let mut order: Vec<u32> = (0..trace.spans.len() as u32).collect();
+        order.sort_by_key(|&i| trace.spans[i as usize].step.map_or(u64::MAX, u64::from));
+        trace.work.add_sort(order.len());
+        let flush = |n: &mut PathNode, c: &mut Option<(u32, u64, u64)>| {
+            if let Some((_, t, s)) = c.take() {
+                n.per_step.push(t);
+                n.per_step_self.push(s);
+            }
         };
-        a.count += 1;
-        a.total = a.total.saturating_add(d);
-        a.self_t = a.self_t.saturating_add(sf);
-        if let Some(step) = s.step {
-            match a.cur {
-                Some((cs, ref mut t, ref mut sl)) if cs == step => {
-                    *t = t.saturating_add(d);
-                    *sl = sl.saturating_add(sf);
-                }
-                _ => {
-                    flush(a);
-                    a.cur = Some((step, d, sf));
+        for &i in &order {
+            let s = &trace.spans[i as usize];
+            let p = path_of[i as usize] as usize;
+            let a = &mut nodes[p];
+            if !seen[p] {
+                seen[p] = true;
+                a.kind = s.kind;
+                a.exec_step = s.exec_step;
+            }
+            if a.exec_step.is_none() {
+                a.exec_step = s.exec_step;
+            }
+            let (Some(d), Some(sf)) = (s.duration_ns(), self_ns[i as usize]) else {
+                a.open += 1;
+                continue;
+            };
+            a.count += 1;
+            a.total_ns = a.total_ns.saturating_add(d);
+            a.self_ns = a.self_ns.saturating_add(sf);
+            if let Some(step) = s.step {
+                match cur[p] {
+                    Some((cs, ref mut t, ref mut sl)) if cs == step => {
+                        *t = t.saturating_add(d);
+                        *sl = sl.saturating_add(sf);
+                    }
+                    _ => {
+                        flush(a, &mut cur[p]);
+                        cur[p] = Some((step, d, sf));
+                    }
                 }
             }
         }
+        for (n, c) in nodes.iter_mut().zip(cur.iter_mut()) {
+            flush(n, c);
+        }
+        trace.work.add(trace.spans.len() as u64);
     }
-    for a in acc.iter_mut().flatten() {
-        flush(a);
-    }
-    trace.work.add(trace.spans.len() as u64);
-    let mut alloc_bytes = vec![0u64; np];
     for e in trace.memory.iter().filter(|e| e.alloc) {
-        if let Some(s) = e.span {
-            let b = &mut alloc_bytes[path_of[s as usize] as usize];
-            *b = b.saturating_add(e.bytes);
+        if let Some(n) = e
+            .span
+            .and_then(|s| path_of.get(s as usize))
+            .and_then(|&p| nodes.get_mut(p as usize))
+        {
+            n.alloc_bytes = n.alloc_bytes.saturating_add(e.bytes);
         }
     }
     trace.work.add(trace.memory.len() as u64);
 
-    // Children lists and depth-first order (iterative).
-    let mut children: Vec<Vec<u32>> = vec![Vec::new(); np];
+    // Children of each path, contiguous (counting sort by parent), and the roots.
+    let mut first: Vec<u32> = vec![0; np + 1];
+    for &(parent, _) in &table {
+        if let Some(p) = parent {
+            first[p as usize + 1] += 1;
+        }
+    }
+    for i in 0..np {
+        first[i + 1] += first[i];
+    }
+    let mut fill: Vec<u32> = first[..np].to_vec();
+    let mut children: Vec<u32> = vec![0; first[np] as usize];
     let mut roots: Vec<u32> = Vec::new();
     for (id, &(parent, _)) in table.iter().enumerate() {
         match parent {
-            Some(p) => children[p as usize].push(id as u32),
+            Some(p) => {
+                let f = &mut fill[p as usize];
+                children[*f as usize] = id as u32;
+                *f += 1;
+            }
             None => roots.push(id as u32),
         }
     }
-    let total_of = |id: u32| acc[id as usize].as_ref().map_or(0, |a| a.total);
-    let name_of = |id: u32| trace.str(table[id as usize].1);
+    drop(fill);
     let by_total = |a: &u32, b: &u32| {
-        total_of(*b)
-            .cmp(&total_of(*a))
-            .then_with(|| name_of(*a).cmp(name_of(*b)))
+        let (na, nb) = (&nodes[*a as usize], &nodes[*b as usize]);
+        nb.total_ns
+            .cmp(&na.total_ns)
+            .then_with(|| trace.str(na.name).cmp(trace.str(nb.name)))
     };
     roots.sort_by(by_total);
-    for c in children.iter_mut() {
-        c.sort_by(by_total);
+    for i in 0..np {
+        children[first[i] as usize..first[i + 1] as usize].sort_by(by_total);
     }
     trace.work.add_sort(np);
-    let mut nodes: Vec<SpanNode> = Vec::with_capacity(np);
-    // The path ids from the root to the node being visited (depth-first).
-    let mut chain: Vec<u32> = Vec::new();
-    // Stack of (path id, parent node index, depth), pushed in reverse so the largest comes first.
-    let mut stack: Vec<(u32, Option<usize>, u32)> =
-        roots.iter().rev().map(|&r| (r, None, 0)).collect();
-    while let Some((id, parent_node, depth)) = stack.pop() {
-        let name = name_of(id).to_string();
-        chain.truncate(depth as usize);
-        chain.push(id);
-        let path = display_path(&chain, |p| name_of(p));
-        let a = acc[id as usize].as_ref();
-        let node_index = nodes.len();
-        nodes.push(SpanNode {
-            path,
-            path_id: id,
-            name,
-            depth,
-            parent: parent_node,
-            kind: a.map_or(SpanKind::Function, |a| a.kind),
-            exec_step: a.and_then(|a| a.exec),
-            count: a.map_or(0, |a| a.count),
-            open: a.map_or(0, |a| a.open),
-            total_ns: a.map_or(0, |a| a.total),
-            self_ns: a.map_or(0, |a| a.self_t),
-            per_step: a.and_then(|a| a.per_step.finish()),
-            per_step_self: a.and_then(|a| a.per_step_self.finish()),
-            alloc_bytes: alloc_bytes[id as usize],
-        });
-        for &c in children[id as usize].iter().rev() {
-            stack.push((c, Some(node_index), depth + 1));
+    // Depth-first order (iterative): the position of each path, its depth.
+    let mut pos: Vec<u32> = vec![0; np];
+    let mut stack: Vec<(u32, u32)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+    let mut next = 0u32;
+    while let Some((id, depth)) = stack.pop() {
+        pos[id as usize] = next;
+        next += 1;
+        nodes[id as usize].depth = depth;
+        let kids = &children[first[id as usize] as usize..first[id as usize + 1] as usize];
+        stack.extend(kids.iter().rev().map(|&c| (c, depth + 1)));
+    }
+    for (n, &(parent, _)) in nodes.iter_mut().zip(&table) {
+        n.parent = parent.map(|p| pos[p as usize]);
+    }
+    // Move every node to its position, in place (each swap puts one node where it belongs).
+    for i in 0..np {
+        while pos[i] as usize != i {
+            let j = pos[i] as usize;
+            nodes.swap(i, j);
+            pos.swap(i, j);
         }
     }
     trace.work.add(np as u64);
+    PathTree {
+        trace,
+        nodes,
+        path_of,
+    }
+}
+
+/// Builds the span tree. O(n log n) in the number of spans.
+pub fn span_tree(trace: &Trace) -> SpanTree {
+    let tree = path_tree(trace);
+    let nodes: Vec<SpanNode> = tree
+        .nodes
+        .iter()
+        .zip(tree.display_paths())
+        .map(|(n, path)| SpanNode {
+            path,
+            path_id: n.path_id,
+            name: trace.str(n.name).to_string(),
+            depth: n.depth,
+            parent: n.parent.map(|p| p as usize),
+            kind: n.kind,
+            exec_step: n.exec_step,
+            count: n.count,
+            open: n.open,
+            total_ns: n.total_ns,
+            self_ns: n.self_ns,
+            per_step: n.per_step(),
+            per_step_self: n.per_step_self(),
+            alloc_bytes: n.alloc_bytes,
+        })
+        .collect();
     SpanTree {
         timing: trace.run.timing,
         steps: trace.steps.len(),
@@ -324,7 +541,7 @@ pub fn span_tree(trace: &Trace) -> SpanTree {
 
 /// The display path of the names along `chain` (root first), joined by `/`, with the middle
 /// elided beyond [`MAX_PATH_NAMES`] names: O(`MAX_PATH_NAMES`) whatever the depth.
-fn display_path<'n>(chain: &[u32], name_of: impl Fn(u32) -> &'n str) -> String {
+fn display_path<'n, T: Copy>(chain: &[T], name_of: impl Fn(T) -> &'n str) -> String {
     let half = MAX_PATH_NAMES / 2;
     let mut s = String::new();
     let push = |s: &mut String, part: &str| {

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use trace_analyze::{
     Allocation, AnalyzeError, BAND_POINTS, ByCategory, CONFIDENCE, Change, Comparison, Delta,
     DeviceMemory, OpColumn, OpTableOptions, Summary, Trace, TraceEnd, Verdict, compare,
-    format_bytes, format_ns, graph_report, memory_report, new_step_cache, op_table,
-    significance_order, span_tree, step_breakdown, summarize,
+    format_bytes, format_ns, graph_report, memory_report, new_step_cache, op_table, path_tree,
+    significance_order, step_breakdown, summarize,
 };
 
 use trace_record::schema::{MemoryCategory, Outcome, TimingMode};
@@ -373,7 +373,8 @@ fn ops_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> Tab
 }
 
 fn spans_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> TableData {
-    let tree = span_tree(trace);
+    // The compact tree: display paths are made for the rows shown only.
+    let tree = path_tree(trace);
     let mut t = TableData::new(vec![
         col("span", "text"),
         col("kind", "text").explained("module, function, tracing span, ..."),
@@ -393,24 +394,31 @@ fn spans_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> T
     t.empty = "No spans in this trace.".to_string();
     t.note = Some(format!(
         "{} spans aggregated into {} paths; {} durations. total, self and allocated sum the whole trace; per step columns are per step. Hover a header for its meaning; click ▾ to fold a subtree.",
-        tree.span_count,
+        trace.spans.len(),
         tree.nodes.len(),
-        tree.timing.as_str()
+        trace.run.timing.as_str()
     ));
     let mut depth = Vec::new();
     let mut titles = Vec::new();
-    for node in tree.nodes.iter().take(opts.max_span_rows) {
+    for ((i, node), path) in tree
+        .nodes
+        .iter()
+        .enumerate()
+        .zip(tree.display_paths())
+        .take(opts.max_span_rows)
+    {
         depth.push(node.depth);
-        titles.push(node.path.clone());
+        titles.push(path);
+        let per_step = node.per_step();
         t.rows.push(vec![
-            json!(node.name),
+            json!(tree.name(i)),
             json!(format!("{:?}", node.kind).to_lowercase()),
             node.exec_step.map_or(Value::Null, |e| json!(e.as_str())),
             n(node.count),
             n(node.total_ns),
             n(node.self_ns),
-            opt_f(node.per_step.map(|s| s.mean)),
-            opt_f(node.per_step.map(|s| s.stddev)),
+            opt_f(per_step.map(|s| s.mean)),
+            opt_f(per_step.map(|s| s.stddev)),
             n(node.alloc_bytes),
         ]);
     }
