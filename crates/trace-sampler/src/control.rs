@@ -1,4 +1,4 @@
-//! Starting, stepping and stopping the process's one sampler: the timer per step, the thread.
+//! Starting, stepping and stopping the process's one sampler: its source per step, the thread.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -104,7 +104,7 @@ impl Sampler {
     }
 
     /// Call after each `session.step()`: ends the sampled window of the step that ended,
-    /// opens one for a recorded step, arms or disarms the timer. One relaxed load when this
+    /// opens one for a recorded step, arms or disarms the source. One relaxed load when this
     /// sampler is not sampling.
     #[inline]
     pub fn on_step(&self, session: &TraceSession) {
@@ -262,7 +262,7 @@ mod linux {
     impl Running {
         /// Moves to the session's current step: ends the window of the step that ended
         /// (sending its account), opens one when the new step is recorded, arms or disarms
-        /// the timer.
+        /// the source.
         fn advance(&mut self, session: &TraceSession, stopping: bool) {
             let now = session.now_ns();
             let cpu = signal::process_cpu_ns();

@@ -7,26 +7,52 @@
 //! [`TraceSession`]; trace-candle's `Capture::sample_stacks` (its feature `sampler`) drives
 //! one per capture, so a training loop turns sampling on with one line.
 //!
-//! How it works (Linux, feature `enabled`): the process CPU-time timer (`ITIMER_PROF`) sends
-//! `SIGPROF` to the thread that is running, once per period of CPU time used by any thread, so
-//! every busy thread is sampled (Candle's and gemm's worker threads included) and idle ones
-//! cost nothing. The handler (the `signal` module, the workspace's one unsafe module) reads
-//! the stack with the `backtrace` crate's unwinder into a preallocated lock-free buffer, with
-//! the step, the thread and the current scope (phase and innermost open span of any kind, see
-//! [`set_scope`]). A sampler thread drains the buffer, symbolizes and demangles the frames
+//! How it works (Linux, feature `enabled`): every thread of the process but the sampler's own
+//! gets a software task-clock perf event (`perf_event_open`, user space only, which
+//! `perf_event_paranoid` 2 allows a process on itself) that overflows after every period of
+//! that thread's own CPU time (1 s ÷ the rate) and sends `SIGPROF` to that thread alone
+//! (`F_SETOWN_EX` with `F_OWNER_TID`). The kernel drives it from a high-resolution timer, so
+//! the requested rate is what is achieved, from 1 to 10,000 Hz, and idle threads cost
+//! nothing. Where the kernel allows it (`perf_event_paranoid` ≤ 1, `CAP_PERFMON`) the clock
+//! counts time in the kernel too, and a sample taken there shows the user-space frame that
+//! entered it (as the timer does); under `perf_event_paranoid` 2 it counts user-space time
+//! only, so time in system calls and page faults is not sampled and the rate over all of the
+//! process's CPU time falls by that share. The kernel has no event for "every thread, each on its own clock, signalling
+//! itself", so the sampler thread keeps the set: it lists `/proc/self/task` when sampling is
+//! armed and every 5 ms while it stays armed, opening events for threads started since
+//! (Candle's, gemm's and rayon's workers, whenever they start) and closing those of threads
+//! that exited; a new thread is sampled from at most one such period after it starts. The
+//! `perf_sys` module (unsafe: `struct perf_event_attr` and the `fcntl` numbers are declared
+//! there from the kernel's headers) opens them, the `threads` module keeps them.
+//!
+//! Where the kernel refuses perf events (`perf_event_paranoid` 3, seccomp, containers without
+//! them: `EACCES`, `EPERM`, `ENOSYS`, …) the sampler falls back to the process CPU-time timer
+//! (`ITIMER_PROF`), which sends `SIGPROF` to the thread that is running once per period of
+//! CPU time used by any thread; the kernel checks it on its scheduler tick, so it achieves
+//! about the tick rate (often 200–250 Hz) whatever is asked. [`SamplerConfig::with_source`]
+//! or the environment variable [`SOURCE_ENV`] (`itimer`, `perf_event`, `auto`) forces either
+//! source; [`SamplerStats::source`] says which one ran.
+//!
+//! Either way, the handler (the `signal` module, unsafe) reads the stack with the
+//! `backtrace` crate's unwinder into a preallocated lock-free buffer, with the step, the
+//! thread and the current scope (phase and innermost open span of any kind, see
+//! [`set_scope`]). The sampler thread drains the buffer, symbolizes and demangles the frames
 //! (inlined functions too, from the line tables that the release profile keeps), interns
 //! frames and stacks, and when a recorded step ends writes its `samples` lines and a
 //! `sampler` line with the samples taken and lost and the process CPU time (schema version 2).
 //!
-//! - Only inside the schedule's active windows: the timer is armed when a recorded step
-//!   begins and disarmed when recording stops; outside, no signal, no sample.
-//! - Off unless asked for: before [`Sampler::start`] there is no handler, no timer and no
-//!   thread; without the `enabled` feature there is no handler and no unwinder at all.
+//! - Only inside the schedule's active windows: the events (or the timer) are armed when a
+//!   recorded step begins and disarmed when recording stops; outside, no signal, no sample.
+//! - Off unless asked for: before [`Sampler::start`] there is no handler, no event, no timer
+//!   and no thread; without the `enabled` feature there is no handler and no unwinder at all.
 //! - Honest numbers: a step's `taken` is the sum of its `samples` lines; samples that found
 //!   the buffer full, or arrived after their step was written, are counted as `lost`; the
-//!   effective rate is `taken` ÷ process CPU time ([`SamplerStats::effective_hz`]).
-//! - One sampler per process (the timer and the signal are process-wide): a second start
-//!   anywhere in the process gets [`SamplerError::Busy`].
+//!   effective rate is `taken` ÷ process CPU time ([`SamplerStats::effective_hz`]), which
+//!   counts the sampler thread's own CPU time too; [`SamplerStats::sampled_hz`] leaves that
+//!   out ([`SamplerStats::sampler_cpu_ns`]): the rate the source delivered. The trace's
+//!   `sampler` line has no field for the source; it is reported through [`SamplerStats`].
+//! - One sampler per process (the signal, the timer and the thread set are process-wide): a
+//!   second start anywhere in the process gets [`SamplerError::Busy`].
 //! - [`Sampler::stop`] before the session finishes writes the last step's samples (a session
 //!   finished first loses them, reported in [`SamplerStats::unwritten_steps`]).
 //!

@@ -8,7 +8,8 @@
 //!
 //! - `perf_event_open` of a software `PERF_COUNT_SW_TASK_CLOCK` event on one thread
 //!   (`pid` = its id, `cpu` = -1): the kernel's high-resolution timer counts that thread's own
-//!   CPU time and overflows every `sample_period` ns of it, in user space only
+//!   CPU time and overflows every `sample_period` ns of it: of all of it where the kernel
+//!   allows (`perf_event_paranoid` ≤ 1, or `CAP_PERFMON`), else of its user-space part only
 //!   (`exclude_kernel`, `exclude_hv`: what `perf_event_paranoid` 2 allows a process on
 //!   itself);
 //! - `fcntl(F_SETSIG)` (the signal to send), `fcntl(F_SETOWN_EX, F_OWNER_TID)` (to that thread
@@ -102,8 +103,14 @@ pub(super) struct TaskClock {
 
 impl TaskClock {
     /// Opens a disabled task-clock event on thread `tid` that overflows every `period_ns` of
-    /// its user-space CPU time and then sends `signal` to that thread.
-    pub(super) fn open(tid: u64, period_ns: u64, signal: libc::c_int) -> io::Result<TaskClock> {
+    /// its CPU time (of its user-space CPU time only, when `user_only`) and then sends
+    /// `signal` to that thread.
+    pub(super) fn open(
+        tid: u64,
+        period_ns: u64,
+        signal: libc::c_int,
+        user_only: bool,
+    ) -> io::Result<TaskClock> {
         if !GENERIC_ABI {
             return Err(io::Error::from(io::ErrorKind::Unsupported));
         }
@@ -114,7 +121,11 @@ impl TaskClock {
             size: PERF_ATTR_SIZE,
             config: PERF_COUNT_SW_TASK_CLOCK,
             sample_period: period_ns.max(1),
-            flags: ATTR_DISABLED | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
+            flags: if user_only {
+                ATTR_DISABLED | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV
+            } else {
+                ATTR_DISABLED
+            },
             wakeup_events: 1,
             ..PerfEventAttr::default()
         };

@@ -22,6 +22,8 @@ use crate::signal::{SELF_TID, gettid};
 #[derive(Debug)]
 pub(super) struct Threads {
     period_ns: u64,
+    /// The kernel lets this process count only user-space CPU time.
+    user_only: bool,
     state: Mutex<State>,
 }
 
@@ -50,14 +52,20 @@ impl Threads {
     /// A disarmed set sampling every `period_ns` of each thread's CPU time, after checking
     /// that the kernel lets this process open such an event (on the calling thread, whose
     /// event it keeps): the error is the kernel's refusal (`EACCES` under
-    /// `perf_event_paranoid` 3, `ENOSYS` or `EPERM` under seccomp, …).
+    /// `perf_event_paranoid` 3, `ENOSYS` or `EPERM` under seccomp, …). Time in the kernel
+    /// (system calls, page faults) is counted where the kernel allows it; where it allows
+    /// only user space (`perf_event_paranoid` 2), that time is not sampled.
     pub(super) fn probe(period_ns: u64) -> io::Result<Threads> {
         let me = gettid();
-        let first = TaskClock::open(me, period_ns, libc::SIGPROF)?;
+        let (first, user_only) = match TaskClock::open(me, period_ns, libc::SIGPROF, false) {
+            Ok(ev) => (ev, false),
+            Err(_) => (TaskClock::open(me, period_ns, libc::SIGPROF, true)?, true),
+        };
         // The scan must work too, or threads started later would go unsampled.
         live_threads()?;
         Ok(Threads {
             period_ns,
+            user_only,
             state: Mutex::new(State {
                 armed: false,
                 events: HashMap::from([(me, first)]),
@@ -127,7 +135,7 @@ impl Threads {
             }
             // A thread that exited since the listing (ESRCH) or one the process may not
             // open (out of descriptors) is tried again at the next scan.
-            if let Ok(ev) = TaskClock::open(tid, self.period_ns, libc::SIGPROF) {
+            if let Ok(ev) = TaskClock::open(tid, self.period_ns, libc::SIGPROF, self.user_only) {
                 if st.armed {
                     let _ = ev.enable();
                 }
