@@ -12,7 +12,10 @@
 //!   for a time budget (10 s quick, 40 s full). Medians. Target: ratio ≤ 1.03.
 //!   `sampler/train_step median_paired_ratio` is the median of the per-round ratios.
 //! - `sampler/rate achieved_hz`: samples taken per second of process CPU time over the
-//!   sampled steps, against the requested rate (the kernel's timer tick caps it).
+//!   sampled steps, against the requested rate: per-thread perf events deliver it (less the
+//!   sampler thread's own CPU time, and time in the kernel where only user space may be
+//!   sampled); the process CPU-time timer, where perf events are refused, is capped by the
+//!   kernel's tick. The source and the rate over the sampled threads' CPU time go to stderr.
 //! - `sampler/rate lost_per_1000`: samples lost per 1000 taken.
 
 use std::hint::black_box;
@@ -80,6 +83,15 @@ fn main() {
         stats.lost,
         stats.steps,
         trainer.accuracy().expect("accuracy")
+    );
+    // Which source sampled (perf events, or the timer where the kernel refuses them), and the
+    // rate over the sampled threads' CPU time (the process's less the sampler thread's own).
+    eprintln!(
+        "sampler/rate: source {}; {:.0} Hz of the sampled threads' CPU time, the sampler thread used {:.1} ms of {:.1} ms",
+        stats.source.map_or("none", |s| s.as_str()),
+        stats.sampled_hz().unwrap_or(f64::NAN),
+        stats.sampler_cpu_ns.unwrap_or(0) as f64 / 1e6,
+        stats.cpu_ns.unwrap_or(0) as f64 / 1e6,
     );
     emit_paired(
         "sampler/train_step",
