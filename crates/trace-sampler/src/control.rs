@@ -292,14 +292,12 @@ mod linux {
                 }
             }
         }
-    }
 
-    impl Running {
         /// After the source is disarmed: ends the sampler thread, closes the events, then
-        /// restores the previous SIGPROF action. That order leaves a signal raised just
-        /// before the disarm the time of the thread's last drain to be delivered to the
-        /// handler (which records nothing once `RECORDING` is off), not to a default action
-        /// that would end the process.
+        /// restores the previous SIGPROF action. In that order, a signal raised just before
+        /// the disarm and not yet delivered has the sampler thread's last drain and join to
+        /// reach the handler (which records nothing once `RECORDING` is off) instead of the
+        /// default action, which would end the process.
         fn shut_down(mut self) {
             let _ = self.tx.send(Msg::Stop);
             if let Some(t) = self.thread.take() {
