@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::GraphError;
-use crate::graph::{Canon, Graph, OpNode, Records, Role, ValueKey, ValueRef};
+use crate::graph::{Canon, Graph, OpNode, Role, ValueKey, ValueRef, Walk};
 use crate::hash::{StableHash, StableHasher};
 use crate::ids::{OpId, ParentId, ValueId};
 
@@ -48,10 +48,14 @@ pub struct GraphBuilder<Op> {
     outputs: Vec<ValueId>,
     parents: Vec<Arc<Graph<Op>>>,
     overflow: Option<&'static str>,
-    /// Fingerprint record parts, encoded as operations are appended.
-    records: Records,
-    /// The kept bytes (masks and payloads), one operation after another; `records.tails`
-    /// at build.
+    /// Where each operation's kept bytes start in `tails` (and, last, where they end):
+    /// `num_ops() + 1` entries while `tails_complete`.
+    tail_start: Vec<u32>,
+    /// False once the kept bytes outgrew `u32` offsets (4 GiB); the walk then encodes
+    /// payloads itself.
+    tails_complete: bool,
+    /// The numbering-independent bytes of each operation's fingerprint record (active mask,
+    /// then payload), one operation after another; the graph's `Walk::tails` at build.
     tails: StableHasher,
 }
 
@@ -73,7 +77,8 @@ impl<Op> GraphBuilder<Op> {
             outputs: Vec::new(),
             parents: Vec::new(),
             overflow: None,
-            records: Records::new(),
+            tail_start: vec![0],
+            tails_complete: true,
             tails: StableHasher::encoder(),
         }
     }
@@ -84,8 +89,7 @@ impl<Op> GraphBuilder<Op> {
         b.ops.reserve(ops);
         b.op_inputs.reserve(ops * 2);
         b.op_outputs.reserve(values);
-        b.records.roles.reserve(ops);
-        b.records.tail_start.reserve(ops);
+        b.tail_start.reserve(ops);
         b
     }
 
@@ -207,12 +211,10 @@ impl<Op: StableHash> GraphBuilder<Op> {
         id
     }
 
-    /// Encodes the numbering-independent parts of the operation's fingerprint record
-    /// (role tag, active mask, payload bytes); see `docs/fingerprint.md`.
+    /// Encodes the numbering-independent bytes of the operation's fingerprint record that
+    /// follow its operands (active mask, payload bytes); see `docs/fingerprint.md`.
     fn record(&mut self, payload: &Op, role: &Role) {
-        let r = &mut self.records;
-        r.roles.push(crate::canon::role_tag(role));
-        if !r.complete {
+        if !self.tails_complete {
             return;
         }
         if let Role::Linearized { active } = role {
@@ -222,8 +224,8 @@ impl<Op: StableHash> GraphBuilder<Op> {
         }
         payload.stable_hash(&mut self.tails);
         match u32::try_from(self.tails.len()) {
-            Ok(end) => r.tail_start.push(end),
-            Err(_) => r.complete = false,
+            Ok(end) => self.tail_start.push(end),
+            Err(_) => self.tails_complete = false,
         }
     }
 
@@ -331,44 +333,23 @@ impl<Op: StableHash> GraphBuilder<Op> {
             }
         }
 
-        let producers: Vec<u32> = resolved
-            .iter()
-            .map(|k| match k {
-                ValueKey::Input(_) => u32::MAX,
-                ValueKey::Output { op, .. } => op.0,
-            })
-            .collect();
-        let mut in_start: Vec<u32> = self.ops.iter().map(|n| n.inputs.0).collect();
-        in_start.push(self.op_inputs.len() as u32);
-        let sentinel = self.ops.len() as u32;
-        let operand_ops = self
-            .op_inputs
-            .iter()
-            .map(|r| match *r {
-                ValueRef::Local(v) => match producers[v.index()] {
-                    u32::MAX => sentinel,
-                    op => op,
-                },
-                ValueRef::Parent { .. } => sentinel,
-            })
-            .collect();
-        let mut out_start: Vec<u32> = self.ops.iter().map(|n| n.outputs.0).collect();
-        out_start.push(self.op_outputs.len() as u32);
-        let mut records = std::mem::take(&mut self.records);
-        if records.complete {
-            records.tails =
-                std::mem::take(&mut self.tails).into_padded_bytes(crate::canon::TAIL_PAD);
+        let tails = if self.tails_complete {
+            Some(std::mem::take(&mut self.tails).into_padded_bytes(crate::canon::TAIL_PAD))
         } else {
-            // The walk encodes payloads itself; drop what was kept.
-            records.tail_start = Vec::new();
-        }
+            None
+        };
+        let walk = walk_tables(
+            &self.ops,
+            &self.op_inputs,
+            &resolved,
+            &inputs,
+            &self.outputs,
+            &self.tail_start,
+            tails,
+        );
         let mut g = Graph {
             keys: resolved,
-            producers,
-            in_start,
-            operand_ops,
-            out_start,
-            records,
+            walk,
             ops: self.ops,
             op_inputs: self.op_inputs,
             op_outputs: self.op_outputs,
@@ -383,5 +364,69 @@ impl<Op: StableHash> GraphBuilder<Op> {
         g.canon = canon;
         g.fingerprint = fp;
         Ok(g)
+    }
+}
+
+/// The compact walk tables of a validated graph (layout in [`Walk`]); not packed (empty)
+/// when the graph is too large for them or its kept bytes are incomplete (`tails` is
+/// `None`).
+fn walk_tables<Op>(
+    ops: &[OpNode<Op>],
+    op_inputs: &[ValueRef],
+    keys: &[ValueKey],
+    inputs: &[ValueId],
+    outputs: &[ValueId],
+    tail_start: &[u32],
+    tails: Option<Vec<u8>>,
+) -> Walk {
+    let n_ops = ops.len();
+    let n_words = (Walk::HEAD as u64)
+        .saturating_mul(n_ops as u64)
+        .saturating_add(2u64.saturating_mul(op_inputs.len() as u64));
+    // Operation ids and the two operand markers stay below the walk's two state markers,
+    // and so do the canonical value indices the walk stores per finished operation.
+    let limit = u64::from(u32::MAX - 3);
+    let fits = n_words <= u64::from(u32::MAX)
+        && (n_ops as u64) < limit
+        && (keys.len() as u64) < limit
+        && tail_start.len() == n_ops + 1;
+    let Some(tails) = tails.filter(|_| fits) else {
+        return Walk::default();
+    };
+    let (input, parent) = (Walk::input(n_ops), Walk::parent(n_ops));
+    let mut input_pos = vec![0u32; keys.len()];
+    for (k, &v) in inputs.iter().enumerate() {
+        input_pos[v.index()] = k as u32;
+    }
+    let local = |v: ValueId| match keys[v.index()] {
+        ValueKey::Input(_) => [input, input_pos[v.index()]],
+        ValueKey::Output { op, slot } => [op.0, slot],
+    };
+    let mut at = Vec::with_capacity(n_ops);
+    let mut words = Vec::with_capacity(n_words as usize);
+    for (i, node) in ops.iter().enumerate() {
+        at.push(words.len() as u32);
+        let (i0, i1) = node.inputs;
+        words.extend_from_slice(&[
+            1 | (u32::from(crate::canon::role_tag(&node.role)) << 8),
+            node.outputs.1 - node.outputs.0,
+            i1 - i0,
+            tail_start[i],
+            tail_start[i + 1],
+        ]);
+        for (k, r) in op_inputs[i0 as usize..i1 as usize].iter().enumerate() {
+            let pair = match *r {
+                ValueRef::Local(v) => local(v),
+                ValueRef::Parent { .. } => [parent, i0 + k as u32],
+            };
+            words.extend_from_slice(&pair);
+        }
+    }
+    Walk {
+        at,
+        words,
+        outputs: outputs.iter().map(|&v| local(v)).collect(),
+        tails,
+        packed: true,
     }
 }

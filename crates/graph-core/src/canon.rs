@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::error::GraphError;
-use crate::graph::{Canon, Graph, Role, ValueKey, ValueRef};
+use crate::graph::{Canon, Graph, Role, ValueKey, ValueRef, Walk};
 use crate::hash::{Fingerprint, StableHash, StableHasher};
 use crate::ids::OpId;
 
@@ -22,9 +22,12 @@ pub(crate) const TAIL_PAD: usize = 16;
 /// Operand tag (bit 32 of an operand word) of a parent value.
 const OPERAND_PARENT: u64 = 1 << 32;
 
-const WHITE: u8 = 0;
-const GRAY: u8 = 1;
-const BLACK: u8 = 2;
+/// Walk state of an operation not reached yet.
+pub(crate) const WHITE: u32 = u32::MAX;
+/// Walk state of an operation on the walk's path (reached, not finished).
+const GRAY: u32 = u32::MAX - 1;
+// A finished operation's state is any value below `GRAY`: the fingerprint walk keeps the
+// canonical index of the operation's first output there, the other walks 0.
 
 /// Role tags, shared with `Role`'s `StableHash`.
 pub(crate) fn role_tag(role: &Role) -> u8 {
@@ -35,10 +38,13 @@ pub(crate) fn role_tag(role: &Role) -> u8 {
     }
 }
 
-/// Walk state for `n_ops` operations: all `WHITE`, plus the `BLACK` sentinel.
-pub(crate) fn walk_state(n_ops: usize) -> Vec<u8> {
-    let mut state = vec![WHITE; n_ops + 1];
-    state[n_ops] = BLACK;
+/// Walk state for `n_ops` operations: all `WHITE`, plus the two operand markers (graph
+/// inputs and parent values, see [`Walk`]) finished with first index 0, so that a graph
+/// input's canonical index is that 0 plus its position.
+pub(crate) fn walk_state(n_ops: usize) -> Vec<u32> {
+    let mut state = vec![WHITE; n_ops + 2];
+    state[n_ops] = 0;
+    state[n_ops + 1] = 0;
     state
 }
 
@@ -48,6 +54,104 @@ pub(crate) struct Frame {
     op: u32,
     cur: u32,
     end: u32,
+}
+
+/// Where a walk finds each operation's operand producers: positions `range(op)` (stepping
+/// by `STEP`), each naming its producer or one of the finished markers.
+pub(crate) trait Operands {
+    /// Distance between two operands' positions.
+    const STEP: u32;
+    /// The positions of operation `op`'s operands.
+    fn range(&self, op: u32) -> (u32, u32);
+    /// The producer at position `at`.
+    fn producer(&self, at: u32) -> u32;
+}
+
+/// The packed walk tables.
+struct Packed<'g> {
+    at: &'g [u32],
+    words: &'g [u32],
+}
+
+impl Operands for Packed<'_> {
+    const STEP: u32 = 2;
+    #[inline(always)]
+    fn range(&self, op: u32) -> (u32, u32) {
+        let o = self.at[op as usize];
+        let start = o + Walk::HEAD as u32;
+        (start, start + 2 * self.words[o as usize + 2])
+    }
+    #[inline(always)]
+    fn producer(&self, at: u32) -> u32 {
+        self.words[at as usize]
+    }
+}
+
+/// The operation nodes themselves (graphs too large for the packed tables).
+struct Nodes<'g, Op> {
+    g: &'g Graph<Op>,
+    marker: u32,
+}
+
+impl<Op> Operands for Nodes<'_, Op> {
+    const STEP: u32 = 1;
+    #[inline]
+    fn range(&self, op: u32) -> (u32, u32) {
+        self.g.ops[op as usize].inputs
+    }
+    #[inline]
+    fn producer(&self, at: u32) -> u32 {
+        match self.g.op_inputs[at as usize] {
+            ValueRef::Local(v) => match self.g.keys[v.index()] {
+                ValueKey::Output { op, .. } => op.0,
+                ValueKey::Input(_) => self.marker,
+            },
+            ValueRef::Parent { .. } => self.marker,
+        }
+    }
+}
+
+/// Iterative depth-first walk from `root` over local producers, calling `post` on each
+/// newly finished operation (post-order; operands visited in order) with the states so
+/// far; the operation's state becomes what `post` returns (below `GRAY`). A gray producer
+/// means a cycle. `state` comes from [`walk_state`].
+#[inline(always)]
+fn dfs_over<A: Operands>(
+    adj: &A,
+    root: u32,
+    state: &mut [u32],
+    stack: &mut Vec<Frame>,
+    mut post: impl FnMut(&[u32], u32) -> u32,
+) -> Result<(), GraphError> {
+    // The current frame lives in locals; `stack` holds the suspended ones.
+    let mut op = root;
+    let (mut cur, mut end) = adj.range(op);
+    state[op as usize] = GRAY;
+    stack.clear();
+    'walk: loop {
+        while cur < end {
+            let q = adj.producer(cur);
+            cur += A::STEP;
+            let s = state[q as usize];
+            if s >= GRAY {
+                if s == GRAY {
+                    return Err(GraphError::Cycle { op: OpId(q) });
+                }
+                stack.push(Frame { op, cur, end });
+                op = q;
+                (cur, end) = adj.range(op);
+                state[op as usize] = GRAY;
+                continue 'walk;
+            }
+        }
+        let done = post(state, op);
+        state[op as usize] = done;
+        match stack.pop() {
+            Some(f) => (op, cur, end) = (f.op, f.cur, f.end),
+            None => break,
+        }
+    }
+    Ok(())
 }
 
 impl<Op: StableHash> Graph<Op> {
@@ -65,79 +169,108 @@ impl<Op: StableHash> Graph<Op> {
 
     /// The canonical walk: depth-first post-order from the outputs in order (operands of each
     /// operation in order), numbering values and hashing each operation as it finishes.
-    /// With `check_all` (at build time), also records the canonical order and walks the dead
-    /// operations to detect cycles among them.
+    /// With `check_all` (at build time), also records the canonical order and numbering and
+    /// walks the dead operations to detect cycles among them.
     pub(crate) fn canonicalize(&self, check_all: bool) -> Result<(Canon, Fingerprint), GraphError> {
         let n_ops = self.ops.len();
         let mut state = walk_state(n_ops);
-        let mut value_index = vec![u32::MAX; self.keys.len()];
+        let mut stack: Vec<Frame> = Vec::new();
         let mut canon_ops = Vec::with_capacity(if check_all { n_ops } else { 0 });
-        let mut n_live: usize = 0;
-        let mut next = 0u32;
 
         let mut h = StableHasher::for_long_input();
         h.write_str(FINGERPRINT_DOMAIN);
         h.write_u32(FINGERPRINT_VERSION);
         h.write_len(self.inputs.len());
         for &v in &self.inputs {
-            value_index[v.index()] = next;
-            next += 1;
             if let ValueKey::Input(key) = self.keys[v.index()] {
                 h.write_u64(key);
             }
         }
 
-        let mut stack: Vec<Frame> = Vec::new();
-        if self.records.complete {
-            // Two tight passes: the canonical order (the walk touches only the compact walk
-            // tables), then the records and the numbering in that order.
-            let mut order: Vec<OpId> = Vec::with_capacity(n_ops);
-            for &out in &self.outputs {
-                let root = self.producers[out.index()];
-                if root != u32::MAX && state[root as usize] == WHITE {
-                    self.dfs(OpId(root), &mut state, &mut stack, |_, op| order.push(op))?;
-                }
-            }
-            for &op in &order {
-                // Operands are numbered already: their producers finished earlier.
-                self.write_record(op, &mut h, &value_index);
-                let i = op.index();
-                let outs =
-                    &self.op_outputs[self.out_start[i] as usize..self.out_start[i + 1] as usize];
-                for (k, &v) in outs.iter().enumerate() {
-                    value_index[v.index()] = next + k as u32;
-                }
-                next += outs.len() as u32;
-            }
-            n_live = order.len();
-            if check_all {
-                canon_ops = order;
-            }
-        } else {
-            for &out in &self.outputs {
-                let root = self.producers[out.index()];
-                if root != u32::MAX && state[root as usize] == WHITE {
-                    self.dfs(OpId(root), &mut state, &mut stack, |g, op| {
-                        g.hash_op(op, &mut h, &mut value_index, &mut next);
+        let value_index = if self.walk.packed {
+            // One pass over the packed tables: each operation's record is written as it
+            // finishes, from its run of words (just read by the walk) and its kept bytes;
+            // an operand's canonical index is its producer's state plus its slot.
+            let w = &self.walk;
+            let adj = Packed {
+                at: &w.at,
+                words: &w.words,
+            };
+            let mut next = self.inputs.len() as u32;
+            let mut n_live: usize = 0;
+            for &[root, _] in &w.outputs {
+                if state[root as usize] == WHITE {
+                    dfs_over(&adj, root, &mut state, &mut stack, |state, op| {
+                        let n_out = self.write_record(op, &mut h, state);
                         n_live += 1;
                         if check_all {
-                            canon_ops.push(op);
+                            canon_ops.push(OpId(op));
                         }
+                        let first = next;
+                        next += n_out;
+                        first
                     })?;
                 }
             }
-        }
-        h.write_u128(TAG_END_OPS | ((n_live as u128) << 64));
-        h.write_len(self.outputs.len());
-        for &out in &self.outputs {
-            h.write_u32(value_index[out.index()]);
-        }
+            h.write_u128(TAG_END_OPS | ((n_live as u128) << 64));
+            h.write_len(w.outputs.len());
+            for &[q, slot] in &w.outputs {
+                h.write_u32(state[q as usize] + slot);
+            }
+            if check_all {
+                let mut value_index = vec![u32::MAX; self.keys.len()];
+                for (k, &v) in self.inputs.iter().enumerate() {
+                    value_index[v.index()] = k as u32;
+                }
+                for &op in &canon_ops {
+                    let first = state[op.index()];
+                    for (k, &v) in self.op_outputs_of(op).iter().enumerate() {
+                        value_index[v.index()] = first + k as u32;
+                    }
+                }
+                value_index
+            } else {
+                Vec::new()
+            }
+        } else {
+            let mut value_index = vec![u32::MAX; self.keys.len()];
+            let mut next = 0u32;
+            for &v in &self.inputs {
+                value_index[v.index()] = next;
+                next += 1;
+            }
+            let adj = Nodes {
+                g: self,
+                marker: Walk::input(n_ops),
+            };
+            let mut n_live: usize = 0;
+            for &out in &self.outputs {
+                if let ValueKey::Output { op: root, .. } = self.keys[out.index()]
+                    && state[root.index()] == WHITE
+                {
+                    dfs_over(&adj, root.0, &mut state, &mut stack, |_, op| {
+                        self.hash_op(OpId(op), &mut h, &mut value_index, &mut next);
+                        n_live += 1;
+                        if check_all {
+                            canon_ops.push(OpId(op));
+                        }
+                        0
+                    })?;
+                }
+            }
+            h.write_u128(TAG_END_OPS | ((n_live as u128) << 64));
+            h.write_len(self.outputs.len());
+            for &out in &self.outputs {
+                h.write_u32(value_index[out.index()]);
+            }
+            value_index
+        };
         let fp = h.finish();
 
         if check_all {
             for i in 0..n_ops {
                 if state[i] == WHITE {
-                    self.dfs(OpId(i as u32), &mut state, &mut stack, |_, _| {})?;
+                    self.dfs(OpId(i as u32), &mut state, &mut stack, |_, _| 0)?;
                 }
             }
         }
@@ -150,52 +283,63 @@ impl<Op: StableHash> Graph<Op> {
         ))
     }
 
-    /// Writes one operation record (see docs/fingerprint.md) from the parts the builder
-    /// encoded when the operation was appended (role tag, mask and payload bytes),
-    /// adding the operand indices (numbered already). Touches only the compact walk tables,
-    /// never the operation nodes.
+    /// Writes operation `op`'s record (see docs/fingerprint.md) from its run of the packed
+    /// tables: the header, the operand indices (each producer finished already, so its state
+    /// is its first output's canonical index) and the kept bytes, copied in 16-byte chunks.
+    /// Returns the operation's number of outputs.
     #[inline(always)]
-    fn write_record(&self, op: OpId, h: &mut StableHasher, value_index: &[u32]) {
-        let i = op.index();
-        let ins = &self.op_inputs[self.in_start[i] as usize..self.in_start[i + 1] as usize];
-        let r = &self.records;
-        let tail = &r.tails[r.tail_start[i] as usize..r.tail_start[i + 1] as usize];
-        let (o0, o1) = (self.out_start[i], self.out_start[i + 1]);
-        let head = 1 | (u64::from(r.roles[i]) << 8) | (u64::from(o1 - o0) << 32);
+    fn write_record(&self, op: u32, h: &mut StableHasher, state: &[u32]) -> u32 {
+        let w = &self.walk;
+        let o = w.at[op as usize] as usize;
+        let &[head_lo, n_out, n_in, t0, t1] = &w.words[o..o + Walk::HEAD] else {
+            return 0;
+        };
+        let pairs = &w.words[o + Walk::HEAD..o + Walk::HEAD + 2 * n_in as usize];
+        let tail_len = (t1 - t0) as usize;
+        let head = u64::from(head_lo) | (u64::from(n_out) << 32);
+        let parent = Walk::parent(self.ops.len());
         // `tails` ends with `TAIL_PAD` spare bytes, so the tail is copied in whole 16-byte
-        // chunks (the reserved room has as many spare bytes; only `tail.len()` count).
-        if let Some(mut w) = h.reserve(16 + 24 * ins.len() + tail.len() + TAIL_PAD) {
-            w.write_u64(head);
-            w.write_u64(ins.len() as u64);
-            for r in ins {
-                match *r {
-                    ValueRef::Local(v) => w.write_u64(u64::from(value_index[v.index()])),
-                    ValueRef::Parent { parent, value } => {
-                        let p = &self.parents[parent.index()];
-                        w.write_u64(u64::from(p.canon.value_index[value.index()]) | OPERAND_PARENT);
-                        w.write_u64(p.fingerprint.0 as u64);
-                        w.write_u64((p.fingerprint.0 >> 64) as u64);
-                    }
+        // chunks (the reserved room has as many spare bytes; only `tail_len` count).
+        let room = (n_in as usize)
+            .saturating_mul(24)
+            .saturating_add(16 + TAIL_PAD)
+            .saturating_add(tail_len);
+        if let Some(mut r) = h.reserve(room) {
+            r.write_u64(head);
+            r.write_u64(u64::from(n_in));
+            for p in pairs.chunks_exact(2) {
+                let (q, slot) = (p[0], p[1]);
+                if q != parent {
+                    r.write_u64(u64::from(state[q as usize] + slot));
+                } else if let Some(&ValueRef::Parent { parent, value }) =
+                    self.op_inputs.get(slot as usize)
+                {
+                    let p = &self.parents[parent.index()];
+                    r.write_u64(u64::from(p.canon.value_index[value.index()]) | OPERAND_PARENT);
+                    r.write_u64(p.fingerprint.0 as u64);
+                    r.write_u64((p.fingerprint.0 >> 64) as u64);
                 }
             }
-            w.write_padded(&r.tails[r.tail_start[i] as usize..], tail.len());
+            r.write_padded(&w.tails[t0 as usize..], tail_len);
         } else {
             h.write_u64(head);
-            h.write_u64(ins.len() as u64);
-            for r in ins {
-                match *r {
-                    ValueRef::Local(v) => h.write_u64(u64::from(value_index[v.index()])),
-                    ValueRef::Parent { parent, value } => {
-                        let p = &self.parents[parent.index()];
-                        h.write_u64(u64::from(p.canon.value_index[value.index()]) | OPERAND_PARENT);
-                        h.write_fingerprint(p.fingerprint);
-                    }
+            h.write_u64(u64::from(n_in));
+            for p in pairs.chunks_exact(2) {
+                let (q, slot) = (p[0], p[1]);
+                if q != parent {
+                    h.write_u64(u64::from(state[q as usize] + slot));
+                } else if let Some(&ValueRef::Parent { parent, value }) =
+                    self.op_inputs.get(slot as usize)
+                {
+                    let p = &self.parents[parent.index()];
+                    h.write_u64(u64::from(p.canon.value_index[value.index()]) | OPERAND_PARENT);
+                    h.write_fingerprint(p.fingerprint);
                 }
             }
-            h.write_bytes(tail);
+            h.write_bytes(&w.tails[t0 as usize..t1 as usize]);
         }
+        n_out
     }
-
     /// Writes one operation record (see docs/fingerprint.md), encoding the payload itself,
     /// and numbers its outputs (for graphs whose builder could not keep every payload's
     /// bytes).
@@ -261,52 +405,28 @@ impl<Op: StableHash> Graph<Op> {
 }
 
 impl<Op> Graph<Op> {
-    /// Iterative depth-first walk from `root` over local producers, calling `post` on each
-    /// newly finished operation (post-order; operands visited in order). A gray producer
-    /// means a cycle. `state` has `num_ops() + 1` entries, the last one (the sentinel of
-    /// inputs and parent values) `BLACK`.
-    #[inline(always)]
+    /// Iterative depth-first walk from `root` (see [`dfs_over`]) over whichever tables the
+    /// graph has.
     pub(crate) fn dfs(
         &self,
         root: OpId,
-        state: &mut [u8],
+        state: &mut [u32],
         stack: &mut Vec<Frame>,
-        mut post: impl FnMut(&Self, OpId),
+        post: impl FnMut(&[u32], u32) -> u32,
     ) -> Result<(), GraphError> {
-        // The current frame lives in locals; `stack` holds the suspended ones. The tables
-        // are read through local slices, so their bounds stay in registers.
-        let in_start = self.in_start.as_slice();
-        let operand_ops = self.operand_ops.as_slice();
-        let mut op = root.0;
-        let mut cur = in_start[op as usize];
-        let mut end = in_start[op as usize + 1];
-        state[op as usize] = GRAY;
-        stack.clear();
-        'walk: loop {
-            while cur < end {
-                let q = operand_ops[cur as usize];
-                cur += 1;
-                let s = state[q as usize];
-                if s != BLACK {
-                    if s != WHITE {
-                        return Err(GraphError::Cycle { op: OpId(q) });
-                    }
-                    stack.push(Frame { op, cur, end });
-                    op = q;
-                    cur = in_start[op as usize];
-                    end = in_start[op as usize + 1];
-                    state[op as usize] = GRAY;
-                    continue 'walk;
-                }
-            }
-            state[op as usize] = BLACK;
-            post(self, OpId(op));
-            match stack.pop() {
-                Some(f) => (op, cur, end) = (f.op, f.cur, f.end),
-                None => break,
-            }
+        if self.walk.packed {
+            let adj = Packed {
+                at: &self.walk.at,
+                words: &self.walk.words,
+            };
+            dfs_over(&adj, root.0, state, stack, post)
+        } else {
+            let adj = Nodes {
+                g: self,
+                marker: Walk::input(self.ops.len()),
+            };
+            dfs_over(&adj, root.0, state, stack, post)
         }
-        Ok(())
     }
 }
 
@@ -426,4 +546,99 @@ fn eq_one<'a, Op: PartialEq>(
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rand_xoshiro::SplitMix64;
+    use rand_xoshiro::rand_core::{Rng, SeedableRng};
+
+    use crate::builder::GraphBuilder;
+    use crate::graph::{Graph, Role, ValueRef, Walk};
+    use crate::ids::ValueId;
+
+    /// A parent graph with two outputs.
+    fn parent() -> Arc<Graph<String>> {
+        let mut b = GraphBuilder::new();
+        let x = b.add_input(7);
+        let (_, y) = b.add_op1("p.neg".to_string(), &[x.into()], Role::Primary);
+        let (_, z) = b.add_op1("p.exp".to_string(), &[y.into()], Role::Primary);
+        b.set_outputs(&[y, z]);
+        Arc::new(b.build().expect("valid parent"))
+    }
+
+    /// A seeded graph with every kind of operand and record: graph inputs, parent values,
+    /// one to three outputs per operation, all three roles, dead operations, a payload over
+    /// the hasher's chunk, and outputs that repeat or are inputs.
+    fn mixed(seed: u64, n: usize) -> Graph<String> {
+        let mut rng = SplitMix64::seed_from_u64(seed);
+        let p = parent();
+        let mut b = GraphBuilder::new();
+        let pid = b.add_parent(p.clone());
+        let (py, pz) = (p.outputs()[0], p.outputs()[1]);
+        let mut values: Vec<ValueId> = (0..4).map(|k| b.add_input(k)).collect();
+        for i in 0..n {
+            let r = rng.next_u64();
+            let n_in = (r % 3) as usize + 1;
+            let inputs: Vec<ValueRef> = (0..n_in)
+                .map(|k| {
+                    let pick = (r >> (8 + 8 * k)) as usize;
+                    match pick % 11 {
+                        0 => ValueRef::Parent {
+                            parent: pid,
+                            value: if pick & 16 == 0 { py } else { pz },
+                        },
+                        _ => ValueRef::Local(values[values.len() - 1 - pick % values.len().min(9)]),
+                    }
+                })
+                .collect();
+            let role = match (r >> 40) % 5 {
+                0 => Role::Transposed,
+                1 => Role::Linearized {
+                    active: (0..n_in).map(|k| (r >> (48 + k)) & 1 == 1).collect(),
+                },
+                _ => Role::Primary,
+            };
+            let payload = if i == n / 2 {
+                "x".repeat(20_000)
+            } else {
+                format!("op{}", r % 17)
+            };
+            let (_, outs) = b.add_op(payload, &inputs, (r >> 56) as usize % 3 + 1, role);
+            values.extend(outs);
+        }
+        let k = values.len();
+        let outputs = [
+            values[k - 1],
+            values[k / 2],
+            values[1],
+            values[k - 1],
+            values[k / 3],
+        ];
+        b.set_outputs(&outputs);
+        b.build().expect("valid")
+    }
+
+    #[test]
+    fn the_node_walk_of_graphs_too_large_for_the_packed_tables_agrees_with_the_packed_walk() {
+        for seed in 0..20 {
+            let g = mixed(seed, 300);
+            assert!(g.walk.packed);
+            let mut nodes = g.clone();
+            nodes.walk = Walk::default();
+            assert!(!nodes.walk.packed);
+            assert_eq!(nodes.compute_fingerprint(), g.fingerprint(), "seed {seed}");
+            let (canon, fp) = nodes.canonicalize(true).expect("acyclic");
+            assert_eq!(fp, g.fingerprint());
+            assert_eq!(canon.ops, g.canon.ops);
+            assert_eq!(canon.value_index, g.canon.value_index);
+            assert_eq!(nodes.topo_order(), g.topo_order());
+            assert!(
+                g.canon.ops.len() < g.num_ops(),
+                "seed {seed}: some dead code"
+            );
+        }
+    }
 }

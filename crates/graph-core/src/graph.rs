@@ -104,35 +104,57 @@ pub(crate) struct Canon {
     pub(crate) value_index: Vec<u32>,
 }
 
-/// The numbering-independent parts of each operation's fingerprint record (see
-/// `docs/fingerprint.md`), encoded by the builder as operations are appended, so that the
-/// canonical walk only adds operand indices: `roles[i]` is the role tag of the record's
-/// first word and `tails[tail_start[i]..tail_start[i + 1]]` the bytes after the
-/// operands (the active mask, then the payload's `StableHash` bytes). `complete` is false
-/// when the tails outgrew `u32` offsets (4 GiB); the walk then encodes payloads itself.
+/// The compact tables the canonical walk and the fingerprint read, built once at build (see
+/// `canon.rs` for how they are read). Everything one operation needs, the walk's operand
+/// producers and the fingerprint record's parts, lies in one run of `words`, so the walk
+/// touches each operation's data once, in a few contiguous arrays.
+///
+/// `words[at[i]..]` is operation `i`'s run: `[head_lo, n_outputs, n_operands, tail_start,
+/// tail_end]` (`head_lo` is the low half of the record header: tag and role tag), then
+/// per operand a pair `[producer, slot]`: the producing operation and its output slot,
+/// or [`Walk::input`] and the input's position for a graph input, or [`Walk::parent`] and
+/// the operand's index in `Graph::op_inputs` for a parent value. `tails[tail_start..tail_end]`
+/// are the record's bytes after the operands (the active mask, then the payload's
+/// `StableHash` bytes), followed by `TAIL_PAD` spare bytes at the end. `outputs` holds the
+/// same pair for each graph output.
+///
+/// `packed` is false when the graph is too large for these `u32` tables (offsets or the
+/// kept bytes past 4 Gi, or ids that could collide with the walk's markers): the tables
+/// are empty and the walks read the operation nodes instead.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Records {
-    pub(crate) roles: Vec<u8>,
-    pub(crate) tail_start: Vec<u32>,
+pub(crate) struct Walk {
+    pub(crate) at: Vec<u32>,
+    pub(crate) words: Vec<u32>,
+    pub(crate) outputs: Vec<[u32; 2]>,
     pub(crate) tails: Vec<u8>,
-    pub(crate) complete: bool,
+    pub(crate) packed: bool,
 }
 
-impl Records {
-    /// No operations yet.
-    pub(crate) fn new() -> Self {
-        Records {
-            roles: Vec::new(),
-            tail_start: vec![0],
-            tails: Vec::new(),
-            complete: true,
-        }
+impl Walk {
+    /// Words before the operand pairs in each operation's run.
+    pub(crate) const HEAD: usize = 5;
+
+    /// The producer word of a graph-input operand (one past the last operation).
+    pub(crate) fn input(n_ops: usize) -> u32 {
+        n_ops as u32
+    }
+
+    /// The producer word of a parent-value operand (two past the last operation).
+    pub(crate) fn parent(n_ops: usize) -> u32 {
+        n_ops as u32 + 1
     }
 
     fn heap_bytes(&self) -> usize {
-        self.roles
+        use std::mem::size_of;
+        self.at
             .capacity()
-            .saturating_add(self.tail_start.capacity().saturating_mul(4))
+            .saturating_mul(4)
+            .saturating_add(self.words.capacity().saturating_mul(4))
+            .saturating_add(
+                self.outputs
+                    .capacity()
+                    .saturating_mul(size_of::<[u32; 2]>()),
+            )
             .saturating_add(self.tails.capacity())
     }
 }
@@ -158,22 +180,9 @@ pub(crate) struct Identity {
 /// `g.prune_to(g.outputs())` has the same fingerprint as `g`.
 pub struct Graph<Op> {
     pub(crate) keys: Vec<ValueKey>,
-    /// Producing operation of each value, `u32::MAX` for inputs (a compact copy of `keys`
-    /// for the walks).
-    pub(crate) producers: Vec<u32>,
-    /// Operation `i` reads `op_inputs[in_start[i]..in_start[i + 1]]` (a compact copy of the
-    /// operations' input ranges for the walks; `num_ops() + 1` entries).
-    pub(crate) in_start: Vec<u32>,
-    /// For each entry of `op_inputs`: the producing operation of a local operand, or
-    /// `num_ops()` (a sentinel that the walks treat as already visited) for graph inputs and
-    /// parent values.
-    pub(crate) operand_ops: Vec<u32>,
-    /// Operation `i`'s outputs are `op_outputs[out_start[i]..out_start[i + 1]]` (a compact
-    /// copy of the operations' output ranges for the walks; `num_ops() + 1` entries).
-    pub(crate) out_start: Vec<u32>,
-    /// The parts of each operation's fingerprint record that do not depend on numbering,
-    /// encoded when the operation was appended (see [`Records`]).
-    pub(crate) records: Records,
+    /// The compact walk tables, with the parts of each operation's fingerprint record that
+    /// do not depend on numbering (encoded when the operation was appended; see [`Walk`]).
+    pub(crate) walk: Walk,
     pub(crate) ops: Vec<OpNode<Op>>,
     pub(crate) op_inputs: Vec<ValueRef>,
     pub(crate) op_outputs: Vec<ValueId>,
@@ -189,11 +198,7 @@ impl<Op: Clone> Clone for Graph<Op> {
     fn clone(&self) -> Self {
         Graph {
             keys: self.keys.clone(),
-            producers: self.producers.clone(),
-            in_start: self.in_start.clone(),
-            operand_ops: self.operand_ops.clone(),
-            out_start: self.out_start.clone(),
-            records: self.records.clone(),
+            walk: self.walk.clone(),
             ops: self.ops.clone(),
             op_inputs: self.op_inputs.clone(),
             op_outputs: self.op_outputs.clone(),
@@ -385,11 +390,7 @@ impl<Op> Graph<Op> {
             .map_or(0, |i| vec_bytes(&i.values) + vec_bytes(&i.ops));
         [
             vec_bytes(&self.keys),
-            vec_bytes(&self.producers),
-            vec_bytes(&self.in_start),
-            vec_bytes(&self.operand_ops),
-            vec_bytes(&self.out_start),
-            self.records.heap_bytes(),
+            self.walk.heap_bytes(),
             vec_bytes(&self.ops),
             vec_bytes(&self.op_inputs),
             vec_bytes(&self.op_outputs),

@@ -77,10 +77,11 @@ impl<Op> Graph<Op> {
         let mut stack = Vec::new();
         let mut order = Vec::with_capacity(self.ops.len());
         for i in 0..self.ops.len() {
-            if state[i] == 0 {
+            if state[i] == crate::canon::WHITE {
                 // A built graph is acyclic, so the walk cannot fail.
                 let _ = self.dfs(OpId(i as u32), &mut state, &mut stack, |_, op| {
-                    order.push(op)
+                    order.push(OpId(op));
+                    0
                 });
             }
         }
