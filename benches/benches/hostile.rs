@@ -7,11 +7,12 @@
 //! Targets: each deep-nesting command ≤ 1 s and ≤ 200 MB peak RSS; the memory
 //! analysis of structured ids ≤ 1.5× the time of dense ids, measured in the same run.
 //!
-//! Peak memory against the input: `spans`, `compare` (the trace against itself) and `report`
-//! on a large deep nesting and on as many never-closed root spans (200,000 spans quick,
-//! 1,000,000 full), each as `hostile/rss_per_input/<shape>/<command> peak_rss_per_input_mb`
-//! (peak RSS in MiB over the input's MiB; target ≤ 3). `hot` needs sampled stacks, which
-//! these shapes have none of.
+//! Peak memory against the input: `spans`, `compare` (the trace against itself), `report` and
+//! `hot` on a large deep nesting, on as many never-closed root spans (200,000 spans quick,
+//! 1,000,000 full) and on one sampled stack as deep (as many distinct frames), each as
+//! `hostile/rss_per_input/<shape>/<command> peak_rss_per_input_mb` (peak RSS in MiB over the
+//! input's MiB; target ≤ 3). `hot` runs on the deep stack only: the span shapes have no
+//! samples.
 
 use std::hint::black_box;
 use std::process::Command;
@@ -116,12 +117,51 @@ fn main() {
     );
 }
 
-/// Peak RSS over input size of `spans`, `compare` and `report` on the large hostile shapes.
+/// A version 2 trace with one step in which one span holds one sampled stack of `depth`
+/// distinct frames (each defined on its own line), sampled three times.
+fn deep_stack(depth: u64) -> Vec<u8> {
+    use std::fmt::Write as _;
+    let mut s = testkit::HEADER.replacen("\"version\":1", "\"version\":2", 1);
+    s.push('\n');
+    s.push_str("{\"type\":\"step\",\"index\":0,\"ts\":0}\n");
+    s.push_str(concat!(
+        r#"{"type":"span_start","id":1,"name":"forward","kind":"function","#,
+        r#""step":"forward","thread":1,"ts":0}"#,
+        "\n"
+    ));
+    for f in 1..=depth {
+        let _ = writeln!(
+            s,
+            r#"{{"type":"frame","id":{f},"func":"f{f}","file":"src/f{f}.rs"}}"#
+        );
+    }
+    s.push_str(r#"{"type":"stack","id":1,"frames":["#);
+    for f in 1..=depth {
+        let _ = write!(s, "{}{f}", if f > 1 { "," } else { "" });
+    }
+    s.push_str("]}\n");
+    s.push_str(concat!(
+        r#"{"type":"samples","step":0,"thread":1,"stack":1,"n":3,"phase":"forward","span":1}"#,
+        "\n",
+        r#"{"type":"sampler","step":0,"hz":1000,"taken":3,"lost":0,"cpu_ns":1000000,"ts":0,"#,
+        r#""dur":5}"#,
+        "\n",
+        r#"{"type":"span_end","id":1,"ts":10}"#,
+        "\n",
+        r#"{"type":"step","index":1,"ts":11}"#,
+        "\n"
+    ));
+    s.into_bytes()
+}
+
+/// Peak RSS over input size of `spans`, `compare`, `report` and `hot` on the large hostile
+/// shapes.
 fn rss_per_input_rows(dir: &std::path::Path, cli: &std::path::Path) {
     let n: u64 = if quick() { 200_000 } else { 1_000_000 };
     for (shape, bytes) in [
         ("deep_nesting", testkit::deep_nesting(n)),
         ("unended_roots", testkit::unended_roots(n)),
+        ("deep_stack", deep_stack(n)),
     ] {
         let path = dir.join(format!("{shape}.jsonl"));
         std::fs::write(&path, &bytes).expect("write the hostile trace");
@@ -129,11 +169,14 @@ fn rss_per_input_rows(dir: &std::path::Path, cli: &std::path::Path) {
         drop(bytes);
         let p = path.display().to_string();
         let html = dir.join(format!("{shape}.html")).display().to_string();
-        let commands: [(&str, Vec<&str>); 3] = [
+        let mut commands: Vec<(&str, Vec<&str>)> = vec![
             ("spans", vec!["spans", &p]),
             ("compare", vec!["compare", &p, &p]),
             ("report", vec!["report", &p, "-o", &html]),
         ];
+        if shape == "deep_stack" {
+            commands.push(("hot", vec!["hot", &p]));
+        }
         for (name, args) in commands {
             let mut cmd = Command::new(cli);
             cmd.args(&args);
