@@ -50,9 +50,24 @@ struct Busy {
     cpu_ns: Option<u64>,
 }
 
+/// Spins for `for_` of the thread's CPU time where the kernel reports it (so that a loaded
+/// machine does not shorten the measurement), else of wall time.
 fn busy(tid_of: impl Fn() -> u64, for_: Duration) -> Busy {
     let c0 = thread_cpu_ns();
-    spin(for_);
+    let start = Instant::now();
+    match c0 {
+        Some(c0) => {
+            let budget = for_.as_nanos() as u64;
+            while thread_cpu_ns().is_some_and(|c| c - c0 < budget)
+                && start.elapsed() < Duration::from_secs(10)
+            {
+                spin(Duration::from_millis(20));
+            }
+        }
+        None => {
+            spin(for_);
+        }
+    }
     let c1 = thread_cpu_ns();
     Busy {
         tid: tid_of(),
@@ -201,16 +216,21 @@ fn rate_is_the_requested_one(hz: u32) {
     );
     eprintln!(
         "{hz} Hz requested: {sampled:.0} Hz of the sampled threads' CPU, {achieved:.0} Hz of \
-         the process's; threads {:?}",
-        o.per_thread
+         the process's; threads {:?}, early {early} over {:?} ns, late {late} over {:?} ns",
+        o.per_thread, o.early.cpu_ns, o.late.cpu_ns
     );
     assert!(o.lost * 100 <= o.taken, "{} lost of {}", o.lost, o.taken);
-    // Each thread on its own clock, where the kernel reports a thread's CPU time.
-    for (name, b, n) in [("early", &o.early, early), ("late", &o.late, late)] {
+    // Each thread on its own clock, where the kernel reports a thread's CPU time. The late
+    // thread is sampled from the sampler thread's first scan after it started (5 ms, more
+    // when a loaded machine delays the sampler thread), so its band starts lower.
+    for (name, b, n, low) in [
+        ("early", &o.early, early, 0.9),
+        ("late", &o.late, late, 0.85),
+    ] {
         if let Some(ns) = b.cpu_ns.filter(|&ns| ns > 50_000_000) {
             let per_thread = n as f64 / (ns as f64 / 1e9);
             assert!(
-                (0.9..=1.1).contains(&(per_thread / hz)),
+                (low..=1.1).contains(&(per_thread / hz)),
                 "{name} thread: {per_thread:.0} Hz of {hz} over {} ms of its CPU",
                 ns / 1_000_000
             );
