@@ -2,7 +2,9 @@
 //!
 //! The demo's exports in speedscope and its HTML reports, in headless Chromium from disk.
 //!
-//! Steps: build the demo's trace (`tracegraph demo --out target/browser-check`), write two
+//! Steps: build the demo's trace (`tracegraph demo --out target/browser-check`) and the Llama
+//! demo's (`--model llama`: a candle-transformers model whose forward op became a span around
+//! the model's own spans), write two
 //! reports (`report.html`, and `report-compare.html` with the same run as its baseline so the
 //! comparison section renders too), then for each page:
 //!
@@ -17,14 +19,16 @@
 //! 3. a screenshot (`--screenshot`) is saved next to the page (`report.png`).
 //!
 //! **speedscope.** The demo's Chrome export (`demo.trace.json`, default args), its folded
-//! stacks and a synthetic 20,000-step Chrome export are imported by speedscope from the npm
+//! stacks, the same two for the Llama demo (`llama.trace.json`, `llama.folded`) and a
+//! synthetic 20,000-step Chrome export are imported by speedscope from the npm
 //! registry (`$SPEEDSCOPE`, else `target/npm/node_modules/speedscope`, installed by `.ci/run`)
 //! the way its own CLI does it: a script calling `speedscope.loadFileFromBase64(NAME, DATA)`
 //! given as `index.html#localProfilePath=...&view=sandwich`. A prelude in that script records
 //! every `console.*` call and uncaught error of the page in a hidden `<pre>`; the check fails on
 //! any warning or error, on the wrong importer (a `*.trace.json` must be read as Trace Event
 //! Format, folded stacks as collapsed stacks), and unless the Sandwich table lists exactly one
-//! `backward` frame (frames aggregated, not one per call). Chromium's own console lines on
+//! `backward` frame for the MLP and one `llama.forward` frame for the Llama (frames
+//! aggregated, not one per call; the op drawn once, as its span). Chromium's own console lines on
 //! stderr must be speedscope's known informational ones (version, WebGL renderer, importer,
 //! import time) or the software renderer's "GPU stall due to ReadPixels" performance note.
 //!
@@ -32,7 +36,8 @@
 //! its required fields, complete events nest per thread, memory counters are never negative,
 //! op totals per name equal `tracegraph ops --json`, no nesting adjustment was needed) and
 //! the folded stacks (weights sum to the time of the outermost Chrome events, and to the root
-//! spans of `tracegraph spans --json`).
+//! spans of `tracegraph spans --json`), and the self time per frame name computed from the
+//! nested Chrome events equals the folded weights per frame within 1 µs, for both demos.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -85,7 +90,20 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     super::run(demo)?;
     let trace = newest_trace(&out)?;
     eprintln!("xtask: demo trace {}", trace.display());
-    let mut failures = export_checks(root, &trace, &out)?;
+    let mut failures = export_checks(root, &trace, &out, "demo")?;
+    // A real library model: its forward op became a span around the model's own spans.
+    let llama_dir = out.join("llama");
+    let mut llama = tracegraph(root);
+    llama
+        .arg("demo")
+        .arg("--model")
+        .arg("llama")
+        .arg("--out")
+        .arg(&llama_dir);
+    super::run(llama)?;
+    let llama_trace = newest_trace(&llama_dir)?;
+    eprintln!("xtask: llama demo trace {}", llama_trace.display());
+    failures.extend(export_checks(root, &llama_trace, &out, "llama")?);
     failures.extend(speedscope_checks(root, &chromium, &target, &out)?);
 
     let page = out.join("report.html");
@@ -147,7 +165,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         bail!("browser check failed ({} problems)", failures.len());
     }
     println!(
-        "browser-check: ok: speedscope imported the demo's Chrome export, its folded stacks and a 20,000-step export without warnings, frames aggregated; {} and {} rendered in {} without console messages; screenshots {}",
+        "browser-check: ok: speedscope imported the MLP and Llama demos' Chrome exports and folded stacks (self time per frame agreeing) and a 20,000-step export without warnings, frames aggregated; {} and {} rendered in {} without console messages; screenshots {}",
         page.display(),
         compare_page.display(),
         chromium.display(),
@@ -173,12 +191,12 @@ fn tracegraph_stdout(root: &Path, args: &[&str]) -> Result<String> {
 /// µs with three decimals (a JSON number) as integer ns.
 /// Exports the demo trace as Chrome JSON and folded stacks and checks both (see the module
 /// documentation). Returns the failures.
-fn export_checks(root: &Path, trace: &Path, out: &Path) -> Result<Vec<String>> {
+fn export_checks(root: &Path, trace: &Path, out: &Path, name: &str) -> Result<Vec<String>> {
     let mut failures = Vec::new();
     let t = trace.to_string_lossy().to_string();
     // `*.trace.json`: speedscope routes `*.chrome.json` to its Chrome *timeline* importer.
-    let chrome_path = out.join("demo.trace.json");
-    let folded_path = out.join("demo.folded");
+    let chrome_path = out.join(format!("{name}.trace.json"));
+    let folded_path = out.join(format!("{name}.folded"));
     tracegraph_stdout(
         root,
         &[
@@ -253,6 +271,32 @@ fn export_checks(root: &Path, trace: &Path, out: &Path) -> Result<Vec<String>> {
         {
             Some(w) if w > 0 => sum += w,
             _ => failures.push(format!("{}: bad line `{line}`", folded_path.display())),
+        }
+    }
+    // Self time per frame name agrees between the two exports (as a viewer computes it
+    // from the nested Chrome events, and as the folded weights give it).
+    let chrome_self = self_by_name(&check.complete);
+    let mut folded_self: std::collections::BTreeMap<String, u64> = Default::default();
+    for line in folded.lines() {
+        if let Some((stack, w)) = line.rsplit_once(' ')
+            && let Ok(w) = w.parse::<u64>()
+        {
+            let frame = stack.rsplit(';').next().unwrap_or(stack);
+            *folded_self.entry(frame.to_string()).or_default() += w;
+        }
+    }
+    let names: std::collections::BTreeSet<&String> =
+        chrome_self.keys().chain(folded_self.keys()).collect();
+    for n in names {
+        let (c, f) = (
+            chrome_self.get(n).copied().unwrap_or(0),
+            folded_self.get(n).copied().unwrap_or(0),
+        );
+        if c.abs_diff(f) > 1_000 {
+            failures.push(format!(
+                "{}: self time of `{n}` is {c} ns in the Chrome export and {f} ns in the folded stacks",
+                folded_path.display()
+            ));
         }
     }
     let span_roots: u64 = spans["nodes"]
@@ -359,6 +403,34 @@ fn base64_into(data: &[u8], out: &mut String) {
     }
 }
 
+/// Self time per event name of the complete events (the step track left out): each event's
+/// duration less its direct children's on its thread, as a flame-graph viewer computes it.
+fn self_by_name(events: &[testkit::XEvent]) -> std::collections::BTreeMap<String, u64> {
+    let mut xs: Vec<&testkit::XEvent> = events.iter().filter(|x| x.cat != "step").collect();
+    xs.sort_by_key(|x| (x.tid, x.start, std::cmp::Reverse(x.end)));
+    let mut selfs: Vec<u64> = xs.iter().map(|x| x.end - x.start).collect();
+    let mut stack: Vec<usize> = Vec::new();
+    for i in 0..xs.len() {
+        while let Some(&top) = stack.last() {
+            let t = xs[top];
+            if t.tid != xs[i].tid || xs[i].start >= t.end {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        if let Some(&parent) = stack.last() {
+            selfs[parent] = selfs[parent].saturating_sub(xs[i].end - xs[i].start);
+        }
+        stack.push(i);
+    }
+    let mut by_name = std::collections::BTreeMap::new();
+    for (x, s) in xs.iter().zip(selfs) {
+        *by_name.entry(x.name.clone()).or_default() += s;
+    }
+    by_name
+}
+
 /// What one speedscope import showed.
 #[derive(Debug, Default)]
 struct SpeedscopeImport {
@@ -411,11 +483,12 @@ fn unescape_html(s: &str) -> String {
 }
 
 /// The failures of one import: console warnings or errors, the wrong importer, a failure
-/// message, and unless `backward_frames` is `None`, not exactly that many `backward` frames.
+/// message, and unless `frames` is `None`, not exactly that many frames of that name (an
+/// aggregated frame: one per name and args).
 fn judge_speedscope(
     r: &SpeedscopeImport,
     importer: &str,
-    backward_frames: Option<usize>,
+    frames: Option<(&str, usize)>,
 ) -> Vec<String> {
     let mut f = Vec::new();
     for line in &r.console {
@@ -436,15 +509,15 @@ fn judge_speedscope(
     if r.frames.is_empty() {
         f.push("the Sandwich view lists no frames".to_string());
     }
-    if let Some(want) = backward_frames {
+    if let Some((frame, want)) = frames {
         let n = r
             .frames
             .iter()
-            .filter(|name| *name == "backward" || name.starts_with("backward {"))
+            .filter(|name| *name == frame || name.starts_with(&format!("{frame} {{")))
             .count();
         if n != want {
             f.push(format!(
-                "the Sandwich view lists {n} `backward` frame(s), expected {want} (frames not aggregated?): {:?}",
+                "the Sandwich view lists {n} `{frame}` frame(s), expected {want} (frames not aggregated?): {:?}",
                 r.frames
             ));
         }
@@ -478,7 +551,7 @@ fn speedscope_import(
     file: &Path,
     out: &Path,
     importer: &str,
-    backward_frames: Option<usize>,
+    frames: Option<(&str, usize)>,
 ) -> Result<Vec<String>> {
     let name = file
         .file_name()
@@ -509,7 +582,7 @@ fn speedscope_import(
     std::fs::write(out.join(format!("{name}.speedscope.dom.html")), &dom)
         .with_context(|| format!("saving the speedscope DOM of {name}"))?;
     let r = parse_speedscope_dom(&dom);
-    let mut failures: Vec<String> = judge_speedscope(&r, importer, backward_frames)
+    let mut failures: Vec<String> = judge_speedscope(&r, importer, frames)
         .into_iter()
         .chain(
             unexpected_stderr_console(&stderr)
@@ -537,22 +610,24 @@ fn speedscope_checks(
 ) -> Result<Vec<String>> {
     let index = speedscope_index(target)?;
     let mut failures = Vec::new();
-    failures.extend(speedscope_import(
-        chromium,
-        &index,
-        &out.join("demo.trace.json"),
-        out,
-        "Importing as Trace Event Format profile",
-        Some(1),
-    )?);
-    failures.extend(speedscope_import(
-        chromium,
-        &index,
-        &out.join("demo.folded"),
-        out,
-        "Importing as collapsed stack format",
-        Some(1),
-    )?);
+    for (name, frame) in [("demo", "backward"), ("llama", "llama.forward")] {
+        failures.extend(speedscope_import(
+            chromium,
+            &index,
+            &out.join(format!("{name}.trace.json")),
+            out,
+            "Importing as Trace Event Format profile",
+            Some((frame, 1)),
+        )?);
+        failures.extend(speedscope_import(
+            chromium,
+            &index,
+            &out.join(format!("{name}.folded")),
+            out,
+            "Importing as collapsed stack format",
+            Some((frame, 1)),
+        )?);
+    }
     // 20,000 steps (one op each): step bars that overlapped by a rounding error made
     // speedscope nest them into a 20,000-deep staircase and overflow its stack.
     let synth = out.join("steps-20000.jsonl");
@@ -971,7 +1046,7 @@ mod tests {
 </pre></body></html>"#;
         let r = parse_speedscope_dom(ok);
         assert_eq!(r.frames, ["backward {\"kind\":\"function\"}", "matmul"]);
-        assert!(judge_speedscope(&r, "Trace Event Format", Some(1)).is_empty());
+        assert!(judge_speedscope(&r, "Trace Event Format", Some(("backward", 1))).is_empty());
         // The wrong importer, a warning, a failure, and one frame per call.
         let bad = ok
             .replace("Trace Event Format profile", "Chrome Timeline")
@@ -980,7 +1055,11 @@ mod tests {
                 "warn: ts=5: Tried to end \"a\"\n</pre>Something went wrong",
             )
             .replace("matmul", "backward {&quot;span_id&quot;:2}");
-        let f = judge_speedscope(&parse_speedscope_dom(&bad), "Trace Event Format", Some(1));
+        let f = judge_speedscope(
+            &parse_speedscope_dom(&bad),
+            "Trace Event Format",
+            Some(("backward", 1)),
+        );
         assert_eq!(f.len(), 4, "{f:?}");
         let stderr = "[1:1:INFO:CONSOLE:188] \"speedscope v1.25.0\", source: x\n\
                       [1:1:INFO:CONSOLE:20] \"[.WebGL-0x1]GL Driver Message (OpenGL, Performance, GL_CLOSE_PATH_NV, High): GPU stall due to ReadPixels\", source: y\n\
