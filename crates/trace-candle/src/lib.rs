@@ -13,7 +13,7 @@
 //! - [`Profiled`], [`ProfiledT`], [`ProfiledSequence`] (made by [`Capture::profile`],
 //!   [`Capture::profile_t`], [`Capture::profile_sequence`]): wrappers implementing
 //!   [`candle_core::Module`] / [`candle_core::ModuleT`] that record one module span per
-//!   forward, named by the module's path (`model/layers.3/mlp`).
+//!   forward for the module path (`model/layers.3/mlp`), named relative to its enclosing module.
 //! - [`TrainingCapture`] (feature `nn`): parameters of a `VarMap`, gradients of a
 //!   `GradStore`, optimizer state, forward / backward / optimizer spans.
 //! - [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` turning `tracing`

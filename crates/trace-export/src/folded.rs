@@ -4,8 +4,8 @@
 //! *self* time of the last frame in nanoseconds, summed over every occurrence of that stack:
 //!
 //! ```text
-//! train_step;forward;model/layers.0 1200
-//! train_step;forward;model/layers.0;matmul 53000
+//! train_step;forward;model;layers.0 1200
+//! train_step;forward;model;layers.0;matmul 53000
 //! ```
 //!
 //! A span's self time is its duration minus the durations of its children on the same

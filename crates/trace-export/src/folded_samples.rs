@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! backward;main;train::step;candle_core::backprop::…::backward;gemm::gemm 12
-//! forward;model;model/layers.0;main;train::step;…;candle_core::tensor::Tensor::matmul 3
+//! forward;model;layers.0;main;train::step;…;candle_core::tensor::Tensor::matmul 3
 //! ```
 //!
 //! - The span part is the span's path as the span folded stacks ([`crate::folded_stacks`])

@@ -41,7 +41,8 @@ fn profiled_modules_give_the_nested_span_tree_with_shapes() {
     capture.step();
     let trace = finish_and_read(&capture, &sink);
 
-    // Spans of the first forward, as (name, parent name).
+    // Spans of the first forward, as (name, parent name): each named relative to the module
+    // it nests in, so the span paths are the module paths, never doubled.
     let mut names = std::collections::HashMap::new();
     let mut tree = Vec::new();
     for e in events(&trace) {
@@ -58,13 +59,36 @@ fn profiled_modules_give_the_nested_span_tree_with_shapes() {
         first,
         vec![
             (s("model"), None),
-            (s("model/layers.0"), Some(s("model"))),
-            (s("model/layers.0/mlp"), Some(s("model/layers.0"))),
-            (s("model/layers.1"), Some(s("model"))),
-            (s("model/layers.1/mlp"), Some(s("model/layers.1"))),
+            (s("layers.0"), Some(s("model"))),
+            (s("mlp"), Some(s("layers.0"))),
+            (s("layers.1"), Some(s("model"))),
+            (s("mlp"), Some(s("layers.1"))),
         ]
     );
     assert_eq!(tree.len(), 10);
+    // Full paths (names from the root joined by `/`) are the module paths.
+    let mut full = std::collections::HashMap::new();
+    let mut paths = Vec::new();
+    for e in events(&trace) {
+        if let Event::SpanStart(sp) = e {
+            let path = match sp.parent.and_then(|p| full.get(&p)) {
+                Some(parent) => format!("{parent}/{}", sp.name),
+                None => sp.name.clone(),
+            };
+            full.insert(sp.id, path.clone());
+            paths.push(path);
+        }
+    }
+    assert_eq!(
+        &paths[..5],
+        [
+            "model",
+            "model/layers.0",
+            "model/layers.0/mlp",
+            "model/layers.1",
+            "model/layers.1/mlp"
+        ]
+    );
 
     // Each span records its input and output shapes, and the output's activation bytes.
     let span_of = |name: &str| {
@@ -75,7 +99,7 @@ fn profiled_modules_give_the_nested_span_tree_with_shapes() {
             })
             .unwrap()
     };
-    let mlp = span_of("model/layers.0/mlp");
+    let mlp = span_of("mlp");
     let tensors: Vec<_> = events(&trace)
         .filter_map(|e| match e {
             Event::Tensor(t) if t.span == Some(mlp) => {
