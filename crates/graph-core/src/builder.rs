@@ -382,7 +382,7 @@ fn walk_tables<Op>(
     let n_ops = ops.len();
     let n_words = (Walk::HEAD as u64)
         .saturating_mul(n_ops as u64)
-        .saturating_add(2u64.saturating_mul(op_inputs.len() as u64));
+        .saturating_add((Walk::OPERAND as u64).saturating_mul(op_inputs.len() as u64));
     // Operation ids and the two operand markers stay below the walk's two state markers,
     // and so do the canonical value indices the walk stores per finished operation.
     let limit = u64::from(u32::MAX - 3);
@@ -398,14 +398,19 @@ fn walk_tables<Op>(
     for (k, &v) in inputs.iter().enumerate() {
         input_pos[v.index()] = k as u32;
     }
-    let local = |v: ValueId| match keys[v.index()] {
-        ValueKey::Input(_) => [input, input_pos[v.index()]],
-        ValueKey::Output { op, slot } => [op.0, slot],
-    };
+    // Where each operation's run starts: runs follow one another in arena order.
     let mut at = Vec::with_capacity(n_ops);
+    let mut o = 0u32;
+    for node in ops {
+        at.push(o);
+        o += (Walk::HEAD + Walk::OPERAND * (node.inputs.1 - node.inputs.0) as usize) as u32;
+    }
+    let local = |v: ValueId| match keys[v.index()] {
+        ValueKey::Input(_) => [input, input_pos[v.index()], 0],
+        ValueKey::Output { op, slot } => [op.0, slot, at[op.index()]],
+    };
     let mut words = Vec::with_capacity(n_words as usize);
     for (i, node) in ops.iter().enumerate() {
-        at.push(words.len() as u32);
         let (i0, i1) = node.inputs;
         words.extend_from_slice(&[
             1 | (u32::from(crate::canon::role_tag(&node.role)) << 8),
@@ -415,15 +420,14 @@ fn walk_tables<Op>(
             tail_start[i + 1],
         ]);
         for (k, r) in op_inputs[i0 as usize..i1 as usize].iter().enumerate() {
-            let pair = match *r {
+            let triple = match *r {
                 ValueRef::Local(v) => local(v),
-                ValueRef::Parent { .. } => [parent, i0 + k as u32],
+                ValueRef::Parent { .. } => [parent, i0 + k as u32, 0],
             };
-            words.extend_from_slice(&pair);
+            words.extend_from_slice(&triple);
         }
     }
     Walk {
-        at,
         words,
         outputs: outputs.iter().map(|&v| local(v)).collect(),
         tails,

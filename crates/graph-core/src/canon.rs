@@ -48,46 +48,49 @@ pub(crate) fn walk_state(n_ops: usize) -> Vec<u32> {
     state
 }
 
-/// One frame of the iterative depth-first walk: an operation and its next operand.
+/// One frame of the iterative depth-first walk: an operation (and where its operands are
+/// listed) and its next operand.
 #[derive(Clone, Copy)]
 pub(crate) struct Frame {
     op: u32,
+    list: u32,
     cur: u32,
     end: u32,
 }
 
-/// Where a walk finds each operation's operand producers: positions `range(op)` (stepping
-/// by `STEP`), each naming its producer or one of the finished markers.
+/// Where a walk finds each operation's operand producers: an operation's list (named by a
+/// handle) holds positions `range(list)`, stepping by `STEP`, each naming a producer (or
+/// one of the finished markers) and the producer's list.
 pub(crate) trait Operands {
     /// Distance between two operands' positions.
     const STEP: u32;
-    /// The positions of operation `op`'s operands.
-    fn range(&self, op: u32) -> (u32, u32);
-    /// The producer at position `at`.
-    fn producer(&self, at: u32) -> u32;
+    /// The positions of the operands in the list `list`.
+    fn range(&self, list: u32) -> (u32, u32);
+    /// The producer at position `at` and its list.
+    fn producer(&self, at: u32) -> (u32, u32);
 }
 
-/// The packed walk tables.
+/// The packed walk tables: an operation's list is its run of words.
 struct Packed<'g> {
-    at: &'g [u32],
     words: &'g [u32],
 }
 
 impl Operands for Packed<'_> {
-    const STEP: u32 = 2;
+    const STEP: u32 = Walk::OPERAND as u32;
     #[inline(always)]
-    fn range(&self, op: u32) -> (u32, u32) {
-        let o = self.at[op as usize];
-        let start = o + Walk::HEAD as u32;
-        (start, start + 2 * self.words[o as usize + 2])
+    fn range(&self, run: u32) -> (u32, u32) {
+        let start = run + Walk::HEAD as u32;
+        let n = self.words[run as usize + 2];
+        (start, start + Walk::OPERAND as u32 * n)
     }
     #[inline(always)]
-    fn producer(&self, at: u32) -> u32 {
-        self.words[at as usize]
+    fn producer(&self, at: u32) -> (u32, u32) {
+        (self.words[at as usize], self.words[at as usize + 2])
     }
 }
 
-/// The operation nodes themselves (graphs too large for the packed tables).
+/// The operation nodes themselves (graphs too large for the packed tables); an
+/// operation's list is its id.
 struct Nodes<'g, Op> {
     g: &'g Graph<Op>,
     marker: u32,
@@ -100,54 +103,56 @@ impl<Op> Operands for Nodes<'_, Op> {
         self.g.ops[op as usize].inputs
     }
     #[inline]
-    fn producer(&self, at: u32) -> u32 {
-        match self.g.op_inputs[at as usize] {
+    fn producer(&self, at: u32) -> (u32, u32) {
+        let q = match self.g.op_inputs[at as usize] {
             ValueRef::Local(v) => match self.g.keys[v.index()] {
                 ValueKey::Output { op, .. } => op.0,
                 ValueKey::Input(_) => self.marker,
             },
             ValueRef::Parent { .. } => self.marker,
-        }
+        };
+        (q, q)
     }
 }
 
-/// Iterative depth-first walk from `root` over local producers, calling `post` on each
-/// newly finished operation (post-order; operands visited in order) with the states so
-/// far; the operation's state becomes what `post` returns (below `GRAY`). A gray producer
-/// means a cycle. `state` comes from [`walk_state`].
+/// Iterative depth-first walk from operation `root` (with list `list`) over local
+/// producers, calling `post` on each newly finished operation (post-order; operands visited
+/// in order) with the states so far, the operation and its list; the operation's state
+/// becomes what `post` returns (below `GRAY`). A gray producer means a cycle. `state`
+/// comes from [`walk_state`].
 #[inline(always)]
 fn dfs_over<A: Operands>(
     adj: &A,
-    root: u32,
+    (root, list): (u32, u32),
     state: &mut [u32],
     stack: &mut Vec<Frame>,
-    mut post: impl FnMut(&[u32], u32) -> u32,
+    mut post: impl FnMut(&[u32], u32, u32) -> u32,
 ) -> Result<(), GraphError> {
     // The current frame lives in locals; `stack` holds the suspended ones.
-    let mut op = root;
-    let (mut cur, mut end) = adj.range(op);
+    let (mut op, mut list) = (root, list);
+    let (mut cur, mut end) = adj.range(list);
     state[op as usize] = GRAY;
     stack.clear();
     'walk: loop {
         while cur < end {
-            let q = adj.producer(cur);
+            let (q, q_list) = adj.producer(cur);
             cur += A::STEP;
             let s = state[q as usize];
             if s >= GRAY {
                 if s == GRAY {
                     return Err(GraphError::Cycle { op: OpId(q) });
                 }
-                stack.push(Frame { op, cur, end });
-                op = q;
-                (cur, end) = adj.range(op);
+                stack.push(Frame { op, list, cur, end });
+                (op, list) = (q, q_list);
+                (cur, end) = adj.range(list);
                 state[op as usize] = GRAY;
                 continue 'walk;
             }
         }
-        let done = post(state, op);
+        let done = post(state, op, list);
         state[op as usize] = done;
         match stack.pop() {
-            Some(f) => (op, cur, end) = (f.op, f.cur, f.end),
+            Some(f) => (op, list, cur, end) = (f.op, f.list, f.cur, f.end),
             None => break,
         }
     }
@@ -192,29 +197,32 @@ impl<Op: StableHash> Graph<Op> {
             // finishes, from its run of words (just read by the walk) and its kept bytes;
             // an operand's canonical index is its producer's state plus its slot.
             let w = &self.walk;
-            let adj = Packed {
-                at: &w.at,
-                words: &w.words,
-            };
+            let adj = Packed { words: &w.words };
             let mut next = self.inputs.len() as u32;
             let mut n_live: usize = 0;
-            for &[root, _] in &w.outputs {
+            for &[root, _, run] in &w.outputs {
                 if state[root as usize] == WHITE {
-                    dfs_over(&adj, root, &mut state, &mut stack, |state, op| {
-                        let n_out = self.write_record(op, &mut h, state);
-                        n_live += 1;
-                        if check_all {
-                            canon_ops.push(OpId(op));
-                        }
-                        let first = next;
-                        next += n_out;
-                        first
-                    })?;
+                    dfs_over(
+                        &adj,
+                        (root, run),
+                        &mut state,
+                        &mut stack,
+                        |state, op, run| {
+                            let n_out = self.write_record(run, &mut h, state);
+                            n_live += 1;
+                            if check_all {
+                                canon_ops.push(OpId(op));
+                            }
+                            let first = next;
+                            next += n_out;
+                            first
+                        },
+                    )?;
                 }
             }
             h.write_u128(TAG_END_OPS | ((n_live as u128) << 64));
             h.write_len(w.outputs.len());
-            for &[q, slot] in &w.outputs {
+            for &[q, slot, _] in &w.outputs {
                 h.write_u32(state[q as usize] + slot);
             }
             if check_all {
@@ -248,14 +256,20 @@ impl<Op: StableHash> Graph<Op> {
                 if let ValueKey::Output { op: root, .. } = self.keys[out.index()]
                     && state[root.index()] == WHITE
                 {
-                    dfs_over(&adj, root.0, &mut state, &mut stack, |_, op| {
-                        self.hash_op(OpId(op), &mut h, &mut value_index, &mut next);
-                        n_live += 1;
-                        if check_all {
-                            canon_ops.push(OpId(op));
-                        }
-                        0
-                    })?;
+                    dfs_over(
+                        &adj,
+                        (root.0, root.0),
+                        &mut state,
+                        &mut stack,
+                        |_, op, _| {
+                            self.hash_op(OpId(op), &mut h, &mut value_index, &mut next);
+                            n_live += 1;
+                            if check_all {
+                                canon_ops.push(OpId(op));
+                            }
+                            0
+                        },
+                    )?;
                 }
             }
             h.write_u128(TAG_END_OPS | ((n_live as u128) << 64));
@@ -268,11 +282,7 @@ impl<Op: StableHash> Graph<Op> {
         let fp = h.finish();
 
         if check_all {
-            for i in 0..n_ops {
-                if state[i] == WHITE {
-                    self.dfs(OpId(i as u32), &mut state, &mut stack, |_, _| 0)?;
-                }
-            }
+            self.walk_rest(&mut state, &mut stack, |_| {})?;
         }
         Ok((
             Canon {
@@ -283,18 +293,18 @@ impl<Op: StableHash> Graph<Op> {
         ))
     }
 
-    /// Writes operation `op`'s record (see docs/fingerprint.md) from its run of the packed
-    /// tables: the header, the operand indices (each producer finished already, so its state
-    /// is its first output's canonical index) and the kept bytes, copied in 16-byte chunks.
-    /// Returns the operation's number of outputs.
+    /// Writes the record (see docs/fingerprint.md) of the operation whose run of the packed
+    /// tables starts at `run`: the header, the operand indices (each producer finished
+    /// already, so its state is its first output's canonical index) and the kept bytes,
+    /// copied in 16-byte chunks. Returns the operation's number of outputs.
     #[inline(always)]
-    fn write_record(&self, op: u32, h: &mut StableHasher, state: &[u32]) -> u32 {
+    fn write_record(&self, run: u32, h: &mut StableHasher, state: &[u32]) -> u32 {
         let w = &self.walk;
-        let o = w.at[op as usize] as usize;
+        let o = run as usize;
         let &[head_lo, n_out, n_in, t0, t1] = &w.words[o..o + Walk::HEAD] else {
             return 0;
         };
-        let pairs = &w.words[o + Walk::HEAD..o + Walk::HEAD + 2 * n_in as usize];
+        let operands = &w.words[o + Walk::HEAD..o + Walk::HEAD + Walk::OPERAND * n_in as usize];
         let tail_len = (t1 - t0) as usize;
         let head = u64::from(head_lo) | (u64::from(n_out) << 32);
         let parent = Walk::parent(self.ops.len());
@@ -307,7 +317,7 @@ impl<Op: StableHash> Graph<Op> {
         if let Some(mut r) = h.reserve(room) {
             r.write_u64(head);
             r.write_u64(u64::from(n_in));
-            for p in pairs.chunks_exact(2) {
+            for p in operands.chunks_exact(Walk::OPERAND) {
                 let (q, slot) = (p[0], p[1]);
                 if q != parent {
                     r.write_u64(u64::from(state[q as usize] + slot));
@@ -324,7 +334,7 @@ impl<Op: StableHash> Graph<Op> {
         } else {
             h.write_u64(head);
             h.write_u64(u64::from(n_in));
-            for p in pairs.chunks_exact(2) {
+            for p in operands.chunks_exact(Walk::OPERAND) {
                 let (q, slot) = (p[0], p[1]);
                 if q != parent {
                     h.write_u64(u64::from(state[q as usize] + slot));
@@ -405,28 +415,44 @@ impl<Op: StableHash> Graph<Op> {
 }
 
 impl<Op> Graph<Op> {
-    /// Iterative depth-first walk from `root` (see [`dfs_over`]) over whichever tables the
-    /// graph has.
-    pub(crate) fn dfs(
+    /// Walks from every operation not reached yet, in arena order (see [`dfs_over`]),
+    /// calling `post` on each as it finishes (post-order), over whichever tables the
+    /// graph has. Finished operations get state 0.
+    pub(crate) fn walk_rest(
         &self,
-        root: OpId,
         state: &mut [u32],
         stack: &mut Vec<Frame>,
-        post: impl FnMut(&[u32], u32) -> u32,
+        mut post: impl FnMut(u32),
     ) -> Result<(), GraphError> {
+        let mut post = |_: &[u32], op: u32, _: u32| {
+            post(op);
+            0
+        };
         if self.walk.packed {
             let adj = Packed {
-                at: &self.walk.at,
                 words: &self.walk.words,
             };
-            dfs_over(&adj, root.0, state, stack, post)
+            // Runs follow one another in arena order.
+            let mut run = 0u32;
+            for i in 0..self.ops.len() {
+                if state[i] == WHITE {
+                    dfs_over(&adj, (i as u32, run), state, stack, &mut post)?;
+                }
+                let (_, end) = adj.range(run);
+                run = end;
+            }
         } else {
             let adj = Nodes {
                 g: self,
                 marker: Walk::input(self.ops.len()),
             };
-            dfs_over(&adj, root.0, state, stack, post)
+            for i in 0..self.ops.len() {
+                if state[i] == WHITE {
+                    dfs_over(&adj, (i as u32, i as u32), state, stack, &mut post)?;
+                }
+            }
         }
+        Ok(())
     }
 }
 

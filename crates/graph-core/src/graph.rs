@@ -109,30 +109,32 @@ pub(crate) struct Canon {
 /// producers and the fingerprint record's parts, lies in one run of `words`, so the walk
 /// touches each operation's data once, in a few contiguous arrays.
 ///
-/// `words[at[i]..]` is operation `i`'s run: `[head_lo, n_outputs, n_operands, tail_start,
-/// tail_end]` (`head_lo` is the low half of the record header: tag and role tag), then
-/// per operand a pair `[producer, slot]`: the producing operation and its output slot,
-/// or [`Walk::input`] and the input's position for a graph input, or [`Walk::parent`] and
-/// the operand's index in `Graph::op_inputs` for a parent value. `tails[tail_start..tail_end]`
-/// are the record's bytes after the operands (the active mask, then the payload's
-/// `StableHash` bytes), followed by `TAIL_PAD` spare bytes at the end. `outputs` holds the
-/// same pair for each graph output.
+/// `words` holds one run per operation, in arena order: `[head_lo, n_outputs, n_operands,
+/// tail_start, tail_end]` (`head_lo` is the low half of the record header: tag and role
+/// tag), then per operand a triple `[producer, slot, run]`: the producing operation, its
+/// output slot and where the producer's run starts (so that the walk steps from an operand
+/// to its producer's run with one load), or [`Walk::input`], the input's position and 0 for
+/// a graph input, or [`Walk::parent`], the operand's index in `Graph::op_inputs` and 0 for a
+/// parent value. `tails[tail_start..tail_end]` are the record's bytes after the operands
+/// (the active mask, then the payload's `StableHash` bytes), followed by `TAIL_PAD` spare
+/// bytes at the end. `outputs` holds the same triple for each graph output.
 ///
 /// `packed` is false when the graph is too large for these `u32` tables (offsets or the
 /// kept bytes past 4 Gi, or ids that could collide with the walk's markers): the tables
 /// are empty and the walks read the operation nodes instead.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Walk {
-    pub(crate) at: Vec<u32>,
     pub(crate) words: Vec<u32>,
-    pub(crate) outputs: Vec<[u32; 2]>,
+    pub(crate) outputs: Vec<[u32; 3]>,
     pub(crate) tails: Vec<u8>,
     pub(crate) packed: bool,
 }
 
 impl Walk {
-    /// Words before the operand pairs in each operation's run.
+    /// Words before the operand triples in each operation's run.
     pub(crate) const HEAD: usize = 5;
+    /// Words per operand.
+    pub(crate) const OPERAND: usize = 3;
 
     /// The producer word of a graph-input operand (one past the last operation).
     pub(crate) fn input(n_ops: usize) -> u32 {
@@ -146,14 +148,13 @@ impl Walk {
 
     fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.at
+        self.words
             .capacity()
             .saturating_mul(4)
-            .saturating_add(self.words.capacity().saturating_mul(4))
             .saturating_add(
                 self.outputs
                     .capacity()
-                    .saturating_mul(size_of::<[u32; 2]>()),
+                    .saturating_mul(size_of::<[u32; 3]>()),
             )
             .saturating_add(self.tails.capacity())
     }

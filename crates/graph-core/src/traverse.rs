@@ -76,15 +76,8 @@ impl<Op> Graph<Op> {
         let mut state = crate::canon::walk_state(self.ops.len());
         let mut stack = Vec::new();
         let mut order = Vec::with_capacity(self.ops.len());
-        for i in 0..self.ops.len() {
-            if state[i] == crate::canon::WHITE {
-                // A built graph is acyclic, so the walk cannot fail.
-                let _ = self.dfs(OpId(i as u32), &mut state, &mut stack, |_, op| {
-                    order.push(OpId(op));
-                    0
-                });
-            }
-        }
+        // A built graph is acyclic, so the walk cannot fail.
+        let _ = self.walk_rest(&mut state, &mut stack, |op| order.push(OpId(op)));
         order
     }
 
