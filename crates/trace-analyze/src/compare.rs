@@ -11,8 +11,9 @@ use crate::error::AnalyzeError;
 use crate::memory::{ByCategory, memory_report};
 use trace_record::schema::TimingMode;
 
+use crate::intern::Sym;
 use crate::model::Trace;
-use crate::spans::{PathNode, PathTree, pair_paths, path_tree};
+use crate::spans::{PathChain, PathTree, pair_paths, path_tree};
 use crate::stats::{BOOTSTRAP_SEED, Change, Spread, SpreadAcc, Verdict, compare_samples};
 use crate::steps::{GraphReport, StepCache, graph_report};
 
@@ -323,6 +324,34 @@ fn span_samples(tree: &PathTree<'_>) -> PathSamples {
     PathSamples { start, values }
 }
 
+/// What the span comparison reads of a [`PathTree`] node (about half of it), so that the
+/// trees are dropped before the rows are made.
+struct SlimNode {
+    name: Sym,
+    depth: u32,
+    path_id: u32,
+    total_ns: u64,
+    alloc_bytes: u64,
+    per_step: Option<Spread>,
+}
+
+impl SlimNode {
+    /// The nodes of `tree`, in its order; the tree is dropped.
+    fn of(tree: PathTree<'_>) -> Vec<SlimNode> {
+        tree.nodes
+            .iter()
+            .map(|n| SlimNode {
+                name: n.name,
+                depth: n.depth,
+                path_id: n.path_id,
+                total_ns: n.total_ns,
+                alloc_bytes: n.alloc_bytes,
+                per_step: n.per_step(),
+            })
+            .collect()
+    }
+}
+
 /// The noise-aware change of two sample sets, when both have samples.
 fn change_of(base: Option<&[u64]>, candidate: Option<&[u64]>) -> Option<Change> {
     compare_samples(base?, candidate?, BOOTSTRAP_SEED)
@@ -366,29 +395,31 @@ pub fn compare(
         &step_samples(candidate),
         BOOTSTRAP_SEED,
     );
-    // Spans: compact trees, paired by position (linear, no path strings), like paths; a
-    // display path is made for each row only.
+    // Spans: compact trees, paired by position (linear, no path strings), like paths; then
+    // only what the rows read is kept of them, and a display path is made for each row.
     let (bt, ct) = (path_tree(base), path_tree(candidate));
     let (bss, css) = (span_samples(&bt), span_samples(&ct));
     let pairs = pair_paths(&bt, &ct);
-    let (mut b_paths, mut c_paths) = (bt.display_paths(), ct.display_paths());
+    let (bn, cn) = (SlimNode::of(bt), SlimNode::of(ct));
+    let (mut b_paths, mut c_paths) = (PathChain::default(), PathChain::default());
+    let at = |nodes: &[SlimNode], k: usize| nodes.get(k).map(|n| (n.depth, n.name));
     let mut spans: Vec<SpanDelta> = Vec::with_capacity(pairs.len());
     for &(bi, ci) in &pairs {
-        let b = bi.and_then(|i| bt.nodes.get(i as usize));
-        let c = ci.and_then(|i| ct.nodes.get(i as usize));
+        let b = bi.and_then(|i| bn.get(i as usize));
+        let c = ci.and_then(|i| cn.get(i as usize));
         let path = match (bi, ci) {
-            (Some(i), _) => b_paths.path_of(i as usize),
-            (None, Some(j)) => c_paths.path_of(j as usize),
+            (Some(i), _) => b_paths.path_of(base, i as usize, |k| at(&bn, k)),
+            (None, Some(j)) => c_paths.path_of(candidate, j as usize, |k| at(&cn, k)),
             (None, None) => None,
         };
         spans.push(SpanDelta {
             path: path.unwrap_or_default(),
             time_per_step_ns: Delta::of(
-                b.map(|n| per_step_or_total(n.per_step(), n.total_ns)),
-                c.map(|n| per_step_or_total(n.per_step(), n.total_ns)),
+                b.map(|n| per_step_or_total(n.per_step, n.total_ns)),
+                c.map(|n| per_step_or_total(n.per_step, n.total_ns)),
             ),
-            base_spread: b.and_then(PathNode::per_step),
-            candidate_spread: c.and_then(PathNode::per_step),
+            base_spread: b.and_then(|n| n.per_step),
+            candidate_spread: c.and_then(|n| n.per_step),
             alloc_bytes: Delta::of(
                 b.map(|n| n.alloc_bytes as f64),
                 c.map(|n| n.alloc_bytes as f64),
@@ -399,8 +430,7 @@ pub fn compare(
             ),
         });
     }
-    drop((b_paths, c_paths, pairs, bss, css));
-    drop((bt, ct));
+    drop((b_paths, c_paths, pairs, bss, css, bn, cn));
     sort_by_abs(&mut spans, |s| &s.time_per_step_ns, |s| &s.path);
 
     // Ops.

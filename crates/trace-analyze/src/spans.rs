@@ -18,7 +18,7 @@ pub const MAX_PATH_NAMES: usize = 32;
 /// `/`) is aggregated into one node.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpanNode {
-    /// The path, e.g. `train_step/forward/model/layers.0`, for display. A path of more than
+    /// The path, e.g. `forward/model/layers.0`, for display. A path of more than
     /// [`MAX_PATH_NAMES`] names keeps its first and last `MAX_PATH_NAMES / 2` names around
     /// `…N more…`; nodes are identified by their position in the tree ([`SpanNode::parent`]
     /// and [`SpanNode::name`]), never by this text (see [`pair_nodes`]).
@@ -297,8 +297,7 @@ impl<'t> PathTree<'t> {
     pub fn display_paths(&self) -> DisplayPaths<'_, 't> {
         DisplayPaths {
             tree: self,
-            next: 0,
-            chain: Vec::new(),
+            chain: PathChain::default(),
         }
     }
 
@@ -322,25 +321,48 @@ impl<'t> PathTree<'t> {
 #[derive(Debug)]
 pub struct DisplayPaths<'a, 't> {
     tree: &'a PathTree<'t>,
-    next: usize,
-    chain: Vec<Sym>,
+    chain: PathChain,
 }
 
 impl DisplayPaths<'_, '_> {
     /// The display path of node `i`, which must not come before the last node asked for
     /// (`None` for one that does, or is out of range). The nodes skipped cost no string.
     pub fn path_of(&mut self, i: usize) -> Option<String> {
+        let nodes = &self.tree.nodes;
+        self.chain.path_of(self.tree.trace, i, |k| {
+            nodes.get(k).map(|n| (n.depth, n.name))
+        })
+    }
+}
+
+/// The names from the root to the current node of a forest walked in depth-first order, for
+/// display paths made one node after another in O(`MAX_PATH_NAMES`) each.
+#[derive(Debug, Default)]
+pub(crate) struct PathChain {
+    chain: Vec<Sym>,
+    next: usize,
+}
+
+impl PathChain {
+    /// The display path of node `i` (names of `trace`), the nodes given by `node` as
+    /// `(depth, name)` in depth-first order; `i` must not come before the last node asked
+    /// for (`None` for one that does, or is out of range).
+    pub(crate) fn path_of(
+        &mut self,
+        trace: &Trace,
+        i: usize,
+        node: impl Fn(usize) -> Option<(u32, Sym)>,
+    ) -> Option<String> {
         if i < self.next {
             return None;
         }
         while self.next <= i {
-            let n = self.tree.nodes.get(self.next)?;
+            let (depth, name) = node(self.next)?;
             // Depth first: the chain's first `depth` names are the node's ancestors.
-            self.chain.truncate(n.depth as usize);
-            self.chain.push(n.name);
+            self.chain.truncate(depth as usize);
+            self.chain.push(name);
             self.next += 1;
         }
-        let trace = self.tree.trace;
         Some(display_path(&self.chain, |s| trace.str(s)))
     }
 }
@@ -349,7 +371,7 @@ impl Iterator for DisplayPaths<'_, '_> {
     type Item = String;
 
     fn next(&mut self) -> Option<String> {
-        self.path_of(self.next)
+        self.path_of(self.chain.next)
     }
 }
 
@@ -543,25 +565,32 @@ pub fn span_tree(trace: &Trace) -> SpanTree {
 /// elided beyond [`MAX_PATH_NAMES`] names: O(`MAX_PATH_NAMES`) whatever the depth.
 fn display_path<'n, T: Copy>(chain: &[T], name_of: impl Fn(T) -> &'n str) -> String {
     let half = MAX_PATH_NAMES / 2;
-    let mut s = String::new();
-    let push = |s: &mut String, part: &str| {
+    let elided = chain.len() > MAX_PATH_NAMES;
+    let mid = elided.then(|| format!("…{} more…", chain.len() - 2 * half));
+    let (head, tail) = if elided {
+        (&chain[..half], &chain[chain.len() - half..])
+    } else {
+        (chain, &chain[..0])
+    };
+    // Sized once (every separator counted), not grown by doubling: a deep tree has a path
+    // of this length per node.
+    let cap = head
+        .iter()
+        .chain(tail)
+        .map(|&p| name_of(p).len() + 1)
+        .sum::<usize>()
+        + mid.as_ref().map_or(0, |m| m.len() + 1);
+    let mut s = String::with_capacity(cap);
+    let parts = head
+        .iter()
+        .map(|&p| name_of(p))
+        .chain(mid.as_deref())
+        .chain(tail.iter().map(|&p| name_of(p)));
+    for part in parts {
         if !s.is_empty() {
             s.push('/');
         }
         s.push_str(part);
-    };
-    if chain.len() <= MAX_PATH_NAMES {
-        for &p in chain {
-            push(&mut s, name_of(p));
-        }
-    } else {
-        for &p in &chain[..half] {
-            push(&mut s, name_of(p));
-        }
-        push(&mut s, &format!("…{} more…", chain.len() - 2 * half));
-        for &p in &chain[chain.len() - half..] {
-            push(&mut s, name_of(p));
-        }
     }
     s
 }
