@@ -334,7 +334,7 @@ impl<Op: StableHash> GraphBuilder<Op> {
         }
 
         let tails = if self.tails_complete {
-            Some(std::mem::take(&mut self.tails).into_padded_bytes(crate::canon::TAIL_PAD))
+            Some(std::mem::take(&mut self.tails).into_padded_bytes(0))
         } else {
             None
         };
@@ -380,16 +380,19 @@ fn walk_tables<Op>(
     tails: Option<Vec<u8>>,
 ) -> Walk {
     let n_ops = ops.len();
-    let n_words = (Walk::HEAD as u64)
-        .saturating_mul(n_ops as u64)
-        .saturating_add((Walk::OPERAND as u64).saturating_mul(op_inputs.len() as u64));
+    let tail_words = |i: usize| (tail_start[i + 1] - tail_start[i]).div_ceil(4) as u64;
+    let n_words = if tail_start.len() == n_ops + 1 {
+        (0..n_ops).fold(Walk::PAD as u64, |n, i| n.saturating_add(tail_words(i)))
+    } else {
+        u64::MAX
+    }
+    .saturating_add((Walk::HEAD as u64).saturating_mul(n_ops as u64))
+    .saturating_add((Walk::OPERAND as u64).saturating_mul(op_inputs.len() as u64));
     // Operation ids and the two operand markers stay below the walk's two state markers,
     // and so do the canonical value indices the walk stores per finished operation.
     let limit = u64::from(u32::MAX - 3);
-    let fits = n_words <= u64::from(u32::MAX)
-        && (n_ops as u64) < limit
-        && (keys.len() as u64) < limit
-        && tail_start.len() == n_ops + 1;
+    let fits =
+        n_words <= u64::from(u32::MAX) && (n_ops as u64) < limit && (keys.len() as u64) < limit;
     let Some(tails) = tails.filter(|_| fits) else {
         return Walk::default();
     };
@@ -400,10 +403,11 @@ fn walk_tables<Op>(
     }
     // Where each operation's run starts: runs follow one another in arena order.
     let mut at = Vec::with_capacity(n_ops);
-    let mut o = 0u32;
-    for node in ops {
-        at.push(o);
-        o += (Walk::HEAD + Walk::OPERAND * (node.inputs.1 - node.inputs.0) as usize) as u32;
+    let mut o = 0u64;
+    for (i, node) in ops.iter().enumerate() {
+        at.push(o as u32);
+        o += (Walk::HEAD + Walk::OPERAND * (node.inputs.1 - node.inputs.0) as usize) as u64
+            + tail_words(i);
     }
     let local = |v: ValueId| match keys[v.index()] {
         ValueKey::Input(_) => [input, input_pos[v.index()], 0],
@@ -412,12 +416,12 @@ fn walk_tables<Op>(
     let mut words = Vec::with_capacity(n_words as usize);
     for (i, node) in ops.iter().enumerate() {
         let (i0, i1) = node.inputs;
+        let tail = &tails[tail_start[i] as usize..tail_start[i + 1] as usize];
         words.extend_from_slice(&[
             1 | (u32::from(crate::canon::role_tag(&node.role)) << 8),
             node.outputs.1 - node.outputs.0,
             i1 - i0,
-            tail_start[i],
-            tail_start[i + 1],
+            tail.len() as u32,
         ]);
         for (k, r) in op_inputs[i0 as usize..i1 as usize].iter().enumerate() {
             let triple = match *r {
@@ -426,11 +430,21 @@ fn walk_tables<Op>(
             };
             words.extend_from_slice(&triple);
         }
+        let mut chunks = tail.chunks_exact(4);
+        for c in &mut chunks {
+            words.push(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 4];
+            last[..rest.len()].copy_from_slice(rest);
+            words.push(u32::from_le_bytes(last));
+        }
     }
+    words.resize(words.len() + Walk::PAD, 0);
     Walk {
         words,
         outputs: outputs.iter().map(|&v| local(v)).collect(),
-        tails,
         packed: true,
     }
 }

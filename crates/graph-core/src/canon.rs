@@ -17,8 +17,6 @@ pub const FINGERPRINT_VERSION: u32 = 1;
 const TAG_OP: u128 = 1;
 /// Low byte of the 16-byte record after the last operation record.
 const TAG_END_OPS: u128 = 2;
-/// Spare bytes after the last tail of a graph's kept records (see `write_record`).
-pub(crate) const TAIL_PAD: usize = 16;
 /// Operand tag (bit 32 of an operand word) of a parent value.
 const OPERAND_PARENT: u64 = 1 << 32;
 
@@ -301,18 +299,19 @@ impl<Op: StableHash> Graph<Op> {
     fn write_record(&self, run: u32, h: &mut StableHasher, state: &[u32]) -> u32 {
         let w = &self.walk;
         let o = run as usize;
-        let &[head_lo, n_out, n_in, t0, t1] = &w.words[o..o + Walk::HEAD] else {
+        let &[head_lo, n_out, n_in, tail_len] = &w.words[o..o + Walk::HEAD] else {
             return 0;
         };
-        let operands = &w.words[o + Walk::HEAD..o + Walk::HEAD + Walk::OPERAND * n_in as usize];
-        let tail_len = (t1 - t0) as usize;
+        let tail_at = o + Walk::HEAD + Walk::OPERAND * n_in as usize;
+        let operands = &w.words[o + Walk::HEAD..tail_at];
+        let tail_len = tail_len as usize;
         let head = u64::from(head_lo) | (u64::from(n_out) << 32);
         let parent = Walk::parent(self.ops.len());
-        // `tails` ends with `TAIL_PAD` spare bytes, so the tail is copied in whole 16-byte
+        // `words` ends with `Walk::PAD` spare words, so the tail is copied in whole 16-byte
         // chunks (the reserved room has as many spare bytes; only `tail_len` count).
         let room = (n_in as usize)
             .saturating_mul(24)
-            .saturating_add(16 + TAIL_PAD)
+            .saturating_add(16 + 4 * Walk::PAD)
             .saturating_add(tail_len);
         if let Some(mut r) = h.reserve(room) {
             r.write_u64(head);
@@ -330,7 +329,7 @@ impl<Op: StableHash> Graph<Op> {
                     r.write_u64((p.fingerprint.0 >> 64) as u64);
                 }
             }
-            r.write_padded(&w.tails[t0 as usize..], tail_len);
+            r.write_padded_words(&w.words[tail_at..], tail_len);
         } else {
             h.write_u64(head);
             h.write_u64(u64::from(n_in));
@@ -346,7 +345,11 @@ impl<Op: StableHash> Graph<Op> {
                     h.write_fingerprint(p.fingerprint);
                 }
             }
-            h.write_bytes(&w.tails[t0 as usize..t1 as usize]);
+            let tail = &w.words[tail_at..tail_at + tail_len.div_ceil(4)];
+            for (k, word) in tail.iter().enumerate() {
+                let n = (tail_len - 4 * k).min(4);
+                h.write_bytes(&word.to_le_bytes()[..n]);
+            }
         }
         n_out
     }
@@ -439,7 +442,7 @@ impl<Op> Graph<Op> {
                     dfs_over(&adj, (i as u32, run), state, stack, &mut post)?;
                 }
                 let (_, end) = adj.range(run);
-                run = end;
+                run = end + adj.words[run as usize + 3].div_ceil(4);
             }
         } else {
             let adj = Nodes {

@@ -110,14 +110,15 @@ pub(crate) struct Canon {
 /// touches each operation's data once, in a few contiguous arrays.
 ///
 /// `words` holds one run per operation, in arena order: `[head_lo, n_outputs, n_operands,
-/// tail_start, tail_end]` (`head_lo` is the low half of the record header: tag and role
-/// tag), then per operand a triple `[producer, slot, run]`: the producing operation, its
-/// output slot and where the producer's run starts (so that the walk steps from an operand
-/// to its producer's run with one load), or [`Walk::input`], the input's position and 0 for
-/// a graph input, or [`Walk::parent`], the operand's index in `Graph::op_inputs` and 0 for a
-/// parent value. `tails[tail_start..tail_end]` are the record's bytes after the operands
-/// (the active mask, then the payload's `StableHash` bytes), followed by `TAIL_PAD` spare
-/// bytes at the end. `outputs` holds the same triple for each graph output.
+/// tail_len]` (`head_lo` is the low half of the record header: tag and role tag), then per
+/// operand a triple `[producer, slot, run]`: the producing operation, its output slot and
+/// where the producer's run starts (so that the walk steps from an operand to its
+/// producer's run with one load), or [`Walk::input`], the input's position and 0 for a
+/// graph input, or [`Walk::parent`], the operand's index in `Graph::op_inputs` and 0 for a
+/// parent value; then the record's `tail_len` bytes after the operands (the active mask,
+/// then the payload's `StableHash` bytes), little-endian in whole words, the last one
+/// zero-padded. `words` ends with [`Walk::PAD`] spare words, so that tails can be read in
+/// 16-byte chunks. `outputs` holds the same triple for each graph output.
 ///
 /// `packed` is false when the graph is too large for these `u32` tables (offsets or the
 /// kept bytes past 4 Gi, or ids that could collide with the walk's markers): the tables
@@ -126,15 +127,16 @@ pub(crate) struct Canon {
 pub(crate) struct Walk {
     pub(crate) words: Vec<u32>,
     pub(crate) outputs: Vec<[u32; 3]>,
-    pub(crate) tails: Vec<u8>,
     pub(crate) packed: bool,
 }
 
 impl Walk {
     /// Words before the operand triples in each operation's run.
-    pub(crate) const HEAD: usize = 5;
+    pub(crate) const HEAD: usize = 4;
     /// Words per operand.
     pub(crate) const OPERAND: usize = 3;
+    /// Spare words at the end of `words` (16 bytes: one chunk of a tail copy).
+    pub(crate) const PAD: usize = 4;
 
     /// The producer word of a graph-input operand (one past the last operation).
     pub(crate) fn input(n_ops: usize) -> u32 {
@@ -148,15 +150,11 @@ impl Walk {
 
     fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.words
-            .capacity()
-            .saturating_mul(4)
-            .saturating_add(
-                self.outputs
-                    .capacity()
-                    .saturating_mul(size_of::<[u32; 3]>()),
-            )
-            .saturating_add(self.tails.capacity())
+        self.words.capacity().saturating_mul(4).saturating_add(
+            self.outputs
+                .capacity()
+                .saturating_mul(size_of::<[u32; 3]>()),
+        )
     }
 }
 

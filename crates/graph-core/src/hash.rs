@@ -418,21 +418,23 @@ impl Reserved<'_> {
 }
 
 impl Reserved<'_> {
-    /// Writes the first `n` bytes of `src` by copying whole 16-byte chunks (no branch on
-    /// the length for the usual short payloads): `src` must hold `n` rounded up to 16 bytes
-    /// and the reserved room as many; the bytes copied past `n` are scratch, overwritten by
-    /// the next write. Writes nothing when either is too short.
+    /// Writes the first `n` bytes of the little-endian words `src` by copying whole 16-byte
+    /// chunks (no branch on the length for the usual short payloads): `src` must hold `n`
+    /// bytes rounded up to 16 and the reserved room as many; the bytes copied past `n` are
+    /// scratch, overwritten by the next write. Writes nothing when either is too short.
     #[inline(always)]
-    pub(crate) fn write_padded(&mut self, src: &[u8], n: usize) {
+    pub(crate) fn write_padded_words(&mut self, src: &[u32], n: usize) {
         let mut off = 0;
         loop {
-            let (Some(s), Some(d)) = (
-                src.get(off..off + 16),
+            let (Some(&[a, b, c, e]), Some(d)) = (
+                src.get(off / 4..off / 4 + 4),
                 self.dst.get_mut(self.at + off..self.at + off + 16),
             ) else {
                 return;
             };
-            d.copy_from_slice(s);
+            let chunk =
+                u128::from(a) | u128::from(b) << 32 | u128::from(c) << 64 | u128::from(e) << 96;
+            d.copy_from_slice(&chunk.to_le_bytes());
             off += 16;
             if off >= n {
                 break;
