@@ -119,8 +119,9 @@ pub use stats::{
     percentile,
 };
 pub use steps::{
-    CacheReport, CanonInput, CanonOp, GraphReport, OpCount, StepCache, StepDiff, StepGraph,
-    StepGraphAnalysis, StepKey, StepOp, canonical_ops, graph_report, new_step_cache,
+    CacheReport, CanonInput, CanonOp, GraphGroup, GraphPattern, GraphReport, OpCount, StepCache,
+    StepDiff, StepGraph, StepGraphAnalysis, StepKey, StepOp, canonical_ops, graph_report,
+    new_step_cache,
 };
 pub use summary::{
     ChangedStep, DevicePeak, GraphStability, Health, LISTED, Overhead, PhaseTimes, StepBreakdown,

@@ -457,14 +457,173 @@ fn serialize_arc<S: serde::Serializer>(
 pub struct GraphReport {
     /// Per step, in recorded order.
     pub steps: Vec<StepGraph>,
-    /// How many distinct fingerprints.
+    /// How many distinct graphs among the whole steps with ops.
     pub distinct_graphs: usize,
-    /// The first step from which every step has the last step's fingerprint (recorded index);
-    /// absent when there are no steps.
+    /// The first step of the last run of steps with one graph, when, with more than one graph,
+    /// that run held for more than one step (recorded index); absent otherwise (a change at
+    /// the last step, as when graphs alternate step by step; no graphs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stable_from_step: Option<u64>,
     /// Statistics of the analysis cache: identical steps are hits.
     pub cache: CacheReport,
+    /// The whole steps grouped by graph (steps with no ops left out), in order of first
+    /// appearance, labelled `A`, `B`, ...
+    pub groups: Vec<GraphGroup>,
+    /// Whole steps with no captured op: no graph, not counted in `distinct_graphs`.
+    pub no_op_steps: usize,
+    /// How the groups follow each other.
+    pub pattern: GraphPattern,
+    /// The verdict in words, e.g. `2 distinct graphs, alternating: A bert.forward([4, 16]) × 4,
+    /// B bert.forward([4, 48]) × 4` (what `summary`, `graph` and the report print).
+    pub verdict: String,
+}
+
+/// The whole steps that share one graph.
+#[derive(Debug, Clone, Serialize)]
+pub struct GraphGroup {
+    /// `A`, `B`, ... in order of first appearance (`Z` is followed by `AA`).
+    pub label: String,
+    /// The graph's fingerprint.
+    pub fingerprint: String,
+    /// What tells the graph apart, in a user's words: its first op and that op's input
+    /// shapes (`llama.forward([1, 16])`), or its output shape (`matmul → [32, 128]`) when
+    /// inputs were not recorded.
+    pub signature: String,
+    /// Ops in the graph.
+    pub ops: usize,
+    /// The first step with this graph (recorded index).
+    pub first_step: u64,
+    /// The step times of the group's steps (count = its number of steps).
+    pub step_time: crate::stats::Spread,
+}
+
+/// How the step graphs of a run follow each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GraphPattern {
+    /// No whole step.
+    NoSteps,
+    /// Whole steps, none with a captured op.
+    NoOps,
+    /// One graph.
+    Stable,
+    /// Several graphs, each in one run of consecutive steps (e.g. prefill, decode, training).
+    Phases,
+    /// Some graph comes back after another one (e.g. batches of two sequence lengths).
+    Alternating,
+}
+
+/// Spreadsheet-style labels: 0 → `A`, 25 → `Z`, 26 → `AA`.
+fn group_label(mut i: usize) -> String {
+    let mut out = Vec::new();
+    loop {
+        out.push(b'A' + (i % 26) as u8);
+        if i < 26 {
+            break;
+        }
+        i = i / 26 - 1;
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The graph's first op and its input shapes, else its output shape.
+fn signature(trace: &Trace, canon: &[CanonOp]) -> String {
+    let Some(first) = canon.first() else {
+        return "no ops".to_string();
+    };
+    let name = trace.str(first.name);
+    if first.input_meta.is_empty() {
+        format!("{name} → {}", trace.shapes.display(first.shape))
+    } else {
+        let shapes: Vec<String> = first
+            .input_meta
+            .iter()
+            .map(|&(sh, _)| trace.shapes.display(sh).to_string())
+            .collect();
+        format!("{name}({})", shapes.join(", "))
+    }
+}
+
+/// Pattern, stable-from step and verdict of the whole steps (`group_of[i]`: the group of
+/// `steps[i]`, `None` for a step with no ops). O(n).
+fn verdict_of(
+    steps: &[StepGraph],
+    group_of: &[Option<usize>],
+    mut groups: Vec<GraphGroup>,
+) -> (Vec<GraphGroup>, GraphPattern, Option<u64>, String) {
+    let whole = group_of.len();
+    let no_ops = group_of.iter().filter(|g| g.is_none()).count();
+    // Runs of consecutive steps with one graph (steps with no ops do not break a run).
+    let seq: Vec<(usize, u64)> = group_of
+        .iter()
+        .zip(steps)
+        .filter_map(|(g, s)| g.map(|g| (g, s.step)))
+        .collect();
+    let mut runs: Vec<(usize, u64, usize)> = Vec::new();
+    for &(g, step) in &seq {
+        match runs.last_mut() {
+            Some(r) if r.0 == g => r.2 += 1,
+            _ => runs.push((g, step, 1)),
+        }
+    }
+    let mut runs_of = vec![0usize; groups.len()];
+    for r in &runs {
+        runs_of[r.0] += 1;
+    }
+    let pattern = if whole == 0 {
+        GraphPattern::NoSteps
+    } else if groups.is_empty() {
+        GraphPattern::NoOps
+    } else if groups.len() == 1 {
+        GraphPattern::Stable
+    } else if runs_of.iter().any(|&n| n > 1) {
+        GraphPattern::Alternating
+    } else {
+        GraphPattern::Phases
+    };
+    // Stable from the last run's first step when, with more than one graph, that run held
+    // for more than one step: a change at the last step is no stability.
+    let stable = runs
+        .last()
+        .and_then(|&(_, step, len)| (groups.len() == 1 || len > 1).then_some(step));
+    let list = |groups: &[GraphGroup]| {
+        groups
+            .iter()
+            .map(|g| format!("{} {} × {}", g.label, g.signature, g.step_time.count))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let no_ops_note = match no_ops {
+        0 => String::new(),
+        1 => "; 1 step with no ops captured".to_string(),
+        n => format!("; {n} steps with no ops captured"),
+    };
+    let verdict = match pattern {
+        GraphPattern::NoSteps => "no whole steps, no step graphs".to_string(),
+        GraphPattern::NoOps => format!(
+            "no ops captured in {whole} step(s): no step graphs (record ops with Capture::op)"
+        ),
+        GraphPattern::Stable => format!(
+            "1 distinct graph, stable from step {}: {}{no_ops_note}",
+            stable.unwrap_or(0),
+            list(&groups)
+        ),
+        GraphPattern::Phases => format!(
+            "{} distinct graphs, one after another: {}{}{no_ops_note}",
+            groups.len(),
+            list(&groups),
+            stable.map_or(String::new(), |k| format!("; stable from step {k}"))
+        ),
+        GraphPattern::Alternating => format!(
+            "{} distinct graphs, alternating: {}{}{no_ops_note}",
+            groups.len(),
+            list(&groups),
+            stable.map_or(String::new(), |k| format!("; stable from step {k}"))
+        ),
+    };
+    groups.shrink_to_fit();
+    (groups, pattern, stable, verdict)
 }
 
 fn describe(trace: &Trace, c: &CanonOp) -> String {
@@ -572,7 +731,11 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
     let mut pool = PayloadPool::default();
     let mut steps = Vec::with_capacity(trace.steps.len());
     let mut prev: Option<(u64, graph_core::Fingerprint, Vec<CanonOp>)> = None;
-    let mut distinct: FastMap<u128, ()> = FastMap::default();
+    // Fingerprint → group index, for whole steps with ops.
+    let mut distinct: FastMap<u128, usize> = FastMap::default();
+    let mut groups: Vec<GraphGroup> = Vec::new();
+    let mut times: Vec<crate::stats::SpreadAcc> = Vec::new();
+    let mut group_of: Vec<Option<usize>> = Vec::new();
     let whole = trace.complete_steps().len();
     for (i, st) in trace.steps.iter().enumerate() {
         let partial = i >= whole;
@@ -580,7 +743,31 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
         let g = Arc::new(build_step_graph(trace, &canon, &mut pool)?);
         let fp = g.fingerprint();
         if !partial {
-            distinct.insert(fp.0, ());
+            let group = (!canon.is_empty()).then(|| {
+                *distinct.entry(fp.0).or_insert_with(|| {
+                    groups.push(GraphGroup {
+                        label: group_label(groups.len()),
+                        fingerprint: fp.to_string(),
+                        signature: signature(trace, &canon),
+                        ops: canon.len(),
+                        first_step: st.index,
+                        // Filled in from `times` once every step is seen.
+                        step_time: crate::stats::Spread {
+                            count: 0,
+                            mean: 0.0,
+                            stddev: 0.0,
+                            min: 0,
+                            max: 0,
+                        },
+                    });
+                    times.push(crate::stats::SpreadAcc::default());
+                    groups.len() - 1
+                })
+            });
+            if let Some(k) = group {
+                times[k].push(st.duration_ns());
+            }
+            group_of.push(group);
         }
         let analysis = match cache.get_or_insert_with(StepKey(Arc::clone(&g)), || {
             trace.work.add(g.num_ops() as u64);
@@ -623,17 +810,20 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
         });
         prev = Some((st.index, fp, canon));
     }
-    let stable_from_step = steps[..whole].last().map(|last| {
-        let mut k = whole - 1;
-        while k > 0 && steps[k - 1].fingerprint == last.fingerprint {
-            k -= 1;
+    for (g, t) in groups.iter_mut().zip(&times) {
+        if let Some(sp) = t.finish() {
+            g.step_time = sp;
         }
-        steps[k].step
-    });
+    }
+    let (groups, pattern, stable_from_step, verdict) = verdict_of(&steps, &group_of, groups);
     Ok(GraphReport {
         distinct_graphs: distinct.len(),
         stable_from_step,
         cache: cache.stats().into(),
+        no_op_steps: group_of.iter().filter(|g| g.is_none()).count(),
+        groups,
+        pattern,
+        verdict,
         steps,
     })
 }

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::error::AnalyzeError;
+use crate::intern::FastMap;
 use crate::memory::{ByCategory, PhysicalSummary, memory_report};
 use trace_record::Issue;
 use trace_record::schema::{ExecStep, TimingMode};
@@ -11,7 +12,7 @@ use trace_record::schema::{ExecStep, TimingMode};
 use crate::model::{GradientCounts, ReadCounts, RunInfo, Trace, TraceEnd};
 use crate::ops::{OpColumn, OpRow, OpTableOptions, op_table};
 use crate::stats::{Spread, percentile};
-use crate::steps::{CacheReport, StepCache, StepDiff, graph_report};
+use crate::steps::{CacheReport, GraphGroup, GraphPattern, StepCache, StepDiff, graph_report};
 
 /// How many ops the summary lists.
 pub const TOP_OPS: usize = 10;
@@ -186,14 +187,22 @@ pub struct DevicePeak {
     pub physical: Option<PhysicalSummary>,
 }
 
-/// A step whose graph changed.
+/// A distinct change of graph between consecutive steps: the first step that made it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChangedStep {
-    /// The step index.
+    /// The step index (the first step with this change).
     pub step: u64,
     /// Where it first differs from the step before.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<StepDiff>,
+    /// The label of the group changed from (see [`GraphGroup::label`]), when it has ops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The label of the group changed to, when it has ops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// How many steps made this same change (this one included).
+    pub times: u64,
 }
 
 /// Graph stability across steps.
@@ -209,10 +218,53 @@ pub struct GraphStability {
     /// The fingerprint of the last step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_fingerprint: Option<String>,
-    /// Steps whose graph differs from the previous step (at most [`LISTED`]).
+    /// The distinct changes of graph between consecutive steps, each once, with how often it
+    /// happened (at most [`LISTED`]).
     pub changed_steps: Vec<ChangedStep>,
+    /// The steps grouped by graph, with each group's step times.
+    pub groups: Vec<GraphGroup>,
+    /// How the groups follow each other.
+    pub pattern: GraphPattern,
+    /// The verdict in words (the graph report's).
+    pub verdict: String,
     /// The step-analysis cache: identical steps are hits.
     pub cache: CacheReport,
+}
+
+/// Each distinct change of graph (from one fingerprint to another) once, at its first step,
+/// with how many steps made it; at most [`LISTED`]. O(n).
+fn distinct_changes(g: &crate::steps::GraphReport) -> Vec<ChangedStep> {
+    let label: FastMap<&str, &str> = g
+        .groups
+        .iter()
+        .map(|gr| (gr.fingerprint.as_str(), gr.label.as_str()))
+        .collect();
+    let mut at: FastMap<(&str, &str), usize> = FastMap::default();
+    let mut out: Vec<ChangedStep> = Vec::new();
+    let mut prev: Option<&str> = None;
+    for s in g.steps.iter().filter(|s| !s.partial) {
+        let fp = s.fingerprint.as_str();
+        if s.changed
+            && let Some(p) = prev
+        {
+            match at.get(&(p, fp)) {
+                Some(&i) => out[i].times += 1,
+                None => {
+                    at.insert((p, fp), out.len());
+                    out.push(ChangedStep {
+                        step: s.step,
+                        diff: s.diff.clone(),
+                        from: label.get(p).map(|l| l.to_string()),
+                        to: label.get(fp).map(|l| l.to_string()),
+                        times: 1,
+                    });
+                }
+            }
+        }
+        prev = Some(fp);
+    }
+    out.truncate(LISTED);
+    out
 }
 
 /// Everything `tracegraph summary` reports.
@@ -364,17 +416,11 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
             .rev()
             .find(|s| !s.partial)
             .map(|s| s.fingerprint.clone()),
-        changed_steps: g
-            .steps
-            .iter()
-            .filter(|s| s.changed)
-            .take(LISTED)
-            .map(|s| ChangedStep {
-                step: s.step,
-                diff: s.diff.clone(),
-            })
-            .collect(),
+        changed_steps: distinct_changes(&g),
         cache: g.cache,
+        groups: g.groups.clone(),
+        pattern: g.pattern,
+        verdict: g.verdict.clone(),
     };
     let gr = trace.gradients;
     let gradients = (gr.present + gr.missing + gr.zero + gr.non_finite > 0).then_some(gr);

@@ -218,13 +218,7 @@ fn health_badges(trace: &Trace, s: &Summary) -> Vec<Badge> {
         } else {
             "warn"
         },
-        text: match s.graph.stable_from_step {
-            Some(k) if s.graph.steps > 0 => format!(
-                "{} distinct step graph(s), stable from step {k}",
-                s.graph.distinct_graphs
-            ),
-            _ => "no step graphs".to_string(),
-        },
+        text: s.graph.verdict.clone(),
     });
     b
 }
@@ -598,6 +592,7 @@ fn graphs_data(
     let summary = vec![
         ("steps".to_string(), g.steps.len().to_string()),
         ("distinct graphs".to_string(), g.distinct_graphs.to_string()),
+        ("verdict".to_string(), g.verdict.clone()),
         (
             "stable from step".to_string(),
             g.stable_from_step.map_or("never".to_string(), |s| {

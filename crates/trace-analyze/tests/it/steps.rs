@@ -94,7 +94,10 @@ fn small_trace_step_diff() {
             .unwrap()
             .starts_with("matmul [8, 8] f32")
     );
-    assert_eq!(r.stable_from_step, Some(1));
+    // The graph changed at the last step: nothing is stable yet.
+    assert_eq!(r.stable_from_step, None);
+    assert_eq!(r.pattern, trace_analyze::GraphPattern::Phases);
+    assert_eq!(r.groups.len(), 2);
 }
 
 #[test]
@@ -131,4 +134,114 @@ fn the_step_a_truncated_trace_ends_in_is_partial_not_a_change_or_a_step_time() {
     let whole = small();
     assert!(whole.partial_step().is_none());
     assert_eq!(whole.complete_steps().len(), 2);
+}
+
+/// A trace of `n` steps whose one op `fwd` takes an input of `shapes[i % len]` (the step
+/// lasting `1000 * (1 + i % len)` ns), or of steps with a span and no op when `shapes` is
+/// empty.
+fn shaped_steps(n: usize, shapes: &[&str]) -> trace_analyze::Trace {
+    let mut lines = Vec::new();
+    let mut next = 0u64;
+    for i in 0..n {
+        let t = next;
+        next += 1000 * (1 + i % shapes.len().max(1)) as u64;
+        lines.push(format!(r#"{{"type":"step","index":{i},"ts":{t}}}"#));
+        let id = i + 1;
+        lines.push(format!(
+            r#"{{"type":"span_start","id":{id},"name":"forward","kind":"function","thread":0,"ts":{}}}"#,
+            t + 1
+        ));
+        if !shapes.is_empty() {
+            let k = i % shapes.len();
+            lines.push(format!(
+                r#"{{"type":"op","span":{id},"name":"fwd","in":[{}],"out":[{}],"shape":[4,8],"dtype":"f32","ts":{},"dur":{},"in_shapes":[{}]}}"#,
+                10 * id,
+                10 * id + 1,
+                t + 2,
+                100 * (1 + k),
+                shapes[k]
+            ));
+        }
+        lines.push(format!(
+            r#"{{"type":"span_end","id":{id},"ts":{}}}"#,
+            t + 200 * (1 + i % shapes.len().max(1)) as u64
+        ));
+    }
+    lines.push(format!(r#"{{"type":"step","index":{n},"ts":{next}}}"#));
+    let ops = if shapes.is_empty() { 0 } else { n };
+    lines.push(format!(
+        r#"{{"type":"trailer","outcome":"complete","counts":{{"span_start":{n},"span_end":{n},"op":{ops},"tensor":0,"memory":0,"device_memory":0,"gradient":0,"step":{},"marker":0,"counter":0}},"dropped":0,"ts":{}}}"#,
+        n + 1,
+        next
+    ));
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let bytes = testkit::hand_trace(&refs);
+    trace_analyze::load_str(
+        std::str::from_utf8(&bytes).unwrap(),
+        "shaped",
+        Default::default(),
+    )
+    .unwrap()
+}
+
+/// Batches of two sequence lengths, one after the other: two graphs, alternating, never
+/// "stable from the last step"; each group has its own step times; the summary lists each
+/// distinct change once with how often it happened.
+#[test]
+fn alternating_graphs_are_named_as_such_and_timed_apart() {
+    let t = shaped_steps(8, &["[4,16]", "[4,48]"]);
+    let r = graph_report(&t, &new_step_cache()).unwrap();
+    assert_eq!(r.pattern, trace_analyze::GraphPattern::Alternating);
+    assert_eq!(r.distinct_graphs, 2);
+    assert_eq!(r.stable_from_step, None);
+    assert_eq!(
+        r.verdict,
+        "2 distinct graphs, alternating: A fwd([4, 16]) × 4, B fwd([4, 48]) × 4"
+    );
+    let counts: Vec<(String, u64, u64)> = r
+        .groups
+        .iter()
+        .map(|g| (g.label.clone(), g.step_time.count, g.first_step))
+        .collect();
+    assert_eq!(counts, [("A".to_string(), 4, 0), ("B".to_string(), 4, 1)]);
+    assert!(r.groups[0].step_time.mean < r.groups[1].step_time.mean);
+    let s = trace_analyze::summarize(&t, &new_step_cache()).unwrap();
+    let changes: Vec<(u64, Option<String>, Option<String>, u64)> = s
+        .graph
+        .changed_steps
+        .iter()
+        .map(|c| (c.step, c.from.clone(), c.to.clone(), c.times))
+        .collect();
+    let l = |x: &str| Some(x.to_string());
+    assert_eq!(changes, [(1, l("A"), l("B"), 4), (2, l("B"), l("A"), 3)]);
+    assert_eq!(s.graph.verdict, r.verdict);
+}
+
+/// Steps that capture no op (a model seen only through module wrappers) have no graph.
+#[test]
+fn steps_with_no_ops_are_no_graph() {
+    let t = shaped_steps(3, &[]);
+    let r = graph_report(&t, &new_step_cache()).unwrap();
+    assert_eq!(r.pattern, trace_analyze::GraphPattern::NoOps);
+    assert_eq!((r.distinct_graphs, r.no_op_steps), (0, 3));
+    assert_eq!(r.stable_from_step, None);
+    assert!(r.groups.is_empty());
+    assert!(
+        r.verdict.starts_with("no ops captured in 3 step(s)"),
+        "{}",
+        r.verdict
+    );
+}
+
+/// One graph from the first step: stable from it, one group.
+#[test]
+fn one_graph_is_stable_from_its_first_step() {
+    let t = shaped_steps(4, &["[2,3]"]);
+    let r = graph_report(&t, &new_step_cache()).unwrap();
+    assert_eq!(r.pattern, trace_analyze::GraphPattern::Stable);
+    assert_eq!(r.stable_from_step, Some(0));
+    assert_eq!(
+        r.verdict,
+        "1 distinct graph, stable from step 0: A fwd([2, 3]) × 4"
+    );
 }

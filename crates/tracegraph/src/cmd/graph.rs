@@ -31,13 +31,7 @@ pub(crate) fn run(args: &GraphArgs) -> anyhow::Result<Status> {
         write_stdout("no steps recorded: no step graphs")?;
         return Ok(Status::Ok);
     }
-    let _ = writeln!(
-        o,
-        "{} step(s), {} distinct graph(s), stable from step {}",
-        r.steps.len(),
-        r.distinct_graphs,
-        r.stable_from_step.map_or("-".into(), |k| k.to_string())
-    );
+    let _ = writeln!(o, "{} step(s): {}", r.steps.len(), r.verdict);
     let mut t = Table::new(&[
         "step",
         "fingerprint",

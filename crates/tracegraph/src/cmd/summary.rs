@@ -211,18 +211,42 @@ pub(crate) fn render(s: &Summary) -> String {
     } else {
         let _ = writeln!(
             o,
-            "graph     {} step(s), {} distinct graph(s); stable from step {}; last fingerprint {}",
+            "graph     {} step(s): {}; last fingerprint {}",
             g.steps,
-            g.distinct_graphs,
-            g.stable_from_step.map_or("-".into(), |k| k.to_string()),
+            g.verdict,
             g.last_fingerprint.as_deref().unwrap_or("-")
         );
+        // Step times per graph when the steps ran more than one: pooled they mean nothing.
+        if g.groups.len() > 1 {
+            for gr in &g.groups {
+                let t = &gr.step_time;
+                let _ = writeln!(
+                    o,
+                    "          {} {}: {} step(s), step time {} ± {} (min {}, max {})",
+                    gr.label,
+                    gr.signature,
+                    t.count,
+                    format_ns(t.mean),
+                    format_ns(t.stddev),
+                    nsu(t.min),
+                    nsu(t.max)
+                );
+            }
+        }
         for c in &g.changed_steps {
+            let arrow = match (&c.from, &c.to) {
+                (Some(a), Some(b)) => format!(" ({a} → {b})"),
+                _ => String::new(),
+            };
+            let times = match c.times {
+                1 => String::new(),
+                n => format!(" [{n} times]"),
+            };
             match &c.diff {
                 Some(d) => {
                     let _ = writeln!(
                         o,
-                        "          step {} differs from step {} at op #{} ({}): {} -> {}",
+                        "          step {}{arrow} differs from step {} at op #{} ({}): {} -> {}{times}",
                         c.step,
                         d.against_step,
                         d.op_index,
@@ -232,7 +256,7 @@ pub(crate) fn render(s: &Summary) -> String {
                     );
                 }
                 None => {
-                    let _ = writeln!(o, "          step {} changed", c.step);
+                    let _ = writeln!(o, "          step {}{arrow} changed{times}", c.step);
                 }
             }
         }
