@@ -105,7 +105,9 @@ pub use module::{Profiled, ProfiledSequence, ProfiledT};
 pub use resident::{MEMORY_SAMPLE_EVERY_NS, process_resident_bytes};
 #[cfg(feature = "heap")]
 pub use trace_heap::{DEFAULT_THRESHOLD, HeapConfig, HeapError, HeapStats, TrackingAlloc};
-pub use trace_sampler::{DEFAULT_HZ, SamplerConfig, SamplerError, SamplerStats};
+pub use trace_sampler::{
+    DEFAULT_HZ, SOURCE_ENV, SamplerConfig, SamplerError, SamplerSource, SamplerStats,
+};
 #[cfg(feature = "nn")]
 pub use train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture};
 
