@@ -55,7 +55,7 @@ pub struct GraphBuilder<Op> {
     /// payloads itself.
     tails_complete: bool,
     /// The numbering-independent bytes of each operation's fingerprint record (active mask,
-    /// then payload), one operation after another; the graph's `Walk::tails` at build.
+    /// then payload), one operation after another; copied into the graph's `Walk::words` at build.
     tails: StableHasher,
 }
 

@@ -192,8 +192,9 @@ impl<Op: StableHash> Graph<Op> {
 
         let value_index = if self.walk.packed {
             // One pass over the packed tables: each operation's record is written as it
-            // finishes, from its run of words (just read by the walk) and its kept bytes;
-            // an operand's canonical index is its producer's state plus its slot.
+            // finishes, from its run of words (header, operands and kept bytes, just read
+            // by the walk); an operand's canonical index is its producer's state plus its
+            // slot.
             let w = &self.walk;
             let adj = Packed { words: &w.words };
             let mut next = self.inputs.len() as u32;
