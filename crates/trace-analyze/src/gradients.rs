@@ -86,9 +86,16 @@ pub struct AutogradStep {
     pub step: Option<u64>,
     /// Tensors the graph kept alive (variables excluded).
     pub nodes: u64,
-    /// Their logical bytes, each tensor counted in full (views included; the memory
-    /// report counts each storage once).
+    /// Their logical bytes, each tensor counted in full (views included).
     pub tensor_bytes: u64,
+    /// Distinct storages behind them (views share their base's; views of parameters are
+    /// none), when the recorder reported them (trace-candle's autograd counters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storages: Option<u64>,
+    /// The logical bytes of those storages, each counted once: what the graph really keeps
+    /// alive, the figure the memory timeline adds up. Absent in traces without the counter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_bytes: Option<u64>,
     /// A fingerprint (32 hex digits) over the nodes' shapes and dtypes in execution order:
     /// equal for steps whose backward keeps the same structure alive.
     pub fingerprint: String,
@@ -199,16 +206,38 @@ pub fn gradient_report(trace: &Trace) -> GradientReport {
 /// The autograd graph per step: node count, bytes and a fingerprint over the nodes' shapes
 /// and dtypes in record order (domain `tracegraph.autograd`, version 1).
 fn autograd_steps(trace: &Trace) -> Vec<AutogradStep> {
+    // The recorder's distinct-storage counters per step (summed: a step may walk the graph
+    // more than once, as with gradient accumulation), keyed like the nodes' steps.
+    let mut per_step: FastMap<Option<u32>, (Option<u64>, Option<u64>)> = FastMap::default();
+    for c in &trace.counters {
+        if !(c.value.is_finite() && c.value >= 0.0) {
+            continue;
+        }
+        let name = trace.str(c.name);
+        let e = per_step.entry(c.step).or_default();
+        let slot = if name == trace_record::schema::AUTOGRAD_STORAGES_COUNTER {
+            &mut e.0
+        } else if name == trace_record::schema::AUTOGRAD_STORAGE_BYTES_COUNTER {
+            &mut e.1
+        } else {
+            continue;
+        };
+        *slot = Some(slot.unwrap_or(0).saturating_add(c.value as u64));
+    }
+    trace.work.add(trace.counters.len() as u64);
     let mut out: Vec<AutogradStep> = Vec::new();
     let mut cur: Option<(Option<u32>, u64, u64, StableHasher)> = None;
     let finish = |c: (Option<u32>, u64, u64, StableHasher), out: &mut Vec<AutogradStep>| {
         let (step, nodes, bytes, h) = c;
+        let (storages, storage_bytes) = per_step.get(&step).copied().unwrap_or_default();
         out.push(AutogradStep {
             step: step
                 .and_then(|i| trace.steps.get(i as usize))
                 .map(|s| s.index),
             nodes,
             tensor_bytes: bytes,
+            storages,
+            storage_bytes,
             fingerprint: h.finish().to_string(),
         });
     };

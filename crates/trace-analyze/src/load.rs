@@ -381,6 +381,7 @@ impl Builder {
                     name,
                     value: c.value,
                     t_ns: c.ts,
+                    step: self.current_step(),
                 });
                 self.seen(c.ts);
             }
@@ -460,6 +461,9 @@ impl Builder {
             }
             for a in &mut self.t.autograd {
                 shift(&mut a.step);
+            }
+            for c in &mut self.t.counters {
+                shift(&mut c.step);
             }
             self.t
                 .work

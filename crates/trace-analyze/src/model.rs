@@ -191,6 +191,8 @@ pub struct CounterSample {
     pub value: f64,
     /// When, ns since session start.
     pub t_ns: u64,
+    /// The index (in [`Trace::steps`]) of the step it was recorded in, as for ops.
+    pub step: Option<u32>,
 }
 
 /// A tensor the autograd graph kept alive at backward, as recorded by trace-candle

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Tensor};
-use trace_record::schema::{AUTOGRAD_LABEL, MemoryCategory};
+use trace_record::schema::{
+    AUTOGRAD_LABEL, AUTOGRAD_STORAGE_BYTES_COUNTER, AUTOGRAD_STORAGES_COUNTER, MemoryCategory,
+};
 
 use crate::Capture;
 use crate::meta::{DeviceLabel, dense_bytes, tensor_id};
@@ -49,7 +51,9 @@ impl Capture {
     /// order (inputs before the ops that read them); each distinct storage gets one
     /// `activation` allocation (storage id: the first of its tensors' ids; bytes: the
     /// extent its views reach), freed at the end of the step, unless one of its tensors was
-    /// already allocated in this step (a captured op's output). Call it before
+    /// already allocated in this step (a captured op's output). Then the counters
+    /// [`AUTOGRAD_STORAGE_BYTES_COUNTER`] and [`AUTOGRAD_STORAGES_COUNTER`] give the distinct
+    /// storages' bytes and number, the figures [`AutogradSummary`] returns. Call it before
     /// `loss.backward()` (see [`Capture::backward`]). Nothing outside an active window.
     ///
     /// Candle exposes no edges (`Tensor::op` is private), so the structure recorded is the
@@ -115,6 +119,10 @@ impl Capture {
                 summary.recorded_allocations += 1;
             }
         }
+        // The graph's bytes as the memory timeline counts them, for the gradients report.
+        let session = self.session();
+        session.record_counter(AUTOGRAD_STORAGE_BYTES_COUNTER, summary.bytes as f64);
+        session.record_counter(AUTOGRAD_STORAGES_COUNTER, summary.storages as f64);
         summary
     }
 }

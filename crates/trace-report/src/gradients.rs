@@ -169,8 +169,11 @@ pub(crate) fn gradients_data(trace: &Trace, caps: &mut Vec<String>) -> Option<Gr
     let mut autograd = TableData::new(vec![
         col("step", "int"),
         col("nodes", "int").explained("tensors the autograd graph kept alive for backward (variables excluded)"),
+        col("storage bytes", "bytes").explained(
+            "the logical bytes of the distinct storages they keep alive, each once (views of parameters excluded), as the memory section counts them",
+        ),
         col("tensor bytes", "bytes").explained(
-            "their logical bytes, each tensor in full (the memory section counts each storage once)",
+            "their logical bytes, each tensor in full (views counted again)",
         ),
         col("fingerprint", "name").explained(
             "over the nodes' shapes and dtypes in execution order: equal when backward keeps the same structure alive",
@@ -191,12 +194,19 @@ pub(crate) fn gradients_data(trace: &Trace, caps: &mut Vec<String>) -> Option<Gr
         autograd.rows.push(vec![
             a.step.map_or(Value::Null, |s| json!(s)),
             json!(a.nodes),
+            a.storage_bytes.map_or(Value::Null, |b| json!(b)),
             json!(a.tensor_bytes),
             json!(a.fingerprint),
             json!(status),
         ]);
     }
-    if let Some(peak) = report.autograd.iter().map(|a| a.tensor_bytes).max() {
+    // The distinct storages' bytes where recorded (what the graph really keeps alive).
+    if let Some(peak) = report
+        .autograd
+        .iter()
+        .map(|a| a.storage_bytes.unwrap_or(a.tensor_bytes))
+        .max()
+    {
         summary.push((
             "largest autograd graph".to_string(),
             format_bytes(peak as f64),

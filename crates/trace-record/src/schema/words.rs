@@ -26,6 +26,16 @@ pub const TRACING_SPANS_COUNTER: &str = "trace_candle.tracing_spans";
 /// share of step time.
 pub const OVERHEAD_COUNTER: &str = "trace_candle.overhead_ns";
 
+/// The counter trace-candle's `Capture::autograd` writes after the autograd graph's tensor
+/// events with the logical bytes of the distinct storages they keep alive (each storage once,
+/// views of parameters excluded: the figure the memory timeline adds up), so that the
+/// gradients report gives the same bytes as the memory report.
+pub const AUTOGRAD_STORAGE_BYTES_COUNTER: &str = "trace_candle.autograd_storage_bytes";
+
+/// The counter written beside [`AUTOGRAD_STORAGE_BYTES_COUNTER`] with the number of those
+/// distinct storages.
+pub const AUTOGRAD_STORAGES_COUNTER: &str = "trace_candle.autograd_storages";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -111,14 +111,20 @@ pub(crate) fn run(args: &GradientsArgs) -> anyhow::Result<Status> {
     if !r.autograd.is_empty() {
         let _ = writeln!(
             o,
-            "autograd graph kept alive at backward (tensors, logical bytes):"
+            "autograd graph kept alive at backward (tensors; distinct storages and their logical \
+             bytes, each storage once, views of parameters excluded: as the memory timeline counts):"
         );
-        let mut t = Table::new(&["step", ">tensors", ">bytes", "fingerprint"]);
+        let mut t = Table::new(&["step", ">tensors", ">storages", ">bytes", "fingerprint"]);
         for a in &r.autograd {
             t.row(vec![
                 a.step.map_or("-".into(), |s| s.to_string()),
                 a.nodes.to_string(),
-                bytesu(a.tensor_bytes),
+                a.storages.map_or("-".into(), |n| n.to_string()),
+                // Traces recorded before the storage counters: every tensor counted in full.
+                a.storage_bytes.map_or_else(
+                    || format!("{} (tensors, views counted)", bytesu(a.tensor_bytes)),
+                    bytesu,
+                ),
                 a.fingerprint.clone(),
             ]);
         }

@@ -11,6 +11,7 @@ mod killed;
 #[cfg(feature = "demo")]
 mod layer;
 #[cfg(feature = "demo")]
+mod autograd;
 mod loops;
 mod outputs;
 #[cfg(feature = "demo")]
