@@ -324,11 +324,9 @@ fn span_samples(tree: &PathTree<'_>) -> PathSamples {
     PathSamples { start, values }
 }
 
-/// What the span comparison reads of a [`PathTree`] node (about half of it), so that the
-/// trees are dropped before the rows are made.
+/// The figures the span comparison reads of a [`PathTree`] node (about half of it), so that
+/// the trees are dropped before the rows are made.
 struct SlimNode {
-    name: Sym,
-    depth: u32,
     path_id: u32,
     total_ns: u64,
     alloc_bytes: u64,
@@ -336,19 +334,21 @@ struct SlimNode {
 }
 
 impl SlimNode {
-    /// The nodes of `tree`, in its order; the tree is dropped.
-    fn of(tree: PathTree<'_>) -> Vec<SlimNode> {
-        tree.nodes
+    /// The figures of `tree`'s nodes and their `(depth, name)` (for display paths), in its
+    /// order; the tree is dropped.
+    fn of(tree: PathTree<'_>) -> (Vec<SlimNode>, Vec<(u32, Sym)>) {
+        let figures = tree
+            .nodes
             .iter()
             .map(|n| SlimNode {
-                name: n.name,
-                depth: n.depth,
                 path_id: n.path_id,
                 total_ns: n.total_ns,
                 alloc_bytes: n.alloc_bytes,
                 per_step: n.per_step(),
             })
-            .collect()
+            .collect();
+        let names = tree.nodes.iter().map(|n| (n.depth, n.name)).collect();
+        (figures, names)
     }
 }
 
@@ -400,20 +400,13 @@ pub fn compare(
     let (bt, ct) = (path_tree(base), path_tree(candidate));
     let (bss, css) = (span_samples(&bt), span_samples(&ct));
     let pairs = pair_paths(&bt, &ct);
-    let (bn, cn) = (SlimNode::of(bt), SlimNode::of(ct));
-    let (mut b_paths, mut c_paths) = (PathChain::default(), PathChain::default());
-    let at = |nodes: &[SlimNode], k: usize| nodes.get(k).map(|n| (n.depth, n.name));
+    let ((bn, b_names), (cn, c_names)) = (SlimNode::of(bt), SlimNode::of(ct));
     let mut spans: Vec<SpanDelta> = Vec::with_capacity(pairs.len());
     for &(bi, ci) in &pairs {
         let b = bi.and_then(|i| bn.get(i as usize));
         let c = ci.and_then(|i| cn.get(i as usize));
-        let path = match (bi, ci) {
-            (Some(i), _) => b_paths.path_of(base, i as usize, |k| at(&bn, k)),
-            (None, Some(j)) => c_paths.path_of(candidate, j as usize, |k| at(&cn, k)),
-            (None, None) => None,
-        };
         spans.push(SpanDelta {
-            path: path.unwrap_or_default(),
+            path: String::new(),
             time_per_step_ns: Delta::of(
                 b.map(|n| per_step_or_total(n.per_step, n.total_ns)),
                 c.map(|n| per_step_or_total(n.per_step, n.total_ns)),
@@ -430,7 +423,20 @@ pub fn compare(
             ),
         });
     }
-    drop((b_paths, c_paths, pairs, bss, css, bn, cn));
+    drop((bss, css, bn, cn));
+    // The display paths, once the figures are gone: rows are still in pair order, which is
+    // each tree's own order on its side.
+    let (mut b_paths, mut c_paths) = (PathChain::default(), PathChain::default());
+    let at = |names: &[(u32, Sym)], k: usize| names.get(k).copied();
+    for (row, &(bi, ci)) in spans.iter_mut().zip(&pairs) {
+        let path = match (bi, ci) {
+            (Some(i), _) => b_paths.path_of(base, i as usize, |k| at(&b_names, k)),
+            (None, Some(j)) => c_paths.path_of(candidate, j as usize, |k| at(&c_names, k)),
+            (None, None) => None,
+        };
+        row.path = path.unwrap_or_default();
+    }
+    drop((b_paths, c_paths, pairs, b_names, c_names));
     sort_by_abs(&mut spans, |s| &s.time_per_step_ns, |s| &s.path);
 
     // Ops.
