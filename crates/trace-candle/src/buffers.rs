@@ -8,10 +8,7 @@ use crate::Capture;
 use crate::meta::{DeviceLabel, dense_bytes, dtype_label, tensor_id};
 use crate::persistent::Buffer;
 
-/// The bit set in the ids of buffers declared by shape ([`Capture::buffer_shape`]): they
-/// have no Candle tensor, so their ids come from a range Candle's counter does not reach
-/// (below 2^53, so JSON readers using doubles keep them exact).
-pub const DECLARED_BUFFER_BIT: u64 = 1 << 51;
+pub use trace_record::schema::DECLARED_BUFFER_BIT;
 
 impl Capture {
     /// Declares a persistent buffer held in a tensor (a KV cache, running statistics):

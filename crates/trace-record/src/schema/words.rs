@@ -36,6 +36,12 @@ pub const AUTOGRAD_STORAGE_BYTES_COUNTER: &str = "trace_candle.autograd_storage_
 /// distinct storages.
 pub const AUTOGRAD_STORAGES_COUNTER: &str = "trace_candle.autograd_storages";
 
+/// The bit set in the storage and tensor ids of buffers trace-candle's `Capture::buffer_shape`
+/// declares by shape: they have no Candle tensor, so their ids come from a range Candle's
+/// counter does not reach (below 2^53, so JSON readers using doubles keep them exact).
+/// Readers show such an id as a declared buffer, by its label, not as a number.
+pub const DECLARED_BUFFER_BIT: u64 = 1 << 51;
+
 #[cfg(test)]
 mod tests {
     use super::*;

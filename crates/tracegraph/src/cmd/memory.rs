@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use trace_analyze::{Allocation, HeapReport, heap_report, memory_report};
-use trace_record::schema::MemoryCategory;
+use trace_record::schema::{DECLARED_BUFFER_BIT, MemoryCategory};
 
 use super::{Status, Table, bytesu, load, nsu, print_json, write_stdout};
 
@@ -30,10 +30,18 @@ fn alloc_table(list: &[Allocation]) -> String {
         ">bytes",
         ">allocated at",
     ]);
+    // A buffer declared by shape has no Candle tensor: its id is a made-up number.
+    let id = |x: u64| {
+        if x & DECLARED_BUFFER_BIT != 0 && x < 1 << 53 {
+            "declared".to_string()
+        } else {
+            x.to_string()
+        }
+    };
     for a in list {
         t.row(vec![
-            a.storage.to_string(),
-            a.tensor.map_or("-".into(), |x| x.to_string()),
+            id(a.storage),
+            a.tensor.map_or("-".into(), id),
             a.label.clone().unwrap_or_else(|| "-".into()),
             a.shape.clone().unwrap_or_else(|| "-".into()),
             a.category.as_str().to_string(),
@@ -119,7 +127,10 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
     };
     let _ = writeln!(
         o,
-        "logical bytes (shape x dtype size), never mixed with the physical samples"
+        "logical bytes (shape x dtype size) of the tensors the capture saw: parameters, captured \
+         op and module outputs, declared buffers, the autograd graph and gradients (not the \
+         intermediates inside an uncaptured library forward); never mixed with the physical \
+         samples"
     );
     for d in &r.devices {
         let _ = writeln!(o);

@@ -162,7 +162,7 @@ pub(crate) fn render(s: &Summary) -> String {
             let _ = writeln!(o, "memory    absent (the trace has no memory events)");
         }
         Some(devs) => {
-            let _ = writeln!(o, "memory peak (logical bytes: shape x dtype size)");
+            let _ = writeln!(o, "memory peak (logical bytes, shape x dtype size, of the tensors the capture saw)");
             // Categories that are zero on every device are left out of the table.
             let cats: Vec<MemoryCategory> = MemoryCategory::ALL
                 .into_iter()
