@@ -413,35 +413,41 @@ fn walk_tables<Op>(
         ValueKey::Input(_) => [input, input_pos[v.index()], 0],
         ValueKey::Output { op, slot } => [op.0, slot, at[op.index()]],
     };
-    let mut words = Vec::with_capacity(n_words as usize);
+    // The runs and the spare words after them, written in place.
+    let mut words = vec![0u32; n_words as usize];
     for (i, node) in ops.iter().enumerate() {
         let (i0, i1) = node.inputs;
         let tail = &tails[tail_start[i] as usize..tail_start[i + 1] as usize];
-        words.extend_from_slice(&[
+        let o = at[i] as usize;
+        let operands_at = o + Walk::HEAD;
+        let tail_at = operands_at + Walk::OPERAND * (i1 - i0) as usize;
+        words[o..operands_at].copy_from_slice(&[
             1 | (u32::from(crate::canon::role_tag(&node.role)) << 8),
             node.outputs.1 - node.outputs.0,
             i1 - i0,
             tail.len() as u32,
         ]);
-        for (k, r) in op_inputs[i0 as usize..i1 as usize].iter().enumerate() {
-            let triple = match *r {
+        let operands = words[operands_at..tail_at].chunks_exact_mut(Walk::OPERAND);
+        for (k, (d, r)) in operands
+            .zip(&op_inputs[i0 as usize..i1 as usize])
+            .enumerate()
+        {
+            d.copy_from_slice(&match *r {
                 ValueRef::Local(v) => local(v),
                 ValueRef::Parent { .. } => [parent, i0 + k as u32, 0],
-            };
-            words.extend_from_slice(&triple);
+            });
         }
-        let mut chunks = tail.chunks_exact(4);
-        for c in &mut chunks {
-            words.push(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-        }
+        let chunks = tail.chunks_exact(4);
         let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 4];
-            last[..rest.len()].copy_from_slice(rest);
-            words.push(u32::from_le_bytes(last));
+        let dst = &mut words[tail_at..];
+        for (d, c) in dst.iter_mut().zip(chunks) {
+            *d = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        if let (false, Some(d)) = (rest.is_empty(), dst.get_mut(tail.len() / 4)) {
+            // The last, partial word: its bytes, then zeros.
+            *d = rest.iter().rev().fold(0, |w, &b| (w << 8) | u32::from(b));
         }
     }
-    words.resize(words.len() + Walk::PAD, 0);
     Walk {
         words,
         outputs: outputs.iter().map(|&v| local(v)).collect(),

@@ -225,15 +225,20 @@ impl<Op: StableHash> Graph<Op> {
                 h.write_u32(state[q as usize] + slot);
             }
             if check_all {
-                let mut value_index = vec![u32::MAX; self.keys.len()];
+                // Before the dead operations are walked, exactly the live ones are finished.
+                let mut value_index: Vec<u32> = self
+                    .keys
+                    .iter()
+                    .map(|k| match *k {
+                        ValueKey::Output { op, slot } => match state[op.index()] {
+                            first if first < GRAY => first + slot,
+                            _ => u32::MAX,
+                        },
+                        ValueKey::Input(_) => u32::MAX,
+                    })
+                    .collect();
                 for (k, &v) in self.inputs.iter().enumerate() {
                     value_index[v.index()] = k as u32;
-                }
-                for &op in &canon_ops {
-                    let first = state[op.index()];
-                    for (k, &v) in self.op_outputs_of(op).iter().enumerate() {
-                        value_index[v.index()] = first + k as u32;
-                    }
                 }
                 value_index
             } else {
@@ -432,6 +437,9 @@ impl<Op> Graph<Op> {
             post(op);
             0
         };
+        let Some(first) = state[..self.ops.len()].iter().position(|&s| s == WHITE) else {
+            return Ok(());
+        };
         if self.walk.packed {
             let adj = Packed {
                 words: &self.walk.words,
@@ -439,7 +447,7 @@ impl<Op> Graph<Op> {
             // Runs follow one another in arena order.
             let mut run = 0u32;
             for i in 0..self.ops.len() {
-                if state[i] == WHITE {
+                if i >= first && state[i] == WHITE {
                     dfs_over(&adj, (i as u32, run), state, stack, &mut post)?;
                 }
                 let (_, end) = adj.range(run);
@@ -450,7 +458,7 @@ impl<Op> Graph<Op> {
                 g: self,
                 marker: Walk::input(self.ops.len()),
             };
-            for i in 0..self.ops.len() {
+            for i in first..self.ops.len() {
                 if state[i] == WHITE {
                     dfs_over(&adj, (i as u32, i as u32), state, stack, &mut post)?;
                 }
