@@ -367,11 +367,19 @@ impl PathChain {
     }
 }
 
+impl ExactSizeIterator for DisplayPaths<'_, '_> {}
+
 impl Iterator for DisplayPaths<'_, '_> {
     type Item = String;
 
     fn next(&mut self) -> Option<String> {
         self.path_of(self.chain.next)
+    }
+
+    // Exact, so that collecting the paths (or zipping them with the nodes) allocates once.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.tree.nodes.len().saturating_sub(self.chain.next);
+        (left, Some(left))
     }
 }
 
