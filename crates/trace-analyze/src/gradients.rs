@@ -115,6 +115,23 @@ pub struct GradientReport {
     pub steps: Vec<u64>,
     /// The autograd graph per step that recorded one.
     pub autograd: Vec<AutogradStep>,
+    /// The recorder ran a backward with no registered parameter (so it had no gradient to
+    /// look up): why a trace with a backward has no gradient facts. Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub backward_without_parameters: bool,
+}
+
+/// What to tell a user whose trace has no gradient facts, given whether the recorder ran a
+/// backward with no registered parameter ([`GradientReport::backward_without_parameters`]).
+pub fn no_gradient_facts_reason(backward_without_parameters: bool) -> &'static str {
+    if backward_without_parameters {
+        "no gradient facts: backward was recorded, but no parameters were registered to look \
+         gradients up for (register them with trace-candle's capture.parameters_varmap(&varmap), \
+         capture.parameters(..) or TrainingCapture::watch_varmap)"
+    } else {
+        "no gradient facts recorded (record them with trace-candle's Capture::backward or \
+         record_gradients)"
+    }
 }
 
 /// Builds the gradients report. O(n log n) in the gradient facts and autograd nodes.
@@ -200,6 +217,9 @@ pub fn gradient_report(trace: &Trace) -> GradientReport {
         non_finite,
         steps,
         autograd: autograd_steps(trace),
+        backward_without_parameters: trace
+            .counter(trace_record::schema::BACKWARD_WITHOUT_PARAMETERS_COUNTER)
+            .is_some(),
     }
 }
 

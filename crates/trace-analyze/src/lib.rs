@@ -66,6 +66,7 @@ mod load;
 mod memory;
 mod model;
 mod ops;
+mod sampled_ops;
 mod samples;
 mod self_time;
 mod spans;
@@ -82,6 +83,7 @@ pub use error::AnalyzeError;
 pub use format::{format_bytes, format_ns, format_pct};
 pub use gradients::{
     AutogradStep, GradientPoint, GradientReport, GradientVerdict, ParamGradients, gradient_report,
+    no_gradient_facts_reason,
 };
 pub use heap::{
     HEAP_TIMELINE_POINTS, HeapPoint, HeapReport, HeapSpanRow, HeapStepRow, NO_SPAN, PeakAllocation,
@@ -104,11 +106,16 @@ pub use model::{
     PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
 };
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_table};
-pub use self_time::{op_self_times, span_self_times};
+pub use sampled_ops::{
+    CANDLE_OP_FRAMES, FrameOp, NO_CANDLE_OP, NO_SPAN_PATH, OTHER_OPS, OpKind, OpModule,
+    PASS_THROUGH, SampledOpOptions, SampledOpRow, SampledOpTable, SpanOps, WAITING_ROW,
+    WORKER_KERNELS, WorkerKernel, frame_op, sampled_op_table, wilson_95, worker_kernel,
+};
 pub use samples::{
     SampleRow, SampledFrame, SampledStacks, SamplerStep, WAITING_FRAMES, WaitPattern,
     waiting_pattern,
 };
+pub use self_time::{op_self_times, span_self_times};
 pub use spans::{
     DisplayPaths, MAX_PATH_NAMES, PathNode, PathTree, SpanNode, SpanTree, pair_nodes, pair_paths,
     path_tree, span_paths, span_tree,

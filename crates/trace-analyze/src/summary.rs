@@ -294,6 +294,10 @@ pub struct Summary {
     /// Gradient facts; absent when the trace has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gradients: Option<GradientCounts>,
+    /// A backward was recorded with no registered parameter (why there are no gradient
+    /// facts; see [`crate::no_gradient_facts_reason`]). Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub backward_without_parameters: bool,
     /// The hottest sampled functions inside backward (at most [`TOP_BACKWARD_KERNELS`], by
     /// self samples: estimates); empty when the trace has no backward samples.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -439,6 +443,9 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         memory,
         graph,
         gradients,
+        backward_without_parameters: trace
+            .counter(trace_record::schema::BACKWARD_WITHOUT_PARAMETERS_COUNTER)
+            .is_some(),
         backward_kernels: crate::hot::backward_kernels(trace, TOP_BACKWARD_KERNELS),
         tracing_spans: trace
             .counter(trace_record::schema::TRACING_SPANS_COUNTER)

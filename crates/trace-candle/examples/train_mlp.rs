@@ -114,12 +114,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             })?;
             capture.op("nll", &[&lsm, &y], || candle_nn::loss::nll(&lsm, &y))?
         };
-        let grads = {
-            let _backward = training.backward(); // capture
-            let grads = loss.backward()?;
-            training.record_gradients(&grads)?; // capture
-            grads
-        };
+        // The backward phase: Candle's backward, the autograd graph it kept alive and every
+        // watched parameter's gradient, in one call.
+        let grads = capture.backward(&loss)?; // capture (in place of `loss.backward()?`)
         {
             let _optimizer = training.optimizer(); // capture
             optimizer.step(&grads)?;

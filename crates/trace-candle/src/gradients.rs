@@ -2,7 +2,9 @@
 
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor};
-use trace_record::schema::{ExecStep, GradientState, MemoryCategory};
+use trace_record::schema::{
+    BACKWARD_WITHOUT_PARAMETERS_COUNTER, ExecStep, GradientState, MemoryCategory,
+};
 
 use crate::{Capture, CaptureError};
 
@@ -108,6 +110,9 @@ impl Capture {
         }
         self.record_pending_parameters();
         let params = self.inner().persist().params.clone();
+        if params.is_empty() {
+            self.warn_no_parameters();
+        }
         for p in &params {
             let (state, norm) = match grads.get_id(p.tensor_id) {
                 None => (GradientState::Missing, None),
@@ -120,6 +125,26 @@ impl Capture {
             self.session().record_gradient(&p.name, state, norm);
         }
         Ok(params.len())
+    }
+
+    /// Says once per capture, on stderr and in the trace (counter
+    /// [`BACKWARD_WITHOUT_PARAMETERS_COUNTER`]), that a backward was recorded with no
+    /// registered parameter, so no gradient fact can be recorded.
+    fn warn_no_parameters(&self) {
+        {
+            let mut p = self.inner().persist();
+            if p.warned_no_parameters {
+                return;
+            }
+            p.warned_no_parameters = true;
+        }
+        self.session()
+            .record_counter(BACKWARD_WITHOUT_PARAMETERS_COUNTER, 1.0);
+        eprintln!(
+            "trace-candle: warning: backward recorded with no registered parameters, so no \
+             gradient facts; register them with capture.parameters_varmap(&varmap), \
+             capture.parameters(..) or TrainingCapture::watch_varmap"
+        );
     }
 
     /// Runs `loss.backward()` as the `backward` phase: records the autograd graph it walks

@@ -51,6 +51,23 @@ impl Capture {
         n
     }
 
+    /// Registers every variable of a candle-nn `VarMap` as a parameter under its name (one
+    /// line for the usual case of [`Capture::parameters`]): sorted by name. Returns how many
+    /// were newly registered.
+    #[cfg(feature = "nn")]
+    pub fn parameters_varmap(&self, varmap: &candle_nn::VarMap) -> usize {
+        let data = varmap.data().lock().unwrap_or_else(|e| e.into_inner());
+        self.parameters(
+            data.iter()
+                .map(|(name, var)| (name.as_str(), var.as_tensor())),
+        )
+    }
+
+    /// The registered parameters (metadata only), in registration order.
+    pub(crate) fn registered_params(&self) -> Vec<Param> {
+        self.inner().persist().params.clone()
+    }
+
     /// The registered parameters' names, in registration order (sorted within each call).
     pub fn parameter_names(&self) -> Vec<String> {
         self.inner()

@@ -5,13 +5,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use candle_core::backprop::GradStore;
-use candle_core::{DType, Tensor, TensorId, Var};
+use candle_core::{DType, Tensor, Var};
 use candle_nn::VarMap;
 use trace_record::TensorRecord;
-use trace_record::schema::{ExecStep, GradientState, MemoryCategory};
+use trace_record::schema::{ExecStep, MemoryCategory};
 
 use crate::exec_scope::CaptureSpan;
-use crate::gradients::{GradientFact, gradient_state};
+use crate::gradients::GradientFact;
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
 use crate::{Capture, CaptureError, PhaseGuard};
 
@@ -31,12 +31,10 @@ pub enum OptimizerKind {
     AdamW,
 }
 
-/// Owned metadata of a persistent tensor (parameter or optimizer state).
+/// Owned metadata of an optimizer-state tensor (declared or estimated).
 #[derive(Debug, Clone)]
 struct Persistent {
     label: String,
-    /// Candle's id, for gradient look-ups (parameters only).
-    tensor_id: Option<TensorId>,
     id: u64,
     shape: Vec<usize>,
     dtype: DType,
@@ -49,7 +47,6 @@ impl Persistent {
     fn of(label: &str, t: &Tensor) -> Self {
         Persistent {
             label: label.to_string(),
-            tensor_id: Some(t.id()),
             id: tensor_id(t),
             shape: t.dims().to_vec(),
             dtype: t.dtype(),
@@ -86,12 +83,8 @@ impl Persistent {
 ///     let _forward = training.forward();
 ///     model.forward(&x)?.sqr()?.mean_all()?
 /// };
-/// let grads = {
-///     let _backward = training.backward();
-///     let grads = loss.backward()?;
-///     training.record_gradients(&grads)?;
-///     grads
-/// };
+/// // Backward, its autograd graph and the watched parameters' gradients, in one call.
+/// let grads = capture.backward(&loss)?;
 /// {
 ///     let _optimizer = training.optimizer();
 ///     opt.step(&grads)?;
@@ -125,7 +118,6 @@ impl Persistent {
 #[derive(Debug)]
 pub struct TrainingCapture {
     capture: Capture,
-    params: Vec<Persistent>,
     optimizer_state: Vec<Persistent>,
     /// Set once every watched tensor's allocation is recorded: later steps skip the check.
     persistent_done: AtomicBool,
@@ -135,7 +127,6 @@ impl Clone for TrainingCapture {
     fn clone(&self) -> Self {
         TrainingCapture {
             capture: self.capture.clone(),
-            params: self.params.clone(),
             optimizer_state: self.optimizer_state.clone(),
             persistent_done: AtomicBool::new(self.persistent_done.load(Ordering::Relaxed)),
         }
@@ -147,7 +138,6 @@ impl TrainingCapture {
     pub fn new(capture: &Capture) -> Self {
         TrainingCapture {
             capture: capture.clone(),
-            params: Vec::new(),
             optimizer_state: Vec::new(),
             persistent_done: AtomicBool::new(false),
         }
@@ -158,38 +148,30 @@ impl TrainingCapture {
         &self.capture
     }
 
-    /// Watches every variable of `varmap` as a named parameter (sorted by name). Returns how
+    /// Watches every variable of `varmap` as a named parameter (sorted by name): registers
+    /// them with the capture ([`Capture::parameters_varmap`]), the one registry that
+    /// [`Capture::backward`] and [`TrainingCapture::record_gradients`] both read. Returns how
     /// many were added.
     pub fn watch_varmap(&mut self, varmap: &VarMap) -> usize {
-        let data = varmap.data().lock().unwrap_or_else(|e| e.into_inner());
-        let mut named: Vec<(&String, &Var)> = data.iter().collect();
-        named.sort_by(|a, b| a.0.cmp(b.0));
-        for (name, var) in &named {
-            self.watch_var(name, var);
-        }
-        named.len()
-    }
-
-    /// Watches one variable as parameter `name` (ignored if already watched).
-    pub fn watch_var(&mut self, name: &str, var: &Var) {
-        let id = tensor_id(var.as_tensor());
-        if self.params.iter().any(|p| p.id == id) {
-            return;
-        }
-        self.params.push(Persistent::of(name, var.as_tensor()));
         *self.persistent_done.get_mut() = false;
+        self.capture.parameters_varmap(varmap)
     }
 
-    /// The watched parameters' names, in watch order.
-    pub fn parameter_names(&self) -> impl Iterator<Item = &str> {
-        self.params.iter().map(|p| p.label.as_str())
+    /// Watches one variable as parameter `name` (ignored if already registered), in the
+    /// capture's registry.
+    pub fn watch_var(&mut self, name: &str, var: &Var) {
+        *self.persistent_done.get_mut() = false;
+        self.capture.parameters([(name, var.as_tensor())]);
+    }
+
+    /// The registered parameters' names, in registration order (the capture's registry).
+    pub fn parameter_names(&self) -> Vec<String> {
+        self.capture.parameter_names()
     }
 
     /// Declares a real optimizer-state tensor (e.g. a momentum buffer the caller owns).
     pub fn declare_optimizer_state(&mut self, label: &str, tensor: &Tensor) {
-        let mut p = Persistent::of(label, tensor);
-        p.tensor_id = None;
-        self.optimizer_state.push(p);
+        self.optimizer_state.push(Persistent::of(label, tensor));
         *self.persistent_done.get_mut() = false;
     }
 
@@ -202,12 +184,12 @@ impl TrainingCapture {
             OptimizerKind::Sgd { momentum: false } => &[],
         };
         let mut added = 0;
-        for p in self.params.iter().filter(|p| p.dtype.is_float()) {
+        let params = self.capture.registered_params();
+        for p in params.iter().filter(|p| p.dtype.is_float()) {
             for (k, moment) in moments.iter().enumerate() {
                 let id = ESTIMATED_STATE_BIT | ((p.id & ((1u64 << 50) - 1)) << 2) | k as u64;
                 self.optimizer_state.push(Persistent {
-                    label: format!("{}.{moment}", p.label),
-                    tensor_id: None,
+                    label: format!("{}.{moment}", p.name),
                     id,
                     shape: p.shape.clone(),
                     dtype: p.dtype,
@@ -228,10 +210,9 @@ impl TrainingCapture {
         if !self.capture.is_active() || self.persistent_done.load(Ordering::Relaxed) {
             return;
         }
-        let groups = [
-            (&self.params, MemoryCategory::Parameter),
-            (&self.optimizer_state, MemoryCategory::OptimizerState),
-        ];
+        // Parameters are the capture's (written once, by its registry).
+        self.capture.record_pending_parameters();
+        let groups = [(&self.optimizer_state, MemoryCategory::OptimizerState)];
         for (items, category) in groups {
             for p in items.iter() {
                 if self.capture.has_persistent(p.id) {
@@ -275,11 +256,23 @@ impl TrainingCapture {
         guard
     }
 
-    /// Opens the `backward` span around `loss.backward()` (one span: see [`TrainingCapture`]).
-    pub fn backward(&self) -> PhaseGuard<'_> {
+    /// Opens the `backward` span around the caller's own `loss.backward()` (one span: see
+    /// [`TrainingCapture`]). To run backward and record its autograd graph and gradients in
+    /// one call, use [`Capture::backward`] instead.
+    pub fn backward_phase(&self) -> PhaseGuard<'_> {
         let guard = self.capture.phase("backward", ExecStep::Backward);
         self.record_persistent();
         guard
+    }
+
+    /// The old name of [`TrainingCapture::backward_phase`]: it opens a span and does not run
+    /// backward, unlike [`Capture::backward`], which shares the name.
+    #[deprecated(
+        since = "0.3.0",
+        note = "renamed backward_phase: Capture::backward(&loss) runs backward, this only opens its span"
+    )]
+    pub fn backward(&self) -> PhaseGuard<'_> {
+        self.backward_phase()
     }
 
     /// Opens the `optimizer` span around `optimizer.step(&grads)`.
@@ -289,47 +282,22 @@ impl TrainingCapture {
         guard
     }
 
-    /// The gradient facts of the watched parameters, without recording anything.
+    /// The gradient facts of the registered parameters, without recording anything (the
+    /// capture's, [`Capture::gradient_facts`]).
     pub fn gradient_facts(&self, grads: &GradStore) -> Result<Vec<GradientFact>, CaptureError> {
-        let mut out = Vec::with_capacity(self.params.len());
-        for p in &self.params {
-            let grad = p.tensor_id.and_then(|id| grads.get_id(id));
-            let (state, norm) = match grad {
-                None => (GradientState::Missing, None),
-                Some(g) => gradient_state(g)?,
-            };
-            out.push(GradientFact {
-                param: p.label.clone(),
-                state,
-                norm,
-            });
-        }
-        Ok(out)
+        self.capture.gradient_facts(grads)
     }
 
-    /// Records, for every watched parameter, its gradient's allocation (category gradient,
-    /// freed at the end of the step) and a gradient fact. Does nothing outside an active
-    /// window. Returns how many facts were recorded.
+    /// Records, for every registered parameter, its gradient's allocation (category gradient,
+    /// freed at the end of the step) and a gradient fact, with the optimizer state first
+    /// recorded if it was not yet ([`Capture::record_gradients`]). Does nothing outside an
+    /// active window. Returns how many facts were recorded.
     pub fn record_gradients(&self, grads: &GradStore) -> Result<usize, CaptureError> {
         if !self.capture.is_active() {
             return Ok(0);
         }
         self.record_persistent();
-        let session = self.capture.session();
-        for p in &self.params {
-            let grad = p.tensor_id.and_then(|id| grads.get_id(id));
-            let (state, norm) = match grad {
-                None => (GradientState::Missing, None),
-                Some(g) => {
-                    self.capture
-                        .record_tensor(g, Some(&p.label), Some(MemoryCategory::Gradient));
-                    self.capture.record_step_alloc(g, MemoryCategory::Gradient);
-                    gradient_state(g)?
-                }
-            };
-            session.record_gradient(&p.label, state, norm);
-        }
-        Ok(self.params.len())
+        self.capture.record_gradients(grads)
     }
 
     /// Ends the step: records the frees of the step's allocations (activations, inputs,

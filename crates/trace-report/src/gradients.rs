@@ -120,7 +120,10 @@ pub(crate) fn gradients_data(trace: &Trace, caps: &mut Vec<String>) -> Option<Gr
     params.sortable = true;
     params.filter = true;
     params.total_rows = report.params.len();
-    params.empty = "No gradient facts in this trace.".to_string();
+    params.empty = format!(
+        "{}.",
+        trace_analyze::no_gradient_facts_reason(report.backward_without_parameters)
+    );
     params.note = Some(
         "Parameters that never received a gradient first, then non-finite ones, then by name. The \"step N\" columns show that step's gradient L2 norm (its last fact when a step recorded several).".to_string(),
     );

@@ -18,10 +18,7 @@ fn a_variable_is_recorded_as_a_parameter() {
     let mut training = TrainingCapture::new(&capture);
     training.watch_var("encoder.weight", &var);
     training.watch_var("duplicate", &var);
-    assert_eq!(
-        training.parameter_names().collect::<Vec<_>>(),
-        ["encoder.weight"]
-    );
+    assert_eq!(training.parameter_names(), ["encoder.weight"]);
     {
         let _forward = training.forward();
     }
@@ -140,7 +137,7 @@ fn nan_gradient_is_non_finite_and_unused_variable_is_missing() {
         ((a + b).unwrap() + c).unwrap()
     };
     let grads = {
-        let _backward = training.backward();
+        let _backward = training.backward_phase();
         let grads = loss.backward().unwrap();
         assert_eq!(training.record_gradients(&grads).unwrap(), 4);
         grads
@@ -228,7 +225,7 @@ fn a_full_training_step_reads_back_strictly_with_every_step_allocation_freed() {
                 .unwrap()
         };
         let grads = {
-            let _backward = training.backward();
+            let _backward = training.backward_phase();
             let grads = loss.backward().unwrap();
             training.record_gradients(&grads).unwrap();
             grads
@@ -326,4 +323,79 @@ fn a_full_training_step_reads_back_strictly_with_every_step_allocation_freed() {
         })
         .collect();
     assert_eq!(states, vec![GradientState::Present; 8]);
+}
+
+/// One registry: parameters watched from a VarMap get gradient facts from
+/// `Capture::backward`, and `Capture::parameters_varmap` registers the same set in one line.
+#[test]
+fn watched_parameters_get_gradient_facts_from_capture_backward() {
+    let (capture, sink) = capture(Phase::Train);
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+    let model = candle_nn::linear(3, 2, vb.pp("fc")).unwrap();
+    let mut training = TrainingCapture::new(&capture);
+    assert_eq!(training.watch_varmap(&varmap), 2);
+    // The same variables through the capture: already registered, nothing added.
+    assert_eq!(capture.parameters_varmap(&varmap), 0);
+    assert_eq!(capture.parameter_names(), ["fc.bias", "fc.weight"]);
+    assert_eq!(training.parameter_names(), capture.parameter_names());
+    let x = Tensor::ones((4, 3), DType::F32, &Device::Cpu).unwrap();
+    let loss = {
+        let _forward = training.forward();
+        model
+            .forward(&x)
+            .unwrap()
+            .sqr()
+            .unwrap()
+            .mean_all()
+            .unwrap()
+    };
+    let grads = capture.backward(&loss).unwrap();
+    assert!(grads.get(model.weight()).is_some());
+    training.end_step();
+    let trace = finish_and_read(&capture, &sink);
+    let mut facts: Vec<(String, GradientState)> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Gradient(g) => Some((g.param.clone(), g.state)),
+            _ => None,
+        })
+        .collect();
+    facts.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        facts,
+        [
+            ("fc.bias".to_string(), GradientState::Present),
+            ("fc.weight".to_string(), GradientState::Present)
+        ]
+    );
+    // Parameters are recorded once, by the one registry.
+    let params = events(&trace)
+        .filter(|e| matches!(e, Event::Memory(m) if m.category == MemoryCategory::Parameter))
+        .count();
+    assert_eq!(params, 2);
+}
+
+/// A backward recorded with no registered parameter says so once, in the trace.
+#[test]
+fn a_backward_without_parameters_is_reported_once() {
+    let (capture, sink) = capture(Phase::Train);
+    let w = Var::ones((2, 2), DType::F32, &Device::Cpu).unwrap();
+    for _ in 0..2 {
+        let loss = w.as_tensor().sqr().unwrap().sum_all().unwrap();
+        capture.backward(&loss).unwrap();
+        capture.step();
+    }
+    let trace = finish_and_read(&capture, &sink);
+    let counters: Vec<&str> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Counter(c)
+                if c.name == trace_record::schema::BACKWARD_WITHOUT_PARAMETERS_COUNTER =>
+            {
+                Some(c.name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(counters.len(), 1);
+    assert!(!events(&trace).any(|e| matches!(e, Event::Gradient(_))));
 }

@@ -36,6 +36,11 @@ pub const AUTOGRAD_STORAGE_BYTES_COUNTER: &str = "trace_candle.autograd_storage_
 /// distinct storages.
 pub const AUTOGRAD_STORAGES_COUNTER: &str = "trace_candle.autograd_storages";
 
+/// The counter trace-candle writes (value 1, once per capture) when it records a backward
+/// with no registered parameter: there are no gradient facts to look up, and readers say
+/// why instead of only that there are none.
+pub const BACKWARD_WITHOUT_PARAMETERS_COUNTER: &str = "trace_candle.backward_without_parameters";
+
 /// The bit set in the storage and tensor ids of buffers trace-candle's `Capture::buffer_shape`
 /// declares by shape: they have no Candle tensor, so their ids come from a range Candle's
 /// counter does not reach (below 2^53, so JSON readers using doubles keep them exact).

@@ -37,8 +37,8 @@ pub(crate) fn run(args: &GradientsArgs) -> anyhow::Result<Status> {
     if r.params.is_empty() {
         let _ = writeln!(
             o,
-            "no gradient facts recorded (record them with trace-candle's Capture::backward or \
-             record_gradients)"
+            "{}",
+            trace_analyze::no_gradient_facts_reason(r.backward_without_parameters)
         );
     } else {
         let _ = writeln!(

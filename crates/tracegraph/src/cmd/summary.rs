@@ -162,7 +162,10 @@ pub(crate) fn render(s: &Summary) -> String {
             let _ = writeln!(o, "memory    absent (the trace has no memory events)");
         }
         Some(devs) => {
-            let _ = writeln!(o, "memory peak (logical bytes, shape x dtype size, of the tensors the capture saw)");
+            let _ = writeln!(
+                o,
+                "memory peak (logical bytes, shape x dtype size, of the tensors the capture saw)"
+            );
             // Categories that are zero on every device are left out of the table.
             let cats: Vec<MemoryCategory> = MemoryCategory::ALL
                 .into_iter()
@@ -271,6 +274,12 @@ pub(crate) fn render(s: &Summary) -> String {
             o,
             "gradients {} present, {} missing, {} zero, {} non-finite",
             gr.present, gr.missing, gr.zero, gr.non_finite
+        );
+    } else if s.backward_without_parameters {
+        let _ = writeln!(
+            o,
+            "gradients {}",
+            trace_analyze::no_gradient_facts_reason(true)
         );
     }
     o.trim_end().to_string()

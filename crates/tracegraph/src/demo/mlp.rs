@@ -243,7 +243,7 @@ impl MlpTrainer {
             })?
         };
         let grads = {
-            let _backward = training.map(TrainingCapture::backward);
+            let _backward = training.map(TrainingCapture::backward_phase);
             let grads = loss.backward()?;
             if let Some(t) = training {
                 t.record_gradients(&grads)?;

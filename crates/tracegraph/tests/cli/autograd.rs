@@ -67,3 +67,31 @@ fn autograd_bytes_count_each_storage_once_in_gradients_and_memory() {
         "{text}"
     );
 }
+
+/// A backward recorded with no registered parameter: `gradients` and `summary` say why there
+/// are no gradient facts instead of asking for the call the program made.
+#[test]
+fn no_gradient_facts_after_a_backward_without_parameters_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("noparams.jsonl");
+    let capture = Capture::open(&path, Run::new("tests::noparams", Phase::Train, "cpu")).unwrap();
+    let w = Var::ones((2, 2), DType::F32, &Device::Cpu).unwrap();
+    let x = Tensor::ones((1, 2), DType::F32, &Device::Cpu).unwrap();
+    let h = capture
+        .op("matmul", &[&x, w.as_tensor()], || x.matmul(w.as_tensor()))
+        .unwrap();
+    let loss = h.sum_all().unwrap();
+    capture.backward(&loss).unwrap();
+    capture.step();
+    capture.finish().unwrap();
+    let p = path.to_str().unwrap();
+    for cmd in ["gradients", "summary"] {
+        let out = crate::run_in(dir.path(), &[cmd, p]);
+        let text = crate::stdout(&out);
+        assert!(out.status.success(), "{text}");
+        assert!(
+            text.contains("no parameters were registered"),
+            "{cmd}: {text}"
+        );
+    }
+}
