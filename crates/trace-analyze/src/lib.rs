@@ -132,5 +132,6 @@ pub use steps::{
 };
 pub use summary::{
     ChangedStep, DevicePeak, GraphStability, Health, LISTED, Overhead, PhaseTimes, StepBreakdown,
-    StepTimes, Summary, TOP_BACKWARD_KERNELS, TOP_OPS, step_breakdown, summarize,
+    StepTimes, Summary, TOP_BACKWARD_KERNELS, TOP_OPS, TRACING_LAYER_SAW_NO_SPANS, step_breakdown,
+    summarize, tracing_layer_saw_no_spans,
 };

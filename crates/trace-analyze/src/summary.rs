@@ -267,6 +267,20 @@ fn distinct_changes(g: &crate::steps::GraphReport) -> Vec<ChangedStep> {
     out
 }
 
+/// What every view that shows spans says when trace-candle's `tracing` layer was installed
+/// but saw no span (it was installed after the model was built, so the model's spans were
+/// made without it).
+pub const TRACING_LAYER_SAW_NO_SPANS: &str = "the tracing layer saw no spans: install it \
+     (Capture::install_tracing) before the model is built; its spans are made there";
+
+/// Whether `trace`'s `tracing` layer was installed and saw no span (its counter is 0): then
+/// [`TRACING_LAYER_SAW_NO_SPANS`] is to be shown wherever spans are.
+pub fn tracing_layer_saw_no_spans(trace: &Trace) -> bool {
+    trace
+        .counter(trace_record::schema::TRACING_SPANS_COUNTER)
+        .is_some_and(|v| v == 0.0)
+}
+
 /// Everything `tracegraph summary` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {

@@ -166,6 +166,12 @@ fn health_badges(trace: &Trace, s: &Summary) -> Vec<Badge> {
             text: format!("{} events dropped by the recorder", h.dropped),
         });
     }
+    if trace_analyze::tracing_layer_saw_no_spans(trace) {
+        b.push(Badge {
+            level: "warn",
+            text: trace_analyze::TRACING_LAYER_SAW_NO_SPANS.to_string(),
+        });
+    }
     if h.partial_last_line {
         b.push(Badge {
             level: "warn",

@@ -89,12 +89,32 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
     let s = summarize(&trace, &cache)?;
     write_stdout(&super::summary::render(&s))?;
     let p = path.display();
-    write_stdout(&format!(
-        "\nnext (prefix with `cargo run --release -p tracegraph --` when tracegraph is not installed):\n  tracegraph ops {p} --sort self --limit 10\n  tracegraph spans {p}\n  \
-         tracegraph memory {p}\n  tracegraph graph {p}\n  tracegraph hot {p} --by phase\n  tracegraph validate --strict {p}\n  \
-         tracegraph export {p} --format chrome -o {}\n  tracegraph report {p} -o {}",
-        args.out.join("demo.trace.json").display(),
+    // Only the commands that have data in this trace: `hot` needs sampled stacks (`--sample`),
+    // `gradients` gradient facts.
+    let mut next = vec![
+        format!("tracegraph ops {p} --sort self --limit 10"),
+        format!("tracegraph spans {p}"),
+        format!("tracegraph memory {p}"),
+        format!("tracegraph graph {p}"),
+    ];
+    if s.gradients.is_some() {
+        next.push(format!("tracegraph gradients {p}"));
+    }
+    if !trace.sampled.is_empty() {
+        next.push(format!("tracegraph hot {p} --by phase"));
+    }
+    next.push(format!("tracegraph validate --strict {p}"));
+    next.push(format!(
+        "tracegraph export {p} --format chrome -o {}",
+        args.out.join("demo.trace.json").display()
+    ));
+    next.push(format!(
+        "tracegraph report {p} -o {}",
         args.out.join("report.html").display()
+    ));
+    write_stdout(&format!(
+        "\nnext (prefix with `cargo run --release -p tracegraph --` when tracegraph is not installed):\n  {}",
+        next.join("\n  ")
     ))?;
     Ok(Status::Ok)
 }

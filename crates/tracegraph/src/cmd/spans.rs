@@ -98,6 +98,12 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
         tree.steps,
         timing_text(tree.timing)
     );
+    if trace_analyze::tracing_layer_saw_no_spans(&trace) {
+        out.push_str(&format!(
+            "warning: {}\n",
+            trace_analyze::TRACING_LAYER_SAW_NO_SPANS
+        ));
+    }
     if t.is_empty() {
         out.push_str("(no spans)");
     } else {

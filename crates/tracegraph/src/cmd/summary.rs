@@ -74,10 +74,7 @@ pub(crate) fn render(s: &Summary) -> String {
         s.op_count, s.span_count, s.steps.count
     );
     if s.tracing_spans == Some(0) {
-        let _ = writeln!(
-            o,
-            "tracing   the tracing layer saw no spans: install it (Capture::install_tracing) before the model is built; its spans are made there"
-        );
+        let _ = writeln!(o, "tracing   {}", trace_analyze::TRACING_LAYER_SAW_NO_SPANS);
     }
     let _ = writeln!(o);
     match &s.steps.spread {

@@ -208,6 +208,10 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
                 );
             }
         }
+        // Not a problem of the file (it is valid), but the spans a user expects are missing.
+        if trace_analyze::tracing_layer_saw_no_spans(&trace) {
+            let _ = writeln!(o, "  note: {}", trace_analyze::TRACING_LAYER_SAW_NO_SPANS);
+        }
         for i in trace.issues.iter().take(50) {
             let _ = writeln!(o, "  {i}");
         }

@@ -41,6 +41,11 @@ fn demo_trace_through_every_command() {
     assert!(text.contains("top ops by self time"), "{text}");
     assert!(text.contains("memory peak"), "{text}");
     assert!(text.contains("stable from step"), "{text}");
+    // The hints name only commands with data: no sampled stacks without --sample, so no
+    // `hot`; gradient facts, so `gradients`.
+    let next = &text[text.find("\nnext").expect("the hints")..];
+    assert!(!next.contains("tracegraph hot"), "{next}");
+    assert!(next.contains("tracegraph gradients"), "{next}");
     let trace = "out/trace.jsonl";
     assert!(d.join(trace).exists());
     let commands: Vec<Vec<&str>> = vec![

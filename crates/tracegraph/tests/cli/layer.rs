@@ -1,4 +1,4 @@
-//! `summary` says when trace-candle's `tracing` layer saw no spans.
+//! Every view that shows spans says when trace-candle's `tracing` layer saw no spans.
 //!
 //! It was installed after the model made its spans, or filtered out.
 
@@ -29,6 +29,20 @@ fn summary_says_when_the_tracing_layer_saw_no_spans() {
     let out = run_in(dir.path(), &["summary", "--json", "layer.jsonl"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["tracing_spans"], 0, "{v}");
+    // `spans` and `validate` say it too, and the report carries it as a badge.
+    for cmd in ["spans", "validate"] {
+        let out = run_in(dir.path(), &[cmd, "layer.jsonl"]);
+        assert_eq!(out.status.code(), Some(0), "{cmd}");
+        assert!(
+            stdout(&out).contains(trace_analyze::TRACING_LAYER_SAW_NO_SPANS),
+            "{cmd}: {}",
+            stdout(&out)
+        );
+    }
+    let out = run_in(dir.path(), &["report", "layer.jsonl", "-o", "layer.html"]);
+    assert_eq!(out.status.code(), Some(0));
+    let html = std::fs::read_to_string(dir.path().join("layer.html")).unwrap();
+    assert!(html.contains("the tracing layer saw no spans"));
 }
 
 #[test]
@@ -41,8 +55,10 @@ fn summary_is_silent_about_tracing_without_a_layer() {
     .unwrap();
     let _ = capture.span("work", trace_record::schema::SpanKind::Function);
     capture.finish().unwrap();
-    let out = run_in(dir.path(), &["summary", "plain.jsonl"]);
-    assert!(!stdout(&out).contains("tracing layer"), "{}", stdout(&out));
+    for cmd in ["summary", "spans", "validate"] {
+        let out = run_in(dir.path(), &[cmd, "plain.jsonl"]);
+        assert!(!stdout(&out).contains("tracing layer"), "{}", stdout(&out));
+    }
     let out = run_in(dir.path(), &["summary", "--json", "plain.jsonl"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.get("tracing_spans").is_none(), "{v}");
