@@ -1,4 +1,4 @@
-//! Sampled hot spots: where CPU samples landed, by function, crate group, phase or span.
+//! Sampled hot spots: where CPU samples landed, by function, crate group, phase, span or op.
 //!
 //! [`hot_report`] turns a trace's [`SampledStacks`] (schema version 2) into tables: self
 //! samples (the sample landed in the function) and total samples (the function was on the
@@ -55,23 +55,28 @@ pub enum HotBy {
     Phase,
     /// The innermost open span the capture knew of (self), and its ancestors (total).
     Span,
+    /// The Candle op the sample ran inside (the sampled op table's attribution:
+    /// [`CANDLE_OP_FRAMES`](crate::CANDLE_OP_FRAMES)); busy samples outside any op make one
+    /// `(no candle op)` row. Self and total are the same.
+    Op,
 }
 
 impl HotBy {
     /// The names `--by` accepts (the JSON names too), in declaration order.
-    const NAMES: &'static [&'static str] = &["function", "crate", "phase", "span"];
+    const NAMES: &'static [&'static str] = &["function", "crate", "phase", "span", "op"];
 }
 
 impl std::str::FromStr for HotBy {
     type Err = ParseEnumError;
 
-    /// `function`, `crate`, `phase` or `span`.
+    /// `function`, `crate`, `phase`, `span` or `op`.
     fn from_str(s: &str) -> Result<Self, ParseEnumError> {
         Ok(match s {
             "function" => HotBy::Function,
             "crate" => HotBy::Crate,
             "phase" => HotBy::Phase,
             "span" => HotBy::Span,
+            "op" => HotBy::Op,
             _ => {
                 return Err(ParseEnumError {
                     what: "grouping",
@@ -604,6 +609,9 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         FastMap::default()
     };
 
+    // Stack → Candle op for --by op.
+    let stack_ops = (opts.by == HotBy::Op).then(|| crate::sampled_ops::stack_ops(trace));
+
     let mut keys: FastMap<String, (Acc, Option<CrateGroup>)> = FastMap::default();
     let mut groups: FastMap<CrateGroup, Acc> = FastMap::default();
     let mut phase_tot: FastMap<&'static str, (u64, u64)> = FastMap::default();
@@ -708,6 +716,17 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                 // Crate rows are the groups below; unranked samples make no function row.
             }
             HotBy::Phase => bump(pname, None, true),
+            HotBy::Op if ranked => {
+                let op = stack_ops
+                    .as_ref()
+                    .and_then(|o| {
+                        let (id, _) = o.of_stack.get(&row.stack).copied().flatten()?;
+                        o.names.get(id as usize)
+                    })
+                    .map_or(crate::sampled_ops::NO_CANDLE_OP, |(name, _)| name.as_str());
+                bump(op, None, true);
+            }
+            HotBy::Op => {}
             HotBy::Span => {
                 let mut cur = row.span.and_then(|id| span_info.get(&id).copied());
                 if cur.is_none() {
@@ -1444,9 +1463,10 @@ mod tests {
             assert_eq!(serde_json::to_value(by).unwrap(), *name);
         }
         assert_eq!("span".parse::<HotBy>(), Ok(HotBy::Span));
+        assert_eq!("op".parse::<HotBy>(), Ok(HotBy::Op));
         assert_eq!(
             "thread".parse::<HotBy>().unwrap_err().to_string(),
-            "unknown grouping `thread` (expected one of: function, crate, phase, span)"
+            "unknown grouping `thread` (expected one of: function, crate, phase, span, op)"
         );
     }
 

@@ -274,7 +274,7 @@ pub(crate) fn crate_of_file(file: &str) -> Option<String> {
 }
 
 /// Whether a function name carries its path (`a::b`, `<T as U>::f`) outside generic arguments.
-fn is_qualified(func: &str) -> bool {
+pub(crate) fn is_qualified(func: &str) -> bool {
     let mut depth = 0usize;
     let b = func.as_bytes();
     for (i, &c) in b.iter().enumerate() {

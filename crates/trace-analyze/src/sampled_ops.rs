@@ -1,0 +1,1541 @@
+//! The sampled op table: each busy CPU sample named by the Candle operation it ran inside.
+//!
+//! Candle has no per-op hooks, so for a model from candle-transformers the samples are the
+//! only way to see which Candle operations a span's own time went to. A sample's **op** is
+//! the outermost frame of Candle's public API on its stack below the innermost span: a
+//! `Tensor` method (`matmul`, `broadcast_add`, `cat`, `narrow`, `contiguous`, the operator
+//! impls `add`, `mul`, ...), a `candle_nn` function (`softmax_last_dim`, `rms_norm`, `rope`,
+//! ...), a `candle_nn` layer's `forward` (`Linear::forward`, `Embedding::forward`, ...) or an
+//! optimizer's `step`. The modules whose functions count are [`CANDLE_OP_FRAMES`]; Candle's
+//! kernels (`candle_core::cpu_backend`, `storage`, gemm) are below an op and inside it.
+//!
+//! How a stack is read (outermost frame first):
+//!
+//! - a frame of the model's or the program's code (any crate other than Candle's, its
+//!   dependencies and Rust's runtime) below an op frame means Candle called back into code
+//!   that may open spans (a module run by `Tensor::apply`, a custom op); the op is then the
+//!   outermost op frame below that code, so the op is found below the innermost span;
+//! - functions that only run something else ([`PASS_THROUGH`]: `Tensor::apply`,
+//!   `Optimizer::backward_step`) and trait plumbing (`cpu_fwd`, `bwd`, closures) are never
+//!   the op;
+//! - inside `candle_core::backprop` (the `backward` pass), the op is the first op frame
+//!   below backprop's own frames, named `matmul (backward)`; backprop's own work is
+//!   `backward`;
+//! - a stack with no op frame at all, as on the worker threads that run a parallel kernel
+//!   (they never see the driving thread's frames), is named from its kernel by
+//!   [`WORKER_KERNELS`] (gemm's microkernels run a `matmul`), else it is `(no candle op)`.
+//!
+//! Frame names are demangled Rust paths (`candle_core::tensor::Tensor::matmul`,
+//! `<candle_nn::linear::Linear as candle_core::Module>::forward`) or, for functions named
+//! from line tables only, unqualified with their source file (`matmul` in
+//! `candle-core-0.11.1/src/tensor.rs`); generic arguments, closures and inlined markers are
+//! handled for both.
+//!
+//! [`sampled_op_table`] lists per span path (the sample's innermost span) the samples, their
+//! share and a Wilson 95 % interval on it, and two time estimates per op: **share × the
+//! span's self time** (the span's duration less its child spans', a measured wall time: the
+//! op's part of it, comparable with `tracegraph spans`, summing to the self time) and samples
+//! × the sampler's period (CPU time over every thread, larger than the wall time where a
+//! thread pool runs an op in parallel). Waiting samples (a thread pool spinning or parked:
+//! [`WAITING_FRAMES`](crate::WAITING_FRAMES)) and busy samples without an op get rows of
+//! their own, so each span's shares sum to 100 %. Linear in the samples and the frames of
+//! the stacks they name.
+
+use serde::Serialize;
+use trace_record::schema::TimingMode;
+
+use crate::intern::FastMap;
+use crate::model::Trace;
+use crate::samples::{SampledStacks, crate_of_file, is_qualified};
+
+/// What part of Candle's API an op frame belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// A `candle_core::Tensor` (or `Var`) method.
+    Tensor,
+    /// A `candle_nn` function (`softmax_last_dim`, `rms_norm`, `rope`, losses).
+    Nn,
+    /// A `candle_nn` (or quantized) layer's method, chiefly its `forward`.
+    Layer,
+    /// Candle's backward pass (`candle_core::backprop`).
+    Backward,
+    /// A `candle_nn` optimizer.
+    Optimizer,
+}
+
+/// A module of Candle's public API whose functions are ops: functions of crate `krate` in
+/// module `module` (the second segment of a qualified path, `candle_core::tensor::...`; for
+/// an unqualified frame, its source file `src/<module>.rs` or `src/<module>/...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpModule {
+    /// The crate (`candle_core`, `candle_nn`).
+    pub krate: &'static str,
+    /// The module.
+    pub module: &'static str,
+    /// What its functions are.
+    pub kind: OpKind,
+    /// The owner an unqualified frame's function is shown with (`Linear` → `Linear::forward`;
+    /// a layer's functions other than `forward*` by the module: `linear::linear_no_bias`);
+    /// `None`: the bare function (`matmul`). A qualified frame shows its own type.
+    pub owner: Option<&'static str>,
+    /// What the module holds.
+    pub why: &'static str,
+}
+
+const fn op(
+    krate: &'static str,
+    module: &'static str,
+    kind: OpKind,
+    owner: Option<&'static str>,
+    why: &'static str,
+) -> OpModule {
+    OpModule {
+        krate,
+        module,
+        kind,
+        owner,
+        why,
+    }
+}
+
+/// The modules of Candle's public API whose functions are ops (how stacks are read is in the
+/// module docs). Kernels, storage, layouts, devices and weight loading are not ops.
+pub const CANDLE_OP_FRAMES: &[OpModule] = &[
+    op(
+        "candle_core",
+        "tensor",
+        OpKind::Tensor,
+        None,
+        "Tensor methods and operator impls",
+    ),
+    op(
+        "candle_core",
+        "tensor_cat",
+        OpKind::Tensor,
+        None,
+        "Tensor::cat, stack",
+    ),
+    op(
+        "candle_core",
+        "indexer",
+        OpKind::Tensor,
+        None,
+        "Tensor::i (indexing)",
+    ),
+    op(
+        "candle_core",
+        "sort",
+        OpKind::Tensor,
+        None,
+        "Tensor::arg_sort_last_dim",
+    ),
+    op(
+        "candle_core",
+        "conv",
+        OpKind::Tensor,
+        None,
+        "Tensor::conv1d, conv2d",
+    ),
+    op(
+        "candle_core",
+        "custom_op",
+        OpKind::Tensor,
+        None,
+        "Tensor::apply_op* (custom ops)",
+    ),
+    op(
+        "candle_core",
+        "variable",
+        OpKind::Tensor,
+        Some("Var"),
+        "Var methods",
+    ),
+    op(
+        "candle_core",
+        "backprop",
+        OpKind::Backward,
+        None,
+        "the backward pass",
+    ),
+    op(
+        "candle_core",
+        "quantized",
+        OpKind::Layer,
+        Some("quantized"),
+        "QMatMul and quantized tensors",
+    ),
+    op(
+        "candle_nn",
+        "ops",
+        OpKind::Nn,
+        None,
+        "softmax_last_dim, rms_norm, layer_norm, sigmoid, ...",
+    ),
+    op(
+        "candle_nn",
+        "rotary_emb",
+        OpKind::Nn,
+        None,
+        "rope, rope_i, rope_thd",
+    ),
+    op("candle_nn", "loss", OpKind::Nn, None, "losses"),
+    op(
+        "candle_nn",
+        "activation",
+        OpKind::Layer,
+        Some("Activation"),
+        "Activation::forward",
+    ),
+    op(
+        "candle_nn",
+        "linear",
+        OpKind::Layer,
+        Some("Linear"),
+        "Linear::forward",
+    ),
+    op(
+        "candle_nn",
+        "embedding",
+        OpKind::Layer,
+        Some("Embedding"),
+        "Embedding::forward",
+    ),
+    op(
+        "candle_nn",
+        "layer_norm",
+        OpKind::Layer,
+        Some("layer_norm"),
+        "LayerNorm and RmsNorm forwards",
+    ),
+    op(
+        "candle_nn",
+        "group_norm",
+        OpKind::Layer,
+        Some("GroupNorm"),
+        "GroupNorm::forward",
+    ),
+    op(
+        "candle_nn",
+        "batch_norm",
+        OpKind::Layer,
+        Some("BatchNorm"),
+        "BatchNorm::forward",
+    ),
+    op(
+        "candle_nn",
+        "conv",
+        OpKind::Layer,
+        Some("conv"),
+        "Conv1d/Conv2d forwards",
+    ),
+    op(
+        "candle_nn",
+        "rnn",
+        OpKind::Layer,
+        Some("rnn"),
+        "LSTM and GRU steps",
+    ),
+    op(
+        "candle_nn",
+        "kv_cache",
+        OpKind::Layer,
+        Some("kv_cache"),
+        "KV caches (append, concatenation)",
+    ),
+    op(
+        "candle_nn",
+        "optim",
+        OpKind::Optimizer,
+        Some("optim"),
+        "SGD and AdamW steps",
+    ),
+];
+
+/// Functions of op modules that only run something else and are never the op: `(crate,
+/// module, function)`.
+pub const PASS_THROUGH: &[(&str, &str, &str)] = &[
+    // Tensor::apply(&module) runs the module's forward (a model's layer, maybe a span).
+    ("candle_core", "tensor", "apply"),
+    ("candle_core", "tensor", "apply_t"),
+    // Optimizer::backward_step: the backward pass, then the step (each its own op).
+    ("candle_nn", "optim", "backward_step"),
+];
+
+/// Functions of op modules that are trait plumbing called by Candle itself (a custom op's
+/// kernels, formatting, drops), never an op of their own.
+const PLUMBING: &[&str] = &[
+    "cpu_fwd",
+    "cuda_fwd",
+    "metal_fwd",
+    "fwd",
+    "bwd",
+    "name",
+    "fmt",
+    "drop",
+];
+
+/// A kernel that names the op a stack without any op frame runs (a worker thread's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerKernel {
+    /// Frames of crates whose name starts with this (`gemm`: gemm, gemm_common, gemm_f32...).
+    pub crate_prefix: Option<&'static str>,
+    /// Or: frames whose function name contains this text (closures are named by the op that
+    /// built them, in their generic arguments).
+    pub func: Option<&'static str>,
+    /// The op.
+    pub op: &'static str,
+    /// Why that kernel is that op.
+    pub why: &'static str,
+}
+
+/// Kernels that tell a worker thread's op (see the module docs), in the order tried.
+pub const WORKER_KERNELS: &[WorkerKernel] = &[
+    WorkerKernel {
+        crate_prefix: Some("gemm"),
+        func: None,
+        op: "matmul",
+        why: "Candle's CPU matmul runs gemm (its workers run gemm's microkernels)",
+    },
+    WorkerKernel {
+        crate_prefix: None,
+        func: Some("cpu_fwd::softmax"),
+        op: "softmax_last_dim",
+        why: "candle_nn's softmax kernel, split over rayon's threads",
+    },
+    WorkerKernel {
+        crate_prefix: None,
+        func: Some("rotary_emb::"),
+        op: "rope",
+        why: "candle_nn's rotary-embedding kernels, split over rayon's threads",
+    },
+];
+
+/// The op row of busy samples with no Candle op on their stack.
+pub const NO_CANDLE_OP: &str = "(no candle op)";
+/// The op row of waiting samples (thread pools spinning or parked).
+pub const WAITING_ROW: &str = "(waiting)";
+/// The op row of the ops past the table's limit.
+pub const OTHER_OPS: &str = "(other ops)";
+/// The span path of samples taken while no span was open.
+pub const NO_SPAN_PATH: &str = "(no span)";
+
+/// What one frame says as an op frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameOp {
+    /// The op's name (`matmul`, `softmax_last_dim`, `Linear::forward`).
+    pub name: String,
+    /// Its kind.
+    pub kind: OpKind,
+    /// A function that only runs something else ([`PASS_THROUGH`]): never the op.
+    pub pass_through: bool,
+}
+
+/// Splits a path at `::` outside `<…>`, `(…)` and `[…]`.
+fn top_segments(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'<' | b'(' | b'[' => depth += 1,
+            b'>' | b')' | b']' => depth = depth.saturating_sub(1),
+            b':' if depth == 0 && b.get(i + 1) == Some(&b':') => {
+                out.push(&s[start..i]);
+                i += 2;
+                start = i;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.push(&s[start..]);
+    out
+}
+
+/// The text inside the `<…>` that `s` starts with, and what follows it.
+fn split_angle(s: &str) -> Option<(&str, &str)> {
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some((&s[1..i], &s[i + 1..]));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A type's path without references and generic arguments: `&mut a::B<T>` → `a::B`.
+fn bare_type(t: &str) -> &str {
+    let t = t.trim().trim_start_matches(['&', '*', ' ']);
+    let t = t
+        .strip_prefix("mut ")
+        .or_else(|| t.strip_prefix("const "))
+        .or_else(|| t.strip_prefix("dyn "))
+        .unwrap_or(t);
+    t.split('<').next().unwrap_or(t).trim()
+}
+
+/// Splits `<T as Trait>` / `<T>` contents at its top-level ` as `: the self type.
+fn self_type(inner: &str) -> &str {
+    let mut depth = 0usize;
+    let b = inner.as_bytes();
+    for i in 0..b.len() {
+        match b[i] {
+            b'<' | b'(' | b'[' => depth += 1,
+            b'>' | b')' | b']' => depth = depth.saturating_sub(1),
+            b' ' if depth == 0 && inner[i..].starts_with(" as ") => return &inner[..i],
+            _ => {}
+        }
+    }
+    inner
+}
+
+/// Whether a path segment is a closure or a symbol hash (`{{closure}}`, `{closure#0}`,
+/// `h0123456789abcdef`).
+fn is_closure(seg: &str) -> bool {
+    seg.starts_with('{') && seg.contains("closure")
+}
+
+fn is_hash(seg: &str) -> bool {
+    seg.len() == 17 && seg.starts_with('h') && seg[1..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `(crate, module, owner type, function)` of a qualified function name.
+type PathParts<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+/// The parts of a qualified function name: `(crate, module, owner type, function)`, the
+/// function `None` for a closure. `candle_core::tensor::Tensor::matmul` →
+/// `(candle_core, tensor, Tensor, matmul)`;
+/// `<candle_nn::linear::Linear as candle_core::Module>::forward` →
+/// `(candle_nn, linear, Linear, forward)`;
+/// `candle_core::tensor_cat::<impl candle_core::tensor::Tensor>::cat` →
+/// `(candle_core, tensor_cat, Tensor, cat)`.
+fn qualified_parts(func: &str) -> Option<PathParts<'_>> {
+    let func = func.trim();
+    let (type_path, rest): (Vec<&str>, Vec<&str>) = if func.starts_with('<') {
+        let (inner, rest) = split_angle(func)?;
+        let rest = rest.strip_prefix("::").unwrap_or(rest);
+        (
+            top_segments(bare_type(self_type(inner))),
+            top_segments(rest),
+        )
+    } else {
+        (Vec::new(), top_segments(func))
+    };
+    // Trailing generic arguments (`::<T>`) and hashes are no segments of the path.
+    let mut rest: Vec<&str> = rest
+        .into_iter()
+        .filter(|s| !s.is_empty() && !is_hash(s))
+        .collect();
+    while rest
+        .last()
+        .is_some_and(|s| s.starts_with('<') && !s.starts_with("<impl "))
+    {
+        rest.pop();
+    }
+    let last = rest.last().copied()?;
+    let function = (!is_closure(last) && !rest.iter().any(|s| is_closure(s)))
+        .then(|| last.split('<').next().unwrap_or(last));
+    let path: Vec<&str> = if type_path.is_empty() {
+        rest[..rest.len() - 1].to_vec()
+    } else {
+        type_path
+    };
+    let krate = *path.first()?;
+    let module = path
+        .get(1)
+        .copied()
+        .filter(|m| !m.starts_with('<') && !m.starts_with(|c: char| c.is_ascii_uppercase()));
+    // The owner: the type the function is a method of.
+    let owner = path.iter().rev().find_map(|s| {
+        if let Some(t) = s.strip_prefix("<impl ").and_then(|t| t.strip_suffix('>')) {
+            top_segments(bare_type(t)).last().copied()
+        } else {
+            s.starts_with(|c: char| c.is_ascii_uppercase())
+                .then(|| s.split('<').next().unwrap_or(s))
+        }
+    });
+    Some((krate, module, owner, function))
+}
+
+/// The module of an unqualified frame's source file: the path component after its crate's
+/// `src` (`candle-nn-0.11.1/src/linear.rs` → `linear`, `src/quantized/k_quants.rs` →
+/// `quantized`).
+fn module_of_file(file: &str) -> Option<String> {
+    let file = file.replace('\\', "/");
+    let parts: Vec<&str> = file.split('/').collect();
+    let src = parts.iter().rposition(|p| *p == "src")?;
+    let m = parts.get(src + 1)?;
+    let m = m.strip_suffix(".rs").unwrap_or(m);
+    (!m.is_empty() && m != "lib").then(|| m.to_string())
+}
+
+fn module_entry(krate: &str, module: &str) -> Option<&'static OpModule> {
+    CANDLE_OP_FRAMES
+        .iter()
+        .find(|m| m.krate == krate && m.module == module)
+}
+
+/// What a frame of function `func` from source file `file` says as an op frame: `None`
+/// unless it is a function (not a closure, not trait plumbing) of a module of
+/// [`CANDLE_OP_FRAMES`]. Qualified names are read from their path; unqualified ones (named
+/// by line tables) from their source file.
+pub fn frame_op(func: &str, file: Option<&str>) -> Option<FrameOp> {
+    let (krate, module, owner, function): (String, String, Option<&str>, &str) =
+        if is_qualified(func) {
+            let (krate, module, owner, function) = qualified_parts(func)?;
+            (krate.to_string(), module?.to_string(), owner, function?)
+        } else {
+            if func.starts_with('{') {
+                return None;
+            }
+            let file = file?;
+            let krate = crate_of_file(file)?;
+            let module = module_of_file(file)?;
+            let function = func.split('<').next().unwrap_or(func).trim();
+            (krate, module, None, function)
+        };
+    if function.is_empty() || PLUMBING.contains(&function) {
+        return None;
+    }
+    let entry = module_entry(&krate, &module)?;
+    let pass_through = PASS_THROUGH
+        .iter()
+        .any(|&(k, m, f)| k == krate && m == module && f == function);
+    let owner = match (entry.kind, owner) {
+        // Tensor methods by their own name; `Var::set`.
+        (OpKind::Tensor, Some("Tensor")) | (OpKind::Nn, _) | (OpKind::Backward, _) => None,
+        (_, Some(o)) => Some(o),
+        // A layer's `forward` by its type; its other functions (constructors such as
+        // `linear_no_bias`) by their module, the file telling no type.
+        (OpKind::Layer, None) if !function.starts_with("forward") => Some(entry.module),
+        (_, None) => entry.owner,
+    };
+    let name = match entry.kind {
+        OpKind::Backward => "backward".to_string(),
+        _ => match owner {
+            Some(o) => format!("{o}::{function}"),
+            None => function.to_string(),
+        },
+    };
+    Some(FrameOp {
+        name,
+        kind: entry.kind,
+        pass_through,
+    })
+}
+
+/// Crates whose frames between two op frames do not mean Candle called back into a model's
+/// code: Rust's runtime, Candle, and the crates Candle runs its kernels with.
+fn is_candle_side(krate: Option<&str>) -> bool {
+    match krate {
+        None => true,
+        Some(k) => {
+            matches!(
+                k,
+                "core"
+                    | "std"
+                    | "alloc"
+                    | "candle_core"
+                    | "candle_nn"
+                    | "rayon"
+                    | "rayon_core"
+                    | "half"
+                    | "num_traits"
+                    | "parking_lot"
+                    | "parking_lot_core"
+                    | "lock_api"
+                    | "libm"
+            ) || k.starts_with("gemm")
+                || k.starts_with("crossbeam")
+        }
+    }
+}
+
+/// The op of a stack whose frames `ops` (outermost first) say what [`frame_op`] says, with
+/// `foreign` true for frames of code outside Candle's side ([`is_candle_side`]): the index of
+/// the op frame and, inside backward, of the op below it (see the module docs).
+fn stack_op_frames(ops: &[(Option<&FrameOp>, bool)]) -> Option<(usize, Option<usize>)> {
+    let mut cand: Option<usize> = None;
+    let mut reset = false;
+    for (i, (op, foreign)) in ops.iter().enumerate() {
+        if *foreign {
+            reset |= cand.is_some();
+            continue;
+        }
+        if op.is_some_and(|o| !o.pass_through) && (cand.is_none() || reset) {
+            cand = Some(i);
+            reset = false;
+        }
+    }
+    let c = cand?;
+    let inner = match ops[c].0 {
+        Some(o) if o.kind == OpKind::Backward => ops[c + 1..]
+            .iter()
+            .position(|(op, _)| op.is_some_and(|o| !o.pass_through && o.kind != OpKind::Backward))
+            .map(|p| c + 1 + p),
+        _ => None,
+    };
+    Some((c, inner))
+}
+
+/// Per frame of a trace's sampled stacks: what it says as an op frame, whether it is
+/// foreign code, and which worker kernel it is.
+struct FrameOps {
+    ops: Vec<Option<FrameOp>>,
+    foreign: Vec<bool>,
+    kernel: Vec<Option<&'static str>>,
+}
+
+impl FrameOps {
+    fn new(s: &SampledStacks) -> Self {
+        let n = s.frames.len();
+        let (mut ops, mut foreign, mut kernel) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for (i, f) in s.frames.iter().enumerate() {
+            let krate = s.frame_crate(i as u32);
+            ops.push(frame_op(&f.func, f.file.as_deref()));
+            foreign.push(!is_candle_side(krate));
+            kernel.push(worker_kernel(&f.func, krate));
+        }
+        FrameOps {
+            ops,
+            foreign,
+            kernel,
+        }
+    }
+
+    /// The op of a stack (frame indices, outermost first) and whether a worker kernel named
+    /// it; `None`: no Candle op.
+    fn stack_op(&self, frames: &[u32]) -> Option<(String, OpKind, bool)> {
+        let view: Vec<(Option<&FrameOp>, bool)> = frames
+            .iter()
+            .map(|&f| {
+                (
+                    self.ops.get(f as usize).and_then(Option::as_ref),
+                    self.foreign.get(f as usize).copied().unwrap_or(false),
+                )
+            })
+            .collect();
+        if let Some((c, inner)) = stack_op_frames(&view) {
+            let op = view[c].0?;
+            return Some(match inner.and_then(|i| view[i].0) {
+                Some(io) => (format!("{} (backward)", io.name), OpKind::Backward, false),
+                None => (op.name.clone(), op.kind, false),
+            });
+        }
+        frames
+            .iter()
+            .find_map(|&f| self.kernel.get(f as usize).copied().flatten())
+            .map(|k| (k.to_string(), OpKind::Tensor, true))
+    }
+}
+
+/// The worker kernel a frame of `func` in crate `krate` is, if any ([`WORKER_KERNELS`]).
+pub fn worker_kernel(func: &str, krate: Option<&str>) -> Option<&'static str> {
+    WORKER_KERNELS
+        .iter()
+        .find(|k| {
+            k.crate_prefix
+                .is_some_and(|p| krate.is_some_and(|c| c.starts_with(p)))
+                || k.func.is_some_and(|t| func.contains(t))
+        })
+        .map(|k| k.op)
+}
+
+/// Per distinct stack (by wire id) of a trace: its op, interned (see [`stack_ops`]).
+pub(crate) struct StackOps {
+    /// Op names, by id.
+    pub(crate) names: Vec<(String, OpKind)>,
+    /// Per stack wire id: the op id and whether a worker kernel named it.
+    pub(crate) of_stack: FastMap<u64, Option<(u32, bool)>>,
+}
+
+/// The op of every stack that the trace's samples name, each stack read once. Linear in the
+/// frames of those stacks.
+pub(crate) fn stack_ops(trace: &Trace) -> StackOps {
+    let s = &trace.sampled;
+    let frames = FrameOps::new(s);
+    let mut names: Vec<(String, OpKind)> = Vec::new();
+    let mut index: FastMap<String, u32> = FastMap::default();
+    let mut of_stack: FastMap<u64, Option<(u32, bool)>> = FastMap::default();
+    for row in &s.samples {
+        if of_stack.contains_key(&row.stack) {
+            continue;
+        }
+        let stack = s.stack(row.stack);
+        trace.work.add(stack.len() as u64);
+        let op = frames.stack_op(stack).map(|(name, kind, worker)| {
+            let id = match index.get(&name) {
+                Some(&id) => id,
+                None => {
+                    let id = names.len() as u32;
+                    index.insert(name.clone(), id);
+                    names.push((name, kind));
+                    id
+                }
+            };
+            (id, worker)
+        });
+        of_stack.insert(row.stack, op);
+    }
+    trace
+        .work
+        .add(s.samples.len() as u64 + s.frames.len() as u64);
+    StackOps { names, of_stack }
+}
+
+/// A Wilson score interval at 95 % on a share of `k` in `n` trials; `(0, 1)` for `n = 0`.
+pub fn wilson_95(k: u64, n: u64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let z = 1.959_963_984_540_054_f64;
+    let (k, n) = (k.min(n) as f64, n as f64);
+    let p = k / n;
+    let z2n = z * z / n;
+    let center = (p + z2n / 2.0) / (1.0 + z2n);
+    let half = z / (1.0 + z2n) * (p * (1.0 - p) / n + z2n / (4.0 * n)).sqrt();
+    ((center - half).max(0.0), (center + half).min(1.0))
+}
+
+/// Options of [`sampled_op_table`].
+#[derive(Debug, Clone, Default)]
+pub struct SampledOpOptions {
+    /// At most this many op rows per span path (the rest summed in one [`OTHER_OPS`] row);
+    /// `None`: all.
+    pub limit: Option<usize>,
+}
+
+/// One row of a span path's sampled ops.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SampledOpRow {
+    /// The op (`matmul`, `Linear::forward`, `matmul (backward)`), or [`NO_CANDLE_OP`],
+    /// [`WAITING_ROW`], [`OTHER_OPS`].
+    pub op: String,
+    /// The op's kind; `None` for the rows that are no op.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<OpKind>,
+    /// Samples in it.
+    pub samples: u64,
+    /// Of them, samples of worker threads named by their kernel ([`WORKER_KERNELS`]).
+    pub worker_samples: u64,
+    /// `samples` over the span path's samples: the share of the span's self time the op
+    /// explains.
+    pub share: f64,
+    /// The Wilson 95 % interval on `share`: low end.
+    pub share_low: f64,
+    /// High end.
+    pub share_high: f64,
+    /// `share` × the span path's self time (ns): the op's estimated part of the measured
+    /// self time; `None` without a self time (no span).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub est_self_ns: Option<u64>,
+    /// `samples` × the sampler's period (ns): estimated CPU time over every thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub est_cpu_ns: Option<u64>,
+}
+
+/// The sampled ops of one span path: the samples whose innermost span has that path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpanOps {
+    /// The span path (as `tracegraph spans` shows it), or [`NO_SPAN_PATH`].
+    pub path: String,
+    /// Depth of the path (0 for a root; 0 for no span).
+    pub depth: u32,
+    /// The path's self time: its spans' durations less their child spans' (and the ops
+    /// recorded directly in them), summed over every step; `None` for no span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_ns: Option<u64>,
+    /// Samples whose innermost span has this path.
+    pub samples: u64,
+    /// Of them, waiting (thread pools spinning or parked).
+    pub waiting: u64,
+    /// Of them, busy samples inside a named Candle op.
+    pub in_ops: u64,
+    /// Rows: ops by samples (descending), then [`OTHER_OPS`], [`NO_CANDLE_OP`],
+    /// [`WAITING_ROW`] where they have samples; shares sum to 1.
+    pub rows: Vec<SampledOpRow>,
+}
+
+/// The sampled op table (see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SampledOpTable {
+    /// How the spans' times were measured.
+    pub timing: TimingMode,
+    /// Samples in the trace's steps.
+    pub samples: u64,
+    /// Of them, waiting.
+    pub waiting: u64,
+    /// Of them, busy samples inside a named Candle op.
+    pub in_ops: u64,
+    /// The sampler's requested rate (the largest over the steps), samples per CPU second.
+    pub requested_hz: u64,
+    /// Nanoseconds of CPU per sample: the process's CPU time over the samples taken where the
+    /// sampler reported it, else the requested period; `None` when it said neither.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_per_sample: Option<f64>,
+    /// Per span path with samples, in the span tree's order (children by total time), the
+    /// samples in no span first.
+    pub spans: Vec<SpanOps>,
+    /// A count passed `u64::MAX` and stopped there (hostile or corrupt counts).
+    pub saturated: bool,
+}
+
+/// Nanoseconds of CPU per sample over the sampler's accounts.
+fn ns_per_sample(s: &SampledStacks) -> (u64, Option<f64>) {
+    let (mut taken, mut cpu, mut all_cpu, mut hz) = (0u64, 0u64, true, 0u64);
+    for st in &s.steps {
+        taken = taken.saturating_add(st.taken);
+        hz = hz.max(st.hz);
+        match st.cpu_ns {
+            Some(c) => cpu = cpu.saturating_add(c),
+            None => all_cpu = false,
+        }
+    }
+    let per = if all_cpu && taken > 0 && cpu > 0 {
+        Some(cpu as f64 / taken as f64)
+    } else if hz > 0 {
+        Some(1e9 / hz as f64)
+    } else {
+        None
+    };
+    (hz, per)
+}
+
+#[derive(Default, Clone)]
+struct PathAcc {
+    samples: u64,
+    waiting: u64,
+    no_op: u64,
+    /// Per op id: (samples, worker samples).
+    ops: FastMap<u32, (u64, u64)>,
+}
+
+/// The sampled op table of a trace: per span path, the Candle ops its busy samples ran inside
+/// (see the module docs); `None` when the trace has no samples. O(n log n) in the spans and
+/// ops per path, linear in the samples and the frames of their stacks.
+pub fn sampled_op_table(trace: &Trace, opts: &SampledOpOptions) -> Option<SampledOpTable> {
+    let s = &trace.sampled;
+    if s.is_empty() {
+        return None;
+    }
+    let ops = stack_ops(trace);
+    let tree = crate::spans::path_tree(trace);
+    // Span wire id → path id.
+    let span_path: FastMap<u64, u32> = trace
+        .spans
+        .iter()
+        .zip(&tree.path_of)
+        .map(|(sp, &p)| (sp.id, p))
+        .collect();
+    // Path id → node index.
+    let mut node_of = vec![u32::MAX; tree.nodes.len()];
+    for (i, n) in tree.nodes.iter().enumerate() {
+        if let Some(slot) = node_of.get_mut(n.path_id as usize) {
+            *slot = i as u32;
+        }
+    }
+    let mut sat = false;
+    let mut add = |a: &mut u64, x: u64| match a.checked_add(x) {
+        Some(v) => *a = v,
+        None => {
+            *a = u64::MAX;
+            sat = true;
+        }
+    };
+    // Per node, plus one for no span (last).
+    let no_span = tree.nodes.len();
+    let mut acc: Vec<PathAcc> = vec![PathAcc::default(); tree.nodes.len() + 1];
+    let (mut total, mut waiting, mut in_ops) = (0u64, 0u64, 0u64);
+    for row in &s.samples {
+        let node = row
+            .span
+            .and_then(|id| span_path.get(&id))
+            .and_then(|&p| node_of.get(p as usize))
+            .filter(|&&n| n != u32::MAX)
+            .map_or(no_span, |&n| n as usize);
+        let a = &mut acc[node];
+        add(&mut total, row.n);
+        add(&mut a.samples, row.n);
+        if s.stack_is_waiting(row.stack) {
+            add(&mut waiting, row.n);
+            add(&mut a.waiting, row.n);
+            continue;
+        }
+        match ops.of_stack.get(&row.stack).copied().flatten() {
+            Some((op, worker)) => {
+                add(&mut in_ops, row.n);
+                let e = a.ops.entry(op).or_default();
+                add(&mut e.0, row.n);
+                if worker {
+                    add(&mut e.1, row.n);
+                }
+            }
+            None => add(&mut a.no_op, row.n),
+        }
+    }
+    trace.work.add(s.samples.len() as u64);
+    let (requested_hz, per) = ns_per_sample(s);
+    let make = |op: String, kind: Option<OpKind>, k: u64, w: u64, n: u64, self_ns: Option<u64>| {
+        let share = if n > 0 { k as f64 / n as f64 } else { 0.0 };
+        let (lo, hi) = wilson_95(k, n);
+        SampledOpRow {
+            op,
+            kind,
+            samples: k,
+            worker_samples: w,
+            share,
+            share_low: lo,
+            share_high: hi,
+            est_self_ns: self_ns.map(|t| (t as f64 * share).round() as u64),
+            est_cpu_ns: per.map(|p| (k as f64 * p).round() as u64),
+        }
+    };
+    let mut spans = Vec::new();
+    let mut paths = tree.display_paths();
+    let order = std::iter::once(no_span).chain(0..tree.nodes.len());
+    for i in order {
+        let a = &acc[i];
+        if a.samples == 0 {
+            continue;
+        }
+        let (path, depth, self_ns) = if i == no_span {
+            (NO_SPAN_PATH.to_string(), 0, None)
+        } else {
+            let n = &tree.nodes[i];
+            (
+                paths.path_of(i).unwrap_or_else(|| tree.full_path(i)),
+                n.depth,
+                Some(n.self_ns),
+            )
+        };
+        let mut list: Vec<(u32, (u64, u64))> = a.ops.iter().map(|(&k, &v)| (k, v)).collect();
+        list.sort_by(|x, y| {
+            y.1.0
+                .cmp(&x.1.0)
+                .then_with(|| ops.names[x.0 as usize].0.cmp(&ops.names[y.0 as usize].0))
+        });
+        trace.work.add_sort(list.len());
+        let keep = opts.limit.unwrap_or(usize::MAX).min(list.len());
+        let n = a.samples;
+        let mut rows: Vec<SampledOpRow> = list[..keep]
+            .iter()
+            .map(|&(id, (k, w))| {
+                let (name, kind) = &ops.names[id as usize];
+                make(name.clone(), Some(*kind), k, w, n, self_ns)
+            })
+            .collect();
+        let span_in_ops = list
+            .iter()
+            .fold(0u64, |t, &(_, (k, _))| t.saturating_add(k));
+        let (rest, rest_w) = list[keep..]
+            .iter()
+            .fold((0u64, 0u64), |(t, tw), &(_, (k, w))| {
+                (t.saturating_add(k), tw.saturating_add(w))
+            });
+        if rest > 0 {
+            rows.push(make(OTHER_OPS.into(), None, rest, rest_w, n, self_ns));
+        }
+        if a.no_op > 0 {
+            rows.push(make(NO_CANDLE_OP.into(), None, a.no_op, 0, n, self_ns));
+        }
+        if a.waiting > 0 {
+            rows.push(make(WAITING_ROW.into(), None, a.waiting, 0, n, self_ns));
+        }
+        spans.push(SpanOps {
+            path,
+            depth,
+            self_ns,
+            samples: n,
+            waiting: a.waiting,
+            in_ops: span_in_ops,
+            rows,
+        });
+    }
+    Some(SampledOpTable {
+        timing: trace.run.timing,
+        samples: total,
+        waiting,
+        in_ops,
+        requested_hz,
+        ns_per_sample: per,
+        spans,
+        saturated: sat,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_record::schema::{Event, FrameEvent, StackEvent};
+
+    const TENSOR: Option<&str> = Some("/r/candle-core-0.11.1/src/tensor.rs");
+    const STORAGE: Option<&str> = Some("/r/candle-core-0.11.1/src/storage.rs");
+    const CPU: Option<&str> = Some("/r/candle-core-0.11.1/src/cpu_backend/mod.rs");
+    const NN_OPS: Option<&str> = Some("/r/candle-nn-0.11.1/src/ops.rs");
+    const LINEAR: Option<&str> = Some("/r/candle-nn-0.11.1/src/linear.rs");
+    const LLAMA: Option<&str> = Some("/r/candle-transformers-0.11.1/src/models/llama.rs");
+    const BACKPROP: Option<&str> = Some("/r/candle-core-0.11.1/src/backprop.rs");
+
+    fn name(func: &str, file: Option<&str>) -> Option<String> {
+        frame_op(func, file)
+            .filter(|o| !o.pass_through)
+            .map(|o| o.name)
+    }
+
+    #[test]
+    fn op_frames_qualified_and_by_line_tables() {
+        let is = |func: &str, file: Option<&str>, want: &str| {
+            assert_eq!(name(func, file).as_deref(), Some(want), "{func} {file:?}");
+        };
+        // Qualified names (symbol tables, full debug information).
+        is("candle_core::tensor::Tensor::matmul", None, "matmul");
+        is(
+            "candle_core::tensor::Tensor::broadcast_add",
+            None,
+            "broadcast_add",
+        );
+        is(
+            "candle_core::tensor::Tensor::narrow::<usize>",
+            None,
+            "narrow",
+        );
+        is(
+            "candle_core::tensor::Tensor::contiguous::h0123456789abcdef",
+            None,
+            "contiguous",
+        );
+        is(
+            "<candle_core::tensor::Tensor as core::ops::arith::Add>::add",
+            None,
+            "add",
+        );
+        is(
+            "<&candle_core::tensor::Tensor as core::ops::arith::Mul<f64>>::mul",
+            None,
+            "mul",
+        );
+        is(
+            "candle_core::tensor_cat::<impl candle_core::tensor::Tensor>::cat",
+            None,
+            "cat",
+        );
+        is(
+            "<candle_core::tensor::Tensor>::reshape::<(usize, usize)>",
+            None,
+            "reshape",
+        );
+        is("candle_nn::ops::softmax_last_dim", None, "softmax_last_dim");
+        is("candle_nn::ops::rms_norm", None, "rms_norm");
+        is("candle_nn::rotary_emb::rope", None, "rope");
+        is(
+            "<candle_nn::linear::Linear as candle_core::Module>::forward",
+            None,
+            "Linear::forward",
+        );
+        is(
+            "<candle_nn::layer_norm::RmsNorm as candle_core::Module>::forward",
+            None,
+            "RmsNorm::forward",
+        );
+        is(
+            "<candle_nn::embedding::Embedding as candle_core::Module>::forward",
+            None,
+            "Embedding::forward",
+        );
+        is(
+            "candle_core::backprop::<impl candle_core::tensor::Tensor>::backward",
+            None,
+            "backward",
+        );
+        is("candle_core::variable::Var::set", None, "Var::set");
+        is(
+            "<candle_nn::optim::AdamW as candle_nn::optim::Optimizer>::step",
+            None,
+            "AdamW::step",
+        );
+        // Line tables: unqualified, with their file (as the sampler records them).
+        is("matmul", TENSOR, "matmul");
+        is("add<candle_core::tensor::Tensor>", TENSOR, "add");
+        is("reshape<(usize, usize)>", TENSOR, "reshape");
+        is("argmax<usize>", TENSOR, "argmax");
+        is("softmax_last_dim", NN_OPS, "softmax_last_dim");
+        is("forward", LINEAR, "Linear::forward");
+        is("linear_no_bias", LINEAR, "linear::linear_no_bias");
+        is(
+            "forward_t",
+            Some("/r/candle-nn-0.11.1/src/batch_norm.rs"),
+            "BatchNorm::forward_t",
+        );
+        is(
+            "append",
+            Some("/r/candle-nn-0.11.1/src/kv_cache.rs"),
+            "kv_cache::append",
+        );
+        is(
+            "candle_nn::kv_cache::KvCache::append",
+            None,
+            "KvCache::append",
+        );
+        is(
+            "step",
+            Some("/r/candle-nn-0.11.1/src/optim.rs"),
+            "optim::step",
+        );
+        is(
+            "set",
+            Some("/r/candle-core-0.11.1/src/variable.rs"),
+            "Var::set",
+        );
+        is("backward", BACKPROP, "backward");
+        is(
+            "cat<candle_core::tensor::Tensor>",
+            Some("C:\\r\\candle-core-0.11.1\\src\\tensor_cat.rs"),
+            "cat",
+        );
+        is(
+            "rope",
+            Some("/r/candle-nn-0.11.1/src/rotary_emb.rs"),
+            "rope",
+        );
+    }
+
+    #[test]
+    fn kernels_closures_plumbing_and_other_crates_are_no_op_frames() {
+        for (func, file) in [
+            // Candle's kernels and storage: inside an op, never one.
+            ("candle_core::cpu_backend::utils::unary_map", None),
+            (
+                "<candle_core::cpu_backend::MatMul as candle_core::cpu_backend::utils::Map2>::f",
+                None,
+            ),
+            ("candle_core::storage::Storage::matmul", None),
+            ("matmul", STORAGE),
+            ("matmul", CPU),
+            ("binary_impl<candle_core::op::Add>", CPU),
+            (
+                "f32_vec<candle_core::op::Sub>",
+                Some("/r/candle-core-0.11.1/src/op.rs"),
+            ),
+            ("gemm_f32::microkernel::fma::f32::x3x4", None),
+            // Closures and trait plumbing of op modules.
+            ("{closure#0}<f32>", TENSOR),
+            ("{closure#0}", NN_OPS),
+            ("candle_core::tensor::Tensor::to_vec1::{{closure}}", None),
+            ("candle_core::tensor::Tensor::to_vec1::{closure#0}", None),
+            ("cpu_fwd", NN_OPS),
+            (
+                "<candle_nn::ops::SoftmaxLastDim as candle_core::custom_op::CustomOp1>::cpu_fwd",
+                None,
+            ),
+            (
+                "drop_in_place<candle_core::tensor::Tensor>",
+                Some("library/core/src/ptr/mod.rs"),
+            ),
+            (
+                "core::ptr::drop_in_place<candle_core::tensor::Tensor>",
+                None,
+            ),
+            // Weight loading, devices, shapes; the model's own code.
+            ("get", Some("/r/candle-nn-0.11.1/src/var_builder.rs")),
+            ("zeros", Some("/r/candle-core-0.11.1/src/device.rs")),
+            ("candle_core::shape::Shape::elem_count", None),
+            ("forward", LLAMA),
+            ("candle_transformers::models::llama::Llama::forward", None),
+            ("my_model::matmul", None),
+            ("matmul", None),
+            ("malloc", None),
+        ] {
+            assert_eq!(name(func, file), None, "{func} {file:?} is no op");
+        }
+        // Pass-through functions are op frames, never the op.
+        for (func, file) in [
+            ("apply<candle_nn::linear::Linear>", TENSOR),
+            ("candle_core::tensor::Tensor::apply", None),
+            ("backward_step", Some("/r/candle-nn-0.11.1/src/optim.rs")),
+        ] {
+            assert!(
+                frame_op(func, file).is_some_and(|o| o.pass_through),
+                "{func}"
+            );
+        }
+        assert!(CANDLE_OP_FRAMES.iter().all(|m| !m.why.is_empty()));
+        assert!(WORKER_KERNELS.iter().all(|k| !k.why.is_empty()));
+    }
+
+    /// The op of one stack of `(func, file)` frames, outermost first, as a trace loads it.
+    fn op_of(frames: &[(&str, Option<&str>)]) -> Option<String> {
+        let mut s = SampledStacks::default();
+        for (i, (func, file)) in frames.iter().enumerate() {
+            s.add(&Event::Frame(FrameEvent {
+                id: i as u64,
+                func: (*func).into(),
+                file: file.map(str::to_string),
+                inlined: false,
+            }));
+        }
+        s.add(&Event::Stack(StackEvent {
+            id: 1,
+            frames: (0..frames.len() as u64).collect(),
+        }));
+        FrameOps::new(&s).stack_op(s.stack(1)).map(|(n, _, _)| n)
+    }
+
+    #[test]
+    fn the_outermost_op_below_the_models_code_wins() {
+        let main = ("main", Some("/w/crates/app/src/main.rs"));
+        let llama = ("forward", LLAMA);
+        // Kernels below a Tensor method are inside it.
+        assert_eq!(
+            op_of(&[
+                main,
+                llama,
+                ("matmul", TENSOR),
+                ("matmul", STORAGE),
+                ("matmul", CPU),
+                ("gemm_f32::microkernel::fma::f32::x3x4", None),
+            ])
+            .as_deref(),
+            Some("matmul")
+        );
+        // A candle_nn function calling Tensor methods: the outermost, softmax_last_dim.
+        assert_eq!(
+            op_of(&[
+                main,
+                llama,
+                ("softmax_last_dim", NN_OPS),
+                (
+                    "apply_op1_no_bwd<candle_nn::ops::SoftmaxLastDim>",
+                    Some("/r/candle-core-0.11.1/src/custom_op.rs")
+                ),
+                ("cpu_fwd", NN_OPS),
+                ("softmax<f32>", NN_OPS),
+            ])
+            .as_deref(),
+            Some("softmax_last_dim")
+        );
+        // A layer's forward over matmul: the layer.
+        assert_eq!(
+            op_of(&[
+                main,
+                (
+                    "forward",
+                    Some("/r/candle-transformers-0.11.1/src/models/with_tracing.rs")
+                ),
+                ("forward", LINEAR),
+                ("matmul", TENSOR),
+            ])
+            .as_deref(),
+            Some("Linear::forward")
+        );
+        // Tensor::apply runs a model's module (which may open a span): the op is below it.
+        assert_eq!(
+            op_of(&[
+                main,
+                ("candle_core::tensor::Tensor::apply", None),
+                ("my_model::Block::forward", None),
+                ("candle_core::tensor::Tensor::broadcast_add", None),
+                ("candle_core::cpu_backend::utils::binary_map", None),
+            ])
+            .as_deref(),
+            Some("broadcast_add")
+        );
+        // ... and when the module is Candle's own layer, that layer.
+        assert_eq!(
+            op_of(&[
+                main,
+                ("apply<candle_nn::linear::Linear>", TENSOR),
+                ("forward", LINEAR),
+                ("t", TENSOR),
+            ])
+            .as_deref(),
+            Some("Linear::forward")
+        );
+        // A model's code inside an op with no op below it (a custom op's kernel): the op.
+        assert_eq!(
+            op_of(&[
+                main,
+                (
+                    "candle_core::custom_op::<impl candle_core::tensor::Tensor>::apply_op1",
+                    None
+                ),
+                (
+                    "<my_model::MyOp as candle_core::custom_op::CustomOp1>::cpu_fwd",
+                    None
+                ),
+            ])
+            .as_deref(),
+            Some("apply_op1")
+        );
+        // Backward: the op below backprop's frames.
+        assert_eq!(
+            op_of(&[
+                main,
+                ("backward_step", Some("/r/candle-nn-0.11.1/src/optim.rs")),
+                ("backward", BACKPROP),
+                ("matmul", TENSOR),
+                ("matmul", CPU),
+            ])
+            .as_deref(),
+            Some("matmul (backward)")
+        );
+        assert_eq!(
+            op_of(&[main, ("backward", BACKPROP), ("sorted_nodes", BACKPROP)]).as_deref(),
+            Some("backward")
+        );
+        // No op: the model's own code, the runtime.
+        assert_eq!(op_of(&[main, llama, ("malloc", None)]), None);
+        assert_eq!(op_of(&[]), None);
+        // Worker threads: named by their kernel.
+        assert_eq!(
+            op_of(&[
+                (
+                    "std::sys::pal::unix::thread::Thread::new::thread_start",
+                    None
+                ),
+                ("rayon_core::registry::WorkerThread::wait_until_cold", None),
+                ("gemm_common::gemm::gemm_basic_generic::{{closure}}", None),
+                ("gemm_f32::microkernel::fma::f32::x3x4", None),
+            ])
+            .as_deref(),
+            Some("matmul")
+        );
+        assert_eq!(
+            op_of(&[
+                ("rayon_core::registry::WorkerThread::wait_until_cold", None),
+                (
+                    "for_each<rayon::iter::zip::Zip<rayon::slice::chunks::Chunks<f32>, rayon::slice::chunks::ChunksMut<f32>>, candle_nn::ops::{impl#3}::cpu_fwd::softmax::{closure_env#0}<f32>>",
+                    Some("/r/rayon-1.10.0/src/iter/for_each.rs"),
+                ),
+                ("{closure#0}", NN_OPS),
+            ])
+            .as_deref(),
+            Some("softmax_last_dim")
+        );
+    }
+
+    /// A trace with spans `attn` (a child `linear` inside) and samples: in `attn`, matmul 6,
+    /// softmax 3 (2 of a rayon worker), cat 1, a waiting spin 2, the model's own code 2; in
+    /// `linear`, Linear::forward 4; in no span, exp 1.
+    fn table_trace() -> Trace {
+        use trace_record::schema::{Phase, SamplerEvent, SamplesEvent, SpanKind};
+        use trace_record::{Run, TraceSession};
+        let (session, sink) = TraceSession::in_memory(Run::new("ops", Phase::Infer, "cpu"));
+        let (attn, linear) = {
+            let a = session.span("attn", SpanKind::Function, None);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let l = session.span("linear", SpanKind::Function, None);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            let ids = (a.id().map(|s| s.0), l.id().map(|s| s.0));
+            drop(l);
+            ids
+        };
+        session.step();
+        drop(session.span("attn", SpanKind::Function, None));
+        let f = |id: u64, func: &str, file: Option<&str>| {
+            Event::Frame(FrameEvent {
+                id,
+                func: func.into(),
+                file: file.map(str::to_string),
+                inlined: false,
+            })
+        };
+        let st = |id: u64, frames: &[u64]| {
+            Event::Stack(StackEvent {
+                id,
+                frames: frames.to_vec(),
+            })
+        };
+        let sm = |stack: u64, n: u64, span: Option<u64>| {
+            Event::Samples(SamplesEvent {
+                step: 0,
+                thread: 1,
+                stack,
+                n,
+                phase: None,
+                span,
+            })
+        };
+        session.record_sampled(&[
+            f(1, "my_model::main", None),
+            f(2, "candle_core::tensor::Tensor::matmul", None),
+            f(3, "gemm_f32::microkernel::x3x4", None),
+            f(4, "candle_nn::ops::softmax_last_dim", None),
+            f(5, "rayon_core::registry::WorkerThread::execute", None),
+            f(6, "gemm_common::gemm::gemm_basic_generic", None),
+            f(
+                7,
+                "cat<candle_core::tensor::Tensor>",
+                Some("/r/candle-core-0.11.1/src/tensor_cat.rs"),
+            ),
+            f(8, "core::hint::spin_loop", None),
+            f(
+                9,
+                "<candle_nn::linear::Linear as candle_core::Module>::forward",
+                None,
+            ),
+            f(10, "candle_core::tensor::Tensor::exp", None),
+            f(
+                11,
+                "candle_nn::ops::{impl#3}::cpu_fwd::softmax::{closure#0}<f32>",
+                None,
+            ),
+            st(1, &[1, 2, 3]),
+            st(2, &[1, 4]),
+            st(3, &[5, 11]),
+            st(4, &[1, 7]),
+            st(5, &[1, 8]),
+            st(6, &[1]),
+            st(7, &[1, 9, 2, 3]),
+            st(8, &[1, 10]),
+            st(9, &[5, 6]),
+            sm(1, 5, attn),
+            sm(9, 1, attn),
+            sm(2, 1, attn),
+            sm(3, 2, attn),
+            sm(4, 1, attn),
+            sm(5, 2, attn),
+            sm(6, 2, attn),
+            sm(7, 4, linear),
+            sm(8, 1, None),
+            Event::Sampler(SamplerEvent {
+                step: 0,
+                hz: 1000,
+                taken: 19,
+                lost: 0,
+                cpu_ns: Some(19_000_000),
+                ts: 0,
+                dur: 1,
+            }),
+        ]);
+        session.finish().unwrap();
+        let text = String::from_utf8(sink.bytes()).unwrap();
+        crate::load_str(&text, "ops.jsonl", Default::default()).unwrap()
+    }
+
+    #[test]
+    fn the_table_splits_each_spans_samples_into_ops_no_op_and_waiting() {
+        let t = table_trace();
+        assert!(t.issues.is_empty(), "{:?}", t.issues);
+        let table = sampled_op_table(&t, &SampledOpOptions::default()).unwrap();
+        assert_eq!((table.samples, table.waiting, table.in_ops), (19, 2, 15));
+        assert_eq!(table.ns_per_sample, Some(1e6));
+        let paths: Vec<&str> = table.spans.iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(paths, [NO_SPAN_PATH, "attn", "attn/linear"]);
+        let rows = |i: usize| -> Vec<(&str, u64, u64)> {
+            table.spans[i]
+                .rows
+                .iter()
+                .map(|r| (r.op.as_str(), r.samples, r.worker_samples))
+                .collect()
+        };
+        assert_eq!(rows(0), [("exp", 1, 0)]);
+        assert_eq!(
+            rows(1),
+            [
+                ("matmul", 6, 1),
+                ("softmax_last_dim", 3, 2),
+                ("cat", 1, 0),
+                (NO_CANDLE_OP, 2, 0),
+                (WAITING_ROW, 2, 0)
+            ]
+        );
+        assert_eq!(rows(2), [("Linear::forward", 4, 0)]);
+        let attn = &table.spans[1];
+        assert_eq!((attn.samples, attn.waiting, attn.in_ops), (14, 2, 10));
+        let self_ns = attn.self_ns.unwrap();
+        assert!(self_ns > 0);
+        let share: f64 = attn.rows.iter().map(|r| r.share).sum();
+        assert!((share - 1.0).abs() < 1e-12);
+        for r in &attn.rows {
+            let want = (self_ns as f64 * r.samples as f64 / 14.0).round() as u64;
+            assert_eq!(r.est_self_ns, Some(want), "{r:?}");
+            assert_eq!(r.est_cpu_ns, Some(r.samples * 1_000_000));
+            assert!(r.share_low <= r.share && r.share <= r.share_high);
+        }
+        assert_eq!(table.spans[0].self_ns, None);
+        assert_eq!(table.spans[0].rows[0].est_self_ns, None);
+        // A limit sums the rest in one row; shares still sum to one.
+        let limited = sampled_op_table(&t, &SampledOpOptions { limit: Some(1) }).unwrap();
+        let ops: Vec<(&str, u64)> = limited.spans[1]
+            .rows
+            .iter()
+            .map(|r| (r.op.as_str(), r.samples))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                ("matmul", 6),
+                (OTHER_OPS, 4),
+                (NO_CANDLE_OP, 2),
+                (WAITING_ROW, 2)
+            ]
+        );
+        // `hot --by op` ranks the same attribution over every span, waiting left out.
+        let hot = crate::hot_report(
+            &t,
+            &crate::HotOptions {
+                by: crate::HotBy::Op,
+                exclude_waiting: true,
+                ..Default::default()
+            },
+        );
+        let by_op: Vec<(&str, u64)> = hot
+            .rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.self_samples))
+            .collect();
+        assert_eq!(
+            by_op,
+            [
+                ("matmul", 6),
+                ("Linear::forward", 4),
+                ("softmax_last_dim", 3),
+                (NO_CANDLE_OP, 2),
+                ("cat", 1),
+                ("exp", 1)
+            ]
+        );
+        // A trace without samples has no table.
+        let (session, sink) = trace_record::TraceSession::in_memory(trace_record::Run::new(
+            "none",
+            trace_record::schema::Phase::Infer,
+            "cpu",
+        ));
+        session.step();
+        session.finish().unwrap();
+        let text = String::from_utf8(sink.bytes()).unwrap();
+        let plain = crate::load_str(&text, "none.jsonl", Default::default()).unwrap();
+        assert!(sampled_op_table(&plain, &SampledOpOptions::default()).is_none());
+    }
+
+    #[test]
+    fn wilson_intervals() {
+        let (lo, hi) = wilson_95(50, 100);
+        assert!(
+            (lo - 0.4038).abs() < 1e-3 && (hi - 0.5962).abs() < 1e-3,
+            "{lo} {hi}"
+        );
+        let (lo, hi) = wilson_95(0, 10);
+        assert!(lo < 1e-9 && (hi - 0.2775).abs() < 1e-3, "{hi}");
+        let (lo, hi) = wilson_95(10, 10);
+        assert!((lo - 0.7225).abs() < 1e-3 && hi > 1.0 - 1e-9, "{lo}");
+        assert_eq!(wilson_95(3, 0), (0.0, 1.0));
+        // Hostile counts stay in [0, 1].
+        let (lo, hi) = wilson_95(u64::MAX, 5);
+        assert!((0.0..=1.0).contains(&lo) && (0.0..=1.0).contains(&hi));
+    }
+}
