@@ -52,7 +52,8 @@ enum Command {
     Demo(NoDemoArgs),
     /// Header, health, step times, top ops, memory peak by category, graph stability.
     Summary(cmd::summary::SummaryArgs),
-    /// The op table: count, total, self, mean, min, max, p95, output bytes, share of step.
+    /// The op table: count, total, self, mean, min, max, p95, output bytes, share of step
+    /// (`--sampled`: the Candle ops CPU samples ran inside, per span path).
     Ops(cmd::ops::OpsArgs),
     /// The span tree: total and self time per span path, mean and spread over steps.
     Spans(cmd::spans::SpansArgs),
@@ -60,7 +61,7 @@ enum Command {
     Memory(cmd::memory::MemoryArgs),
     /// Per-step execution graphs: fingerprints, stability, first differing op.
     Graph(cmd::graph::GraphArgs),
-    /// Sampled CPU hot spots (trace recorded with the sampler): by function, crate group, phase or span.
+    /// Sampled CPU hot spots (trace recorded with the sampler): by function, crate group, phase, span or Candle op.
     Hot(cmd::hot::HotArgs),
     /// Gradients per parameter and step: never trained first, non-finite flagged; autograd memory.
     Gradients(cmd::gradients::GradientsArgs),

@@ -1,4 +1,5 @@
-//! `tracegraph hot`: where the sampled CPU time went, by function, crate group, phase or span.
+//! `tracegraph hot`: where the sampled CPU time went, by function, crate group, phase, span or
+//! Candle op.
 //!
 //! Every CPU time shown is an estimate, printed with the sample count it comes from. Samples
 //! of a thread pool spinning or parked are *waiting* (trace-analyze's `WAITING_FRAMES`): each
@@ -21,7 +22,8 @@ pub(crate) struct HotArgs {
     /// (`tracegraph demo --sample`, or `Capture::sample_stacks`).
     pub(crate) trace: PathBuf,
     /// What rows are: `function`, `crate` (candle_core, gemm, candle_nn, model, allocator,
-    /// other), `phase` (forward, backward, optimizer) or `span`.
+    /// other), `phase` (forward, backward, optimizer), `span` or `op` (the Candle op each
+    /// sample ran inside, as `ops --sampled` attributes them).
     #[arg(long, value_name = "BY", default_value = "function")]
     pub(crate) by: HotBy,
     /// Only samples of recorded steps A to B (inclusive), e.g. `3..8`, `5`, `3..` or `..8`.
@@ -270,6 +272,9 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
         }
         HotBy::Phase => "by phase",
         HotBy::Span => "by innermost open span (self) and its ancestors (total)",
+        HotBy::Op => {
+            "by Candle op (the outermost Candle API frame below the innermost span; `ops --sampled` splits it per span)"
+        }
     };
     let _ = writeln!(o, "{title}");
     let first = match r.by {
@@ -277,8 +282,9 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
         HotBy::Crate => "group",
         HotBy::Phase => "phase",
         HotBy::Span => "span",
+        HotBy::Op => "op",
     };
-    let per_scope = matches!(r.by, HotBy::Span | HotBy::Phase);
+    let per_scope = matches!(r.by, HotBy::Span | HotBy::Phase | HotBy::Op);
     let _ = writeln!(
         o,
         "{}",
