@@ -48,16 +48,23 @@ pub struct GraphBuilder<Op> {
     outputs: Vec<ValueId>,
     parents: Vec<Arc<Graph<Op>>>,
     overflow: Option<&'static str>,
-    /// Where each operation's kept bytes start in `tails` (and, last, where they end):
-    /// `num_ops() + 1` entries while `tails_complete`.
-    tail_start: Vec<u32>,
-    /// False once the kept bytes outgrew `u32` offsets (4 GiB); the walk then encodes
-    /// payloads itself.
-    tails_complete: bool,
-    /// The numbering-independent bytes of each operation's fingerprint record (active mask,
-    /// then payload), one operation after another; copied into the graph's `Walk::words` at build.
-    tails: StableHasher,
+    /// The graph's packed walk table (see [`Walk`]), written as operations are appended,
+    /// while their data is at hand: each operation's run, with each local operand's value id
+    /// (or [`PARENT_OPERAND`] and its index in `op_inputs`) where `build` puts the producer,
+    /// slot and producer's run.
+    runs: Vec<u32>,
+    /// Where each operation's run starts in `runs`.
+    run_at: Vec<u32>,
+    /// False once `runs` outgrew `u32` offsets; the graph then walks its operation nodes
+    /// and encodes payloads itself.
+    runs_complete: bool,
+    /// Encodes one operation's kept bytes (active mask, then payload) before they are
+    /// copied into its run.
+    scratch: StableHasher,
 }
+
+/// Placeholder producer word of a parent-value operand in the builder's runs.
+const PARENT_OPERAND: u32 = u32::MAX;
 
 impl<Op> Default for GraphBuilder<Op> {
     fn default() -> Self {
@@ -77,9 +84,10 @@ impl<Op> GraphBuilder<Op> {
             outputs: Vec::new(),
             parents: Vec::new(),
             overflow: None,
-            tail_start: vec![0],
-            tails_complete: true,
-            tails: StableHasher::encoder(),
+            runs: Vec::new(),
+            run_at: Vec::new(),
+            runs_complete: true,
+            scratch: StableHasher::encoder(),
         }
     }
 
@@ -89,7 +97,8 @@ impl<Op> GraphBuilder<Op> {
         b.ops.reserve(ops);
         b.op_inputs.reserve(ops * 2);
         b.op_outputs.reserve(values);
-        b.tail_start.reserve(ops);
+        b.run_at.reserve(ops);
+        b.runs.reserve(ops * 12);
         b
     }
 
@@ -201,7 +210,7 @@ impl<Op: StableHash> GraphBuilder<Op> {
         if self.op_outputs.len() > u32::MAX as usize {
             self.overflow.get_or_insert("operation outputs");
         }
-        self.record(&payload, &role);
+        self.record(&payload, &role, i0, inputs, outputs.len());
         self.ops.push(OpNode {
             payload,
             role,
@@ -211,21 +220,58 @@ impl<Op: StableHash> GraphBuilder<Op> {
         id
     }
 
-    /// Encodes the numbering-independent bytes of the operation's fingerprint record that
-    /// follow its operands (active mask, payload bytes); see `docs/fingerprint.md`.
-    fn record(&mut self, payload: &Op, role: &Role) {
-        if !self.tails_complete {
+    /// Appends the operation's run to the packed walk table: the numbering-independent parts
+    /// of its fingerprint record (role tag, output and operand counts, active mask and
+    /// payload bytes; see `docs/fingerprint.md`) and its operands as value ids, resolved to
+    /// producers by `build`. `i0` is the operation's first index in `op_inputs`.
+    fn record(&mut self, payload: &Op, role: &Role, i0: usize, inputs: &[ValueRef], n_out: usize) {
+        if !self.runs_complete {
             return;
         }
+        self.scratch.reset();
         if let Role::Linearized { active } = role {
             for &a in active {
-                self.tails.write_bool(a);
+                self.scratch.write_bool(a);
             }
         }
-        payload.stable_hash(&mut self.tails);
-        match u32::try_from(self.tails.len()) {
-            Ok(end) => self.tail_start.push(end),
-            Err(_) => self.tails_complete = false,
+        payload.stable_hash(&mut self.scratch);
+        let tail = self.scratch.bytes();
+        let o = self.runs.len();
+        let len = Walk::HEAD + Walk::OPERAND * inputs.len() + tail.len().div_ceil(4);
+        let (Ok(at), Ok(_), Ok(n_out), Ok(n_in), Ok(tail_len), Ok(i0)) = (
+            u32::try_from(o),
+            u32::try_from(o + len + Walk::PAD),
+            u32::try_from(n_out),
+            u32::try_from(inputs.len()),
+            u32::try_from(tail.len()),
+            u32::try_from(i0 + inputs.len()).map(|_| i0 as u32),
+        ) else {
+            self.runs_complete = false;
+            self.runs = Vec::new();
+            self.run_at = Vec::new();
+            return;
+        };
+        self.run_at.push(at);
+        self.runs.extend_from_slice(&[
+            1 | (u32::from(crate::canon::role_tag(role)) << 8),
+            n_out,
+            n_in,
+            tail_len,
+        ]);
+        for (k, r) in inputs.iter().enumerate() {
+            self.runs.extend_from_slice(&match *r {
+                ValueRef::Local(v) => [v.0, 0, 0],
+                ValueRef::Parent { .. } => [PARENT_OPERAND, i0 + k as u32, 0],
+            });
+        }
+        let chunks = tail.chunks_exact(4);
+        let rest = chunks.remainder();
+        self.runs
+            .extend(chunks.map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+        if !rest.is_empty() {
+            // The last, partial word: its bytes, then zeros.
+            let w = rest.iter().rev().fold(0, |w, &b| (w << 8) | u32::from(b));
+            self.runs.push(w);
         }
     }
 
@@ -333,19 +379,18 @@ impl<Op: StableHash> GraphBuilder<Op> {
             }
         }
 
-        let tails = if self.tails_complete {
-            Some(std::mem::take(&mut self.tails).into_padded_bytes(0))
+        let runs = if self.runs_complete {
+            Some(std::mem::take(&mut self.runs))
         } else {
             None
         };
         let walk = walk_tables(
-            &self.ops,
-            &self.op_inputs,
+            self.ops.len(),
             &resolved,
             &inputs,
             &self.outputs,
-            &self.tail_start,
-            tails,
+            &self.run_at,
+            runs,
         );
         let mut g = Graph {
             keys: resolved,
@@ -367,33 +412,22 @@ impl<Op: StableHash> GraphBuilder<Op> {
     }
 }
 
-/// The compact walk tables of a validated graph (layout in [`Walk`]); not packed (empty)
-/// when the graph is too large for them or its kept bytes are incomplete (`tails` is
-/// `None`).
-fn walk_tables<Op>(
-    ops: &[OpNode<Op>],
-    op_inputs: &[ValueRef],
+/// The packed walk table of a validated graph (layout in [`Walk`]) from the builder's runs:
+/// each local operand's value id becomes its producer, slot and producer's run. Not packed
+/// (empty) when the graph is too large for it or the runs are incomplete (`runs` is `None`).
+fn walk_tables(
+    n_ops: usize,
     keys: &[ValueKey],
     inputs: &[ValueId],
     outputs: &[ValueId],
-    tail_start: &[u32],
-    tails: Option<Vec<u8>>,
+    run_at: &[u32],
+    runs: Option<Vec<u32>>,
 ) -> Walk {
-    let n_ops = ops.len();
-    let tail_words = |i: usize| (tail_start[i + 1] - tail_start[i]).div_ceil(4) as u64;
-    let n_words = if tail_start.len() == n_ops + 1 {
-        (0..n_ops).fold(Walk::PAD as u64, |n, i| n.saturating_add(tail_words(i)))
-    } else {
-        u64::MAX
-    }
-    .saturating_add((Walk::HEAD as u64).saturating_mul(n_ops as u64))
-    .saturating_add((Walk::OPERAND as u64).saturating_mul(op_inputs.len() as u64));
     // Operation ids and the two operand markers stay below the walk's two state markers,
     // and so do the canonical value indices the walk stores per finished operation.
     let limit = u64::from(u32::MAX - 3);
-    let fits =
-        n_words <= u64::from(u32::MAX) && (n_ops as u64) < limit && (keys.len() as u64) < limit;
-    let Some(tails) = tails.filter(|_| fits) else {
+    let fits = (n_ops as u64) < limit && (keys.len() as u64) < limit && run_at.len() == n_ops;
+    let Some(mut words) = runs.filter(|_| fits) else {
         return Walk::default();
     };
     let (input, parent) = (Walk::input(n_ops), Walk::parent(n_ops));
@@ -401,56 +435,27 @@ fn walk_tables<Op>(
     for (k, &v) in inputs.iter().enumerate() {
         input_pos[v.index()] = k as u32;
     }
-    // Where each operation's run starts: runs follow one another in arena order.
-    let mut at = Vec::with_capacity(n_ops);
-    let mut o = 0u64;
-    for (i, node) in ops.iter().enumerate() {
-        at.push(o as u32);
-        o += (Walk::HEAD + Walk::OPERAND * (node.inputs.1 - node.inputs.0) as usize) as u64
-            + tail_words(i);
-    }
-    let local = |v: ValueId| match keys[v.index()] {
-        ValueKey::Input(_) => [input, input_pos[v.index()], 0],
-        ValueKey::Output { op, slot } => [op.0, slot, at[op.index()]],
+    let local = |v: u32| match keys[v as usize] {
+        ValueKey::Input(_) => [input, input_pos[v as usize], 0],
+        ValueKey::Output { op, slot } => [op.0, slot, run_at[op.index()]],
     };
-    // The runs and the spare words after them, written in place.
-    let mut words = vec![0u32; n_words as usize];
-    for (i, node) in ops.iter().enumerate() {
-        let (i0, i1) = node.inputs;
-        let tail = &tails[tail_start[i] as usize..tail_start[i + 1] as usize];
-        let o = at[i] as usize;
-        let operands_at = o + Walk::HEAD;
-        let tail_at = operands_at + Walk::OPERAND * (i1 - i0) as usize;
-        words[o..operands_at].copy_from_slice(&[
-            1 | (u32::from(crate::canon::role_tag(&node.role)) << 8),
-            node.outputs.1 - node.outputs.0,
-            i1 - i0,
-            tail.len() as u32,
-        ]);
-        let operands = words[operands_at..tail_at].chunks_exact_mut(Walk::OPERAND);
-        for (k, (d, r)) in operands
-            .zip(&op_inputs[i0 as usize..i1 as usize])
-            .enumerate()
-        {
-            d.copy_from_slice(&match *r {
-                ValueRef::Local(v) => local(v),
-                ValueRef::Parent { .. } => [parent, i0 + k as u32, 0],
-            });
-        }
-        let chunks = tail.chunks_exact(4);
-        let rest = chunks.remainder();
-        let dst = &mut words[tail_at..];
-        for (d, c) in dst.iter_mut().zip(chunks) {
-            *d = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        }
-        if let (false, Some(d)) = (rest.is_empty(), dst.get_mut(tail.len() / 4)) {
-            // The last, partial word: its bytes, then zeros.
-            *d = rest.iter().rev().fold(0, |w, &b| (w << 8) | u32::from(b));
+    for &o in run_at {
+        let o = o as usize;
+        let start = o + Walk::HEAD;
+        let end = start + Walk::OPERAND * words[o + 2] as usize;
+        for t in words[start..end].chunks_exact_mut(Walk::OPERAND) {
+            let triple = match t[0] {
+                PARENT_OPERAND => [parent, t[1], 0],
+                v => local(v),
+            };
+            t.copy_from_slice(&triple);
         }
     }
+    words.resize(words.len() + Walk::PAD, 0);
+    words.shrink_to_fit();
     Walk {
         words,
-        outputs: outputs.iter().map(|&v| local(v)).collect(),
+        outputs: outputs.iter().map(|&v| local(v.0)).collect(),
         packed: true,
     }
 }

@@ -260,25 +260,16 @@ impl StableHasher {
     }
 
     /// An encoder: keeps every byte written (its buffer grows instead of feeding XXH3),
-    /// for [`len`](Self::len) and [`into_padded_bytes`](Self::into_padded_bytes).
+    /// for [`bytes`](Self::bytes).
     pub(crate) fn encoder() -> Self {
         let mut h = StableHasher::new();
         h.sink.keep_all = true;
         h
     }
 
-    /// Bytes written so far (of an [`encoder`](Self::encoder)).
-    pub(crate) fn len(&self) -> usize {
-        self.pos
-    }
-
-    /// Everything an [`encoder`](Self::encoder) was given, followed by `pad` bytes of
-    /// unspecified value (usually without copying: the buffer's scratch bytes serve as the
-    /// padding). The capacity stays what the buffer grew to.
-    pub(crate) fn into_padded_bytes(mut self, pad: usize) -> Vec<u8> {
-        let len = self.pos.saturating_add(pad);
-        self.sink.buf.resize(len, 0);
-        self.sink.buf
+    /// Everything an [`encoder`](Self::encoder) was given since it was made or reset.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.sink.buf[..self.pos]
     }
 
     /// Forgets everything written so far (keeps the buffer's allocation).
