@@ -67,6 +67,7 @@ mod memory;
 mod model;
 mod ops;
 mod sampled_ops;
+mod ranks;
 mod samples;
 mod self_time;
 mod spans;
@@ -115,6 +116,7 @@ pub use samples::{
     SampleRow, SampledFrame, SampledStacks, SamplerStep, WAITING_FRAMES, WaitPattern,
     waiting_pattern,
 };
+pub use ranks::{Alignment, RankReport, RankRow, StragglerRow, rank_report};
 pub use self_time::{op_self_times, span_self_times};
 pub use spans::{
     DisplayPaths, MAX_PATH_NAMES, PathNode, PathTree, SpanNode, SpanTree, pair_nodes, pair_paths,

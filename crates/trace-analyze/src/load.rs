@@ -132,6 +132,8 @@ impl Builder {
             device: h.run.device.clone(),
             timing: h.run.timing,
             start_unix_ns: h.run.start_unix_ns,
+            rank: h.run.rank,
+            world_size: h.run.world_size,
             tags,
         };
         Builder {

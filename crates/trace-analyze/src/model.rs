@@ -34,6 +34,12 @@ pub struct RunInfo {
     pub timing: TimingMode,
     /// Wall-clock start of the session, ns since the Unix epoch.
     pub start_unix_ns: u64,
+    /// This process's rank in a distributed run, when the header names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// The number of processes of the distributed run, when the header names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
     /// User tags, sorted by key.
     pub tags: Vec<(String, String)>,
 }

@@ -11,6 +11,7 @@ pub(crate) mod hot;
 pub(crate) mod memory;
 pub(crate) mod ops;
 pub(crate) mod output;
+pub(crate) mod ranks;
 pub(crate) mod report;
 pub(crate) mod spans;
 pub(crate) mod summary;
@@ -52,6 +53,37 @@ pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
             .is_some_and(AnalyzeError::is_bad_trace)
     });
     if bad { 3 } else { 1 }
+}
+
+/// The trace files named by `inputs`: a file as given, a directory as its `*.jsonl` and
+/// `*.jsonl.zst` files (sorted by name; subdirectories are not entered). A directory without
+/// any is an error naming it.
+pub(crate) fn trace_paths(
+    inputs: &[std::path::PathBuf],
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut out = Vec::new();
+    for p in inputs {
+        if !p.is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(p)
+            .with_context(|| format!("cannot list {}", p.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| {
+                f.is_file()
+                    && f.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.ends_with(".jsonl") || n.ends_with(".jsonl.zst"))
+            })
+            .collect();
+        if found.is_empty() {
+            anyhow::bail!("{} holds no trace (*.jsonl or *.jsonl.zst)", p.display());
+        }
+        found.sort();
+        out.extend(found);
+    }
+    Ok(out)
 }
 
 /// Loads a trace, with a progress bar on stderr when it is a terminal and the file is large.

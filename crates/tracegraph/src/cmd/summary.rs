@@ -15,16 +15,28 @@ use super::{Status, Table, bytesu, load, nsu, print_json, timing_text, write_std
 /// Arguments of `tracegraph summary`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct SummaryArgs {
-    /// The trace file (JSON Lines).
-    pub(crate) trace: PathBuf,
-    /// Print JSON (schema `tracegraph.summary/1`) instead of text.
+    /// The trace file (JSON Lines, or zstd-compressed). Several traces, or a directory of
+    /// them (its `*.jsonl` and `*.jsonl.zst` files), are the ranks of one distributed run:
+    /// then the summary puts them side by side (per-rank step times and memory peaks, the
+    /// slowest rank of each step, clocks aligned on the headers' wall-clock starts).
+    #[arg(required = true, num_args = 1..)]
+    pub(crate) trace: Vec<PathBuf>,
+    /// Print JSON (schema `tracegraph.summary/1`, or `tracegraph.ranks/1` for several traces)
+    /// instead of text.
     #[arg(long)]
     pub(crate) json: bool,
 }
 
 /// Runs `tracegraph summary`.
 pub(crate) fn run(args: &SummaryArgs) -> anyhow::Result<Status> {
-    let trace = load(&args.trace, false)?;
+    let paths = super::trace_paths(&args.trace)?;
+    if paths.len() > 1 {
+        return super::ranks::run(&paths, args.json);
+    }
+    let Some(path) = paths.first() else {
+        anyhow::bail!("no trace given");
+    };
+    let trace = load(path, false)?;
     let cache = new_step_cache();
     let s = summarize(&trace, &cache)?;
     if args.json {

@@ -1,6 +1,10 @@
 //! End-to-end tests of the `tracegraph` binary: goldens on a small trace, the demo's own trace
 //! through every command, exit codes for bad input.
 
+#[cfg(feature = "demo")]
+mod autograd;
+#[cfg(feature = "demo")]
+mod ranks;
 mod compressed;
 mod demo;
 mod errors;
@@ -10,8 +14,6 @@ mod heap;
 mod killed;
 #[cfg(feature = "demo")]
 mod layer;
-#[cfg(feature = "demo")]
-mod autograd;
 mod loops;
 mod outputs;
 #[cfg(feature = "demo")]
