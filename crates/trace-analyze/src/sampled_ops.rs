@@ -18,6 +18,9 @@
 //! - functions that only run something else ([`PASS_THROUGH`]: `Tensor::apply`,
 //!   `Optimizer::backward_step`) and trait plumbing (`cpu_fwd`, `bwd`, closures) are never
 //!   the op;
+//! - a custom op's `Tensor::apply_op*` frame is named by the op's type in its generic
+//!   arguments (`apply_op1_no_bwd<candle_nn::ops::SoftmaxLastDim>` → `softmax_last_dim`), as
+//!   the small candle_nn function around it may be inlined without a frame of its own;
 //! - inside `candle_core::backprop` (the `backward` pass), the op is the first op frame
 //!   below backprop's own frames, named `matmul (backward)`; backprop's own work is
 //!   `backward`;
@@ -142,7 +145,7 @@ pub const CANDLE_OP_FRAMES: &[OpModule] = &[
         "custom_op",
         OpKind::Tensor,
         None,
-        "Tensor::apply_op* (custom ops)",
+        "Tensor::apply_op* (custom ops, named by their type)",
     ),
     op(
         "candle_core",
@@ -520,8 +523,12 @@ pub fn frame_op(func: &str, file: Option<&str>) -> Option<FrameOp> {
         (OpKind::Layer, None) if !function.starts_with("forward") => Some(entry.module),
         (_, None) => entry.owner,
     };
-    let name = match entry.kind {
-        OpKind::Backward => "backward".to_string(),
+    let custom = (entry.module == "custom_op" && function.starts_with("apply_op"))
+        .then(|| custom_op_name(func))
+        .flatten();
+    let name = match (entry.kind, custom) {
+        (OpKind::Backward, _) => "backward".to_string(),
+        (_, Some(c)) => c,
         _ => match owner {
             Some(o) => format!("{o}::{function}"),
             None => function.to_string(),
@@ -532,6 +539,43 @@ pub fn frame_op(func: &str, file: Option<&str>) -> Option<FrameOp> {
         kind: entry.kind,
         pass_through,
     })
+}
+
+/// Custom ops of candle_nn whose name is not their type's in snake case.
+const CUSTOM_OP_NAMES: &[(&str, &str)] = &[
+    ("RotaryEmb", "rope"),
+    ("RotaryEmbI", "rope_i"),
+    ("RotaryEmbThd", "rope_thd"),
+];
+
+/// The op a `Tensor::apply_op*` frame runs, from the custom op's type in its generic
+/// arguments: `apply_op1_no_bwd<candle_nn::ops::SoftmaxLastDim>` → `softmax_last_dim` (the
+/// op the candle_nn function that calls it is named by, where that function left no frame of
+/// its own, being inlined without a record); `None` without one.
+fn custom_op_name(func: &str) -> Option<String> {
+    let at = func.find("apply_op")?;
+    let open = at + func[at..].find('<')?;
+    let (inner, _) = split_angle(&func[open..])?;
+    let ty = top_segments(bare_type(inner)).last().copied()?;
+    let ty = ty.split('<').next().unwrap_or(ty);
+    if !ty.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return None;
+    }
+    if let Some(&(_, n)) = CUSTOM_OP_NAMES.iter().find(|(t, _)| *t == ty) {
+        return Some(n.to_string());
+    }
+    let mut out = String::with_capacity(ty.len() + 4);
+    for (i, c) in ty.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
 }
 
 /// Crates whose frames between two op frames do not mean Candle called back into a model's
@@ -1110,6 +1154,30 @@ mod tests {
             "rope",
             Some("/r/candle-nn-0.11.1/src/rotary_emb.rs"),
             "rope",
+        );
+        // A custom op by its type (the candle_nn function around it inlined away).
+        let custom_op = Some("/r/candle-core-0.11.1/src/custom_op.rs");
+        is(
+            "apply_op1_no_bwd<candle_nn::ops::SoftmaxLastDim>",
+            custom_op,
+            "softmax_last_dim",
+        );
+        is(
+            "apply_op2_no_bwd<candle_nn::ops::RmsNorm>",
+            custom_op,
+            "rms_norm",
+        );
+        is(
+            "apply_op3_no_bwd<candle_nn::rotary_emb::RotaryEmb>",
+            custom_op,
+            "rope",
+        );
+        is("apply_op1<&my_model::Fancy<f32>>", custom_op, "fancy");
+        is("apply_op1_arc", custom_op, "apply_op1_arc");
+        is(
+            "candle_core::custom_op::<impl candle_core::tensor::Tensor>::apply_op1_no_bwd::<candle_nn::ops::SoftmaxLastDim>",
+            None,
+            "softmax_last_dim",
         );
     }
 
