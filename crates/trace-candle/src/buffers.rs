@@ -31,7 +31,10 @@ impl Capture {
     /// cache of a candle-transformers model): `shape` × `dtype` logical bytes on `device`.
     /// Like [`Capture::buffer`], a changed shape frees the old allocation and records a new
     /// one (ids from [`DECLARED_BUFFER_BIT`]'s range), so the trace shows the buffer's size
-    /// per step; the bytes are what the caller declares, not observed.
+    /// per step; the bytes are what the caller declares, not observed. Under a schedule, a
+    /// buffer declared once while inactive is recorded at the first recorded step; one
+    /// declared step after step (a growing cache) is recorded when a recorded step declares
+    /// it, never with a size from an unrecorded step.
     pub fn buffer_shape(&self, name: &str, shape: &[usize], dtype: DType, device: &Device) {
         self.set_buffer(name, None, shape, dtype, DeviceLabel::of(device));
     }
@@ -45,9 +48,14 @@ impl Capture {
         device: DeviceLabel,
     ) {
         let active = self.is_active();
+        let step = self.session().current_step();
         let mut p = self.inner().persist();
         let pos = p.buffers.iter().position(|b| b.name == name);
+        // Declared in another step before: it changes per step.
+        let per_step =
+            pos.is_some_and(|i| p.buffers[i].per_step || p.buffers[i].declared_step != step);
         if let Some(i) = pos {
+            p.buffers[i].per_step = per_step;
             let b = &p.buffers[i];
             let same = match id {
                 Some(id) => b.id == id,
@@ -78,6 +86,8 @@ impl Capture {
             device,
             bytes: dense_bytes(dtype, shape.iter().product()),
             recorded: false,
+            declared_step: step,
+            per_step,
         };
         if active {
             self.write_buffer(&b);
@@ -127,13 +137,16 @@ impl Capture {
         }
     }
 
-    /// Writes buffers declared while the session was inactive (at a step that starts active).
+    /// Writes buffers declared while the session was inactive (at a step that starts active),
+    /// except those declared in more than one step: their last inactive declaration describes
+    /// a step that is over (a KV cache's size during warm-up), and the recorded step declares
+    /// its own size, so nothing stale leaks into it.
     pub(crate) fn record_pending_buffers(&self) {
         if !self.is_active() {
             return;
         }
         let mut p = self.inner().persist();
-        for b in p.buffers.iter_mut().filter(|b| !b.recorded) {
+        for b in p.buffers.iter_mut().filter(|b| !b.recorded && !b.per_step) {
             self.write_buffer(b);
             b.recorded = true;
         }

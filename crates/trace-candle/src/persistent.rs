@@ -31,6 +31,12 @@ pub(crate) struct Buffer {
     pub(crate) bytes: u64,
     /// Whether its tensor event and allocation were written (the session was active).
     pub(crate) recorded: bool,
+    /// The step it was last declared in.
+    pub(crate) declared_step: u64,
+    /// Whether it was declared in more than one step (a buffer that changes per step, like a
+    /// KV cache): a declaration from an inactive step is then stale by the time a step is
+    /// recorded, and is not replayed there.
+    pub(crate) per_step: bool,
 }
 
 /// Parameters, buffers and sampling settings of a [`crate::Capture`].

@@ -394,3 +394,45 @@ fn read_finished(sink: &trace_record::MemorySink) -> super::Trace {
     assert!(issues.is_empty(), "validation issues: {issues:?}");
     trace
 }
+
+/// Under a schedule, a KV cache declared step after step while inactive does not leak its
+/// warm-up size into the first recorded step: that step's own declaration is what is
+/// recorded. A buffer declared once while inactive (static) is still recorded there.
+#[test]
+fn buffers_declared_while_inactive_do_not_leak_into_the_first_recorded_step() {
+    let schedule = Schedule {
+        skip_first: 0,
+        wait: 0,
+        warmup: 3,
+        active: 1,
+        repeat: 1,
+    };
+    let (capture, sink) = capture_with(Run::new("tests", Phase::Infer, "cpu").schedule(schedule));
+    let dev = candle_core::Device::Cpu;
+    capture.buffer_shape("static", &[8], candle_core::DType::F32, &dev);
+    let x = ones((2, 2));
+    for step in 0..4usize {
+        // A new sequence starts in the recorded step: its cache restarts at one position.
+        let positions = if step == 3 { 1 } else { step + 1 };
+        let _ = capture.op("exp", &[&x], || x.exp()).unwrap();
+        capture.buffer_shape("kv_cache", &[positions, 4], candle_core::DType::F32, &dev);
+        capture.step();
+    }
+    let trace = finish_and_read(&capture, &sink);
+    let buffers: Vec<(String, Vec<usize>)> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Tensor(t) if t.category == MemoryCategory::Other => {
+                Some((t.label.clone().unwrap_or_default(), t.shape.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        buffers,
+        [
+            ("static".to_string(), vec![8]),
+            ("kv_cache".to_string(), vec![1, 4])
+        ],
+        "the warm-up size [3, 4] never reaches the trace"
+    );
+}
