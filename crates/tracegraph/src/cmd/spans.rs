@@ -5,11 +5,14 @@
 
 use std::path::PathBuf;
 
-use trace_analyze::{FastMap, heap_report, span_tree};
+use std::io::Write as _;
+
+use anyhow::Context as _;
+use trace_analyze::{FastMap, PathNode, heap_report, path_tree, span_tree};
 
 use trace_analyze::format_ns;
 
-use super::{Status, Table, bytesu, load, nsu, print_json, timing_text, write_stdout};
+use super::{Status, Table, bytesu, load, nsu, print_json, timing_text};
 
 /// Arguments of `tracegraph spans`.
 #[derive(clap::Args, Debug)]
@@ -28,10 +31,6 @@ pub(crate) struct SpansArgs {
 /// Runs `tracegraph spans`.
 pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
     let trace = load(&args.trace, false)?;
-    let mut tree = span_tree(&trace);
-    if let Some(d) = args.depth {
-        tree.nodes.retain(|n| n.depth <= d);
-    }
     // Heap bytes (tracked and counted) per span path, when the trace has heap lines: a
     // column of its own beside the logical one, never added to it.
     let heap: Option<FastMap<u32, u64>> = heap_report(&trace).map(|h| {
@@ -41,6 +40,10 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
             .collect()
     });
     if args.json {
+        let mut tree = span_tree(&trace);
+        if let Some(d) = args.depth {
+            tree.nodes.retain(|n| n.depth <= d);
+        }
         let mut v = serde_json::to_value(&tree)?;
         if let (Some(heap), Some(nodes)) =
             (&heap, v.get_mut("nodes").and_then(|n| n.as_array_mut()))
@@ -55,6 +58,10 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
         print_json("spans", &v)?;
         return Ok(Status::Ok);
     }
+    // Text: the compact tree (no path strings) and rows written as they are made, so that a
+    // trace of a million paths is not held as a table of strings.
+    let tree = path_tree(&trace);
+    let shown = |n: &&PathNode| args.depth.is_none_or(|d| n.depth <= d);
     let mut columns = vec![
         "span",
         "step",
@@ -69,48 +76,60 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
         columns.pop();
         columns.extend([">allocated (logical)", ">allocated (heap)"]);
     }
-    let mut t = Table::new(&columns);
-    for n in &tree.nodes {
-        let open = if n.open > 0 {
-            format!(" ({} open)", n.open)
-        } else {
-            String::new()
-        };
-        let mut row = vec![
-            indented(n.depth, &n.name, &open),
-            n.exec_step.map_or("-".into(), |e| e.as_str().to_string()),
-            n.count.to_string(),
-            nsu(n.total_ns),
-            nsu(n.self_ns),
-            n.per_step.map_or("-".into(), |s| format_ns(s.mean)),
-            n.per_step.map_or("-".into(), |s| format_ns(s.stddev)),
-            bytesu(n.alloc_bytes),
-        ];
-        if let Some(heap) = &heap {
-            row.push(bytesu(heap.get(&n.path_id).copied().unwrap_or(0)));
+    let t = Table::new(&columns);
+    let rows = |emit: &mut dyn FnMut(&[String])| {
+        for (i, n) in tree.nodes.iter().enumerate().filter(|(_, n)| shown(n)) {
+            let open = if n.open > 0 {
+                format!(" ({} open)", n.open)
+            } else {
+                String::new()
+            };
+            let per_step = n.per_step();
+            let mut row = vec![
+                indented(n.depth, tree.name(i), &open),
+                n.exec_step.map_or("-".into(), |e| e.as_str().to_string()),
+                n.count.to_string(),
+                nsu(n.total_ns),
+                nsu(n.self_ns),
+                per_step.map_or("-".into(), |s| format_ns(s.mean)),
+                per_step.map_or("-".into(), |s| format_ns(s.stddev)),
+                bytesu(n.alloc_bytes),
+            ];
+            if let Some(heap) = &heap {
+                row.push(bytesu(heap.get(&n.path_id).copied().unwrap_or(0)));
+            }
+            emit(&row);
         }
-        t.row(row);
-    }
-    let mut out = format!(
-        "{} spans in {} path(s) over {} step(s), {}; mean/step over the steps where the path occurs\n",
-        tree.span_count,
-        tree.nodes.len(),
-        tree.steps,
-        timing_text(tree.timing)
+    };
+    let paths = tree.nodes.iter().filter(shown).count();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut result = writeln!(
+        out,
+        "{} spans in {paths} path(s) over {} step(s), {}; mean/step over the steps where the path occurs",
+        trace.spans.len(),
+        trace.steps.len(),
+        timing_text(trace.run.timing)
     );
-    if trace_analyze::tracing_layer_saw_no_spans(&trace) {
-        out.push_str(&format!(
-            "warning: {}\n",
+    if result.is_ok() && trace_analyze::tracing_layer_saw_no_spans(&trace) {
+        result = writeln!(
+            out,
+            "warning: {}",
             trace_analyze::TRACING_LAYER_SAW_NO_SPANS
-        ));
+        );
     }
-    if t.is_empty() {
-        out.push_str("(no spans)");
+    if paths == 0 {
+        result = result.and_then(|()| writeln!(out, "(no spans)"));
     } else {
-        out.push_str(&t.render());
+        t.write_rows(rows, |l| {
+            if result.is_ok() {
+                result = writeln!(out, "{l}");
+            }
+        });
     }
-    write_stdout(&out)?;
-    Ok(Status::Ok)
+    match result.and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Status::Ok),
+        r => r.context("writing to stdout").map(|()| Status::Ok),
+    }
 }
 
 /// Indentation stops growing at this depth (deeper rows say their depth instead), so that the

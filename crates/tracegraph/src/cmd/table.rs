@@ -33,16 +33,36 @@ impl Table {
 
     /// The table, two spaces between columns, trailing spaces trimmed.
     pub(crate) fn render(&self) -> String {
+        let mut out = String::new();
+        self.write_rows(
+            |emit| self.rows.iter().for_each(|r| emit(r)),
+            |l| {
+                out.push_str(l);
+                out.push('\n');
+            },
+        );
+        out.pop();
+        out
+    }
+
+    /// The table with rows made by `rows` (called twice: once to measure the columns, once
+    /// to write), each line (no line end) passed to `line`; the rows added with
+    /// [`Table::row`] are not part of it. For tables as long as a trace: no row is kept.
+    pub(crate) fn write_rows(
+        &self,
+        rows: impl Fn(&mut dyn FnMut(&[String])),
+        mut line: impl FnMut(&str),
+    ) {
         let n = self.header.len();
         let mut w: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
-        for r in &self.rows {
+        rows(&mut |r: &[String]| {
             for (i, c) in r.iter().enumerate().take(n) {
                 w[i] = w[i].max(c.chars().count());
             }
-        }
-        let mut out = String::new();
-        let line = |cells: &[String], out: &mut String| {
-            let mut l = String::new();
+        });
+        let mut l = String::new();
+        let mut one = |cells: &[String]| {
+            l.clear();
             for (i, (&width, &right)) in w.iter().zip(&self.right).enumerate() {
                 let c = cells.get(i).map_or("", String::as_str);
                 let pad = width.saturating_sub(c.chars().count());
@@ -57,16 +77,11 @@ impl Table {
                     l.extend(std::iter::repeat_n(' ', pad));
                 }
             }
-            out.push_str(l.trim_end());
-            out.push('\n');
+            line(l.trim_end());
         };
-        line(&self.header, &mut out);
+        one(&self.header);
         let rule: Vec<String> = w.iter().map(|&k| "-".repeat(k)).collect();
-        line(&rule, &mut out);
-        for r in &self.rows {
-            line(r, &mut out);
-        }
-        out.pop();
-        out
+        one(&rule);
+        rows(&mut one);
     }
 }
