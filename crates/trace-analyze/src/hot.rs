@@ -57,7 +57,8 @@ pub enum HotBy {
     Span,
     /// The Candle op the sample ran inside (the sampled op table's attribution:
     /// [`CANDLE_OP_FRAMES`](crate::CANDLE_OP_FRAMES)); busy samples outside any op make one
-    /// `(no candle op)` row. Self and total are the same.
+    /// `(profiler)` row (the capture's own work) and one `(no candle op)` row. Self and total
+    /// are the same.
     Op,
 }
 
@@ -719,11 +720,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
             HotBy::Op if ranked => {
                 let op = stack_ops
                     .as_ref()
-                    .and_then(|o| {
-                        let (id, _) = o.of_stack.get(&row.stack).copied().flatten()?;
-                        o.names.get(id as usize)
-                    })
-                    .map_or(crate::sampled_ops::NO_CANDLE_OP, |(name, _)| name.as_str());
+                    .map_or(crate::sampled_ops::NO_CANDLE_OP, |o| o.row_name(row.stack));
                 bump(op, None, true);
             }
             HotBy::Op => {}

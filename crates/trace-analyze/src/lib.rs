@@ -109,8 +109,9 @@ pub use model::{
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_table};
 pub use sampled_ops::{
     CANDLE_OP_FRAMES, FrameOp, NO_CANDLE_OP, NO_SPAN_PATH, OTHER_OPS, OpKind, OpModule,
-    PASS_THROUGH, SampledOpOptions, SampledOpRow, SampledOpTable, SpanOps, WAITING_ROW,
-    WORKER_KERNELS, WorkerKernel, frame_op, sampled_op_table, wilson_95, worker_kernel,
+    PASS_THROUGH, PROFILER_CRATES, PROFILER_ROW, SampledOpOptions, SampledOpRow, SampledOpTable,
+    SpanOps, WAITING_ROW, WORKER_KERNELS, WorkerKernel, frame_op, sampled_op_table, wilson_95,
+    worker_kernel,
 };
 pub use samples::{
     SampleRow, SampledFrame, SampledStacks, SamplerStep, WAITING_FRAMES, WaitPattern,

@@ -24,9 +24,13 @@
 //! - inside `candle_core::backprop` (the `backward` pass), the op is the first op frame
 //!   below backprop's own frames, named `matmul (backward)`; backprop's own work is
 //!   `backward`;
+//! - dropping a `Tensor` (`drop_in_place<candle_core::tensor::Tensor>`, which frees its
+//!   storage when it was the last handle) is the op `drop` where no op is around it;
 //! - a stack with no op frame at all, as on the worker threads that run a parallel kernel
 //!   (they never see the driving thread's frames), is named from its kernel by
-//!   [`WORKER_KERNELS`] (gemm's microkernels run a `matmul`), else it is `(no candle op)`.
+//!   [`WORKER_KERNELS`] (gemm's microkernels run a `matmul`); else, when its innermost frame
+//!   outside Rust's runtime and libc is the capture's own ([`PROFILER_CRATES`]: writing the
+//!   trace, entering a `tracing` span), it is `(profiler)`; else `(no candle op)`.
 //!
 //! Frame names are demangled Rust paths (`candle_core::tensor::Tensor::matmul`,
 //! `<candle_nn::linear::Linear as candle_core::Module>::forward`) or, for functions named
@@ -314,6 +318,20 @@ pub const WORKER_KERNELS: &[WorkerKernel] = &[
     },
 ];
 
+/// Crates whose frames are the capture's own work: the recording crates, the sampler, the
+/// heap tracker, and the `tracing` machinery the capture's layer runs in.
+pub const PROFILER_CRATES: &[&str] = &[
+    "trace_candle",
+    "trace_record",
+    "trace_sampler",
+    "trace_heap",
+    "tracing",
+    "tracing_core",
+    "tracing_subscriber",
+];
+
+/// The op row of busy samples in the capture's own work ([`PROFILER_CRATES`]).
+pub const PROFILER_ROW: &str = "(profiler)";
 /// The op row of busy samples with no Candle op on their stack.
 pub const NO_CANDLE_OP: &str = "(no candle op)";
 /// The op row of waiting samples (thread pools spinning or parked).
@@ -493,6 +511,13 @@ fn module_entry(krate: &str, module: &str) -> Option<&'static OpModule> {
 /// [`CANDLE_OP_FRAMES`]. Qualified names are read from their path; unqualified ones (named
 /// by line tables) from their source file.
 pub fn frame_op(func: &str, file: Option<&str>) -> Option<FrameOp> {
+    if is_tensor_drop(func) {
+        return Some(FrameOp {
+            name: "drop".to_string(),
+            kind: OpKind::Tensor,
+            pass_through: false,
+        });
+    }
     let (krate, module, owner, function): (String, String, Option<&str>, &str) =
         if is_qualified(func) {
             let (krate, module, owner, function) = qualified_parts(func)?;
@@ -539,6 +564,16 @@ pub fn frame_op(func: &str, file: Option<&str>) -> Option<FrameOp> {
         kind: entry.kind,
         pass_through,
     })
+}
+
+/// Whether a frame drops a `Tensor` handle: `core::ptr::drop_in_place<candle_core::tensor::Tensor>`
+/// (qualified, or unqualified as line tables name it).
+fn is_tensor_drop(func: &str) -> bool {
+    let f = func.strip_prefix("core::ptr::").unwrap_or(func);
+    f.strip_prefix("drop_in_place")
+        .filter(|rest| rest.starts_with('<'))
+        .and_then(split_angle)
+        .is_some_and(|(inner, _)| bare_type(inner) == "candle_core::tensor::Tensor")
 }
 
 /// Custom ops of candle_nn whose name is not their type's in snake case.
@@ -638,12 +673,27 @@ struct FrameOps {
     ops: Vec<Option<FrameOp>>,
     foreign: Vec<bool>,
     kernel: Vec<Option<&'static str>>,
+    /// Per frame: `Some(true)` the capture's own, `Some(false)` other code, `None` Rust's
+    /// runtime, libc or unknown (says nothing).
+    profiler: Vec<Option<bool>>,
+}
+
+/// What a stack's samples ran inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Attribution {
+    /// A Candle op: its name, kind, and whether a worker kernel named it.
+    Op(String, OpKind, bool),
+    /// The capture's own work.
+    Profiler,
+    /// Nothing of Candle's.
+    NoOp,
 }
 
 impl FrameOps {
     fn new(s: &SampledStacks) -> Self {
         let n = s.frames.len();
-        let (mut ops, mut foreign, mut kernel) = (
+        let (mut ops, mut foreign, mut kernel, mut profiler) = (
+            Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
@@ -653,11 +703,32 @@ impl FrameOps {
             ops.push(frame_op(&f.func, f.file.as_deref()));
             foreign.push(!is_candle_side(krate));
             kernel.push(worker_kernel(&f.func, krate));
+            profiler.push(match krate {
+                None | Some("core" | "std" | "alloc") => None,
+                Some(k) => Some(PROFILER_CRATES.contains(&k)),
+            });
         }
         FrameOps {
             ops,
             foreign,
             kernel,
+            profiler,
+        }
+    }
+
+    /// What a stack (frame indices, outermost first) ran inside (see the module docs).
+    fn attribute(&self, frames: &[u32]) -> Attribution {
+        if let Some((name, kind, worker)) = self.stack_op(frames) {
+            return Attribution::Op(name, kind, worker);
+        }
+        let innermost = frames
+            .iter()
+            .rev()
+            .find_map(|&f| self.profiler.get(f as usize).copied().flatten());
+        if innermost == Some(true) {
+            Attribution::Profiler
+        } else {
+            Attribution::NoOp
         }
     }
 
@@ -699,12 +770,37 @@ pub fn worker_kernel(func: &str, krate: Option<&str>) -> Option<&'static str> {
         .map(|k| k.op)
 }
 
+/// What one stack ran inside, its op interned in [`StackOps::names`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StackOp {
+    /// The op's id, and whether a worker kernel named it.
+    Op(u32, bool),
+    /// The capture's own work ([`PROFILER_ROW`]).
+    Profiler,
+    /// No Candle op ([`NO_CANDLE_OP`]).
+    NoOp,
+}
+
 /// Per distinct stack (by wire id) of a trace: its op, interned (see [`stack_ops`]).
 pub(crate) struct StackOps {
     /// Op names, by id.
     pub(crate) names: Vec<(String, OpKind)>,
-    /// Per stack wire id: the op id and whether a worker kernel named it.
-    pub(crate) of_stack: FastMap<u64, Option<(u32, bool)>>,
+    /// Per stack wire id: what it ran inside.
+    pub(crate) of_stack: FastMap<u64, StackOp>,
+}
+
+impl StackOps {
+    /// The row name of a stack (by wire id): its op, [`PROFILER_ROW`] or [`NO_CANDLE_OP`].
+    pub(crate) fn row_name(&self, stack: u64) -> &str {
+        match self.of_stack.get(&stack) {
+            Some(StackOp::Op(id, _)) => self
+                .names
+                .get(*id as usize)
+                .map_or(NO_CANDLE_OP, |(n, _)| n.as_str()),
+            Some(StackOp::Profiler) => PROFILER_ROW,
+            _ => NO_CANDLE_OP,
+        }
+    }
 }
 
 /// The op of every stack that the trace's samples name, each stack read once. Linear in the
@@ -714,25 +810,29 @@ pub(crate) fn stack_ops(trace: &Trace) -> StackOps {
     let frames = FrameOps::new(s);
     let mut names: Vec<(String, OpKind)> = Vec::new();
     let mut index: FastMap<String, u32> = FastMap::default();
-    let mut of_stack: FastMap<u64, Option<(u32, bool)>> = FastMap::default();
+    let mut of_stack: FastMap<u64, StackOp> = FastMap::default();
     for row in &s.samples {
         if of_stack.contains_key(&row.stack) {
             continue;
         }
         let stack = s.stack(row.stack);
         trace.work.add(stack.len() as u64);
-        let op = frames.stack_op(stack).map(|(name, kind, worker)| {
-            let id = match index.get(&name) {
-                Some(&id) => id,
-                None => {
-                    let id = names.len() as u32;
-                    index.insert(name.clone(), id);
-                    names.push((name, kind));
-                    id
-                }
-            };
-            (id, worker)
-        });
+        let op = match frames.attribute(stack) {
+            Attribution::Op(name, kind, worker) => {
+                let id = match index.get(&name) {
+                    Some(&id) => id,
+                    None => {
+                        let id = names.len() as u32;
+                        index.insert(name.clone(), id);
+                        names.push((name, kind));
+                        id
+                    }
+                };
+                StackOp::Op(id, worker)
+            }
+            Attribution::Profiler => StackOp::Profiler,
+            Attribution::NoOp => StackOp::NoOp,
+        };
         of_stack.insert(row.stack, op);
     }
     trace
@@ -767,7 +867,7 @@ pub struct SampledOpOptions {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SampledOpRow {
     /// The op (`matmul`, `Linear::forward`, `matmul (backward)`), or [`NO_CANDLE_OP`],
-    /// [`WAITING_ROW`], [`OTHER_OPS`].
+    /// [`PROFILER_ROW`], [`WAITING_ROW`], [`OTHER_OPS`].
     pub op: String,
     /// The op's kind; `None` for the rows that are no op.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -809,8 +909,10 @@ pub struct SpanOps {
     pub waiting: u64,
     /// Of them, busy samples inside a named Candle op.
     pub in_ops: u64,
-    /// Rows: ops by samples (descending), then [`OTHER_OPS`], [`NO_CANDLE_OP`],
-    /// [`WAITING_ROW`] where they have samples; shares sum to 1.
+    /// Of them, busy samples in the capture's own work ([`PROFILER_ROW`]).
+    pub profiler: u64,
+    /// Rows: ops by samples (descending), then [`OTHER_OPS`], [`PROFILER_ROW`],
+    /// [`NO_CANDLE_OP`], [`WAITING_ROW`] where they have samples; shares sum to 1.
     pub rows: Vec<SampledOpRow>,
 }
 
@@ -825,6 +927,8 @@ pub struct SampledOpTable {
     pub waiting: u64,
     /// Of them, busy samples inside a named Candle op.
     pub in_ops: u64,
+    /// Of them, busy samples in the capture's own work ([`PROFILER_ROW`]).
+    pub profiler: u64,
     /// The sampler's requested rate (the largest over the steps), samples per CPU second.
     pub requested_hz: u64,
     /// Nanoseconds of CPU per sample: the process's CPU time over the samples taken where the
@@ -864,6 +968,7 @@ struct PathAcc {
     samples: u64,
     waiting: u64,
     no_op: u64,
+    profiler: u64,
     /// Per op id: (samples, worker samples).
     ops: FastMap<u32, (u64, u64)>,
 }
@@ -903,7 +1008,7 @@ pub fn sampled_op_table(trace: &Trace, opts: &SampledOpOptions) -> Option<Sample
     // Per node, plus one for no span (last).
     let no_span = tree.nodes.len();
     let mut acc: Vec<PathAcc> = vec![PathAcc::default(); tree.nodes.len() + 1];
-    let (mut total, mut waiting, mut in_ops) = (0u64, 0u64, 0u64);
+    let (mut total, mut waiting, mut in_ops, mut profiler) = (0u64, 0u64, 0u64, 0u64);
     for row in &s.samples {
         let node = row
             .span
@@ -919,8 +1024,8 @@ pub fn sampled_op_table(trace: &Trace, opts: &SampledOpOptions) -> Option<Sample
             add(&mut a.waiting, row.n);
             continue;
         }
-        match ops.of_stack.get(&row.stack).copied().flatten() {
-            Some((op, worker)) => {
+        match ops.of_stack.get(&row.stack).copied() {
+            Some(StackOp::Op(op, worker)) => {
                 add(&mut in_ops, row.n);
                 let e = a.ops.entry(op).or_default();
                 add(&mut e.0, row.n);
@@ -928,7 +1033,11 @@ pub fn sampled_op_table(trace: &Trace, opts: &SampledOpOptions) -> Option<Sample
                     add(&mut e.1, row.n);
                 }
             }
-            None => add(&mut a.no_op, row.n),
+            Some(StackOp::Profiler) => {
+                add(&mut profiler, row.n);
+                add(&mut a.profiler, row.n);
+            }
+            Some(StackOp::NoOp) | None => add(&mut a.no_op, row.n),
         }
     }
     trace.work.add(s.samples.len() as u64);
@@ -993,6 +1102,9 @@ pub fn sampled_op_table(trace: &Trace, opts: &SampledOpOptions) -> Option<Sample
         if rest > 0 {
             rows.push(make(OTHER_OPS.into(), None, rest, rest_w, n, self_ns));
         }
+        if a.profiler > 0 {
+            rows.push(make(PROFILER_ROW.into(), None, a.profiler, 0, n, self_ns));
+        }
         if a.no_op > 0 {
             rows.push(make(NO_CANDLE_OP.into(), None, a.no_op, 0, n, self_ns));
         }
@@ -1006,6 +1118,7 @@ pub fn sampled_op_table(trace: &Trace, opts: &SampledOpOptions) -> Option<Sample
             samples: n,
             waiting: a.waiting,
             in_ops: span_in_ops,
+            profiler: a.profiler,
             rows,
         });
     }
@@ -1014,6 +1127,7 @@ pub fn sampled_op_table(trace: &Trace, opts: &SampledOpOptions) -> Option<Sample
         samples: total,
         waiting,
         in_ops,
+        profiler,
         requested_hz,
         ns_per_sample: per,
         spans,
@@ -1155,6 +1269,17 @@ mod tests {
             Some("/r/candle-nn-0.11.1/src/rotary_emb.rs"),
             "rope",
         );
+        // Dropping a Tensor handle (freeing its storage when it was the last one).
+        is(
+            "drop_in_place<candle_core::tensor::Tensor>",
+            Some("library/core/src/ptr/mod.rs"),
+            "drop",
+        );
+        is(
+            "core::ptr::drop_in_place<candle_core::tensor::Tensor>",
+            None,
+            "drop",
+        );
         // A custom op by its type (the candle_nn function around it inlined away).
         let custom_op = Some("/r/candle-core-0.11.1/src/custom_op.rs");
         is(
@@ -1209,12 +1334,17 @@ mod tests {
                 "<candle_nn::ops::SoftmaxLastDim as candle_core::custom_op::CustomOp1>::cpu_fwd",
                 None,
             ),
+            // Drops of a tensor's parts (below the Tensor handle's drop, which is an op).
             (
-                "drop_in_place<candle_core::tensor::Tensor>",
+                "drop_in_place<candle_core::layout::Layout>",
                 Some("library/core/src/ptr/mod.rs"),
             ),
             (
-                "core::ptr::drop_in_place<candle_core::tensor::Tensor>",
+                "core::ptr::drop_in_place<alloc::sync::Arc<candle_core::tensor::Tensor_>>",
+                None,
+            ),
+            (
+                "core::ptr::drop_in_place<alloc::vec::Vec<candle_core::tensor::Tensor>>",
                 None,
             ),
             // Weight loading, devices, shapes; the model's own code.
@@ -1260,6 +1390,83 @@ mod tests {
             frames: (0..frames.len() as u64).collect(),
         }));
         FrameOps::new(&s).stack_op(s.stack(1)).map(|(n, _, _)| n)
+    }
+
+    /// What one stack of `(func, file)` frames, outermost first, ran inside.
+    fn attribution_of(frames: &[(&str, Option<&str>)]) -> Attribution {
+        let mut s = SampledStacks::default();
+        for (i, (func, file)) in frames.iter().enumerate() {
+            s.add(&Event::Frame(FrameEvent {
+                id: i as u64,
+                func: (*func).into(),
+                file: file.map(str::to_string),
+                inlined: false,
+            }));
+        }
+        s.add(&Event::Stack(StackEvent {
+            id: 1,
+            frames: (0..frames.len() as u64).collect(),
+        }));
+        FrameOps::new(&s).attribute(s.stack(1))
+    }
+
+    #[test]
+    fn tensor_drops_are_an_op_and_the_captures_own_work_is_the_profilers() {
+        let main = ("main", Some("/w/crates/app/src/main.rs"));
+        let ptr = Some("library/core/src/ptr/mod.rs");
+        let capture = (
+            "op_active<app::run::{closure_env#1}>",
+            Some("/w/crates/trace-candle/src/capture.rs"),
+        );
+        let drop_tensor = ("drop_in_place<candle_core::tensor::Tensor>", ptr);
+        let free = [
+            ("drop_in_place<candle_core::tensor::Tensor_>", ptr),
+            ("__GI___libc_free", Some("malloc/malloc.c")),
+        ];
+        // The model's code dropping an intermediate tensor: the op `drop`.
+        let mut stack = vec![main, capture, ("forward", LLAMA), drop_tensor];
+        stack.extend(free);
+        assert_eq!(
+            attribution_of(&stack),
+            Attribution::Op("drop".into(), OpKind::Tensor, false)
+        );
+        // Inside an op, the op.
+        let mut stack = vec![main, ("forward", LINEAR), ("matmul", TENSOR), drop_tensor];
+        stack.extend(free);
+        assert_eq!(op_of(&stack).as_deref(), Some("Linear::forward"));
+        // Entering a model's `tracing` span, writing the trace: the profiler.
+        assert_eq!(
+            attribution_of(&[
+                main,
+                capture,
+                (
+                    "forward",
+                    Some("/r/candle-transformers-0.11.1/src/models/with_tracing.rs")
+                ),
+                ("enter", Some("/r/tracing-0.1.44/src/span.rs")),
+                (
+                    "on_enter<tracing_subscriber::registry::sharded::Registry>",
+                    Some("/w/crates/trace-candle/src/layer.rs"),
+                ),
+                ("raw", Some("/w/crates/trace-record/src/json.rs")),
+                ("__memcpy_avx512_unaligned_erms", None),
+            ]),
+            Attribution::Profiler
+        );
+        // The model's own code inside the capture's op scope: no op, not the profiler.
+        assert_eq!(
+            attribution_of(&[
+                main,
+                capture,
+                ("forward", LLAMA),
+                (
+                    "branch<candle_core::tensor::Tensor>",
+                    Some("library/core/src/result.rs")
+                ),
+            ]),
+            Attribution::NoOp
+        );
+        assert_eq!(attribution_of(&[]), Attribution::NoOp);
     }
 
     #[test]
@@ -1396,8 +1603,8 @@ mod tests {
     }
 
     /// A trace with spans `attn` (a child `linear` inside) and samples: in `attn`, matmul 6,
-    /// softmax 3 (2 of a rayon worker), cat 1, a waiting spin 2, the model's own code 2; in
-    /// `linear`, Linear::forward 4; in no span, exp 1.
+    /// softmax 3 (2 of a rayon worker), cat 1, the trace writer 1, a waiting spin 2, the
+    /// model's own code 2; in `linear`, Linear::forward 4; in no span, exp 1.
     fn table_trace() -> Trace {
         use trace_record::schema::{Phase, SamplerEvent, SamplesEvent, SpanKind};
         use trace_record::{Run, TraceSession};
@@ -1461,6 +1668,7 @@ mod tests {
                 "candle_nn::ops::{impl#3}::cpu_fwd::softmax::{closure#0}<f32>",
                 None,
             ),
+            f(12, "trace_record::json::raw", None),
             st(1, &[1, 2, 3]),
             st(2, &[1, 4]),
             st(3, &[5, 11]),
@@ -1470,6 +1678,7 @@ mod tests {
             st(7, &[1, 9, 2, 3]),
             st(8, &[1, 10]),
             st(9, &[5, 6]),
+            st(10, &[1, 12]),
             sm(1, 5, attn),
             sm(9, 1, attn),
             sm(2, 1, attn),
@@ -1479,12 +1688,13 @@ mod tests {
             sm(6, 2, attn),
             sm(7, 4, linear),
             sm(8, 1, None),
+            sm(10, 1, attn),
             Event::Sampler(SamplerEvent {
                 step: 0,
                 hz: 1000,
-                taken: 19,
+                taken: 20,
                 lost: 0,
-                cpu_ns: Some(19_000_000),
+                cpu_ns: Some(20_000_000),
                 ts: 0,
                 dur: 1,
             }),
@@ -1499,7 +1709,10 @@ mod tests {
         let t = table_trace();
         assert!(t.issues.is_empty(), "{:?}", t.issues);
         let table = sampled_op_table(&t, &SampledOpOptions::default()).unwrap();
-        assert_eq!((table.samples, table.waiting, table.in_ops), (19, 2, 15));
+        assert_eq!(
+            (table.samples, table.waiting, table.in_ops, table.profiler),
+            (20, 2, 15, 1)
+        );
         assert_eq!(table.ns_per_sample, Some(1e6));
         let paths: Vec<&str> = table.spans.iter().map(|s| s.path.as_str()).collect();
         assert_eq!(paths, [NO_SPAN_PATH, "attn", "attn/linear"]);
@@ -1517,19 +1730,23 @@ mod tests {
                 ("matmul", 6, 1),
                 ("softmax_last_dim", 3, 2),
                 ("cat", 1, 0),
+                (PROFILER_ROW, 1, 0),
                 (NO_CANDLE_OP, 2, 0),
                 (WAITING_ROW, 2, 0)
             ]
         );
         assert_eq!(rows(2), [("Linear::forward", 4, 0)]);
         let attn = &table.spans[1];
-        assert_eq!((attn.samples, attn.waiting, attn.in_ops), (14, 2, 10));
+        assert_eq!(
+            (attn.samples, attn.waiting, attn.in_ops, attn.profiler),
+            (15, 2, 10, 1)
+        );
         let self_ns = attn.self_ns.unwrap();
         assert!(self_ns > 0);
         let share: f64 = attn.rows.iter().map(|r| r.share).sum();
         assert!((share - 1.0).abs() < 1e-12);
         for r in &attn.rows {
-            let want = (self_ns as f64 * r.samples as f64 / 14.0).round() as u64;
+            let want = (self_ns as f64 * r.samples as f64 / 15.0).round() as u64;
             assert_eq!(r.est_self_ns, Some(want), "{r:?}");
             assert_eq!(r.est_cpu_ns, Some(r.samples * 1_000_000));
             assert!(r.share_low <= r.share && r.share <= r.share_high);
@@ -1548,6 +1765,7 @@ mod tests {
             [
                 ("matmul", 6),
                 (OTHER_OPS, 4),
+                (PROFILER_ROW, 1),
                 (NO_CANDLE_OP, 2),
                 (WAITING_ROW, 2)
             ]
@@ -1573,6 +1791,7 @@ mod tests {
                 ("Linear::forward", 4),
                 ("softmax_last_dim", 3),
                 (NO_CANDLE_OP, 2),
+                (PROFILER_ROW, 1),
                 ("cat", 1),
                 ("exp", 1)
             ]

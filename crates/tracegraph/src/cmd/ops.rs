@@ -169,10 +169,12 @@ pub(crate) fn render_sampled(t: &SampledOpTable) -> String {
     };
     let _ = writeln!(
         o,
-        "sampled   {} samples, {} ({}) in named Candle ops, {} ({}) waiting; {}",
+        "sampled   {} samples, {} ({}) in named Candle ops, {} ({}) the profiler's own, {} ({}) waiting; {}",
         t.samples,
         t.in_ops,
         pct(share(t.in_ops)),
+        t.profiler,
+        pct(share(t.profiler)),
         t.waiting,
         pct(share(t.waiting)),
         timing_text(t.timing)
