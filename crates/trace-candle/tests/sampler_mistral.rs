@@ -1,0 +1,110 @@
+//! Sampled stacks of candle-transformers' Mistral generating (the profile_mistral example).
+//!
+//! Mistral's own `tracing` spans cover only its linear and RMS-norm layers: a forward's
+//! samples land partly in them and partly at the forward op itself (the attention math, RoPE,
+//! the KV cache's concatenation). A test binary of its own: the capture installs the process's
+//! one global `tracing` subscriber, and the sampler samples every thread.
+
+#![cfg(all(
+    feature = "sampler",
+    feature = "nn",
+    feature = "tracing",
+    target_os = "linux"
+))]
+
+use std::time::Duration;
+
+use candle_core::{DType, Device};
+use candle_nn::{VarBuilder, VarMap};
+use candle_transformers::models::mistral::Model;
+use trace_candle::SamplerConfig;
+use trace_record::Run;
+use trace_record::schema::Phase;
+
+#[path = "../examples/profile_mistral.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod profile_mistral;
+
+#[path = "sampler_common/mod.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod common;
+
+use profile_mistral::FORWARD;
+
+/// Which functions open which span: the model's forward runs inside the captured op, and
+/// candle-transformers' `with_tracing` layers open theirs in their first line.
+const MISTRAL_SPANS: common::SpanTable = &[
+    (
+        "candle_transformers::models::mistral::Model::forward",
+        FORWARD,
+    ),
+    (
+        "with_tracing::Linear as candle_core::Module>::forward",
+        "linear",
+    ),
+    (
+        "with_tracing::RmsNorm as candle_core::Module>::forward",
+        "rms-norm",
+    ),
+];
+
+#[test]
+fn samples_in_a_mistral_generation_name_the_innermost_span_open_on_the_driving_thread() {
+    let (capture, sink) = common::new_capture(Run::new("sampler::mistral", Phase::Infer, "cpu"));
+    // The one global subscriber of this binary: before the model is built.
+    capture.install_tracing().unwrap();
+    let cfg = profile_mistral::tiny_config();
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+    let mut model = Model::new(&cfg, vb).unwrap();
+    // Sampling from the first forward on (building the model is no forward), at 1 kHz: at
+    // 0.8 s of the driving thread's CPU, several hundred samples of forwards are expected (a
+    // few hundred on a loaded machine; 150 are required). Not faster: at 4 kHz, in this
+    // unoptimised test build, the sampler's step accounts fail validation (more samples lost
+    // than the step's CPU time allows).
+    capture.sample_stacks(SamplerConfig::hz(1000)).unwrap();
+    // The example's own generation (prefill, then decoding with the KV cache), repeated.
+    let mut request = 0;
+    let rounds = common::run_for_cpu(Duration::from_millis(800), || {
+        let tokens = profile_mistral::generate(&capture, &mut model, &cfg, request).unwrap();
+        request += 1;
+        assert_eq!(tokens.len(), profile_mistral::DECODE + 1);
+    });
+    capture.finish().unwrap();
+    eprintln!("{rounds} rounds: {:?}", capture.sampler_stats());
+    let trace = common::read_valid(&sink);
+
+    let driver = common::gettid();
+    let a = common::attribute(&trace, driver, MISTRAL_SPANS, &[], FORWARD, "linear");
+    eprintln!(
+        "{} forward samples: {} agree, {} at the op, {} below; by span {:?}",
+        a.forward, a.agree, a.at_forward, a.below, a.by_span
+    );
+    a.assert_innermost(150, 98);
+    // Both where Mistral has spans and where it has none: bands, not the measured split.
+    let (at, below) = (a.share(a.at_forward), a.share(a.below));
+    assert!(
+        (0.1..=0.9).contains(&at) && (0.1..=0.9).contains(&below),
+        "{} samples at the forward op, {} below it, of {}",
+        a.at_forward,
+        a.below,
+        a.forward
+    );
+    assert!(at + below >= 0.9, "{at} + {below} of the forward's samples");
+    // What a by-span view shows: the forward op and Mistral's linear and RMS-norm spans, and
+    // nothing else below the op.
+    for span in [FORWARD, "linear", "rms-norm"] {
+        assert!(
+            a.by_span.get(span).copied().unwrap_or(0) > 0,
+            "no sample in {span}: {:?}",
+            a.by_span
+        );
+    }
+    assert!(
+        a.by_span
+            .keys()
+            .all(|s| [FORWARD, "linear", "rms-norm"].contains(&s.as_str())),
+        "{:?}",
+        a.by_span
+    );
+}
