@@ -1,0 +1,102 @@
+//! The profile_bert_batches example run and checked through the analyses and the CLI.
+//!
+//! A tiny random-weight candle-transformers BERT encoding batches whose sequence length
+//! alternates: two graphs that alternate, and BERT's own spans under the forward op.
+//!
+//! Its own test binary: the example installs a global `tracing` subscriber, once per process.
+//! Candle comes through the `demo` feature's dependencies (on by default).
+
+#![cfg(feature = "demo")]
+
+#[path = "../../../trace-candle/examples/profile_bert_batches.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod profile_bert_batches;
+
+use std::process::Command;
+
+use trace_analyze::{
+    GraphPattern, LoadOptions, graph_report, load_path, new_step_cache, span_tree,
+};
+
+fn cli(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tracegraph"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn bert_batches_of_two_lengths_are_two_alternating_graphs_with_berts_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("profile_bert_batches.trace.jsonl");
+    profile_bert_batches::run(&path).unwrap();
+    let trace = load_path(&path, LoadOptions { strict: true }).unwrap();
+    let batches = profile_bert_batches::BATCHES;
+    assert_eq!(trace.steps.len(), batches, "{:?}", trace.steps);
+
+    // Two graphs, told apart by the input's shape, alternating step by step.
+    let graphs = graph_report(&trace, &new_step_cache()).unwrap();
+    assert_eq!(graphs.distinct_graphs, 2);
+    assert_eq!(graphs.pattern, GraphPattern::Alternating);
+    assert_eq!(graphs.stable_from_step, None, "never stable: it alternates");
+    let groups: Vec<(&str, &str, u64)> = graphs
+        .groups
+        .iter()
+        .map(|g| (g.label.as_str(), g.signature.as_str(), g.step_time.count))
+        .collect();
+    let half = (batches / 2) as u64;
+    assert_eq!(
+        groups,
+        [
+            ("A", "bert.forward([4, 16])", half),
+            ("B", "bert.forward([4, 48])", half)
+        ]
+    );
+    for (i, step) in graphs.steps.iter().enumerate() {
+        assert_eq!(
+            step.fingerprint,
+            graphs.groups[i % 2].fingerprint,
+            "step {i}"
+        );
+        assert_eq!(step.changed, i > 0, "step {i}");
+    }
+    let diff = graphs.steps[1].diff.as_ref().unwrap();
+    assert_eq!(diff.what, "input 0 shape [4, 16] → [4, 48]");
+    let verdict = "2 distinct graphs, alternating: A bert.forward([4, 16]) × 4, \
+                   B bert.forward([4, 48]) × 4";
+    assert_eq!(graphs.verdict, verdict);
+
+    // BERT's spans cover every layer, each under the forward op.
+    let tree = span_tree(&trace);
+    let paths: Vec<&str> = tree.nodes.iter().map(|n| n.path.as_str()).collect();
+    for layer in 0..2 {
+        let at = format!("bert.forward/model#0/encoder#0/layer#{layer}");
+        for part in [
+            "attn#0/self-attn#0/softmax#0",
+            "attn#0/self-out#0/layer-norm#0",
+            "inter#0/hidden-act#0",
+            "out#0/linear#0",
+        ] {
+            let want = format!("{at}/{part}");
+            assert!(
+                paths.contains(&want.as_str()),
+                "{want} missing from {paths:?}"
+            );
+        }
+    }
+    assert!(
+        paths.iter().all(|p| p.starts_with("bert.forward")),
+        "{paths:?}"
+    );
+
+    // The CLI says the same.
+    let p = path.to_str().unwrap();
+    for cmd in ["graph", "summary"] {
+        let (code, out) = cli(&[cmd, p]);
+        assert_eq!(code, 0, "{cmd}: {out}");
+        assert!(out.contains(verdict), "{cmd}: {out}");
+    }
+}
