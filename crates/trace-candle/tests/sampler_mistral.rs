@@ -60,8 +60,8 @@ fn samples_in_a_mistral_generation_name_the_innermost_span_open_on_the_driving_t
     // Sampling from the first forward on (building the model is no forward), at 1 kHz: at
     // 0.8 s of the driving thread's CPU, several hundred samples of forwards are expected (a
     // few hundred on a loaded machine; 150 are required). Not faster: at 4 kHz, in this
-    // unoptimised test build, the sampler's step accounts fail validation (more samples lost
-    // than the step's CPU time allows).
+    // unoptimised test build on a heavily loaded machine, the sampler's step accounts have
+    // failed validation (more samples lost than the step's CPU time allows).
     capture.sample_stacks(SamplerConfig::hz(1000)).unwrap();
     // The example's own generation (prefill, then decoding with the KV cache), repeated.
     let mut request = 0;
