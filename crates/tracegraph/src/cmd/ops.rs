@@ -199,11 +199,12 @@ pub(crate) fn render_sampled(t: &SampledOpTable) -> String {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "{} — self {}, {} samples ({} in ops, {} waiting)",
+            "{} — self {}, {} samples ({} in ops, {} profiler, {} waiting)",
             short_func(&sp.path, 120),
             sp.self_ns.map_or("-".into(), nsu),
             sp.samples,
             sp.in_ops,
+            sp.profiler,
             sp.waiting
         );
         let mut table = Table::new(&[
