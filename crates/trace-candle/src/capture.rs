@@ -663,7 +663,7 @@ impl Capture {
         }
         op_spans::materialize(&self.inner.session);
         // Named relative to the enclosing profiled module, so paths are not doubled.
-        let (_module, at) = crate::module::enter_module(path);
+        let (_module, at) = crate::module_path::enter_module(path);
         let _span = self.span(path.get(at..).unwrap_or(path), SpanKind::Module);
         let category = category_for(current_exec_step());
         self.record_tensor(xs, Some(MODULE_INPUT), Some(category));

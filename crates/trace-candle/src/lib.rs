@@ -76,6 +76,7 @@ mod exec_scope;
 mod gradients;
 mod meta;
 mod module;
+mod module_path;
 mod op_spans;
 mod overhead;
 mod params;
