@@ -287,6 +287,11 @@ impl<'t> PathTree<'t> {
         self.trace
     }
 
+    /// How many spans the tree aggregates.
+    pub fn span_count(&self) -> usize {
+        self.path_of.len()
+    }
+
     /// The last name of node `i`'s path (empty for an index out of range).
     pub fn name(&self, i: usize) -> &'t str {
         self.nodes.get(i).map_or("", |n| self.trace.str(n.name))

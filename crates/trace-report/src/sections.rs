@@ -394,7 +394,7 @@ fn spans_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> T
     t.empty = "No spans in this trace.".to_string();
     t.note = Some(format!(
         "{} spans aggregated into {} paths; {} durations. total, self and allocated sum the whole trace; per step columns are per step. Hover a header for its meaning; click ▾ to fold a subtree.",
-        trace.spans.len(),
+        tree.span_count(),
         tree.nodes.len(),
         trace.run.timing.as_str()
     ));
