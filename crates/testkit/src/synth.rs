@@ -26,6 +26,10 @@ pub struct SynthConfig {
     pub seed: u64,
     /// Stop before the trailer (a truncated trace).
     pub truncate: bool,
+    /// Every op's duration in percent of its generated value (100: as generated): a run of
+    /// the same program on a faster or slower machine, for comparisons whose run-to-run
+    /// spread a test constructs.
+    pub speed_pct: u64,
 }
 
 impl Default for SynthConfig {
@@ -36,6 +40,7 @@ impl Default for SynthConfig {
             changed_step: None,
             seed: 1,
             truncate: false,
+            speed_pct: 100,
         }
     }
 }
@@ -196,7 +201,9 @@ pub fn write_synthetic<W: Write>(w: &mut W, cfg: &SynthConfig) -> io::Result<u64
                     Some(p) => vec![p, params[k % PARAMS]],
                     None => vec![params[k % PARAMS]],
                 };
-                let dur = 1000 + (rng.next_u64() % 500) + 200 * (k % 3) as u64;
+                let dur = (1000 + (rng.next_u64() % 500) + 200 * (k % 3) as u64)
+                    .saturating_mul(cfg.speed_pct)
+                    / 100;
                 let bytes = 32 * 64 * 4;
                 emit(
                     w,

@@ -14,7 +14,7 @@ use trace_record::schema::TimingMode;
 use crate::intern::Sym;
 use crate::model::Trace;
 use crate::spans::{PathChain, PathTree, pair_paths, path_tree};
-use crate::stats::{BOOTSTRAP_SEED, Change, Spread, SpreadAcc, Verdict, compare_samples};
+use crate::stats::{BOOTSTRAP_SEED, Change, Spread, SpreadAcc, Verdict, compare_run_samples};
 use crate::steps::{GraphReport, StepCache, graph_report};
 
 /// A figure in both traces and its change.
@@ -126,6 +126,39 @@ pub struct StepGraphPair {
     pub equal: bool,
 }
 
+/// Which spread a comparison's intervals cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntervalBasis {
+    /// One trace a side: the intervals resample steps, so they cover the step-to-step spread
+    /// of each run only, not how much another run of the same program would differ.
+    Steps,
+    /// Several traces (runs) on a side: the intervals resample runs, then steps within them
+    /// ([`crate::compare_run_samples`]), so run-to-run variation is inside the noise.
+    RunsThenSteps,
+}
+
+/// The whole steps of one step graph in both sides: step times compared like with like.
+#[derive(Debug, Clone, Serialize)]
+pub struct GraphGroupDelta {
+    /// `A`, `B`, ... in order of first appearance, base first, then the candidate's own.
+    pub label: String,
+    /// The graph's fingerprint.
+    pub fingerprint: String,
+    /// The graph in words: its first op and that op's input shapes, or `no ops captured`.
+    pub signature: String,
+    /// Whole steps with this graph on each side (over all runs of the side).
+    pub steps: (usize, usize),
+    /// `base` or `candidate` when only that side ran this graph (then there is no change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub only_in: Option<&'static str>,
+    /// Median step time of the group on each side.
+    pub step_time_ns: Delta,
+    /// The change of the median step time, with its interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
+}
+
 /// The comparison of two traces.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
@@ -165,6 +198,19 @@ pub struct Comparison {
     pub graphs: Vec<StepGraphPair>,
     /// How many paired steps have equal fingerprints.
     pub graphs_equal: usize,
+    /// Runs (traces) on each side.
+    pub runs: (usize, usize),
+    /// Every run's trace (as given) when a side has more than one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub base_runs: Vec<String>,
+    /// The same for the candidate side.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidate_runs: Vec<String>,
+    /// What the intervals (and so `--fail-on-regression`) cover.
+    pub interval: IntervalBasis,
+    /// Step times per step graph. With more than one graph on either side the pooled step
+    /// time means nothing, so `step_time_change` is absent and these are compared instead.
+    pub graph_groups: Vec<GraphGroupDelta>,
 }
 
 /// One figure that regressed beyond a threshold and outside its noise ([`Comparison::regressions`]).
@@ -187,6 +233,14 @@ impl Comparison {
             }
         };
         push("step time".to_string(), &self.step_time_change);
+        if self.step_time_change.is_none() {
+            for g in &self.graph_groups {
+                push(
+                    format!("step time of graph {} ({})", g.label, g.signature),
+                    &g.change,
+                );
+            }
+        }
         for o in &self.ops {
             push(format!("op {}", o.name), &o.change);
         }
@@ -352,22 +406,132 @@ impl SlimNode {
     }
 }
 
-/// The noise-aware change of two sample sets, when both have samples.
-fn change_of(base: Option<&[u64]>, candidate: Option<&[u64]>) -> Option<Change> {
-    compare_samples(base?, candidate?, BOOTSTRAP_SEED)
-}
-
 fn per_step_or_total(spread: Option<Spread>, total: u64) -> f64 {
     spread.map_or(total as f64, |s| s.mean)
 }
 
 /// Compares `candidate` with `base`. Step graphs are analysed through `cache` (one cache may
-/// serve both traces: equal steps across traces are hits too).
+/// serve both traces: equal steps across traces are hits too). The intervals cover the
+/// step-to-step spread only ([`IntervalBasis::Steps`]); [`compare_runs`] compares several runs
+/// a side.
 pub fn compare(
     base: &Trace,
     candidate: &Trace,
     cache: &StepCache,
 ) -> Result<Comparison, AnalyzeError> {
+    compare_runs(&[base], &[candidate], cache)
+}
+
+/// The change of per-run samples: over runs then steps when a side has several runs, else
+/// over steps ([`compare_run_samples`]).
+fn change_of_runs(base: &[&[u64]], candidate: &[&[u64]]) -> Option<Change> {
+    compare_run_samples(base, candidate, BOOTSTRAP_SEED)
+}
+
+/// Per run of a side, its whole steps as (fingerprint, step time).
+type RunSteps = Vec<Vec<(String, u64)>>;
+
+/// Per run of a side: its graph report and its whole steps as (fingerprint, step time).
+fn steps_by_graph(
+    runs: &[&Trace],
+    cache: &StepCache,
+) -> Result<(Vec<GraphReport>, RunSteps), AnalyzeError> {
+    let mut reports = Vec::with_capacity(runs.len());
+    let mut steps = Vec::with_capacity(runs.len());
+    for t in runs {
+        let r = graph_report(t, cache)?;
+        steps.push(
+            r.steps
+                .iter()
+                .filter(|s| !s.partial)
+                .map(|s| (s.fingerprint.clone(), s.duration_ns))
+                .collect(),
+        );
+        reports.push(r);
+    }
+    Ok((reports, steps))
+}
+
+/// The step-graph groups of both sides, labelled in order of first appearance (base first).
+fn graph_groups(
+    base: (&[GraphReport], &RunSteps),
+    candidate: (&[GraphReport], &RunSteps),
+) -> Vec<GraphGroupDelta> {
+    // Fingerprint → (signature), in order of first appearance.
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut seen: FastMap<String, usize> = FastMap::default();
+    for (reports, steps) in [base, candidate] {
+        for (r, run) in reports.iter().zip(steps) {
+            for (fp, _) in run {
+                if !seen.contains_key(fp) {
+                    let sig = r
+                        .groups
+                        .iter()
+                        .find(|g| &g.fingerprint == fp)
+                        .map_or_else(|| "no ops captured".to_string(), |g| g.signature.clone());
+                    seen.insert(fp.clone(), order.len());
+                    order.push((fp.clone(), sig));
+                }
+            }
+        }
+    }
+    let per_run = |steps: &[Vec<(String, u64)>], fp: &str| -> Vec<Vec<u64>> {
+        steps
+            .iter()
+            .map(|run| {
+                run.iter()
+                    .filter(|(f, _)| f == fp)
+                    .map(|&(_, d)| d)
+                    .collect()
+            })
+            .collect()
+    };
+    order
+        .into_iter()
+        .enumerate()
+        .map(|(k, (fp, signature))| {
+            let (b, c) = (per_run(base.1, &fp), per_run(candidate.1, &fp));
+            let (nb, nc) = (
+                b.iter().map(Vec::len).sum::<usize>(),
+                c.iter().map(Vec::len).sum::<usize>(),
+            );
+            let med = |runs: &[Vec<u64>]| {
+                let mut all: Vec<u64> = runs.iter().flatten().copied().collect();
+                crate::stats::median(&mut all)
+            };
+            let (br, cr): (Vec<&[u64]>, Vec<&[u64]>) = (
+                b.iter().map(Vec::as_slice).collect(),
+                c.iter().map(Vec::as_slice).collect(),
+            );
+            GraphGroupDelta {
+                label: crate::steps::group_label(k),
+                fingerprint: fp,
+                signature,
+                steps: (nb, nc),
+                only_in: match (nb, nc) {
+                    (0, _) => Some("candidate"),
+                    (_, 0) => Some("base"),
+                    _ => None,
+                },
+                step_time_ns: Delta::of(med(&b), med(&c)),
+                change: change_of_runs(&br, &cr),
+            }
+        })
+        .collect()
+}
+
+/// Compares the runs `candidate` with the runs `base` (one trace per run, at least one a
+/// side): step times, per step graph, ops and spans from every run, each change with an
+/// interval over runs then steps when a side has several runs ([`IntervalBasis`]); memory
+/// and the step graphs paired by position from the first run of each side.
+pub fn compare_runs(
+    base_runs: &[&Trace],
+    candidate_runs: &[&Trace],
+    cache: &StepCache,
+) -> Result<Comparison, AnalyzeError> {
+    let (Some(&base), Some(&candidate)) = (base_runs.first(), candidate_runs.first()) else {
+        return Err(AnalyzeError::NoRuns);
+    };
     let mut warnings = Vec::new();
     if base.run.timing != candidate.run.timing {
         warnings.push(format!(
@@ -388,17 +552,37 @@ pub fn compare(
         Spread::of(&v)
     };
     let (bs, cs) = (st(base), st(candidate));
-    let step_samples =
-        |t: &Trace| -> Vec<u64> { t.complete_steps().iter().map(|s| s.duration_ns()).collect() };
-    let step_time_change = compare_samples(
-        &step_samples(base),
-        &step_samples(candidate),
-        BOOTSTRAP_SEED,
-    );
+    let (bg_all, bsteps) = steps_by_graph(base_runs, cache)?;
+    let (cg_all, csteps) = steps_by_graph(candidate_runs, cache)?;
+    let groups = graph_groups((&bg_all, &bsteps), (&cg_all, &csteps));
+    // Like with like: with one graph on both sides its steps are the step time; with more,
+    // the pooled step time mixes graphs and only the groups are compared.
+    let step_time_change = match groups.as_slice() {
+        [] => None,
+        [g] => g.change,
+        _ => {
+            warnings.push(format!(
+                "the steps ran {} different step graphs: step times are compared per graph (graph_groups), not pooled",
+                groups.len()
+            ));
+            None
+        }
+    };
+    if groups.iter().any(|g| g.only_in.is_some()) {
+        warnings.push(
+            "some step graphs ran on one side only (graph_groups, only_in): their steps are not compared"
+                .to_string(),
+        );
+    }
     // Spans: compact trees, paired by position (linear, no path strings), like paths; then
     // only what the rows read is kept of them, and a display path is made for each row.
     let (bt, ct) = (path_tree(base), path_tree(candidate));
     let (bss, css) = (span_samples(&bt), span_samples(&ct));
+    // The other runs of each side, their paths paired with the side's first run.
+    let (bx, cx) = (
+        extra_runs(&bt, &base_runs[1..]),
+        extra_runs(&ct, &candidate_runs[1..]),
+    );
     let pairs = pair_paths(&bt, &ct);
     let ((bn, b_names), (cn, c_names)) = (SlimNode::of(bt), SlimNode::of(ct));
     let mut spans: Vec<SpanDelta> = Vec::with_capacity(pairs.len());
@@ -417,13 +601,13 @@ pub fn compare(
                 b.map(|n| n.alloc_bytes as f64),
                 c.map(|n| n.alloc_bytes as f64),
             ),
-            change: change_of(
-                b.and_then(|n| bss.get(n.path_id)),
-                c.and_then(|n| css.get(n.path_id)),
+            change: change_of_runs(
+                &run_samples(bi.zip(b).map(|(i, n)| (i, n.path_id)), &bss, &bx),
+                &run_samples(ci.zip(c).map(|(i, n)| (i, n.path_id)), &css, &cx),
             ),
         });
     }
-    drop((bss, css, bn, cn));
+    drop((bss, css, bn, cn, bx, cx));
     // The display paths, once the figures are gone: rows are still in pair order, which is
     // each tree's own order on its side.
     let (mut b_paths, mut c_paths) = (PathChain::default(), PathChain::default());
@@ -439,8 +623,23 @@ pub fn compare(
     drop((b_paths, c_paths, pairs, b_names, c_names));
     sort_by_abs(&mut spans, |s| &s.time_per_step_ns, |s| &s.path);
 
-    // Ops.
+    // Ops (the other runs' samples by op name).
     let (bo, co) = (op_aggregates(base), op_aggregates(candidate));
+    let (box_, cox): (Vec<_>, Vec<_>) = (
+        base_runs[1..].iter().map(|t| op_aggregates(t)).collect(),
+        candidate_runs[1..]
+            .iter()
+            .map(|t| op_aggregates(t))
+            .collect(),
+    );
+    let op_runs = |first: &OpAgg, rest: &[BTreeMap<String, OpAgg>], name: &str| -> Vec<Vec<u64>> {
+        std::iter::once(first.samples.clone())
+            .chain(
+                rest.iter()
+                    .map(|m| m.get(name).map(|a| a.samples.clone()).unwrap_or_default()),
+            )
+            .collect()
+    };
     let mut ops = Vec::new();
     let mut only_b = Vec::new();
     let mut only_c = Vec::new();
@@ -458,7 +657,14 @@ pub fn compare(
                     base_spread: bsp,
                     candidate_spread: csp,
                     output_bytes: Delta::of(Some(b.bytes as f64), Some(c.bytes as f64)),
-                    change: change_of(Some(b.samples.as_slice()), Some(c.samples.as_slice())),
+                    change: {
+                        let (rb, rc) = (op_runs(b, &box_, name), op_runs(c, &cox, name));
+                        let (sb, sc): (Vec<&[u64]>, Vec<&[u64]>) = (
+                            rb.iter().map(Vec::as_slice).collect(),
+                            rc.iter().map(Vec::as_slice).collect(),
+                        );
+                        change_of_runs(&sb, &sc)
+                    },
                 });
             }
             None => only_b.push(name.clone()),
@@ -504,9 +710,10 @@ pub fn compare(
         )
     };
 
-    // Graphs.
-    let (bg, cg): (GraphReport, GraphReport) =
-        (graph_report(base, cache)?, graph_report(candidate, cache)?);
+    // Graphs (the first run of each side, paired by position).
+    let (Some(bg), Some(cg)) = (bg_all.first(), cg_all.first()) else {
+        return Err(AnalyzeError::NoRuns);
+    };
     // Whole steps only: the step a truncated trace ends in is a prefix of a graph.
     let whole = |r: &GraphReport| -> Vec<(u64, String)> {
         r.steps
@@ -515,7 +722,7 @@ pub fn compare(
             .map(|s| (s.step, s.fingerprint.clone()))
             .collect()
     };
-    let (bw, cw) = (whole(&bg), whole(&cg));
+    let (bw, cw) = (whole(bg), whole(cg));
     let n = bw.len().max(cw.len());
     let graphs: Vec<StepGraphPair> = (0..n)
         .map(|i| {
@@ -549,7 +756,68 @@ pub fn compare(
         memory,
         graphs,
         graphs_equal,
+        runs: (base_runs.len(), candidate_runs.len()),
+        base_runs: sources(base_runs),
+        candidate_runs: sources(candidate_runs),
+        interval: if base_runs.len() > 1 || candidate_runs.len() > 1 {
+            IntervalBasis::RunsThenSteps
+        } else {
+            IntervalBasis::Steps
+        },
+        graph_groups: groups,
     })
+}
+
+/// The sources of a side's runs when it has more than one (else none: `base`/`candidate`
+/// name it).
+fn sources(runs: &[&Trace]) -> Vec<String> {
+    if runs.len() > 1 {
+        runs.iter().map(|t| t.source.clone()).collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// Per other run of a side: for each node of the side's first tree `first`, the path id of
+/// the paired node in that run's tree, and that run's samples by path id. Linear per run.
+fn extra_runs(first: &PathTree<'_>, runs: &[&Trace]) -> Vec<(Vec<Option<u32>>, PathSamples)> {
+    runs.iter()
+        .map(|t| {
+            let tree = path_tree(t);
+            let samples = span_samples(&tree);
+            let mut map = vec![None; first.nodes.len()];
+            for (a, b) in pair_paths(first, &tree) {
+                if let (Some(a), Some(b)) = (a, b)
+                    && let (Some(slot), Some(node)) =
+                        (map.get_mut(a as usize), tree.nodes.get(b as usize))
+                {
+                    *slot = Some(node.path_id);
+                }
+            }
+            (map, samples)
+        })
+        .collect()
+}
+
+/// The per-run samples of a span row on one side: the first run's (node `first.0`, path id
+/// `first.1`), then each other run's paired path's (empty where the run lacks the path).
+fn run_samples<'a>(
+    first: Option<(u32, u32)>,
+    samples: &'a PathSamples,
+    extra: &'a [(Vec<Option<u32>>, PathSamples)],
+) -> Vec<&'a [u64]> {
+    let Some((node, path)) = first else {
+        return Vec::new();
+    };
+    std::iter::once(samples.get(path).unwrap_or(&[]))
+        .chain(extra.iter().map(|(map, s)| {
+            map.get(node as usize)
+                .copied()
+                .flatten()
+                .and_then(|p| s.get(p))
+                .unwrap_or(&[])
+        }))
+        .collect()
 }
 
 fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> &Delta, name: impl Fn(&T) -> &String) {

@@ -27,6 +27,9 @@ pub enum AnalyzeError {
         /// The I/O error.
         error: std::io::Error,
     },
+    /// A comparison was asked for with no trace on a side.
+    #[error("a comparison needs at least one trace on each side")]
+    NoRuns,
     /// A step graph could not be built (the trace's ops do not form a valid graph).
     #[error("building a step graph")]
     Graph(#[from] graph_core::GraphError),

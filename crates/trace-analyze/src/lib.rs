@@ -66,8 +66,8 @@ mod load;
 mod memory;
 mod model;
 mod ops;
-mod sampled_ops;
 mod ranks;
+mod sampled_ops;
 mod samples;
 mod self_time;
 mod spans;
@@ -77,8 +77,8 @@ mod steps;
 mod summary;
 
 pub use compare::{
-    Comparison, Delta, MemoryDelta, OpDelta, Regression, SpanDelta, StepGraphPair, compare,
-    significance_order,
+    Comparison, Delta, GraphGroupDelta, IntervalBasis, MemoryDelta, OpDelta, Regression,
+    SpanDelta, StepGraphPair, compare, compare_runs, significance_order,
 };
 pub use error::AnalyzeError;
 pub use format::{format_bytes, format_ns, format_pct};
@@ -107,6 +107,7 @@ pub use model::{
     PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
 };
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_table};
+pub use ranks::{Alignment, RankReport, RankRow, StragglerRow, rank_report};
 pub use sampled_ops::{
     CANDLE_OP_FRAMES, FrameOp, NO_CANDLE_OP, NO_SPAN_PATH, OTHER_OPS, OpKind, OpModule,
     PASS_THROUGH, PROFILER_CRATES, PROFILER_ROW, SampledOpOptions, SampledOpRow, SampledOpTable,
@@ -117,7 +118,6 @@ pub use samples::{
     SampleRow, SampledFrame, SampledStacks, SamplerStep, WAITING_FRAMES, WaitPattern,
     waiting_pattern,
 };
-pub use ranks::{Alignment, RankReport, RankRow, StragglerRow, rank_report};
 pub use self_time::{op_self_times, span_self_times};
 pub use spans::{
     DisplayPaths, MAX_PATH_NAMES, PathNode, PathTree, SpanNode, SpanTree, pair_nodes, pair_paths,
@@ -125,8 +125,8 @@ pub use spans::{
 };
 pub use stacks::{STACK_PHASES, SampledStackReport, StackFrame, StackSamples, stack_samples};
 pub use stats::{
-    BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, Verdict, compare_samples, median,
-    percentile,
+    BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, Verdict, compare_run_samples,
+    compare_samples, median, percentile,
 };
 pub use steps::{
     CacheReport, CanonInput, CanonOp, GraphGroup, GraphPattern, GraphReport, OpCount, StepCache,

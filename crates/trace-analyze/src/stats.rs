@@ -155,6 +155,11 @@ pub struct Change {
     pub ci_high: Option<f64>,
     /// Regression, improvement, within noise, or too few samples to say.
     pub verdict: Verdict,
+    /// Runs on each side, when the interval resampled runs and then steps within them
+    /// ([`compare_run_samples`]); absent for one trace a side (the interval then covers the
+    /// step-to-step spread only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs: Option<(usize, usize)>,
 }
 
 impl Change {
@@ -225,17 +230,13 @@ pub fn compare_samples(base: &[u64], candidate: &[u64], seed: u64) -> Option<Cha
         ci_low: None,
         ci_high: None,
         verdict: Verdict::TooFewSamples,
+        runs: None,
     };
     if base.len() < MIN_SAMPLES || candidate.len() < MIN_SAMPLES {
         return Some(change);
     }
     let Some(ratio) = ratio else {
-        // A base median of 0: no relative change; equal medians are within noise.
-        change.verdict = if candidate_median == 0.0 {
-            Verdict::WithinNoise
-        } else {
-            Verdict::Regression
-        };
+        change.verdict = zero_base_verdict(candidate_median);
         return Some(change);
     };
     let rounds = bootstrap_resamples(base.len() + candidate.len());
@@ -256,6 +257,23 @@ pub fn compare_samples(base: &[u64], candidate: &[u64], seed: u64) -> Option<Cha
         // A resampled base median of 0 (many zero samples): the change is unbounded.
         stats.push(rel(bm, cm).unwrap_or(if cm > 0.0 { f64::INFINITY } else { 0.0 }));
     }
+    set_interval(&mut change, stats, ratio);
+    Some(change)
+}
+
+/// The verdict when the base median is 0 (no relative change): equal medians are within
+/// noise, a larger candidate is a regression.
+fn zero_base_verdict(candidate_median: f64) -> Verdict {
+    if candidate_median == 0.0 {
+        Verdict::WithinNoise
+    } else {
+        Verdict::Regression
+    }
+}
+
+/// Sets `change`'s [`CONFIDENCE`] interval from the bootstrap ratios `stats` (percentiles;
+/// `ratio` when there are none) and its verdict from where the interval lies.
+fn set_interval(change: &mut Change, mut stats: Vec<f64>, ratio: f64) {
     stats.sort_by(f64::total_cmp);
     let tail = (1.0 - CONFIDENCE) / 2.0;
     let at = |q: f64| -> f64 {
@@ -272,6 +290,82 @@ pub fn compare_samples(base: &[u64], candidate: &[u64], seed: u64) -> Option<Cha
     } else {
         Verdict::WithinNoise
     };
+}
+
+/// Compares a per-step figure measured in several runs on each side (`base[r]`: the samples
+/// of base run `r`): medians of all steps pooled, their relative change, and a [`CONFIDENCE`]
+/// interval from a two-level bootstrap that resamples runs with replacement and then steps
+/// within each chosen run, so that run-to-run variation (another machine state, another
+/// process) widens the interval as much as the steps' own spread does. With one run a side
+/// it is [`compare_samples`]. Runs without samples are left out; `None` when a side has none.
+///
+/// ```
+/// use trace_analyze::{BOOTSTRAP_SEED, Verdict, compare_run_samples};
+/// // Two runs each side whose levels differ by 20 % from run to run: within noise.
+/// let (a1, a2) = ([100u64, 101, 99, 100], [120u64, 121, 119, 120]);
+/// let (b1, b2) = ([121u64, 119, 120, 120], [100u64, 99, 101, 100]);
+/// let c = compare_run_samples(&[&a1, &a2], &[&b1, &b2], BOOTSTRAP_SEED).unwrap();
+/// assert_eq!(c.verdict, Verdict::WithinNoise);
+/// assert_eq!(c.runs, Some((2, 2)));
+/// ```
+pub fn compare_run_samples(base: &[&[u64]], candidate: &[&[u64]], seed: u64) -> Option<Change> {
+    let base: Vec<&[u64]> = base.iter().copied().filter(|r| !r.is_empty()).collect();
+    let candidate: Vec<&[u64]> = candidate
+        .iter()
+        .copied()
+        .filter(|r| !r.is_empty())
+        .collect();
+    if base.len() <= 1 && candidate.len() <= 1 {
+        return compare_samples(base.first()?, candidate.first()?, seed);
+    }
+    let pooled =
+        |runs: &[&[u64]]| -> Vec<u64> { runs.iter().flat_map(|r| r.iter().copied()).collect() };
+    let (mut pb, mut pc) = (pooled(&base), pooled(&candidate));
+    let (nb, nc) = (pb.len(), pc.len());
+    let base_median = median(&mut pb)?;
+    let candidate_median = median(&mut pc)?;
+    let rel = |bm: f64, cm: f64| (bm != 0.0).then(|| (cm - bm) / bm);
+    let ratio = rel(base_median, candidate_median);
+    let mut change = Change {
+        base_n: nb,
+        candidate_n: nc,
+        base_median,
+        candidate_median,
+        ratio,
+        ci_low: None,
+        ci_high: None,
+        verdict: Verdict::TooFewSamples,
+        runs: Some((base.len(), candidate.len())),
+    };
+    if nb < MIN_SAMPLES || nc < MIN_SAMPLES {
+        return Some(change);
+    }
+    let Some(ratio) = ratio else {
+        change.verdict = zero_base_verdict(candidate_median);
+        return Some(change);
+    };
+    let rounds = bootstrap_resamples(nb + nc);
+    let mut rng = SplitMix64::seed_from_u64(seed);
+    let (mut rb, mut rc) = (Vec::with_capacity(nb), Vec::with_capacity(nc));
+    let resample = |runs: &[&[u64]], out: &mut Vec<u64>, rng: &mut SplitMix64| {
+        out.clear();
+        for _ in 0..runs.len() {
+            let run = runs[below(rng, runs.len())];
+            for _ in 0..run.len() {
+                out.push(run[below(rng, run.len())]);
+            }
+        }
+    };
+    let mut stats: Vec<f64> = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        resample(&base, &mut rb, &mut rng);
+        resample(&candidate, &mut rc, &mut rng);
+        let (Some(bm), Some(cm)) = (median(&mut rb), median(&mut rc)) else {
+            continue;
+        };
+        stats.push(rel(bm, cm).unwrap_or(if cm > 0.0 { f64::INFINITY } else { 0.0 }));
+    }
+    set_interval(&mut change, stats, ratio);
     Some(change)
 }
 

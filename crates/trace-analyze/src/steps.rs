@@ -514,7 +514,7 @@ pub enum GraphPattern {
 }
 
 /// Spreadsheet-style labels: 0 → `A`, 25 → `Z`, 26 → `AA`.
-fn group_label(mut i: usize) -> String {
+pub(crate) fn group_label(mut i: usize) -> String {
     let mut out = Vec::new();
     loop {
         out.push(b'A' + (i % 26) as u8);

@@ -27,7 +27,93 @@ fn compare_reports_changed_step_and_ops_in_one_only() {
     assert!(relu.base_spread.is_some() && relu.candidate_spread.is_some());
     let mem = c.memory.as_ref().unwrap();
     assert_eq!(mem[0].peak_bytes.delta, Some(0.0));
-    assert!(c.warnings.is_empty());
+    // Like with like: the changed step's graph ran in the candidate only, so step times are
+    // compared per graph, and that graph is reported as the candidate's own.
+    let groups: Vec<(&str, (usize, usize), Option<&str>)> = c
+        .graph_groups
+        .iter()
+        .map(|g| (g.label.as_str(), g.steps, g.only_in))
+        .collect();
+    assert_eq!(
+        groups,
+        [("A", (10, 9), None), ("B", (0, 1), Some("candidate"))]
+    );
+    assert!(c.step_time_change.is_none());
+    assert!(c.graph_groups[0].change.is_some());
+    assert!(c.graph_groups[1].change.is_none());
+    assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+    assert_eq!(c.interval, trace_analyze::IntervalBasis::Steps);
+}
+
+fn refs(v: &[trace_analyze::Trace]) -> Vec<&trace_analyze::Trace> {
+    v.iter().collect()
+}
+
+/// Runs of one program whose speed differs from run to run by ±10 % (constructed, not
+/// measured): several runs a side see that spread and call an equal pair within noise; one
+/// run a side sees only the steps' spread and calls the same difference a regression; a side
+/// 1.5× slower is a regression either way.
+#[test]
+fn several_runs_a_side_resample_runs_and_steps() {
+    let run = |seed: u64, speed_pct: u64| {
+        synthetic(&SynthConfig {
+            seed,
+            speed_pct,
+            ..Default::default()
+        })
+    };
+    let base: Vec<_> = [(1, 100), (2, 110), (3, 90)].map(|(s, p)| run(s, p)).into();
+    let same: Vec<_> = [(4, 95), (5, 108), (6, 100)].map(|(s, p)| run(s, p)).into();
+    let slow: Vec<_> = [(7, 150), (8, 165), (9, 135)]
+        .map(|(s, p)| run(s, p))
+        .into();
+    let cache = new_step_cache();
+    let c = trace_analyze::compare_runs(&refs(&base), &refs(&same), &cache).unwrap();
+    assert_eq!(c.interval, trace_analyze::IntervalBasis::RunsThenSteps);
+    assert_eq!(c.runs, (3, 3));
+    let st = c.step_time_change.unwrap();
+    assert_eq!(st.runs, Some((3, 3)));
+    assert_eq!(st.verdict, trace_analyze::Verdict::WithinNoise, "{st:?}");
+    assert!(c.regressions(5.0).is_empty(), "{:?}", c.regressions(5.0));
+    // One run a side: the 8 % faster-machine run looks like a real change.
+    let one = compare(&base[1], &same[2], &cache).unwrap();
+    assert_eq!(one.interval, trace_analyze::IntervalBasis::Steps);
+    assert_ne!(
+        one.step_time_change.unwrap().verdict,
+        trace_analyze::Verdict::WithinNoise
+    );
+    // 1.5x slower: a regression over runs too, for the step time and the ops.
+    let c = trace_analyze::compare_runs(&refs(&base), &refs(&slow), &cache).unwrap();
+    let st = c.step_time_change.unwrap();
+    assert_eq!(st.verdict, trace_analyze::Verdict::Regression, "{st:?}");
+    let regressed: Vec<String> = c.regressions(10.0).into_iter().map(|r| r.what).collect();
+    assert!(
+        regressed.contains(&"step time".to_string()),
+        "{regressed:?}"
+    );
+    assert!(
+        regressed.contains(&"op matmul".to_string()),
+        "{regressed:?}"
+    );
+}
+
+/// Both sides ran the same two graphs: each graph's steps are compared with their own.
+#[test]
+fn steps_of_two_graphs_are_compared_per_graph() {
+    let t = |seed: u64| {
+        synthetic(&SynthConfig {
+            changed_step: Some(3),
+            seed,
+            ..Default::default()
+        })
+    };
+    let (a, b) = (t(1), t(2));
+    let c = compare(&a, &b, &new_step_cache()).unwrap();
+    let groups: Vec<(usize, usize)> = c.graph_groups.iter().map(|g| g.steps).collect();
+    assert_eq!(groups, [(9, 9), (1, 1)]);
+    assert!(c.graph_groups.iter().all(|g| g.only_in.is_none()));
+    assert!(c.step_time_change.is_none());
+    assert!(c.graph_groups[0].change.is_some());
 }
 
 #[test]

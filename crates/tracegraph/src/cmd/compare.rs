@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use trace_analyze::new_step_cache;
-use trace_analyze::{CONFIDENCE, Change, Delta, Verdict, compare, significance_order};
+use trace_analyze::{
+    CONFIDENCE, Change, Delta, IntervalBasis, Verdict, compare_runs, significance_order,
+};
 
 use trace_analyze::{format_bytes, format_ns, format_pct};
 
@@ -16,19 +18,28 @@ use super::{Status, Table, load, print_json, timing_text, write_stdout};
 /// Arguments of `tracegraph compare`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct CompareArgs {
-    /// The base trace.
-    pub(crate) base: PathBuf,
-    /// The candidate trace.
-    pub(crate) candidate: PathBuf,
+    /// The base trace and the candidate trace (`compare BASE CANDIDATE`); with `--against`,
+    /// every trace given here is a base run (`compare A1 A2 A3 --against B1 B2 B3`). A
+    /// directory stands for its `*.jsonl` and `*.jsonl.zst` files.
+    #[arg(required = true, num_args = 1..)]
+    pub(crate) traces: Vec<PathBuf>,
+    /// The candidate runs (traces or directories), compared with the runs given first. With
+    /// two or more runs a side the intervals resample runs, then steps within them, so that
+    /// run-to-run variation counts as noise; with one run a side they cover the steps'
+    /// spread only.
+    #[arg(long, num_args = 1.., value_name = "TRACE")]
+    pub(crate) against: Vec<PathBuf>,
     /// Show at most N rows per table.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub(crate) limit: usize,
     /// Print JSON (schema `tracegraph.compare/1`) instead of text.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Exit with code 5 when the step time, an op or a span is slower by more than PCT
-    /// percent (median per step) *and* the whole 95% bootstrap interval of the change lies
-    /// above 0 (outside the step-to-step noise). Changes within noise never fail.
+    /// Exit with code 5 when the step time (per step graph when the steps ran several), an
+    /// op or a span is slower by more than PCT percent (median per step) *and* the whole 95%
+    /// bootstrap interval of the change lies above 0 (outside the noise: the steps' spread
+    /// with one run a side, the runs' and the steps' with several; the output says which).
+    /// Changes within noise never fail.
     /// PCT is a finite number from 0 to 10000; anything else (NaN, inf, negative, 1e400) is a
     /// usage error, so no value can switch the gate off.
     #[arg(long, value_name = "PCT", value_parser = parse_threshold_pct)]
@@ -97,10 +108,36 @@ fn delta_cells(d: &Delta, f: fn(f64) -> String) -> [String; 4] {
 
 /// Runs `tracegraph compare`.
 pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
-    let base = load(&args.base, false)?;
-    let cand = load(&args.candidate, false)?;
+    let (base_paths, cand_paths) = if args.against.is_empty() {
+        match args.traces.as_slice() {
+            [b, c] if !b.is_dir() && !c.is_dir() => (vec![b.clone()], vec![c.clone()]),
+            _ => {
+                return Err(super::output::UsageError(
+                    "compare takes a base and a candidate trace, or base runs and                      `--against` candidate runs"
+                        .to_string(),
+                )
+                .into());
+            }
+        }
+    } else {
+        (
+            super::trace_paths(&args.traces)?,
+            super::trace_paths(&args.against)?,
+        )
+    };
+    let load_all = |paths: &[PathBuf]| {
+        paths
+            .iter()
+            .map(|p| load(p, false))
+            .collect::<anyhow::Result<Vec<_>>>()
+    };
+    let (base, cand) = (load_all(&base_paths)?, load_all(&cand_paths)?);
     let cache = new_step_cache();
-    let c = compare(&base, &cand, &cache)?;
+    let c = compare_runs(
+        &base.iter().collect::<Vec<_>>(),
+        &cand.iter().collect::<Vec<_>>(),
+        &cache,
+    )?;
     let status = match args.fail_on_regression {
         Some(pct) => {
             let regressions = c.regressions(pct);
@@ -142,6 +179,31 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         timing_text(c.timing.1),
         c.steps.1
     );
+    if c.runs != (1, 1) {
+        let _ = writeln!(
+            o,
+            "runs       {} base, {} candidate: {}",
+            c.runs.0,
+            c.runs.1,
+            c.base_runs
+                .iter()
+                .chain(&c.candidate_runs)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let _ = writeln!(
+        o,
+        "intervals  {}",
+        match c.interval {
+            IntervalBasis::Steps =>
+                "one run a side: the intervals cover the step-to-step spread only, not run-to-run \
+                 variation (give several runs a side with --against to include it)",
+            IntervalBasis::RunsThenSteps =>
+                "several runs a side: the intervals resample runs, then steps within them",
+        }
+    );
     for w in &c.warnings {
         let _ = writeln!(o, "warning: {w}");
     }
@@ -156,12 +218,19 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
     };
     let sc = c.step_time_change.as_ref();
     let [chg, ci, verdict] = change_cells(sc);
+    let medians = if sc.is_none() && c.graph_groups.len() > 1 {
+        "compared per step graph below".to_string()
+    } else {
+        format!(
+            "median {} -> {} ({chg}, {}% interval {ci}: {verdict})",
+            median(sc, true),
+            median(sc, false),
+            (CONFIDENCE * 100.0).round(),
+        )
+    };
     let _ = writeln!(
         o,
-        "step time  median {} -> {} ({chg}, {}% interval {ci}: {verdict}); mean ± sd {} ± {} -> {} ± {}",
-        median(sc, true),
-        median(sc, false),
-        (CONFIDENCE * 100.0).round(),
+        "step time  {medians}; mean ± sd {} ± {} -> {} ± {}",
         cell(c.step_time_ns.base, format_ns),
         c.base_step_spread
             .map_or("-".into(), |s| format_ns(s.stddev)),
@@ -169,6 +238,33 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         c.candidate_step_spread
             .map_or("-".into(), |s| format_ns(s.stddev))
     );
+    if c.graph_groups.len() > 1 {
+        let _ = writeln!(o, "step time per step graph (like with like):");
+        let mut t = Table::new(&[
+            "graph",
+            ">steps",
+            ">base",
+            ">candidate",
+            ">change",
+            ">95% interval",
+            "verdict",
+        ]);
+        for g in &c.graph_groups {
+            let ch = g.change.as_ref();
+            let [r, ci, v] = change_cells(ch);
+            t.row(vec![
+                format!("{} {}", g.label, g.signature),
+                format!("{} / {}", g.steps.0, g.steps.1),
+                cell(g.step_time_ns.base, format_ns),
+                cell(g.step_time_ns.candidate, format_ns),
+                r,
+                ci,
+                g.only_in
+                    .map_or(v, |side| format!("{side} only: not compared")),
+            ]);
+        }
+        let _ = writeln!(o, "{}", t.render());
+    }
     let _ = writeln!(o);
     let _ = writeln!(
         o,

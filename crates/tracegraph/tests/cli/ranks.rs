@@ -115,4 +115,30 @@ fn four_ranks_name_the_slowed_one() {
         .unwrap();
     let cells: Vec<&str> = first_row.split_whitespace().collect();
     assert_eq!(cells.get(1), Some(&"2"), "{text}");
+
+    // Runs compared as runs: two a side, the interval over runs then steps.
+    let out = run_in(
+        dir.path(),
+        &[
+            "compare",
+            "rank-0.jsonl",
+            "rank-1.jsonl",
+            "--against",
+            "rank-2.jsonl",
+            "rank-3.jsonl",
+        ],
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("runs       2 base, 2 candidate"), "{text}");
+    assert!(
+        text.contains("the intervals resample runs, then steps"),
+        "{text}"
+    );
+    // Three traces without --against: which are the base runs is not said.
+    let out = run_in(
+        dir.path(),
+        &["compare", "rank-0.jsonl", "rank-1.jsonl", "rank-2.jsonl"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
 }
