@@ -334,7 +334,7 @@ mod linux {
             let ring = crate::ring::ring();
             // Samples left from an earlier sampler in this process are not this one's.
             ring.drain(|_| {});
-            ring.take_lost();
+            ring.take_all_lost();
             let stats = Arc::new(Mutex::new(SamplerStats {
                 hz: config.hz,
                 source: Some(source.kind()),

@@ -46,8 +46,15 @@ impl Slot {
 pub(super) struct Ring {
     slots: Box<[Slot]>,
     next: AtomicUsize,
-    lost: AtomicU64,
+    /// Samples lost (their slot was still full), by step modulo [`LOST_STEPS`]: each step's
+    /// account takes its own, not those lost while later steps ran and the sampler thread
+    /// lagged behind (which would claim more samples than the step's CPU time allows).
+    lost: Box<[AtomicU64]>,
 }
+
+/// Steps whose lost samples are kept apart (a sampler thread lagging further behind folds
+/// older steps' losses into a later step with the same residue).
+const LOST_STEPS: usize = 64;
 
 /// One drained sample.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +80,7 @@ impl Ring {
         Ring {
             slots: (0..n.max(1)).map(|_| Slot::new()).collect(),
             next: AtomicUsize::new(0),
-            lost: AtomicU64::new(0),
+            lost: (0..LOST_STEPS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -94,7 +101,7 @@ impl Ring {
             .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            self.lost.fetch_add(1, Ordering::Relaxed);
+            self.lost[(step % LOST_STEPS as u64) as usize].fetch_add(1, Ordering::Relaxed);
             return;
         }
         let mut n = 0usize;
@@ -145,9 +152,14 @@ impl Ring {
         busy
     }
 
-    /// Samples lost since the last call (their slot was still full).
-    pub(super) fn take_lost(&self) -> u64 {
-        self.lost.swap(0, Ordering::Relaxed)
+    /// Samples of `step` lost since the last call for it (their slot was still full).
+    pub(super) fn take_lost(&self, step: u64) -> u64 {
+        self.lost[(step % LOST_STEPS as u64) as usize].swap(0, Ordering::Relaxed)
+    }
+
+    /// Samples of every step lost since the last calls.
+    pub(super) fn take_all_lost(&self) -> u64 {
+        self.lost.iter().map(|l| l.swap(0, Ordering::Relaxed)).sum()
     }
 }
 
@@ -168,8 +180,10 @@ mod tests {
             });
         }
         // Four slots: the fifth and sixth samples found their slot full.
-        assert_eq!(ring.take_lost(), 2);
-        assert_eq!(ring.take_lost(), 0);
+        // Per step: steps 4 and 5 lost theirs.
+        assert_eq!((ring.take_lost(3), ring.take_lost(4)), (0, 1));
+        assert_eq!(ring.take_all_lost(), 1);
+        assert_eq!(ring.take_all_lost(), 0);
         let mut got = Vec::new();
         assert!(!ring.drain(|s| got.push(s)));
         assert_eq!(got.len(), 4);
@@ -236,6 +250,6 @@ mod tests {
         while ring.drain(|_| taken += 1) {}
         ring.drain(|_| taken += 1);
         // Every sample was either taken or counted lost.
-        assert_eq!(taken + ring.take_lost(), 4000);
+        assert_eq!(taken + ring.take_all_lost(), 4000);
     }
 }

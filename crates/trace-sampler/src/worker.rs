@@ -140,7 +140,9 @@ impl Worker {
             }
         });
         rows.sort_unstable();
-        let lost = ring().take_lost() + std::mem::take(&mut self.late);
+        // This step's losses only (a lagging sampler thread may flush it while later steps
+        // lose samples), and the samples that arrived after their own step was written.
+        let lost = ring().take_lost(end.step) + std::mem::take(&mut self.late);
         let mut events = self.symbols.take_pending();
         let mut taken = 0u64;
         for ((tid, stack, scope), n) in rows {
