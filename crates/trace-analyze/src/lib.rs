@@ -70,6 +70,7 @@ mod ranks;
 mod sampled_ops;
 mod samples;
 mod self_time;
+mod span_shapes;
 mod spans;
 mod stacks;
 mod stats;
@@ -119,6 +120,7 @@ pub use samples::{
     waiting_pattern,
 };
 pub use self_time::{op_self_times, span_self_times};
+pub use span_shapes::{SpanShapeRow, SpanShapeTable, span_shape_table};
 pub use spans::{
     DisplayPaths, MAX_PATH_NAMES, PathNode, PathTree, SpanNode, SpanTree, pair_nodes, pair_paths,
     path_tree, span_paths, span_tree,

@@ -161,6 +161,7 @@ impl Builder {
                 gradient_facts: Vec::new(),
                 counters: Vec::new(),
                 autograd: Vec::new(),
+                module_inputs: Vec::new(),
                 sampled: Default::default(),
                 heap: Default::default(),
                 end_ns: 0,
@@ -317,6 +318,12 @@ impl Builder {
                         dtype,
                         bytes: t.bytes,
                     });
+                }
+                if t.label.as_deref() == Some(trace_record::schema::MODULE_INPUT)
+                    && let Some(&span) = t.span.and_then(|s| self.span_index.get(&s))
+                    && self.t.module_inputs.last().is_none_or(|&(last, _)| last != span)
+                {
+                    self.t.module_inputs.push((span, shape));
                 }
                 let label = t.label.as_deref().map(|l| self.t.strings.intern(l));
                 self.t.tensors.insert(t.id, TensorInfo { shape, label });

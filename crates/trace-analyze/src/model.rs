@@ -398,6 +398,10 @@ pub struct Trace {
     pub counters: Vec<CounterSample>,
     /// The autograd graph's tensors per step (see [`AutogradNode`]).
     pub autograd: Vec<AutogradNode>,
+    /// The input shape of each module span that recorded one (trace-candle's profiled
+    /// modules write a `tensor` event labelled [`MODULE_INPUT`](trace_record::schema::MODULE_INPUT)
+    /// in their span): `(span index in [`Trace::spans`], shape)`, the first input per span.
+    pub module_inputs: Vec<(u32, ShapeId)>,
     /// Sampled stacks (schema version 2; empty without a sampler).
     pub sampled: crate::samples::SampledStacks,
     /// Tracked heap allocations (schema version 2; empty without a tracking allocator).

@@ -23,14 +23,59 @@ pub(crate) struct SpansArgs {
     #[arg(long, value_name = "N")]
     pub(crate) depth: Option<u32>,
     /// Print JSON (schema `tracegraph.spans/1`; each node with `heap_alloc_bytes` when the
-    /// trace has tracked-heap lines) instead of text.
+    /// trace has tracked-heap lines; `tracegraph.span_shapes/1` with `--by-shape`) instead of
+    /// text.
     #[arg(long)]
     pub(crate) json: bool,
+    /// One row per span path and module input shape (profiled modules record their input's
+    /// shape), like `ops --by-shape`: a module called on two sequence lengths is two rows.
+    #[arg(long, conflicts_with = "depth")]
+    pub(crate) by_shape: bool,
+}
+
+/// `spans --by-shape`: the span tree split by module input shape.
+fn by_shape(trace: &trace_analyze::Trace, json: bool) -> anyhow::Result<Status> {
+    let table = trace_analyze::span_shape_table(trace);
+    if json {
+        print_json("span_shapes", &table)?;
+        return Ok(Status::Ok);
+    }
+    let mut t = Table::new(&["span", "input shape", ">count", ">total", ">self", ">mean"]);
+    for r in &table.rows {
+        t.row(vec![
+            format!(
+                "{}{}",
+                "  ".repeat(r.depth.min(32) as usize),
+                r.path.rsplit('/').next().unwrap_or(&r.path)
+            ),
+            r.input_shape.clone().unwrap_or_else(|| "-".into()),
+            r.count.to_string(),
+            nsu(r.total_ns),
+            nsu(r.self_ns),
+            format_ns(r.mean_ns),
+        ]);
+    }
+    let mut out = format!(
+        "{} span path(s) by module input shape ({} with a recorded input shape), {}\n",
+        table.rows.len(),
+        table.shaped_rows,
+        timing_text(trace.run.timing)
+    );
+    out.push_str(&if t.is_empty() {
+        "(no spans)".to_string()
+    } else {
+        t.render()
+    });
+    super::write_stdout(&out)?;
+    Ok(Status::Ok)
 }
 
 /// Runs `tracegraph spans`.
 pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
     let trace = load(&args.trace, false)?;
+    if args.by_shape {
+        return by_shape(&trace, args.json);
+    }
     // Heap bytes (tracked and counted) per span path, when the trace has heap lines: a
     // column of its own beside the logical one, never added to it.
     let heap: Option<FastMap<u32, u64>> = heap_report(&trace).map(|h| {

@@ -99,4 +99,27 @@ fn bert_batches_of_two_lengths_are_two_alternating_graphs_with_berts_spans() {
         assert_eq!(code, 0, "{cmd}: {out}");
         assert!(out.contains(verdict), "{cmd}: {out}");
     }
+
+    // By input shape: the forward op and every BERT span below it split by batch shape
+    // (the op's input shape, inherited by the model's spans), each shape half the batches.
+    let shapes = trace_analyze::span_shape_table(&trace);
+    let rows = |path: &str| -> Vec<(String, u64)> {
+        shapes
+            .rows
+            .iter()
+            .filter(|r| r.path == path)
+            .map(|r| (r.input_shape.clone().unwrap_or_default(), r.count))
+            .collect()
+    };
+    let half = (batches / 2) as u64;
+    let want = vec![("[4, 16]".to_string(), half), ("[4, 48]".to_string(), half)];
+    assert_eq!(rows("bert.forward"), want);
+    assert_eq!(
+        rows("bert.forward/model#0/encoder#0/layer#1/attn#0/self-attn#0"),
+        want
+    );
+    assert_eq!(shapes.shaped_rows, shapes.rows.len());
+    let (code, out) = cli(&["spans", "--by-shape", p]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("[4, 48]"), "{out}");
 }
