@@ -45,6 +45,18 @@ pub struct SpanShapeTable {
     pub rows: Vec<SpanShapeRow>,
 }
 
+/// One (path, shape) group while it is summed: where it first ran and its sums.
+#[derive(Clone, Copy)]
+struct Group {
+    first: u32,
+    count: u64,
+    total: u64,
+    self_t: u64,
+}
+
+/// A group's key: the path id and the shape.
+type Key = (u32, Option<ShapeId>);
+
 /// Builds the table. O(n log n) in the spans.
 pub fn span_shape_table(trace: &Trace) -> SpanShapeTable {
     let tree = path_tree(trace);
@@ -71,7 +83,7 @@ pub fn span_shape_table(trace: &Trace) -> SpanShapeTable {
     }
     trace.work.add((trace.spans.len() + trace.ops.len()) as u64);
     // (path id, shape) → (first span index, count, total, self).
-    let mut groups: FastMap<(u32, Option<ShapeId>), (u32, u64, u64, u64)> = FastMap::default();
+    let mut groups: FastMap<Key, Group> = FastMap::default();
     for (i, s) in trace.spans.iter().enumerate() {
         let (Some(d), Some(&p)) = (s.duration_ns(), tree.path_of.get(i)) else {
             continue;
@@ -91,13 +103,11 @@ pub fn span_shape_table(trace: &Trace) -> SpanShapeTable {
         .enumerate()
         .map(|(k, n)| (n.path_id, k))
         .collect();
-    let mut keyed: Vec<(usize, u32, (u32, Option<ShapeId>), (u64, u64, u64))> = groups
+    let mut keyed: Vec<(usize, Key, Group)> = groups
         .into_iter()
-        .filter_map(|(key, (first, n, t, sf))| {
-            Some((*position.get(&key.0)?, first, key, (n, t, sf)))
-        })
+        .filter_map(|(key, g)| Some((*position.get(&key.0)?, key, g)))
         .collect();
-    keyed.sort_unstable_by_key(|k| (k.0, k.1));
+    keyed.sort_unstable_by_key(|k| (k.0, k.2.first));
     trace.work.add_sort(keyed.len());
     let paths: Vec<String> = tree.display_paths().collect();
     let rows: Vec<SpanShapeRow> = keyed
