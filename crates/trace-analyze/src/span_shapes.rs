@@ -89,11 +89,16 @@ pub fn span_shape_table(trace: &Trace) -> SpanShapeTable {
             continue;
         };
         let key = (p, shape_of[i]);
-        let g = groups.entry(key).or_insert((i as u32, 0, 0, 0));
-        g.1 += 1;
-        g.2 = g.2.saturating_add(d);
-        g.3 =
-            g.3.saturating_add(self_ns.get(i).copied().flatten().unwrap_or(0));
+        let g = groups.entry(key).or_insert(Group {
+            first: i as u32,
+            count: 0,
+            total: 0,
+            self_t: 0,
+        });
+        g.count += 1;
+        g.total = g.total.saturating_add(d);
+        let own_self = self_ns.get(i).copied().flatten().unwrap_or(0);
+        g.self_t = g.self_t.saturating_add(own_self);
     }
     trace.work.add(trace.spans.len() as u64);
     // Rows in tree order, then by first appearance.
@@ -112,17 +117,15 @@ pub fn span_shape_table(trace: &Trace) -> SpanShapeTable {
     let paths: Vec<String> = tree.display_paths().collect();
     let rows: Vec<SpanShapeRow> = keyed
         .into_iter()
-        .map(
-            |(pos, _, (_, shape), (count, total, self_t))| SpanShapeRow {
-                path: paths.get(pos).cloned().unwrap_or_default(),
-                depth: tree.nodes.get(pos).map_or(0, |n| n.depth),
-                input_shape: shape.map(|s| trace.shapes.display(s).to_string()),
-                count,
-                total_ns: total,
-                self_ns: self_t,
-                mean_ns: total as f64 / count.max(1) as f64,
-            },
-        )
+        .map(|(pos, (_, shape), g)| SpanShapeRow {
+            path: paths.get(pos).cloned().unwrap_or_default(),
+            depth: tree.nodes.get(pos).map_or(0, |n| n.depth),
+            input_shape: shape.map(|s| trace.shapes.display(s).to_string()),
+            count: g.count,
+            total_ns: g.total,
+            self_ns: g.self_t,
+            mean_ns: g.total as f64 / g.count.max(1) as f64,
+        })
         .collect();
     SpanShapeTable {
         shaped_rows: rows.iter().filter(|r| r.input_shape.is_some()).count(),
