@@ -78,8 +78,8 @@ mod steps;
 mod summary;
 
 pub use compare::{
-    Comparison, Delta, GraphGroupDelta, IntervalBasis, MemoryDelta, OpDelta, Regression,
-    SpanDelta, StepGraphPair, compare, compare_runs, significance_order,
+    Comparison, Delta, GraphGroupDelta, IntervalBasis, MemoryDelta, OpDelta, Regression, SpanDelta,
+    StepGraphPair, compare, compare_runs, significance_order,
 };
 pub use error::AnalyzeError;
 pub use format::{format_bytes, format_ns, format_pct};

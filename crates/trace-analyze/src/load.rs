@@ -321,7 +321,11 @@ impl Builder {
                 }
                 if t.label.as_deref() == Some(trace_record::schema::MODULE_INPUT)
                     && let Some(&span) = t.span.and_then(|s| self.span_index.get(&s))
-                    && self.t.module_inputs.last().is_none_or(|&(last, _)| last != span)
+                    && self
+                        .t
+                        .module_inputs
+                        .last()
+                        .is_none_or(|&(last, _)| last != span)
                 {
                     self.t.module_inputs.push((span, shape));
                 }

@@ -3,8 +3,6 @@
 
 #[cfg(feature = "demo")]
 mod autograd;
-#[cfg(feature = "demo")]
-mod ranks;
 mod compressed;
 mod demo;
 mod errors;
@@ -18,6 +16,8 @@ mod loops;
 mod outputs;
 #[cfg(feature = "demo")]
 mod overhead;
+#[cfg(feature = "demo")]
+mod ranks;
 #[cfg(feature = "demo")]
 #[path = "../common/steps.rs"]
 mod steps;
