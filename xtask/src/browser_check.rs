@@ -18,6 +18,11 @@
 //!    chart and span tree rendered with rows / an SVG;
 //! 3. a screenshot (`--screenshot`) is saved next to the page (`report.png`).
 //!
+//! The Llama demo is recorded with the CPU sampler too, and its report (`report-llama.html`)
+//! gets the same checks plus the flame graph's: no bar of a thread's start (`_start`, libc,
+//! `std::rt::lang_start`: stacks start at the thread's entry) and waiting drawn apart (a
+//! `[waiting]` bar in its own colour).
+//!
 //! **speedscope.** The demo's Chrome export (`demo.trace.json`, default args), its folded
 //! stacks, the same two for the Llama demo (`llama.trace.json`, `llama.folded`) and a
 //! synthetic 20,000-step Chrome export are imported by speedscope from the npm
@@ -99,7 +104,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         .arg("--model")
         .arg("llama")
         .arg("--out")
-        .arg(&llama_dir);
+        .arg(&llama_dir)
+        // Sampled too (the example's switch), so its report's flame graph is checked.
+        .env("PROFILE_LLAMA_SAMPLE", "1");
     super::run(llama)?;
     let llama_trace = newest_trace(&llama_dir)?;
     eprintln!("xtask: llama demo trace {}", llama_trace.display());
@@ -122,7 +129,37 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         .arg(&compare_page);
     super::run(compare)?;
 
-    for (page, needs_comparison) in [(&page, false), (&compare_page, true)] {
+    let llama_page = out.join("report-llama.html");
+    let mut report = tracegraph(root);
+    report
+        .arg("report")
+        .arg(&llama_trace)
+        .arg("-o")
+        .arg(&llama_page);
+    super::run(report)?;
+
+    // Waiting is drawn apart when the sampled run waited at all (`hot --json`'s count).
+    let waited = |t: &Path| -> Result<bool> {
+        let v: Value = serde_json::from_str(&tracegraph_stdout(
+            root,
+            &["hot", "--json", &t.to_string_lossy()],
+        )?)
+        .context("`tracegraph hot --json` is not JSON")?;
+        let n = v["waiting"].as_u64().unwrap_or(0);
+        if n == 0 {
+            eprintln!(
+                "xtask: note: {} has no waiting samples; its flame graph's waiting bar is not checked this time",
+                t.display()
+            );
+        }
+        Ok(n > 0)
+    };
+    let (mlp_waited, llama_waited) = (waited(&trace)?, waited(&llama_trace)?);
+    for (page, needs_comparison, waiting) in [
+        (&page, false, mlp_waited),
+        (&compare_page, true, mlp_waited),
+        (&llama_page, false, llama_waited),
+    ] {
         let html =
             std::fs::read_to_string(page).with_context(|| format!("reading {}", page.display()))?;
         failures.extend(
@@ -134,6 +171,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         failures.extend(
             dom_checks(&dom, needs_comparison)
                 .into_iter()
+                .chain(flame_checks(&dom, waiting))
                 .map(|f| format!("{}: {f}", page.display())),
         );
     }
@@ -933,6 +971,39 @@ fn section_text<'a>(dom: &'a str, id: &str) -> Option<&'a str> {
     Some(&rest[..end])
 }
 
+/// The drawn flame graph (when the page has one) starts each stack at its thread's entry (no
+/// bar of the runtime's start: `_start`, libc's start, `std::rt::lang_start`), and with
+/// `waiting` it draws waiting apart (a `[waiting]` bar in the waiting colour).
+fn flame_checks(dom: &str, waiting: bool) -> Vec<String> {
+    let mut failures = Vec::new();
+    let Some(flame) = section_text(dom, "flame") else {
+        if waiting {
+            failures.push("no flame graph section".to_string());
+        }
+        return failures;
+    };
+    if !flame.contains("<rect") {
+        if waiting {
+            failures.push("the flame graph drew no bars".to_string());
+        }
+        return failures;
+    }
+    for start in ["<title>_start", "__libc_start", "lang_start_internal"] {
+        if flame.contains(start) {
+            failures.push(format!(
+                "the flame graph draws a bar of the thread's start ({start}): stacks should start at the thread's entry"
+            ));
+        }
+    }
+    if waiting && !(flame.contains("<title>[waiting]") && flame.contains("fill=\"#a0cbe8\"")) {
+        failures.push(
+            "the flame graph does not draw waiting apart (no [waiting] bar in its colour)"
+                .to_string(),
+        );
+    }
+    failures
+}
+
 /// Checks on the DOM after the report's script ran.
 fn dom_checks(dom: &str, needs_comparison: bool) -> Vec<String> {
     let mut failures = Vec::new();
@@ -1065,6 +1136,20 @@ mod tests {
                       [1:1:INFO:CONSOLE:20] \"[.WebGL-0x1]GL Driver Message (OpenGL, Performance, GL_CLOSE_PATH_NV, High): GPU stall due to ReadPixels\", source: y\n\
                       [1:1:INFO:CONSOLE:9] \"Uncaught TypeError: t.sort is not a function\", source: z";
         assert_eq!(unexpected_stderr_console(stderr).len(), 1);
+    }
+
+    #[test]
+    fn flame_checks_want_stacks_from_the_thread_entry_and_waiting_apart() {
+        let good = r##"<section><div id="flame" data-rendered="svg"><svg><g><rect fill="#59a14f"></rect><title>main (src/main.rs)</title></g><g><rect fill="#a0cbe8"></rect><title>[waiting] 3 samples</title></g></svg></div></section>"##;
+        assert!(flame_checks(good, true).is_empty());
+        let rooted = good.replace(
+            "<title>main (src/main.rs)",
+            "<title>lang_start_internal (rt.rs)",
+        );
+        assert_eq!(flame_checks(&rooted, false).len(), 1);
+        let no_wait = good.replace("#a0cbe8", "#bab0ac");
+        assert_eq!(flame_checks(&no_wait, true).len(), 1);
+        assert!(flame_checks(&no_wait, false).is_empty());
     }
 
     #[test]

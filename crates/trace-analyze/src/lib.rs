@@ -125,7 +125,9 @@ pub use spans::{
     DisplayPaths, MAX_PATH_NAMES, PathNode, PathTree, SpanNode, SpanTree, pair_nodes, pair_paths,
     path_tree, span_paths, span_tree,
 };
-pub use stacks::{STACK_PHASES, SampledStackReport, StackFrame, StackSamples, stack_samples};
+pub use stacks::{
+    STACK_PHASES, SampledStackReport, StackFrame, StackSamples, is_entry_frame, stack_samples,
+};
 pub use stats::{
     BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, Verdict, compare_run_samples,
     compare_samples, median, percentile,

@@ -1,4 +1,4 @@
-//! Samples per distinct sampled call stack and phase, with its frames: what a flame graph draws.
+//! Samples per sampled call stack and phase, from the thread's entry: what a flame graph draws.
 
 use trace_record::schema::ExecStep;
 
@@ -24,6 +24,40 @@ fn phase_slot(phase: Option<ExecStep>) -> usize {
     }
 }
 
+/// Whether a frame is part of how a thread starts rather than what it runs: the unknown
+/// frames at a stack's root, libc's and the kernel's start (`_start`, `__libc_start_main`,
+/// `start_thread`, `clone3`), the C `main` that rustc generates, and the Rust runtime's own
+/// frames (crates `std`, `core` and `alloc`: `lang_start`, `catch_unwind`, the spawned
+/// closure's `call_once`). A flame graph starts each stack below them, at the program's `main`
+/// or the thread's own entry (a rayon or Candle worker loop).
+pub fn is_entry_frame(func: &str, file: Option<&str>) -> bool {
+    const LIBC: [&str; 6] = [
+        "_start",
+        "__libc_start",
+        "start_thread",
+        "clone",
+        "__clone",
+        "thread_start",
+    ];
+    if func == "[unknown]" || LIBC.iter().any(|p| func.starts_with(p)) {
+        return true;
+    }
+    // The C `main` rustc emits has no Rust source file; the program's own `main` has one.
+    if func == "main" {
+        return !file.is_some_and(|f| f.ends_with(".rs")) || file.is_some_and(is_runtime_file);
+    }
+    let krate = crate::samples::crate_of(func)
+        .map(str::to_string)
+        .or_else(|| file.and_then(crate::samples::crate_of_file));
+    matches!(krate.as_deref(), Some("std" | "core" | "alloc"))
+}
+
+/// A source file of Rust's standard library (as line tables name it).
+fn is_runtime_file(file: &str) -> bool {
+    let f = file.replace('\\', "/");
+    f.starts_with("library/") || f.contains("/rustlib/src/rust/library/")
+}
+
 /// One frame of a sampled stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StackFrame<'t> {
@@ -42,6 +76,11 @@ pub struct StackSamples<'t> {
     pub frames: Vec<StackFrame<'t>>,
     /// Samples per phase, in [`STACK_PHASES`] order (each capped at `u64::MAX`).
     pub by_phase: [u64; 4],
+    /// The stack is a thread waiting, not working (classified at load, see the samples
+    /// model's frame patterns).
+    pub waiting: bool,
+    /// Frames cut from the stack's root: how the thread started ([`is_entry_frame`]).
+    pub entry_frames: usize,
 }
 
 impl StackSamples<'_> {
@@ -95,20 +134,35 @@ pub fn stack_samples(trace: &Trace) -> Option<SampledStackReport<'_>> {
     }
     let stacks: Vec<StackSamples<'_>> = counts
         .into_iter()
-        .map(|(id, c)| StackSamples {
-            stack: id,
-            frames: s
-                .stack(id)
+        .map(|(id, c)| {
+            let all = s.stack(id);
+            // Start at the thread's entry: the root frames of how it started are cut (one
+            // frame at least is kept).
+            let entry = all
                 .iter()
-                .map(|&f| {
-                    let name = s.frame_name(f);
-                    StackFrame {
-                        name,
-                        func: s.frames.get(f as usize).map_or(name, |fr| fr.func.as_str()),
-                    }
+                .take_while(|&&f| {
+                    s.frames
+                        .get(f as usize)
+                        .is_some_and(|fr| is_entry_frame(&fr.func, fr.file.as_deref()))
                 })
-                .collect(),
-            by_phase: c,
+                .count()
+                .min(all.len().saturating_sub(1));
+            StackSamples {
+                stack: id,
+                frames: all[entry..]
+                    .iter()
+                    .map(|&f| {
+                        let name = s.frame_name(f);
+                        StackFrame {
+                            name,
+                            func: s.frames.get(f as usize).map_or(name, |fr| fr.func.as_str()),
+                        }
+                    })
+                    .collect(),
+                by_phase: c,
+                waiting: s.stack_is_waiting(id),
+                entry_frames: entry,
+            }
         })
         .collect();
     trace
@@ -119,4 +173,92 @@ pub fn stack_samples(trace: &Trace) -> Option<SampledStackReport<'_>> {
         stacks,
         by_phase,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_entry_frame;
+
+    /// A real sampled stack's root, as the CPU sampler recorded it for candle-transformers'
+    /// Llama example (func, file), outermost first, down to the program's own `main`.
+    const MAIN_THREAD_ROOT: &[(&str, Option<&str>)] = &[
+        ("[unknown]", None),
+        ("_start", None),
+        ("__libc_start_main_impl", Some("./csu/../csu/libc-start.c")),
+        (
+            "__libc_start_call_main",
+            Some("./csu/../sysdeps/nptl/libc_start_call_main.h"),
+        ),
+        ("main", None),
+        (
+            "std::rt::lang_start_internal",
+            Some("library/std/src/rt.rs"),
+        ),
+        (
+            "std::panicking::catch_unwind::do_call::<std::rt::lang_start_internal::{closure#0}, isize>",
+            Some("library/std/src/panicking.rs"),
+        ),
+        (
+            "<&dyn core::ops::function::Fn<(), Output = i32> + core::marker::Sync + core::panic::unwind_safe::RefUnwindSafe as core::ops::function::FnOnce<()>>::call_once",
+            Some("library/core/src/ops/function.rs"),
+        ),
+        (
+            "{closure#0}<core::result::Result<(), alloc::boxed::Box<dyn core::error::Error, alloc::alloc::Global>>>",
+            Some("library/std/src/rt.rs"),
+        ),
+        (
+            "__rust_begin_short_backtrace<fn() -> core::result::Result<(), ()>, ()>",
+            Some("library/std/src/sys/backtrace.rs"),
+        ),
+        (
+            "call_once<fn(), ()>",
+            Some("library/core/src/ops/function.rs"),
+        ),
+    ];
+
+    #[test]
+    fn a_threads_start_is_entry_and_the_programs_own_code_is_not() {
+        for (func, file) in MAIN_THREAD_ROOT {
+            assert!(
+                is_entry_frame(func, *file),
+                "{func} is how the thread started"
+            );
+        }
+        // A worker thread's start.
+        assert!(is_entry_frame(
+            "start_thread",
+            Some("./nptl/pthread_create.c")
+        ));
+        assert!(is_entry_frame("clone3", None));
+        assert!(is_entry_frame(
+            "std::sys::pal::unix::thread::Thread::new::thread_start",
+            Some("library/std/src/sys/pal/unix/thread.rs")
+        ));
+        // Where the flame graph starts: the program's main, a worker's loop, the model.
+        let work = [
+            (
+                "main",
+                Some("/work/main/crates/trace-candle/examples/profile_llama.rs"),
+            ),
+            (
+                "run",
+                Some("/work/main/crates/trace-candle/examples/profile_llama.rs"),
+            ),
+            (
+                "rayon_core::registry::ThreadBuilder::run",
+                Some("rayon-core-1.12.1/src/registry.rs"),
+            ),
+            (
+                "load",
+                Some("candle-transformers-0.11.1/src/models/llama.rs"),
+            ),
+            ("candle_core::tensor::Tensor::matmul", None),
+        ];
+        for (func, file) in work {
+            assert!(
+                !is_entry_frame(func, file),
+                "{func} is work, not the thread's start"
+            );
+        }
+    }
 }

@@ -16,6 +16,9 @@ pub(crate) const MAX_FLAME_STACKS: usize = 4000;
 pub(crate) const MAX_FLAME_DEPTH: usize = 256;
 /// Characters of a frame's drawn label (the full name is in the hover details).
 const LABEL_CHARS: usize = 80;
+/// The frame put on top of every stack classified waiting (a thread pool spinning or parked),
+/// in the colour group `waiting`, so waiting is drawn apart from work.
+pub(crate) const WAITING_FRAME: &str = "[waiting]";
 /// The phases, in the order of [`FlameData::counts`].
 pub(crate) const PHASES: [&str; 4] = ["forward", "backward", "optimizer", "unknown"];
 
@@ -142,6 +145,10 @@ pub(crate) fn flame_data(trace: &Trace, caps: &mut Vec<String>) -> Option<FlameD
             let group = group_of.get(f.name).copied().unwrap_or("other");
             path.push(names.get(f.name, || short_func(f.func, LABEL_CHARS), group));
         }
+        // A thread pool spinning or parked: a bar of its own on top, drawn apart.
+        if st.waiting && path.len() < MAX_FLAME_DEPTH {
+            path.push(names.get(WAITING_FRAME, || WAITING_FRAME.into(), "waiting"));
+        }
         out_stacks.push(path);
         out_counts.push(c);
     }
@@ -165,7 +172,10 @@ pub(crate) fn flame_data(trace: &Trace, caps: &mut Vec<String>) -> Option<FlameD
                threads included), not measured durations: a bar's width is its share of the \
                samples shown. The estimated CPU time is samples × the CPU time of one sample. \
                Phases are as the capture recorded them with each sample (unknown: it did not \
-               say). Click a frame to zoom in, a frame above it or \"reset zoom\" to zoom out."
+               say). Stacks start at their thread's entry (the program's main, a worker's \
+               loop), below the runtime's start frames; a thread pool spinning or parked ends \
+               in a [waiting] bar of its own colour. Click a frame to zoom in, a frame above \
+               it or \"reset zoom\" to zoom out."
             .to_string(),
         names: names.names,
         labels: names.labels,

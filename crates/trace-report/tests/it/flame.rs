@@ -208,3 +208,67 @@ fn a_trace_without_samples_has_no_flame_graph() {
     let data = build_report(&load(&text), None, &ReportOptions::default()).expect("report");
     assert!(data.flame.is_none());
 }
+
+/// A stack starts at its thread's entry (the runtime's start frames cut), and a stack that
+/// waits (Candle's barrier spin) ends in a `[waiting]` bar of the `waiting` colour group.
+#[test]
+fn stacks_start_at_the_thread_entry_and_waiting_is_drawn_apart() {
+    let (session, sink) = TraceSession::in_memory(Run::new("flame", Phase::Train, "cpu"));
+    let events = vec![
+        frame(1, "_start", None),
+        frame(
+            2,
+            "__libc_start_main_impl",
+            Some("./csu/../csu/libc-start.c"),
+        ),
+        frame(3, "main", None),
+        frame(
+            4,
+            "std::rt::lang_start_internal",
+            Some("library/std/src/rt.rs"),
+        ),
+        frame(5, "main", Some("src/main.rs")),
+        frame(6, "candle_core::tensor::Tensor::matmul", None),
+        frame(7, "_mm_pause", None),
+        Event::Stack(StackEvent {
+            id: 1,
+            frames: vec![1, 2, 3, 4, 5, 6],
+        }),
+        Event::Stack(StackEvent {
+            id: 2,
+            frames: vec![1, 2, 3, 4, 5, 6, 7],
+        }),
+        samples(1, 5, None, None),
+        samples(2, 3, None, None),
+        Event::Sampler(SamplerEvent {
+            step: 0,
+            hz: 1000,
+            taken: 8,
+            lost: 0,
+            cpu_ns: Some(16_000_000),
+            ts: 0,
+            dur: 1,
+        }),
+    ];
+    assert_eq!(session.record_sampled(&events), events.len());
+    session.finish().expect("finish");
+    let f = flame(&load(std::str::from_utf8(&sink.bytes()).expect("utf-8")));
+    assert_eq!(
+        names(&f, 0),
+        ["main (src/main.rs)", "candle_core::tensor::Tensor::matmul"]
+    );
+    let waiting = names(&f, 1);
+    assert_eq!(waiting.first(), Some(&"main (src/main.rs)"), "{waiting:?}");
+    assert_eq!(waiting.last(), Some(&"[waiting]"), "{waiting:?}");
+    let at = f
+        .names
+        .iter()
+        .position(|n| n == "[waiting]")
+        .expect("[waiting]");
+    assert_eq!(f.groups[at], "waiting");
+    assert!(
+        !f.names
+            .iter()
+            .any(|n| n.contains("lang_start") || n.starts_with("_start"))
+    );
+}
