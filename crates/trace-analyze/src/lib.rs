@@ -122,8 +122,8 @@ pub use samples::{
 pub use self_time::{op_self_times, span_self_times};
 pub use span_shapes::{SpanShapeRow, SpanShapeTable, span_shape_table};
 pub use spans::{
-    DisplayPaths, MAX_PATH_NAMES, PathNode, PathTree, SpanNode, SpanTree, pair_nodes, pair_paths,
-    path_tree, span_paths, span_tree,
+    DisplayPaths, MAX_PATH_NAMES, PathNode, PathTree, SpanNode, SpanOrder, SpanTree, pair_nodes,
+    pair_paths, path_tree, path_tree_ordered, span_paths, span_tree, span_tree_ordered,
 };
 pub use stacks::{
     STACK_PHASES, SampledStackReport, StackFrame, StackSamples, is_entry_frame, stack_samples,

@@ -5,7 +5,7 @@ use crate::intern::FastMap;
 use serde::Serialize;
 
 use crate::intern::Sym;
-use trace_record::schema::{ExecStep, SpanKind, TimingMode};
+use trace_record::schema::{ExecStep, ParseEnumError, SpanKind, TimingMode};
 
 use crate::model::Trace;
 use crate::stats::{Spread, SpreadAcc};
@@ -58,7 +58,8 @@ pub struct SpanNode {
     pub alloc_bytes: u64,
 }
 
-/// The span tree, nodes in depth-first order (children by total time, largest first).
+/// The span tree, nodes in depth-first order (children in call order unless built with
+/// [`SpanOrder::Total`]).
 ///
 /// Building it is O(n log n) in the spans, and its size is linear in the number of distinct
 /// paths, however deep they nest (display paths are bounded by [`MAX_PATH_NAMES`]).
@@ -275,7 +276,8 @@ impl PathNode {
 #[derive(Debug, Clone)]
 pub struct PathTree<'t> {
     trace: &'t Trace,
-    /// The nodes, in depth-first order (children by total time, largest first).
+    /// The nodes, in depth-first order (children in the order the tree was built with, call
+    /// order by default).
     pub nodes: Vec<PathNode>,
     /// The path id of every span (indexed like [`Trace::spans`]), as [`span_paths`] gives it.
     pub(crate) path_of: Vec<u32>,
@@ -388,9 +390,41 @@ impl Iterator for DisplayPaths<'_, '_> {
     }
 }
 
-/// Builds the span tree in compact form. O(n log n) in the number of spans; besides the tree,
-/// a few words per span while it is built.
+/// How the children of a span path (and the roots) are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpanOrder {
+    /// In the order they first ran (the model's own order: embeddings, then layer 0, 1, ...).
+    #[default]
+    Call,
+    /// Largest total time first (ties by name).
+    Total,
+}
+
+impl std::str::FromStr for SpanOrder {
+    type Err = ParseEnumError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "call" => Ok(SpanOrder::Call),
+            "total" => Ok(SpanOrder::Total),
+            _ => Err(ParseEnumError {
+                what: "span order",
+                found: s.to_string(),
+                expected: &["call", "total"],
+            }),
+        }
+    }
+}
+
+/// Builds the span tree in compact form, children in call order ([`path_tree_ordered`]).
 pub fn path_tree(trace: &Trace) -> PathTree<'_> {
+    path_tree_ordered(trace, SpanOrder::Call)
+}
+
+/// Builds the span tree in compact form, children in `order`. O(n log n) in the number of
+/// spans; besides the tree, a few words per span while it is built.
+pub fn path_tree_ordered(trace: &Trace, order: SpanOrder) -> PathTree<'_> {
     let (path_of, table) = span_paths(trace);
     let np = table.len();
     let mut nodes: Vec<PathNode> = table
@@ -507,11 +541,15 @@ pub fn path_tree(trace: &Trace) -> PathTree<'_> {
             .cmp(&na.total_ns)
             .then_with(|| trace.str(na.name).cmp(trace.str(nb.name)))
     };
-    roots.sort_by(by_total);
-    for i in 0..np {
-        children[first[i] as usize..first[i + 1] as usize].sort_by(by_total);
+    // Path ids are given in the order paths first ran: call order is id order, which the
+    // counting sort above already left in place.
+    if order == SpanOrder::Total {
+        roots.sort_by(by_total);
+        for i in 0..np {
+            children[first[i] as usize..first[i + 1] as usize].sort_by(by_total);
+        }
+        trace.work.add_sort(np);
     }
-    trace.work.add_sort(np);
     // Depth-first order (iterative): the position of each path, its depth.
     let mut pos: Vec<u32> = vec![0; np];
     let mut stack: Vec<(u32, u32)> = roots.iter().rev().map(|&r| (r, 0)).collect();
@@ -542,9 +580,14 @@ pub fn path_tree(trace: &Trace) -> PathTree<'_> {
     }
 }
 
-/// Builds the span tree. O(n log n) in the number of spans.
+/// Builds the span tree, children in call order. O(n log n) in the number of spans.
 pub fn span_tree(trace: &Trace) -> SpanTree {
-    let tree = path_tree(trace);
+    span_tree_ordered(trace, SpanOrder::Call)
+}
+
+/// Builds the span tree, children in `order`. O(n log n) in the number of spans.
+pub fn span_tree_ordered(trace: &Trace, order: SpanOrder) -> SpanTree {
+    let tree = path_tree_ordered(trace, order);
     let nodes: Vec<SpanNode> = tree
         .nodes
         .iter()

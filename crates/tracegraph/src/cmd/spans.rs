@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::io::Write as _;
 
 use anyhow::Context as _;
-use trace_analyze::{FastMap, PathNode, heap_report, path_tree, span_tree};
+use trace_analyze::{FastMap, PathNode, heap_report};
 
 use trace_analyze::format_ns;
 
@@ -31,6 +31,10 @@ pub(crate) struct SpansArgs {
     /// shape), like `ops --by-shape`: a module called on two sequence lengths is two rows.
     #[arg(long, conflicts_with = "depth")]
     pub(crate) by_shape: bool,
+    /// The order of each path's children: `call` (the order they first ran: the model's own
+    /// order) or `total` (largest total time first).
+    #[arg(long, value_name = "ORDER", default_value = "call")]
+    pub(crate) sort: trace_analyze::SpanOrder,
 }
 
 /// `spans --by-shape`: the span tree split by module input shape.
@@ -85,7 +89,7 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
             .collect()
     });
     if args.json {
-        let mut tree = span_tree(&trace);
+        let mut tree = trace_analyze::span_tree_ordered(&trace, args.sort);
         if let Some(d) = args.depth {
             tree.nodes.retain(|n| n.depth <= d);
         }
@@ -105,7 +109,7 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
     }
     // Text: the compact tree (no path strings) and rows written as they are made, so that a
     // trace of a million paths is not held as a table of strings.
-    let tree = path_tree(&trace);
+    let tree = trace_analyze::path_tree_ordered(&trace, args.sort);
     let shown = |n: &&PathNode| args.depth.is_none_or(|d| n.depth <= d);
     let mut columns = vec![
         "span",
