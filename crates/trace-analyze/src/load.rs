@@ -9,7 +9,7 @@ use trace_record::schema::{self as wire, Event};
 use trace_record::{ReadMode, ReadOptions, TraceInput, TraceReader, Validator};
 
 use crate::error::AnalyzeError;
-use crate::intern::{Interner, ShapeInterner};
+use crate::intern::{Interner, ShapeInterner, Sym};
 use crate::model::{
     AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,
     PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
@@ -428,6 +428,7 @@ impl Builder {
             self.close_step(closed);
         }
         self.drop_empty_edge_steps();
+        self.drop_singleton_indices();
         // Samples of a boundary that is no step are left out here, once, for every analysis
         // (the hot spots, the flame graph, the summary). A trace with no step of work at all
         // (samples only) keeps them: it has no step structure to agree with.
@@ -438,6 +439,53 @@ impl Builder {
         }
         self.t.issues = self.validator.finish();
         self.t
+    }
+
+    /// Names `name#0` back to `name` where no sibling is numbered beyond 0: trace-candle's
+    /// `tracing` layer numbers spans by their position among same-named siblings (`linear#0`
+    /// .. `linear#3`), which tells siblings apart but is noise on a span that is alone
+    /// (`model#0/encoder#0`). Siblings are decided by the parent's name and the base name over
+    /// the whole trace, so a path is named alike in every step. O(n).
+    fn drop_singleton_indices(&mut self) {
+        let split = |name: &str| -> Option<(usize, u32)> {
+            let (base, k) = name.rsplit_once('#')?;
+            (!base.is_empty() && !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| k.parse().ok().map(|k| (base.len(), k)))
+                .flatten()
+        };
+        // (parent's name, base name) → the largest index seen.
+        let mut max: FastMap<(Option<Sym>, String), u32> = FastMap::default();
+        let parent_name = |t: &Trace, i: usize| {
+            t.spans[i]
+                .parent
+                .and_then(|p| t.spans.get(p as usize))
+                .map(|p| p.name)
+        };
+        for i in 0..self.t.spans.len() {
+            let name = self.t.str(self.t.spans[i].name);
+            if let Some((at, k)) = split(name) {
+                let key = (parent_name(&self.t, i), name[..at].to_string());
+                let m = max.entry(key).or_insert(0);
+                *m = (*m).max(k);
+            }
+        }
+        if max.values().all(|&m| m > 0) {
+            return;
+        }
+        let mut renamed: Vec<(usize, Sym)> = Vec::new();
+        for i in 0..self.t.spans.len() {
+            let name = self.t.str(self.t.spans[i].name);
+            if let Some((at, 0)) = split(name) {
+                let base = name[..at].to_string();
+                if max.get(&(parent_name(&self.t, i), base.clone())) == Some(&0) {
+                    renamed.push((i, self.t.strings.intern(&base)));
+                }
+            }
+        }
+        for (i, sym) in renamed {
+            self.t.spans[i].name = sym;
+        }
+        self.t.work.add(2 * self.t.spans.len() as u64);
     }
 
     /// A first or last step in which nothing ran (no op, no span started in it) is not a

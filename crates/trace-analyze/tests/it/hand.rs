@@ -273,3 +273,50 @@ fn an_op_that_became_a_span_has_its_spans_self_time() {
     assert_eq!(row("lone"), (50, 50));
     assert_eq!(row("mm"), (40, 40));
 }
+
+/// The `tracing` layer's `#0` is dropped from a span alone among its siblings, decided over
+/// the whole trace by parent name, so a path reads alike in every step; numbered siblings keep
+/// their index.
+#[test]
+fn a_span_alone_among_its_siblings_loses_its_zero_index() {
+    let bytes = testkit::hand_trace(&[
+        r#"{"type":"span_start","id":1,"name":"model#0","kind":"module","thread":0,"ts":1}"#,
+        r#"{"type":"span_start","id":2,"parent":1,"name":"attention#0","kind":"module","thread":0,"ts":2}"#,
+        r#"{"type":"span_start","id":3,"parent":2,"name":"linear#0","kind":"module","thread":0,"ts":3}"#,
+        r#"{"type":"span_end","id":3,"ts":4}"#,
+        r#"{"type":"span_end","id":2,"ts":5}"#,
+        r#"{"type":"span_start","id":4,"parent":1,"name":"attention#1","kind":"module","thread":0,"ts":6}"#,
+        r#"{"type":"span_end","id":4,"ts":7}"#,
+        r#"{"type":"span_end","id":1,"ts":8}"#,
+        // A later forward where `norm` has a sibling: `norm#0` keeps its index everywhere.
+        r#"{"type":"span_start","id":5,"name":"forward","kind":"function","thread":0,"ts":9}"#,
+        r#"{"type":"span_start","id":6,"parent":5,"name":"norm#0","kind":"module","thread":0,"ts":10}"#,
+        r#"{"type":"span_end","id":6,"ts":11}"#,
+        r#"{"type":"span_end","id":5,"ts":12}"#,
+        r#"{"type":"span_start","id":7,"name":"forward","kind":"function","thread":0,"ts":13}"#,
+        r#"{"type":"span_start","id":8,"parent":7,"name":"norm#0","kind":"module","thread":0,"ts":14}"#,
+        r#"{"type":"span_end","id":8,"ts":15}"#,
+        r#"{"type":"span_start","id":9,"parent":7,"name":"norm#1","kind":"module","thread":0,"ts":16}"#,
+        r#"{"type":"span_end","id":9,"ts":17}"#,
+        r#"{"type":"span_end","id":7,"ts":18}"#,
+    ]);
+    let t = load_str(
+        std::str::from_utf8(&bytes).unwrap(),
+        "names",
+        Default::default(),
+    )
+    .unwrap();
+    let paths: Vec<String> = span_tree(&t).nodes.iter().map(|n| n.path.clone()).collect();
+    assert_eq!(
+        paths,
+        [
+            "model",
+            "model/attention#0",
+            "model/attention#0/linear",
+            "model/attention#1",
+            "forward",
+            "forward/norm#0",
+            "forward/norm#1"
+        ]
+    );
+}

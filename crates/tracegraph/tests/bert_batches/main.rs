@@ -73,12 +73,13 @@ fn bert_batches_of_two_lengths_are_two_alternating_graphs_with_berts_spans() {
     let tree = span_tree(&trace);
     let paths: Vec<&str> = tree.nodes.iter().map(|n| n.path.as_str()).collect();
     for layer in 0..2 {
-        let at = format!("bert.forward/model#0/encoder#0/layer#{layer}");
+        // Singletons without `#0` (model, encoder, attn, ...), numbered siblings with it.
+        let at = format!("bert.forward/model/encoder/layer#{layer}");
         for part in [
-            "attn#0/self-attn#0/softmax#0",
-            "attn#0/self-out#0/layer-norm#0",
-            "inter#0/hidden-act#0",
-            "out#0/linear#0",
+            "attn/self-attn/softmax",
+            "attn/self-out/layer-norm",
+            "inter/hidden-act",
+            "out/linear",
         ] {
             let want = format!("{at}/{part}");
             assert!(
@@ -115,7 +116,7 @@ fn bert_batches_of_two_lengths_are_two_alternating_graphs_with_berts_spans() {
     let want = vec![("[4, 16]".to_string(), half), ("[4, 48]".to_string(), half)];
     assert_eq!(rows("bert.forward"), want);
     assert_eq!(
-        rows("bert.forward/model#0/encoder#0/layer#1/attn#0/self-attn#0"),
+        rows("bert.forward/model/encoder/layer#1/attn/self-attn"),
         want
     );
     assert_eq!(shapes.shaped_rows, shapes.rows.len());
