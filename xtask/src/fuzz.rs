@@ -665,6 +665,30 @@ fn run_all(input: &[u8]) -> Result<Outcome, String> {
     if let Ok(c) = trace_analyze::compare(&trace, &trace, &cache) {
         json("compare", serde_json::to_string(&c))?;
     }
+    // Runs as runs, ranks side by side, the span tree by shape and in total order.
+    if let Ok(c) = trace_analyze::compare_runs(&[&trace, &trace], &[&trace], &cache) {
+        json("compare runs", serde_json::to_string(&c))?;
+    }
+    json(
+        "ranks",
+        serde_json::to_string(&trace_analyze::rank_report(std::slice::from_ref(&trace))),
+    )?;
+    json(
+        "span shapes",
+        serde_json::to_string(&trace_analyze::span_shape_table(&trace)),
+    )?;
+    if let Some(t) =
+        trace_analyze::sampled_op_table(&trace, &trace_analyze::SampledOpOptions::default())
+    {
+        json("sampled ops", serde_json::to_string(&t))?;
+    }
+    json(
+        "spans by total",
+        serde_json::to_string(&trace_analyze::span_tree_ordered(
+            &trace,
+            trace_analyze::SpanOrder::Total,
+        )),
+    )?;
     json(
         "gradients",
         serde_json::to_string(&trace_analyze::gradient_report(&trace)),
@@ -672,7 +696,7 @@ fn run_all(input: &[u8]) -> Result<Outcome, String> {
     if let Some(heap) = trace_analyze::heap_report(&trace) {
         json("heap", serde_json::to_string(&heap))?;
     }
-    for by in ["function", "crate", "phase", "span"] {
+    for by in ["function", "crate", "phase", "span", "op"] {
         let by: trace_analyze::HotBy = by
             .parse()
             .map_err(|e| format!("hot --by {by} does not parse: {e}"))?;
