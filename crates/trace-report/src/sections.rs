@@ -125,6 +125,24 @@ fn run_rows(trace: &Trace, s: &Summary) -> Vec<(String, String)> {
     if let Some(p95) = s.steps.p95_ns {
         rows.push(("step time p95".to_string(), format_ns(p95 as f64)));
     }
+    // Steps of different graphs pooled mean little: each graph's own step times.
+    if s.graph.groups.len() > 1 {
+        for g in &s.graph.groups {
+            let t = &g.step_time;
+            rows.push((
+                format!("step time, graph {}", g.label),
+                format!(
+                    "{}: {} step(s), mean {} ± {} sd (min {}, max {})",
+                    g.signature,
+                    t.count,
+                    format_ns(t.mean),
+                    format_ns(t.stddev),
+                    format_ns(t.min as f64),
+                    format_ns(t.max as f64)
+                ),
+            ));
+        }
+    }
     for (k, v) in &r.tags {
         rows.push((format!("tag {k}"), v.clone()));
     }

@@ -166,6 +166,27 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
             trace_analyze::TRACING_LAYER_SAW_NO_SPANS
         );
     }
+    // Steps of several graphs: the per-step columns pool them; each graph's step times apart.
+    if result.is_ok()
+        && let Ok(g) = trace_analyze::graph_report(&trace, &trace_analyze::new_step_cache())
+        && g.groups.len() > 1
+    {
+        result = writeln!(out, "graphs: {}; step times per graph:", g.verdict);
+        for gr in &g.groups {
+            let t = &gr.step_time;
+            if result.is_ok() {
+                result = writeln!(
+                    out,
+                    "  {} {}: {} step(s), step time {} ± {}",
+                    gr.label,
+                    gr.signature,
+                    t.count,
+                    format_ns(t.mean),
+                    format_ns(t.stddev)
+                );
+            }
+        }
+    }
     if paths == 0 {
         result = result.and_then(|()| writeln!(out, "(no spans)"));
     } else {

@@ -120,6 +120,24 @@ fn bert_batches_of_two_lengths_are_two_alternating_graphs_with_berts_spans() {
         want
     );
     assert_eq!(shapes.shaped_rows, shapes.rows.len());
+    // Step statistics per graph where spans are shown (the page's summary has them too).
+    let (code, out) = cli(&["spans", p]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("A bert.forward([4, 16]): 4 step(s), step time"),
+        "{out}"
+    );
+    assert!(
+        out.contains("B bert.forward([4, 48]): 4 step(s), step time"),
+        "{out}"
+    );
+    let data = trace_report::build_report(&trace, None, &Default::default()).unwrap();
+    let html = {
+        let mut page = Vec::new();
+        trace_report::write_html(&data, &mut page).unwrap();
+        String::from_utf8(page).unwrap()
+    };
+    assert!(html.contains("step time, graph B"), "the report's summary");
     let (code, out) = cli(&["spans", "--by-shape", p]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("[4, 48]"), "{out}");
