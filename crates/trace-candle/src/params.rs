@@ -64,6 +64,7 @@ impl Capture {
     }
 
     /// The registered parameters (metadata only), in registration order.
+    #[cfg(feature = "nn")]
     pub(crate) fn registered_params(&self) -> Vec<Param> {
         self.inner().persist().params.clone()
     }

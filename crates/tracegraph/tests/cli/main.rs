@@ -12,6 +12,7 @@ mod heap;
 mod killed;
 #[cfg(feature = "demo")]
 mod layer;
+#[cfg(feature = "demo")]
 mod loops;
 mod outputs;
 #[cfg(feature = "demo")]
