@@ -606,17 +606,29 @@ fn speedscope_import(
         "#localProfilePath={}&view=sandwich",
         file_url(&loader_abs)?.trim_start_matches("file://")
     );
-    let (dom, stderr) = chromium_run_url(
-        chromium,
-        &format!("{}{fragment}", file_url(index)?),
-        out,
-        &format!("speedscope-{name}"),
-        &[
-            "--virtual-time-budget=30000".to_string(),
-            "--window-size=1280,2000".to_string(),
-            "--dump-dom".to_string(),
-        ],
-    )?;
+    let url = format!("{}{fragment}", file_url(index)?);
+    let run = || {
+        chromium_run_url(
+            chromium,
+            &url,
+            out,
+            &format!("speedscope-{name}"),
+            &[
+                "--virtual-time-budget=30000".to_string(),
+                "--window-size=1280,2000".to_string(),
+                "--dump-dom".to_string(),
+            ],
+        )
+    };
+    let (mut dom, mut stderr) = run()?;
+    // Headless Chromium now and then dumps the page before speedscope's script ran at all (the
+    // bare index.html, no console record): that says nothing about the import, so once more.
+    if !dom.contains("id=\"tg-console\"") {
+        eprintln!(
+            "xtask: speedscope did not start for {name} (bare page dumped); running it again"
+        );
+        (dom, stderr) = run()?;
+    }
     std::fs::write(out.join(format!("{name}.speedscope.dom.html")), &dom)
         .with_context(|| format!("saving the speedscope DOM of {name}"))?;
     let r = parse_speedscope_dom(&dom);
