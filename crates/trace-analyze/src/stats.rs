@@ -215,43 +215,58 @@ pub(crate) fn bootstrap_resamples(n: usize) -> usize {
 /// assert_eq!(compare_samples(&base, &slower, BOOTSTRAP_SEED).unwrap().verdict, Verdict::Regression);
 /// ```
 pub fn compare_samples(base: &[u64], candidate: &[u64], seed: u64) -> Option<Change> {
-    let mut b = base.to_vec();
-    let mut c = candidate.to_vec();
-    let base_median = median(&mut b)?;
-    let candidate_median = median(&mut c)?;
+    let (mut rb, mut rc) = (vec![0u64; base.len()], vec![0u64; candidate.len()]);
+    bootstrap_change(base.to_vec(), candidate.to_vec(), None, seed, |rng| {
+        for x in rb.iter_mut() {
+            *x = base[below(rng, base.len())];
+        }
+        for x in rc.iter_mut() {
+            *x = candidate[below(rng, candidate.len())];
+        }
+        Some((median(&mut rb)?, median(&mut rc)?))
+    })
+}
+
+/// The change of two pooled samples (`base`, `candidate`, reordered here) with its bootstrap
+/// interval: `draw` makes one resample (with the generator seeded by `seed`) and returns its
+/// two medians. The one place where the point estimate, the too-few-samples and zero-base
+/// rules, the number of resamples and the percentile interval are decided, for
+/// [`compare_samples`] and [`compare_run_samples`] alike.
+fn bootstrap_change(
+    mut base: Vec<u64>,
+    mut candidate: Vec<u64>,
+    runs: Option<(usize, usize)>,
+    seed: u64,
+    mut draw: impl FnMut(&mut SplitMix64) -> Option<(f64, f64)>,
+) -> Option<Change> {
+    let (nb, nc) = (base.len(), candidate.len());
+    let base_median = median(&mut base)?;
+    let candidate_median = median(&mut candidate)?;
     let rel = |bm: f64, cm: f64| (bm != 0.0).then(|| (cm - bm) / bm);
     let ratio = rel(base_median, candidate_median);
     let mut change = Change {
-        base_n: base.len(),
-        candidate_n: candidate.len(),
+        base_n: nb,
+        candidate_n: nc,
         base_median,
         candidate_median,
         ratio,
         ci_low: None,
         ci_high: None,
         verdict: Verdict::TooFewSamples,
-        runs: None,
+        runs,
     };
-    if base.len() < MIN_SAMPLES || candidate.len() < MIN_SAMPLES {
+    if nb < MIN_SAMPLES || nc < MIN_SAMPLES {
         return Some(change);
     }
     let Some(ratio) = ratio else {
         change.verdict = zero_base_verdict(candidate_median);
         return Some(change);
     };
-    let rounds = bootstrap_resamples(base.len() + candidate.len());
+    let rounds = bootstrap_resamples(nb + nc);
     let mut rng = SplitMix64::seed_from_u64(seed);
-    let mut rb = vec![0u64; base.len()];
-    let mut rc = vec![0u64; candidate.len()];
     let mut stats: Vec<f64> = Vec::with_capacity(rounds);
     for _ in 0..rounds {
-        for x in rb.iter_mut() {
-            *x = base[below(&mut rng, base.len())];
-        }
-        for x in rc.iter_mut() {
-            *x = candidate[below(&mut rng, candidate.len())];
-        }
-        let (Some(bm), Some(cm)) = (median(&mut rb), median(&mut rc)) else {
+        let Some((bm, cm)) = draw(&mut rng) else {
             continue;
         };
         // A resampled base median of 0 (many zero samples): the change is unbounded.
@@ -320,33 +335,9 @@ pub fn compare_run_samples(base: &[&[u64]], candidate: &[&[u64]], seed: u64) -> 
     }
     let pooled =
         |runs: &[&[u64]]| -> Vec<u64> { runs.iter().flat_map(|r| r.iter().copied()).collect() };
-    let (mut pb, mut pc) = (pooled(&base), pooled(&candidate));
-    let (nb, nc) = (pb.len(), pc.len());
-    let base_median = median(&mut pb)?;
-    let candidate_median = median(&mut pc)?;
-    let rel = |bm: f64, cm: f64| (bm != 0.0).then(|| (cm - bm) / bm);
-    let ratio = rel(base_median, candidate_median);
-    let mut change = Change {
-        base_n: nb,
-        candidate_n: nc,
-        base_median,
-        candidate_median,
-        ratio,
-        ci_low: None,
-        ci_high: None,
-        verdict: Verdict::TooFewSamples,
-        runs: Some((base.len(), candidate.len())),
-    };
-    if nb < MIN_SAMPLES || nc < MIN_SAMPLES {
-        return Some(change);
-    }
-    let Some(ratio) = ratio else {
-        change.verdict = zero_base_verdict(candidate_median);
-        return Some(change);
-    };
-    let rounds = bootstrap_resamples(nb + nc);
-    let mut rng = SplitMix64::seed_from_u64(seed);
-    let (mut rb, mut rc) = (Vec::with_capacity(nb), Vec::with_capacity(nc));
+    let (pb, pc) = (pooled(&base), pooled(&candidate));
+    let (mut rb, mut rc) = (Vec::with_capacity(pb.len()), Vec::with_capacity(pc.len()));
+    // Runs with replacement, then steps with replacement within each chosen run.
     let resample = |runs: &[&[u64]], out: &mut Vec<u64>, rng: &mut SplitMix64| {
         out.clear();
         for _ in 0..runs.len() {
@@ -356,17 +347,12 @@ pub fn compare_run_samples(base: &[&[u64]], candidate: &[&[u64]], seed: u64) -> 
             }
         }
     };
-    let mut stats: Vec<f64> = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
-        resample(&base, &mut rb, &mut rng);
-        resample(&candidate, &mut rc, &mut rng);
-        let (Some(bm), Some(cm)) = (median(&mut rb), median(&mut rc)) else {
-            continue;
-        };
-        stats.push(rel(bm, cm).unwrap_or(if cm > 0.0 { f64::INFINITY } else { 0.0 }));
-    }
-    set_interval(&mut change, stats, ratio);
-    Some(change)
+    let runs = Some((base.len(), candidate.len()));
+    bootstrap_change(pb, pc, runs, seed, |rng| {
+        resample(&base, &mut rb, rng);
+        resample(&candidate, &mut rc, rng);
+        Some((median(&mut rb)?, median(&mut rc)?))
+    })
 }
 
 #[cfg(test)]
