@@ -25,24 +25,11 @@ mod generate;
 use common::{assert_between, live_at_peak, new_capture, span_paths, turn};
 use generate::generate;
 
-/// A tiny random-weight Mistral: hidden 128, 2 layers, 4 heads / 2 KV heads, vocabulary 1000.
-fn tiny_mistral() -> candle_transformers::models::mistral::Config {
-    candle_transformers::models::mistral::Config {
-        vocab_size: 1000,
-        hidden_size: 128,
-        intermediate_size: 256,
-        num_hidden_layers: 2,
-        num_attention_heads: 4,
-        head_dim: None,
-        num_key_value_heads: 2,
-        hidden_act: candle_nn::Activation::Silu,
-        max_position_embeddings: 64,
-        rms_norm_eps: 1e-5,
-        rope_theta: 10_000.0,
-        sliding_window: Some(64),
-        use_flash_attn: false,
-    }
-}
+/// The tiny random-weight Mistral of the profile_mistral example (hidden 128, 2 layers, 4
+/// heads / 2 KV heads, vocabulary 1000).
+#[path = "../examples/profile_mistral.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod profile_mistral;
 
 #[test]
 fn mistral_generation_is_tracked_inside_its_forward_between_logical_and_resident() {
@@ -51,7 +38,7 @@ fn mistral_generation_is_tracked_inside_its_forward_between_logical_and_resident
     let _turn = turn();
     let (capture, sink) = new_capture(Run::new("heap::mistral", Phase::Infer, "cpu"));
     capture.install_tracing().unwrap();
-    let cfg = tiny_mistral();
+    let cfg = profile_mistral::tiny_config();
     let varmap = VarMap::new();
     let mut model = Model::new(
         &cfg,

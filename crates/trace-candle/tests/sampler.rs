@@ -7,12 +7,12 @@
 #![cfg(all(feature = "sampler", target_os = "linux"))]
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Tensor};
 use trace_record::schema::{Event, ExecStep, Phase, Schedule};
-use trace_record::{ParsedTrace, Run, TraceSession};
+use trace_record::{ParsedTrace, Run};
 
 use trace_candle::{Capture, SamplerConfig, SamplerError};
 
@@ -24,20 +24,11 @@ fn turn() -> MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The operating system's id of the calling thread (what `samples` lines name threads by),
-/// from the `/proc/thread-self` link (`<pid>/task/<tid>`).
-fn gettid() -> u64 {
-    let link = std::fs::read_link("/proc/thread-self").unwrap();
-    link.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.parse().ok())
-        .unwrap()
-}
+#[path = "sampler_common/mod.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod common;
 
-fn new_capture(run: Run) -> (Capture, trace_record::MemorySink) {
-    let (session, sink) = TraceSession::in_memory(run);
-    (Capture::new(Arc::new(session)), sink)
-}
+use common::{gettid, new_capture};
 
 fn read(sink: &trace_record::MemorySink) -> ParsedTrace {
     trace_record::read_trace_bytes(&sink.bytes()).unwrap()
@@ -423,7 +414,7 @@ mod profile_llama;
 /// Which of candle-transformers' Llama functions opens which `tracing` span (the span is
 /// entered in the function's first line and left at its end).
 #[cfg(all(feature = "nn", feature = "tracing"))]
-const LLAMA_SPANS: &[(&str, &str)] = &[
+const LLAMA_SPANS: common::SpanTable = &[
     (
         "candle_transformers::models::llama::Llama::forward",
         "llama.forward",
@@ -491,122 +482,13 @@ fn samples_in_a_llama_forward_name_the_innermost_span_open_on_the_driving_thread
         }
     }
     capture.finish().unwrap();
-    let trace = read(&sink);
-    let issues = trace_record::validate(&trace);
-    assert!(issues.is_empty(), "{issues:?}");
-
-    let me = gettid();
-    let mut frames: HashMap<u64, String> = HashMap::new();
-    let mut stacks: HashMap<u64, Vec<u64>> = HashMap::new();
-    // Span id → (base name without `#k`, parent, start, end).
-    let mut spans: HashMap<u64, (String, Option<u64>, u64, u64)> = HashMap::new();
-    let mut windows: HashMap<u64, (u64, u64)> = HashMap::new();
-    for e in &trace.events {
-        match &e.event {
-            Event::Frame(f) => {
-                frames.insert(f.id, f.func.clone());
-            }
-            Event::Stack(s) => {
-                stacks.insert(s.id, s.frames.clone());
-            }
-            Event::SpanStart(s) => {
-                let base = s.name.split('#').next().unwrap_or_default().to_string();
-                spans.insert(s.id, (base, s.parent, s.ts, u64::MAX));
-            }
-            Event::SpanEnd(s) => {
-                if let Some(sp) = spans.get_mut(&s.id) {
-                    sp.3 = s.ts;
-                }
-            }
-            Event::Sampler(s) => {
-                windows.insert(s.step, (s.ts, s.ts + s.dur));
-            }
-            _ => {}
-        }
-    }
-    let below_forward = |mut id: u64| {
-        let mut depth = 0;
-        loop {
-            let (name, parent, ..) = &spans[&id];
-            if name == "llama.forward" {
-                return Some(depth);
-            }
-            depth += 1;
-            id = (*parent)?;
-        }
-    };
-    let (mut forward, mut agree, mut below, mut workers, mut workers_in_forward) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut disagree: HashMap<(Vec<&str>, Option<String>), u64> = HashMap::new();
-    for e in &trace.events {
-        let Event::Samples(s) = &e.event else {
-            continue;
-        };
-        // The attributed span was recorded and open during the sample's step.
-        if let Some(id) = s.span {
-            let (_, _, ts, end) = &spans[&id];
-            let (w0, w1) = windows[&s.step];
-            assert!(
-                *ts < w1 && *end > w0,
-                "span {id} not open in step {}",
-                s.step
-            );
-        }
-        let funcs: Vec<&str> = stacks[&s.stack]
-            .iter()
-            .map(|f| frames[f].as_str())
-            .collect();
-        if s.thread != me {
-            workers += s.n;
-            if s.span.is_some_and(|id| below_forward(id).is_some()) {
-                workers_in_forward += s.n;
-            }
-            continue;
-        }
-        // The model's spans open at this instant, outermost first, read off the stack.
-        let path: Vec<&str> = funcs
-            .iter()
-            .filter_map(|f| {
-                LLAMA_SPANS
-                    .iter()
-                    .find(|(func, _)| f.contains(func))
-                    .map(|(_, name)| *name)
-            })
-            .collect();
-        let Some(&expected) = path.last() else {
-            continue;
-        };
-        forward += s.n;
-        let named = s.span.map(|id| spans[&id].0.clone());
-        // A model function's frame exists a little before its span guard is entered (the
-        // prologue, the recorder's own `on_enter`) and a little after it drops: a sample there
-        // names the enclosing span, which is the truth at that instant.
-        let parent = path.len().checked_sub(2).map(|i| path[i]);
-        let ok = named.as_deref() == Some(expected) || named.as_deref() == parent;
-        if ok {
-            agree += s.n;
-        } else {
-            *disagree.entry((path.clone(), named.clone())).or_default() += s.n;
-        }
-        if s.span.and_then(below_forward).is_some_and(|d| d > 0) {
-            below += s.n;
-        }
-    }
-    assert!(forward >= 150, "{forward} samples in forward");
-    let mut worst: Vec<_> = disagree.into_iter().collect();
-    worst.sort_by_key(|w| std::cmp::Reverse(w.1));
+    let trace = common::read_valid(&sink);
+    let seen = common::attribute(&trace, gettid(), LLAMA_SPANS, &[], "llama.forward", "");
+    seen.assert_innermost(150, 98);
     assert!(
-        agree * 100 >= forward * 98,
-        "{agree} of {forward} samples name the innermost open span; the rest: {worst:?}"
-    );
-    assert!(
-        below * 10 >= forward * 9,
-        "{below} of {forward} samples below the forward op"
-    );
-    // Worker threads' samples (when gemm or Candle used any) are attributed to the driving
-    // thread's spans: nearly all of this loop's time is inside a forward.
-    assert!(
-        workers < 10 || workers_in_forward * 10 >= workers * 8,
-        "{workers_in_forward} of {workers} worker samples in a forward"
+        seen.below * 10 >= seen.forward * 9,
+        "{} of {} samples below the forward op",
+        seen.below,
+        seen.forward
     );
 }

@@ -12,21 +12,13 @@
 #[allow(dead_code, unreachable_pub)]
 mod profile_bert_batches;
 
-use std::process::Command;
+#[path = "../common/cli.rs"]
+mod cli;
+use cli::cli;
 
 use trace_analyze::{
     GraphPattern, LoadOptions, graph_report, load_path, new_step_cache, span_tree,
 };
-
-fn cli(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tracegraph"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), text)
-}
 
 #[test]
 fn bert_batches_of_two_lengths_are_two_alternating_graphs_with_berts_spans() {

@@ -15,8 +15,11 @@ mod profile_llama;
 #[path = "../common/steps.rs"]
 mod steps;
 
+#[path = "../common/cli.rs"]
+mod cli;
+use cli::cli;
+
 use std::path::Path;
-use std::process::Command;
 
 use trace_analyze::{
     GradientVerdict, LoadOptions, gradient_report, graph_report, load_path, memory_report,
@@ -24,16 +27,6 @@ use trace_analyze::{
 };
 use trace_record::schema::MemoryCategory;
 use trace_record::{ReadOptions, TraceReader};
-
-fn cli(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tracegraph"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), text)
-}
 
 fn check(path: &Path) {
     let trace = load_path(path, LoadOptions { strict: true }).unwrap();
