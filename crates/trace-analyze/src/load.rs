@@ -252,8 +252,7 @@ impl Builder {
                 let name = self.t.strings.intern(&o.name);
                 let (thread, exec_step, own) = span.map_or((0, None, false), |s| {
                     let sp = &self.t.spans[s as usize];
-                    let own =
-                        sp.kind == wire::SpanKind::Op && sp.name == name && sp.start_ns == o.ts;
+                    let own = o.is_own_op_of(sp.kind, self.t.strings.resolve(sp.name), sp.start_ns);
                     (sp.thread, sp.exec_step, own)
                 });
                 // The first such op claims the span; another one is an op inside it.

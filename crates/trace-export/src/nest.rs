@@ -400,10 +400,8 @@ impl Nester {
         // An op that became a span is its span: it is drawn as that span, not inside it.
         if let Some(top) = thread.stack.last_mut()
             && op.span == Some(top.id)
-            && top.kind == SpanKind::Op
             && top.own_op.is_none()
-            && top.recorded_start == op.ts
-            && top.name == op.name
+            && op.is_own_op_of(top.kind, &top.name, top.recorded_start)
         {
             self.last_ts = self.last_ts.max(op.ts.saturating_add(op.dur));
             top.own_op = Some(Box::new(op));

@@ -384,6 +384,17 @@ pub struct OpEvent {
     pub in_dtypes: Option<Vec<String>>,
 }
 
+impl OpEvent {
+    /// Whether this op line is the own op of the span it was recorded in, given that span's
+    /// kind, name and start: an op that became a span (trace-candle's `Capture::op` around a
+    /// closure that recorded something nested) is written inside a span of kind `op` with its
+    /// name and its start. Op and span are then one region, read and drawn once; readers let
+    /// the first such line of a span claim it (another is an op inside it).
+    pub fn is_own_op_of(&self, span_kind: SpanKind, span_name: &str, span_start: u64) -> bool {
+        span_kind == SpanKind::Op && self.ts == span_start && self.name == span_name
+    }
+}
+
 /// `tensor`: a tensor's metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorEvent {
