@@ -42,20 +42,12 @@ pub fn is_entry_frame(func: &str, file: Option<&str>) -> bool {
     if func == "[unknown]" || LIBC.iter().any(|p| func.starts_with(p)) {
         return true;
     }
-    // The C `main` rustc emits has no Rust source file; the program's own `main` has one.
-    if func == "main" {
-        return !file.is_some_and(|f| f.ends_with(".rs")) || file.is_some_and(is_runtime_file);
-    }
     let krate = crate::samples::crate_of(func)
         .map(str::to_string)
         .or_else(|| file.and_then(crate::samples::crate_of_file));
-    matches!(krate.as_deref(), Some("std" | "core" | "alloc"))
-}
-
-/// A source file of Rust's standard library (as line tables name it).
-fn is_runtime_file(file: &str) -> bool {
-    let f = file.replace('\\', "/");
-    f.starts_with("library/") || f.contains("/rustlib/src/rust/library/")
+    let runtime = matches!(krate.as_deref(), Some("std" | "core" | "alloc"));
+    // The C `main` rustc emits has no Rust source file; the program's own `main` has one.
+    runtime || (func == "main" && !file.is_some_and(|f| f.ends_with(".rs")))
 }
 
 /// One frame of a sampled stack.
