@@ -21,7 +21,8 @@
 //! The Llama demo is recorded with the CPU sampler too, and its report (`report-llama.html`)
 //! gets the same checks plus the flame graph's: no bar of a thread's start (`_start`, libc,
 //! `std::rt::lang_start`: stacks start at the thread's entry) and waiting drawn apart (a
-//! `[waiting]` bar in its own colour).
+//! `[waiting]` bar in its own colour). Every page checked is of a sampled run, so each must draw
+//! the sampled op table beside its flame graph (`#flame-ops`, with a Candle op's row).
 //!
 //! **speedscope.** The demo's Chrome export (`demo.trace.json`, default args), its folded
 //! stacks, the same two for the Llama demo (`llama.trace.json`, `llama.folded`) and a
@@ -172,6 +173,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
             dom_checks(&dom, needs_comparison)
                 .into_iter()
                 .chain(flame_checks(&dom, waiting))
+                .chain(sampled_ops_checks(&dom))
                 .map(|f| format!("{}: {f}", page.display())),
         );
     }
@@ -1020,6 +1022,32 @@ fn flame_checks(dom: &str, waiting: bool) -> Vec<String> {
     failures
 }
 
+/// The sampled op table beside the flame graph (every page checked is of a sampled run): drawn
+/// with rows, as many `<tr>` as it claims, and at least one Candle op's row under a span path.
+fn sampled_ops_checks(dom: &str) -> Vec<String> {
+    let mut failures = Vec::new();
+    let Some(tag) = opening_tag(dom, "flame-ops") else {
+        failures.push("the sampled op table (#flame-ops) is missing".to_string());
+        return failures;
+    };
+    match attr(tag, "data-rows").and_then(|v| v.parse::<u64>().ok()) {
+        Some(n) if n > 0 => {
+            let text = section_text(dom, "flame-ops").unwrap_or("");
+            let trs = text.matches("<tr").count() as u64;
+            if trs < n {
+                failures.push(format!(
+                    "the sampled op table claims {n} rows but the DOM has {trs} <tr> elements"
+                ));
+            }
+            if !text.contains("class=\"row-op\"") {
+                failures.push("the sampled op table has no op row".to_string());
+            }
+        }
+        _ => failures.push("the sampled op table (#flame-ops) rendered no rows".to_string()),
+    }
+    failures
+}
+
 /// Checks on the DOM after the report's script ran.
 fn dom_checks(dom: &str, needs_comparison: bool) -> Vec<String> {
     let mut failures = Vec::new();
@@ -1166,6 +1194,24 @@ mod tests {
         let no_wait = good.replace("#a0cbe8", "#bab0ac");
         assert_eq!(flame_checks(&no_wait, true).len(), 1);
         assert!(flame_checks(&no_wait, false).is_empty());
+    }
+
+    #[test]
+    fn sampled_ops_checks_want_the_op_table_with_op_rows() {
+        let good = r#"<section><div id="flame" data-rendered="svg"><svg><rect></rect></svg><h3>Sampled op table</h3><div id="flame-ops" data-rows="2"><table><thead><tr><th>span path / op</th></tr></thead><tbody><tr class="row-span"><td>llama.forward</td></tr><tr class="row-op"><td>matmul</td></tr></tbody></table></div></div></section>"#;
+        assert!(sampled_ops_checks(good).is_empty());
+        assert_eq!(
+            sampled_ops_checks(&good.replace("row-op", "row-span")).len(),
+            1
+        );
+        assert_eq!(
+            sampled_ops_checks(&good.replace("data-rows=\"2\"", "data-rows=\"0\"")).len(),
+            1
+        );
+        assert_eq!(
+            sampled_ops_checks(&good.replace("flame-ops", "other")).len(),
+            1
+        );
     }
 
     #[test]

@@ -84,9 +84,14 @@ fn summary(
     rows
 }
 
-/// The sampled flame graph of `trace`; absent when the trace has no sampled stacks. Caps
-/// that cut something are added to `caps`.
-pub(crate) fn flame_data(trace: &Trace, caps: &mut Vec<String>) -> Option<FlameData> {
+/// The sampled flame graph of `trace`, with the sampled op table of at most `max_op_spans`
+/// span paths beside it; absent when the trace has no sampled stacks. Caps that cut
+/// something are added to `caps`.
+pub(crate) fn flame_data(
+    trace: &Trace,
+    max_op_spans: usize,
+    caps: &mut Vec<String>,
+) -> Option<FlameData> {
     let sampled = stack_samples(trace)?;
     // Crate groups (colours) as `tracegraph hot` assigns them, by the frame's shown name.
     let hot = hot_report(
@@ -189,5 +194,6 @@ pub(crate) fn flame_data(trace: &Trace, caps: &mut Vec<String>) -> Option<FlameD
             .collect(),
         samples: total,
         ns_per_sample,
+        ops: crate::sampled_ops::sampled_ops_table(trace, max_op_spans, caps),
     })
 }

@@ -1,9 +1,10 @@
 //! trace-report: the self-contained offline HTML report of a trace (and of its comparison).
 //!
 //! [`build_report`] runs trace-analyze's analyses (summary, op table, span tree, memory
-//! report, step graphs, gradients, the sampled flame graph, the tracked heap, and with a
-//! baseline the comparison) and keeps what a person reads in a [`ReportData`] view model,
-//! capped for size ([`ReportOptions`]; every cap that cut something is listed on the page).
+//! report, step graphs, gradients, the sampled flame graph with the sampled op table beside
+//! it, the tracked heap, and with a baseline the comparison) and keeps what a person reads
+//! in a [`ReportData`] view model, capped for size ([`ReportOptions`]; every cap that cut
+//! something is listed on the page).
 //! [`write_html`] writes one HTML file: inline CSS, the data as JSON in a
 //! `<script type="application/json">` element (with `<`, `>` and `&` escaped, so no string
 //! in a trace can close the element, see [`embedded_json`]), and a small inline script that
@@ -21,6 +22,7 @@ mod gradients;
 mod heap;
 mod model;
 mod page;
+mod sampled_ops;
 mod sections;
 
 pub use error::ReportError;

@@ -262,6 +262,10 @@ pub struct FlameData {
     /// Estimated CPU time of one sample (ns): process CPU time over samples taken, else the
     /// requested period; absent when neither is known.
     pub ns_per_sample: Option<f64>,
+    /// The sampled op table drawn beside the graph (what `tracegraph ops --sampled` prints):
+    /// per span path a row (`row_class` `span`), then its Candle ops (`op`); absent when the
+    /// analysis found no samples.
+    pub ops: Option<TableData>,
 }
 
 /// Everything the page shows (embedded in it as JSON).

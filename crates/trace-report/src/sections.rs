@@ -64,7 +64,7 @@ pub fn build_report(
     let memory = memory_data(trace);
     let graphs = graphs_data(&graphs, opts, &mut caps);
     let gradients = crate::gradients::gradients_data(trace, &mut caps);
-    let flame = crate::flame::flame_data(trace, &mut caps);
+    let flame = crate::flame::flame_data(trace, opts.max_span_rows, &mut caps);
     let heap = crate::heap::heap_data(trace, &mut caps);
     let comparison = match baseline {
         Some(b) => Some(comparison_data(

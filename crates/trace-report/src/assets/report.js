@@ -681,6 +681,14 @@
         " samples in the selected phases (" + estimate(shown) + ")" + (search ? " \u00b7 highlighted: " + fmtInt(matched) + " samples with a matching frame" : "");
     }
     draw();
+    // Beside the graph, the sampled op table (`tracegraph ops --sampled`): span paths and
+    // the Candle ops their samples ran inside.
+    if (f.ops) {
+      host.appendChild(el("h3", { text: "Sampled op table: Candle ops per span path (estimates)" }));
+      var ops = el("div", { id: "flame-ops" });
+      host.appendChild(ops);
+      renderTable(ops, f.ops);
+    }
     host.setAttribute("data-rendered", "svg");
   }
 

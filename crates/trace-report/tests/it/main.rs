@@ -1,8 +1,9 @@
 //! Tests of the HTML report: self-contained, escaped, the embedded data round-trips, caps stated.
 //!
-//! Also the gradients section and the sampled flame graph.
+//! Also the gradients section, the sampled flame graph and the sampled op table beside it.
 
 mod flame;
 mod gradients;
 mod heap;
 mod html;
+mod sampled_ops;
