@@ -52,6 +52,18 @@ pub(crate) fn set_state(s: u8) {
     STATE.store(s, Ordering::Release);
 }
 
+/// Stops recording allocations, keeping the other bits (a recorded step ended: its blocks'
+/// frees are still seen).
+pub(crate) fn stop_allocs() {
+    STATE.fetch_and(!ALLOCS, Ordering::AcqRel);
+}
+
+/// Stops seeing frees when they are all that is recorded (no window open, no tracked block
+/// live); a state that records allocations again is left as it is.
+pub(crate) fn stop_frees() {
+    let _ = STATE.compare_exchange(FREES, 0, Ordering::AcqRel, Ordering::Relaxed);
+}
+
 /// Sets the threshold.
 pub(crate) fn set_threshold(bytes: usize) {
     THRESHOLD.store(bytes, Ordering::Relaxed);

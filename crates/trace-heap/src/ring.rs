@@ -1,4 +1,4 @@
-//! The fixed lock-free buffer of tracked allocations and frees, filled by the allocator.
+//! The fixed lock-free buffer of tracked allocations, frees and step boundaries.
 //!
 //! A bounded multi-producer, single-consumer queue (Vyukov's, with each slot's sequence
 //! stored relative to its index so that the whole buffer is zero-initialized static memory):
@@ -8,6 +8,11 @@
 //! block goes back to the allocator and an allocation after it was made, so a block's free
 //! comes out before an allocation that reuses its address. A producer that finds the buffer
 //! full drops its entry and counts it: nothing blocks, nothing allocates.
+//!
+//! A step boundary is an entry too ([`Kind::Step`], pushed by `boundary.rs` with
+//! [`Ring::try_push`], which never drops: its caller makes room and tries again), so the
+//! tracker reads each boundary in its place among the allocations: every entry before it
+//! belongs to the step that ended, every entry after it to the next.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +28,27 @@ pub(crate) enum Kind {
     Alloc,
     /// A free.
     Free,
+    /// A step boundary: `addr` is the new step's index, `size` 1 when it is recorded, `scope` the small-allocation generation the
+    /// new step counts in.
+    Step,
+}
+
+impl Kind {
+    const fn code(self) -> u64 {
+        match self {
+            Kind::Alloc => 0,
+            Kind::Free => 1,
+            Kind::Step => 2,
+        }
+    }
+
+    const fn from_code(code: u64) -> Kind {
+        match code {
+            1 => Kind::Free,
+            2 => Kind::Step,
+            _ => Kind::Alloc,
+        }
+    }
 }
 
 /// One tracked allocation or free.
@@ -42,7 +68,7 @@ struct Slot {
     /// The slot's sequence minus its index: `lap` when free for the position `lap + index`,
     /// `lap + 1` when that position's entry is published.
     seq: AtomicU64,
-    /// The size, shifted left by one, with the kind in bit 0 (1: free).
+    /// The size, shifted left by two, with the kind's code in bits 0 and 1.
     size_kind: AtomicU64,
     addr: AtomicU64,
     ts: AtomicU64,
@@ -90,6 +116,16 @@ impl Ring {
     /// Appends `e`, or counts it lost when the buffer is full; returns whether it was kept.
     #[inline]
     pub(crate) fn push(&self, e: Entry) -> bool {
+        let kept = self.try_push(e);
+        if !kept {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        kept
+    }
+
+    /// Appends `e` unless the buffer is full (then nothing is counted: the caller keeps it).
+    #[inline]
+    pub(crate) fn try_push(&self, e: Entry) -> bool {
         let mut pos = self.tail.load(Ordering::Relaxed);
         loop {
             let slot = &self.slots[(pos & MASK) as usize];
@@ -103,8 +139,8 @@ impl Ring {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
-                        let kind = u64::from(e.kind == Kind::Free);
-                        slot.size_kind.store(e.size << 1 | kind, Ordering::Relaxed);
+                        slot.size_kind
+                            .store(e.size << 2 | e.kind.code(), Ordering::Relaxed);
                         slot.addr.store(e.addr, Ordering::Relaxed);
                         slot.ts.store(e.ts, Ordering::Relaxed);
                         slot.thread.store(e.thread, Ordering::Relaxed);
@@ -116,7 +152,6 @@ impl Ring {
                 }
             } else if seq < lap {
                 // The slot still holds the entry of the lap before: the buffer is full.
-                self.lost.fetch_add(1, Ordering::Relaxed);
                 return false;
             } else {
                 // Another producer took this position; look again.
@@ -136,12 +171,8 @@ impl Ring {
         }
         let size_kind = slot.size_kind.load(Ordering::Relaxed);
         let e = Entry {
-            kind: if size_kind & 1 == 1 {
-                Kind::Free
-            } else {
-                Kind::Alloc
-            },
-            size: size_kind >> 1,
+            kind: Kind::from_code(size_kind & 0b11),
+            size: size_kind >> 2,
             addr: slot.addr.load(Ordering::Relaxed),
             ts: slot.ts.load(Ordering::Relaxed),
             thread: slot.thread.load(Ordering::Relaxed),
@@ -151,6 +182,12 @@ impl Ring {
             .store(lap.wrapping_add(SLOTS as u64), Ordering::Release);
         self.head.store(pos.wrapping_add(1), Ordering::Relaxed);
         Some(e)
+    }
+
+    /// Entries claimed and not yet taken (an estimate while producers push).
+    pub(crate) fn pending(&self) -> u64 {
+        let tail = self.tail.load(Ordering::Relaxed);
+        tail.saturating_sub(self.head.load(Ordering::Relaxed))
     }
 
     /// Takes and resets the count of lost entries.
@@ -165,10 +202,10 @@ mod tests {
 
     fn entry(i: u64) -> Entry {
         Entry {
-            kind: if i.is_multiple_of(2) {
-                Kind::Alloc
-            } else {
-                Kind::Free
+            kind: match i % 3 {
+                0 => Kind::Alloc,
+                1 => Kind::Free,
+                _ => Kind::Step,
             },
             addr: i * 16,
             size: 4096 + i,
@@ -189,13 +226,16 @@ mod tests {
             for i in 0..SLOTS as u64 {
                 assert!(r.push(entry(lap * 7 + i)));
             }
+            assert_eq!(r.pending(), SLOTS as u64);
             assert!(!r.push(entry(0)), "full");
             assert!(!r.push(entry(1)), "full");
+            assert!(!r.try_push(entry(2)), "full, and not counted");
             assert_eq!(r.take_lost(), 2);
             for i in 0..SLOTS as u64 {
                 assert_eq!(r.pop(), Some(entry(lap * 7 + i)));
             }
             assert_eq!(r.pop(), None);
+            assert_eq!(r.pending(), 0);
         }
         // Producers on several threads: every entry comes out once.
         let threads: Vec<_> = (0..4u64)

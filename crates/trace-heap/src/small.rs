@@ -8,15 +8,20 @@
 //! added up when taken. When the probes find no room, the allocation is counted under its
 //! phase alone (four reserved slots), so every small allocation is counted somewhere.
 //!
-//! There are two tables, and a step uses one: at each step's end the tracker switches the
-//! allocator to the other ([`take`]) and then takes the sums of the one it left and forgets
-//! its keys, visiting only the slots claimed in it (their indices are listed as they are
-//! claimed). So a step's table holds only that step's scopes, whatever the run's length:
-//! span ids are never reused, and one table for a whole run would fill after a few hundred
-//! decode steps (every later allocation then probing a full table and losing its span),
-//! while its every take visited every scope the run ever had. A thread preempted inside
-//! [`Table::add`] across the switch may add one allocation to the table just left after it
-//! was taken: that allocation is then counted in a later step, or, if its slot was
+//! A step counts in a table of its own: the tables are numbered by **generation**, one per
+//! step boundary, and generation `g` counts in `TABLES[g % GENERATIONS]`. At a boundary the
+//! driving thread only switches the allocator to the next generation ([`try_advance`], one
+//! store); the tracker's thread later takes the sums of the generation that ended and forgets
+//! its keys ([`take_generation`]), visiting only the slots claimed in it (their indices are
+//! listed as they are claimed). A table is used again only once it was taken, so the tracker
+//! may lag a few steps behind the driving thread without two steps' sums meeting in one
+//! table; when all tables are still waiting, [`try_advance`] refuses and the boundary waits
+//! for the tracker. So a step's table holds only that step's scopes, whatever the run's
+//! length: span ids are never reused, and one table for a whole run would fill after a few
+//! hundred decode steps (every later allocation then probing a full table and losing its
+//! span), while its every take visited every scope the run ever had. A thread preempted
+//! inside [`Table::add`] across the switch may add one allocation to the table just left
+//! after it was taken: that allocation is then counted in a later step, or, if its slot was
 //! forgotten and claimed again, under that slot's next scope.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -67,7 +72,11 @@ pub(crate) struct Table {
     used_len: AtomicUsize,
 }
 
-// A constant used to initialise both tables (each use is a fresh value).
+/// Tables, one per generation in flight (a power of two): the tracker may be this many
+/// steps behind the driving thread, less one, before a step boundary waits for it.
+pub(crate) const GENERATIONS: usize = 8;
+
+// A constant used to initialise the tables (each use is a fresh value).
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY: Table = Table {
     slots: [const { Slot::new() }; SLOTS],
@@ -76,29 +85,61 @@ const EMPTY: Table = Table {
     used_len: AtomicUsize::new(0),
 };
 
-static TABLES: [Table; 2] = [EMPTY, EMPTY];
-/// Which table the allocator counts in: `TABLES[EPOCH & 1]`.
-static EPOCH: AtomicUsize = AtomicUsize::new(0);
+static TABLES: [Table; GENERATIONS] = [EMPTY; GENERATIONS];
+/// The generation the allocator counts in: `TABLES[CURRENT % GENERATIONS]`.
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+/// The oldest generation not yet taken: every one before it was taken and forgotten.
+static TAKEN: AtomicUsize = AtomicUsize::new(0);
 
 /// The table the allocator counts in now.
 #[inline]
 pub(crate) fn table() -> &'static Table {
-    &TABLES[EPOCH.load(Ordering::Acquire) & 1]
+    &TABLES[CURRENT.load(Ordering::Acquire) % GENERATIONS]
 }
 
-/// Switches the allocator to the other table, then takes every scope's sums from the one it
-/// left (see [`Table::take`]) and forgets its keys, so it starts its next step empty.
-pub(crate) fn take(f: impl FnMut(Taken)) {
-    let left = &TABLES[EPOCH.fetch_add(1, Ordering::AcqRel) & 1];
-    left.take(f);
-    left.forget();
+/// The generation the allocator counts in now.
+pub(crate) fn current() -> usize {
+    CURRENT.load(Ordering::Acquire)
 }
 
-/// Forgets every key and sum of both tables (between tracking runs).
+/// Generations that ended and wait to be taken.
+pub(crate) fn waiting() -> usize {
+    current().saturating_sub(TAKEN.load(Ordering::Acquire))
+}
+
+/// Switches the allocator to the next generation and returns it, unless its table still
+/// holds a generation not taken (then nothing changes). Called at a step boundary, by one
+/// thread at a time.
+pub(crate) fn try_advance() -> Option<usize> {
+    let next = current().wrapping_add(1);
+    if next >= TAKEN.load(Ordering::Acquire).wrapping_add(GENERATIONS) {
+        return None;
+    }
+    CURRENT.store(next, Ordering::Release);
+    Some(next)
+}
+
+/// Takes the sums of every generation from the oldest not taken through `last` (see
+/// [`Table::take`]) and forgets their keys, so that their tables can count again; `f` gets
+/// each generation's scopes with the generation. Called by the tracker (one at a time).
+pub(crate) fn take_generation(last: usize, mut f: impl FnMut(usize, Taken)) {
+    let mut g = TAKEN.load(Ordering::Acquire);
+    while g <= last {
+        let t = &TABLES[g % GENERATIONS];
+        t.take(|x| f(g, x));
+        t.forget();
+        g += 1;
+        TAKEN.store(g, Ordering::Release);
+    }
+}
+
+/// Forgets every key and sum of every table, and every generation (between tracking runs,
+/// when no allocation is counted).
 pub(crate) fn clear() {
     for t in &TABLES {
         t.clear();
     }
+    TAKEN.store(current(), Ordering::Release);
 }
 
 /// Fibonacci hashing of a scope word (its low bits are the phase, its high bits the span).
@@ -288,16 +329,20 @@ mod tests {
         assert!(spanless >= 1000, "{spanless}");
         t.clear();
 
-        // Step by step (the tracker's `take`): each step's scopes get a table of their own,
-        // so a run of new spans every step never fills it, and nothing is lost or kept.
+        // Step by step (the boundary's advance, the tracker's take): each step's scopes get
+        // a table of their own, so a run of new spans every step never fills it, and
+        // nothing is lost or kept.
         clear();
         for step in 0..10u64 {
             let scopes = SLOTS as u64 / 4;
             for s in 1..=scopes {
                 table().add(fwd(step * scopes + s), 1, 3);
             }
+            let ended = current();
+            assert_eq!(try_advance(), Some(ended + 1));
             let (mut count, mut bytes, mut spanless) = (0, 0, 0);
-            take(|x| {
+            take_generation(ended, |g, x| {
+                assert_eq!(g, ended);
                 count += x.count;
                 bytes += x.bytes;
                 spanless += u64::from(x.span.is_none());
@@ -306,8 +351,36 @@ mod tests {
             assert_eq!(spanless, 0, "step {step}: some scope found no room");
         }
         let mut left = 0;
-        take(|_| left += 1);
+        take_generation(current(), |_, _| left += 1);
         assert_eq!(left, 0, "a take leaves nothing behind");
+        clear();
+
+        // A tracker lagging behind: the generations not taken keep their own sums, and a
+        // boundary is refused while every table waits, rather than two steps meeting in one.
+        let first = current();
+        for i in 0..GENERATIONS as u64 - 1 {
+            table().add(fwd(1_000_000 + i), 1, i + 1);
+            assert!(try_advance().is_some(), "table {i} free");
+        }
+        assert_eq!(waiting(), GENERATIONS - 1);
+        table().add(fwd(2_000_000), 1, 100);
+        assert_eq!(try_advance(), None, "every table waits to be taken");
+        let mut per_generation = Vec::new();
+        take_generation(first, |g, x| {
+            per_generation.push((g - first, x.span, x.bytes))
+        });
+        assert_eq!(per_generation, [(0, Some(1_000_000), 1)]);
+        assert!(try_advance().is_some(), "the oldest table was taken");
+        per_generation.clear();
+        take_generation(current(), |g, x| {
+            per_generation.push((g - first, x.span, x.bytes))
+        });
+        let mut expected: Vec<_> = (1..GENERATIONS as u64 - 1)
+            .map(|i| (i as usize, Some(1_000_000 + i), i + 1))
+            .collect();
+        expected.push((GENERATIONS - 1, Some(2_000_000), 100));
+        assert_eq!(per_generation, expected);
+        assert_eq!(waiting(), 0);
         clear();
     }
 }

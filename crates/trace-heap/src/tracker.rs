@@ -1,13 +1,14 @@
-//! The process's one heap tracker: start, follow the session's windows, drain, stop.
+//! The process's one heap tracker: start, follow the session's steps, drain, stop.
 //!
 //! [`start`] checks that the global allocator is a [`crate::TrackingAlloc`], then starts the
-//! tracker's thread, which every 10 ms follows the session's recorded windows
-//! (turning the allocator's recording on inside them) and drains the allocator's buffer into
-//! trace lines: it keeps the live blocks by address, gives each tracked allocation an id (never
-//! its address, which is reused), matches each free to its allocation, and at each step end
-//! writes the step's small-allocation sums and its account. [`on_step`] does the same at once
-//! (a capture's step boundary), [`stop`] a last time and ends the thread. The tracker is the
-//! process's (there is one global allocator); each call names the session it is for.
+//! tracker's thread, which drains the allocator's buffer into trace lines when woken (every
+//! few step boundaries, or when the buffer fills) and at least every 10 ms: it keeps the live
+//! blocks by address, gives each tracked allocation an id (never its address, which is
+//! reused), matches each free to its allocation, and at each step boundary it reads in the
+//! buffer (`boundary.rs`) closes the step that ended: that step's small-allocation sums and
+//! its account. [`on_step`] hands a boundary over at once and returns; [`stop`] drains what
+//! is left and ends the thread. The tracker is the process's (there is one global
+//! allocator); each call names the session it is for.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,15 +21,22 @@ use trace_record::schema::{
     Event, ExecStep, HeapAccountEvent, HeapAllocEvent, HeapFreeEvent, HeapSmallEvent,
 };
 
+use crate::boundary::{self, Need};
 use crate::hook::{self, ALLOCS, FREES};
 use crate::ring::{self, Kind};
 use crate::small;
 use crate::{HeapConfig, HeapError, HeapStats};
 
-/// How often the tracker's thread follows the session and drains the buffer: rarely, since
-/// each wake-up takes a core from the program (a step boundary calls [`on_step`] for
-/// exactness, and a filling buffer is drained at once).
+/// How often the tracker's thread drains the buffer when nothing wakes it: rarely, since each
+/// wake-up takes a core from the program (step boundaries wake it every few steps, and a
+/// filling buffer at once).
 const POLL: Duration = Duration::from_millis(10);
+/// How many times [`stop`] looks again for entries claimed and not yet published.
+const LAST_LOOKS: usize = 10_000;
+
+/// A map keyed by small integers (block addresses, scopes): the tracker's thread looks one up
+/// per tracked allocation and free, where SipHash's cost showed.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 /// The running tracker, if any.
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
@@ -55,7 +63,7 @@ struct Drain {
     /// Session time minus the allocator's clock, ns.
     offset: i128,
     /// Live tracked blocks: address → (id, bytes).
-    live: HashMap<u64, (u64, u64)>,
+    live: FastMap<u64, (u64, u64)>,
     next_id: u64,
     /// The recorded step being tracked: (step, start ns), when a window is open.
     window: Option<(u64, u64)>,
@@ -64,10 +72,14 @@ struct Drain {
     step_unmatched: u64,
     stats: HeapStats,
     events: Vec<Event>,
+    /// A closing step's small sums per scope, and where each scope is in it (kept for their
+    /// capacity).
+    small: Vec<small::Taken>,
+    small_at: FastMap<(Option<ExecStep>, Option<u64>), usize>,
 }
 
 /// Starts tracking the heap allocations of the process into `session`, inside its recorded
-/// windows, until [`stop`].
+/// steps, until [`stop`].
 ///
 /// # Errors
 /// [`HeapError::NotInstalled`] when the program's global allocator is not a
@@ -86,8 +98,10 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
         if !lock(&r.drain).session.is_finished() {
             return Err(HeapError::Busy);
         }
+        boundary::disarm();
         r.stop.store(true, Ordering::Release);
         if let Some(t) = r.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
         *running = None;
@@ -111,7 +125,7 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
         session: Arc::clone(session),
         threshold: config.threshold as u64,
         offset,
-        live: HashMap::new(),
+        live: FastMap::default(),
         next_id: 1,
         window: None,
         step_lost: 0,
@@ -121,6 +135,8 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
             ..HeapStats::default()
         },
         events: Vec::new(),
+        small: Vec::new(),
+        small_at: FastMap::default(),
     }));
     let scopes = trace_sampler::ScopeDemand::new();
     let stop = Arc::new(AtomicBool::new(false));
@@ -134,13 +150,16 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
                 hook::ignore_this_thread();
                 let _ = ready_tx.send(());
                 let mut busy = false;
-                while !stop.load(Ordering::Acquire) {
+                loop {
                     // A buffer that was filling is drained again at once.
                     if !busy {
-                        std::thread::sleep(POLL);
+                        std::thread::park_timeout(POLL);
+                    }
+                    if stop.load(Ordering::Acquire) {
+                        break;
                     }
                     let mut d = lock(&drain);
-                    busy = d.follow(false) >= ring::SLOTS / 8;
+                    busy = d.pass() >= ring::SLOTS / 8;
                     if d.session.is_finished() {
                         hook::set_state(0);
                         break;
@@ -158,7 +177,11 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
     // Recording starts once the thread runs and ignores itself: what the runtime allocates to
     // start it is not the program's.
     let _ = ready_rx.recv();
-    lock(&drain).follow(false);
+    {
+        let mut d = lock(&drain);
+        d.open();
+        boundary::arm(session, thread.thread().clone());
+    }
     *running = Some(Running {
         drain,
         stop,
@@ -169,16 +192,20 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
     Ok(())
 }
 
-/// Call after each `session.step()`: ends the tracked step that ended (writing its sums and
-/// account) and follows the session into the next at once, instead of within the tracker's
-/// next 10 ms. Nothing happens unless a tracker records into `session`.
+/// Call after each `session.step()`: hands the boundary to the tracker, which closes the step
+/// that ended (its sums and account) in its place among the allocations, on its own thread.
+/// It does no tracking work itself: it switches the small-allocation tables, puts a marker in
+/// the allocator's buffer and wakes the tracker every few steps; it waits only when the
+/// tracker is several steps behind. Without it the tracker sees a boundary when it next looks
+/// (up to 10 ms late, later steps' first allocations then counted in the step before).
+/// Nothing happens unless a tracker records into `session`.
 pub fn on_step(session: &TraceSession) {
-    if !ANY_RUNNING.load(Ordering::Relaxed) {
+    if !ANY_RUNNING.load(Ordering::Relaxed) || !boundary::is_for(session) {
         return;
     }
-    if let Some(d) = running_drain(session) {
-        lock(&d).follow(false);
-    }
+    boundary::hand_over(session, &mut |need| {
+        boundary::wait_for_tracker(session, need)
+    });
 }
 
 /// The running tracker's drain when it records into `session`.
@@ -191,11 +218,12 @@ fn running_drain(session: &TraceSession) -> Option<Arc<Mutex<Drain>>> {
     same.then_some(d)
 }
 
-/// Stops tracking into `session`: drains the buffer, writes the current step's sums and
-/// account, ends the tracker's thread, and returns what was accounted for; `None` (and
-/// nothing stopped) unless a tracker records into `session`. Call it
-/// before the session finishes (lines written after `finish` are lost, counted in
-/// [`HeapStats::unwritten`]). Allocations still live stay without a `heap_free` line.
+/// Stops tracking into `session`: drains the buffer (every step boundary handed over, each
+/// step closed in its place), writes the current step's sums and account, ends the tracker's
+/// thread, and returns what was accounted for; `None` (and nothing stopped) unless a tracker
+/// records into `session`. Call it before the session finishes (lines written after `finish`
+/// are lost, counted in [`HeapStats::unwritten`]). Allocations still live stay without a
+/// `heap_free` line.
 pub fn stop(session: &TraceSession) -> Option<HeapStats> {
     let mut running = lock(&RUNNING);
     let same = running
@@ -206,15 +234,17 @@ pub fn stop(session: &TraceSession) -> Option<HeapStats> {
     }
     let mut r = running.take()?;
     ANY_RUNNING.store(false, Ordering::Relaxed);
+    boundary::disarm();
     drop(running);
     r.stop.store(true, Ordering::Release);
     if let Some(t) = r.thread.take() {
+        t.thread().unpark();
         let _ = t.join();
     }
-    let mut d = lock(&r.drain);
-    d.follow(true);
+    // Nothing is recorded from here on; what was recorded before is all drained.
     hook::set_state(0);
-    // Entries pushed between the last drain and the state change are dropped with the state.
+    let mut d = lock(&r.drain);
+    d.finish();
     let stats = d.stats;
     drop(d);
     drop(r);
@@ -232,39 +262,74 @@ pub fn is_tracking() -> bool {
 }
 
 impl Drain {
+    /// Session time of a time on the allocator's clock. Every heap line's time is the
+    /// allocator's clock converted so (the entries', the boundaries'), so that an allocation
+    /// made inside a step lies inside its account's window: the session's own clock is
+    /// calibrated apart and may be a microsecond off.
     fn session_ts(&self, raw: u64) -> u64 {
         let t = i128::from(raw) + self.offset;
         u64::try_from(t.max(0)).unwrap_or(u64::MAX)
     }
 
-    /// Drains the buffer, closes the step that ended (or every step, `stopping`), and sets
-    /// the allocator's state for what the session does now; then writes the lines. Returns
-    /// how many entries were drained.
-    fn follow(&mut self, stopping: bool) -> usize {
-        let drained = self.drain_ring();
-        let step = self.session.current_step();
-        let active = !stopping && self.session.is_active() && !self.session.is_finished();
-        let now = self.session.now_ns();
-        if let Some((s, ts)) = self.window
-            && (stopping || !active || s != step)
-        {
-            self.close_step(s, ts, now);
-            self.window = None;
+    /// Now, as [`Drain::session_ts`] gives it.
+    fn now(&self) -> u64 {
+        self.session_ts(hook::now_raw())
+    }
+
+    /// Opens the session's current step when it is recorded, and sets the allocator's state
+    /// for it (at the start).
+    fn open(&mut self) {
+        let active = self.session.is_active() && !self.session.is_finished();
+        if active {
+            self.window = Some((self.session.current_step(), self.now()));
         }
-        if active && self.window.is_none() {
-            self.window = Some((step, now));
+        hook::set_state(if active { ALLOCS | FREES } else { 0 });
+    }
+
+    /// One pass of the tracker's thread: drains the buffer (closing each step at its
+    /// boundary), hands over a boundary nobody handed over, stops seeing frees when nothing
+    /// tracked is live outside a recorded step, and writes the lines. Returns how many
+    /// entries were drained.
+    fn pass(&mut self) -> usize {
+        let mut drained = self.drain_ring();
+        let behind = self.session.current_step() > boundary::marked();
+        if behind && boundary::is_for(&self.session) {
+            let session = Arc::clone(&self.session);
+            // Never waits for a table or a turn: the tracker itself frees tables, and the
+            // driving thread's hand-over is short; a full buffer is made room in by draining.
+            boundary::hand_over(&session, &mut |need| match need {
+                Need::Slot => {
+                    drained += self.drain_ring();
+                    std::thread::yield_now();
+                    true
+                }
+                Need::Turn | Need::Table => false,
+            });
+            drained += self.drain_ring();
         }
-        let state = if active {
-            ALLOCS | FREES
-        } else if !stopping && !self.live.is_empty() {
-            // Blocks tracked in a window that ended may still be freed: keep seeing frees.
-            FREES
-        } else {
-            0
-        };
-        hook::set_state(state);
+        if self.window.is_none() && self.live.is_empty() {
+            hook::stop_frees();
+        }
         self.write();
         drained
+    }
+
+    /// The last pass, with recording off: drains everything, waiting for entries claimed
+    /// before recording stopped, and closes the current step now.
+    fn finish(&mut self) {
+        let r = ring::ring();
+        for _ in 0..LAST_LOOKS {
+            self.drain_ring();
+            if r.pending() == 0 {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if let Some((step, start)) = self.window.take() {
+            let now = self.now();
+            self.close_step(step, start, now, small::current());
+        }
+        self.write();
     }
 
     fn drain_ring(&mut self) -> usize {
@@ -272,9 +337,9 @@ impl Drain {
         let mut drained = 0;
         while let Some(e) = r.pop() {
             drained += 1;
-            let ts = self.session_ts(e.ts);
             match e.kind {
                 Kind::Alloc => {
+                    let ts = self.session_ts(e.ts);
                     if let Some((old, _)) = self.live.remove(&e.addr) {
                         // The address was handed out again, so its block was freed by now:
                         // that free was lost (counted), and is written here.
@@ -299,6 +364,7 @@ impl Drain {
                 }
                 Kind::Free => match self.live.remove(&e.addr) {
                     Some((id, _)) => {
+                        let ts = self.session_ts(e.ts);
                         self.events.push(Event::HeapFree(HeapFreeEvent { id, ts }));
                         self.stats.frees += 1;
                     }
@@ -307,19 +373,46 @@ impl Drain {
                         self.stats.unmatched_frees += 1;
                     }
                 },
+                Kind::Step => {
+                    let ts = self.session_ts(e.ts);
+                    self.boundary(e.addr, e.size == 1, ts, e.scope as usize);
+                }
             }
         }
-        let lost = r.take_lost();
-        self.step_lost += lost;
-        self.stats.lost += lost;
+        self.count_lost();
         drained
     }
 
-    fn close_step(&mut self, step: u64, ts: u64, now: u64) {
+    fn count_lost(&mut self) {
+        let lost = ring::ring().take_lost();
+        self.step_lost += lost;
+        self.stats.lost += lost;
+    }
+
+    /// A step boundary read in its place: every entry before it was the ended step's. Closes
+    /// that step (if recorded) with the sums of its generation, and opens the new one (if
+    /// recorded), which counts in `generation`.
+    fn boundary(&mut self, step: u64, active: bool, ts: u64, generation: usize) {
+        self.count_lost();
+        let ended = generation.wrapping_sub(1);
+        match self.window.take() {
+            Some((s, start)) => self.close_step(s, start, ts, ended),
+            // Outside a recorded step nothing is counted; the table is freed for reuse.
+            None => small::take_generation(ended, |_, _| {}),
+        }
+        if active {
+            self.window = Some((step, ts));
+        }
+    }
+
+    /// Writes the small sums (generation `generation`) and the account of `step`, recorded
+    /// from `start` to `end`.
+    fn close_step(&mut self, step: u64, start: u64, end: u64, generation: usize) {
         // Per scope, over the shards of the threads that counted it (in first-seen order).
-        let mut small: Vec<small::Taken> = Vec::new();
-        let mut at: HashMap<(Option<ExecStep>, Option<u64>), usize> = HashMap::new();
-        small::take(|t| match at.get(&(t.phase, t.span)) {
+        let (small, at) = (&mut self.small, &mut self.small_at);
+        small.clear();
+        at.clear();
+        small::take_generation(generation, |_, t| match at.get(&(t.phase, t.span)) {
             Some(&i) => {
                 small[i].count = small[i].count.saturating_add(t.count);
                 small[i].bytes = small[i].bytes.saturating_add(t.bytes);
@@ -329,7 +422,7 @@ impl Drain {
                 small.push(t);
             }
         });
-        for t in small {
+        for t in self.small.drain(..) {
             self.stats.small_allocs = self.stats.small_allocs.saturating_add(t.count);
             self.stats.small_bytes = self.stats.small_bytes.saturating_add(t.bytes);
             self.events.push(Event::HeapSmall(HeapSmallEvent {
@@ -345,8 +438,8 @@ impl Drain {
             threshold: self.threshold,
             lost: std::mem::take(&mut self.step_lost),
             unmatched_frees: std::mem::take(&mut self.step_unmatched),
-            ts,
-            dur: now.saturating_sub(ts),
+            ts: start,
+            dur: end.saturating_sub(start),
         }));
         self.stats.steps += 1;
     }
