@@ -462,11 +462,11 @@ fn samples_in_a_llama_forward_name_the_innermost_span_open_on_the_driving_thread
         .unwrap()
         .unsqueeze(0)
         .unwrap();
-    // At least 1.5 s of forwards and 300 samples (a busy machine gives fewer per second), a
-    // step per few.
+    // At least 1.5 s of forwards and 600 samples (a busy machine gives fewer per second; the
+    // softmax, a few % of them, must be seen in the sampled op table), a step per few.
     let start = Instant::now();
     let mut n = 0;
-    let enough = |c: &Capture| c.sampler_stats().is_some_and(|s| s.taken >= 300);
+    let enough = |c: &Capture| c.sampler_stats().is_some_and(|s| s.taken >= 600);
     while (start.elapsed() < Duration::from_millis(1500) || n < 8 || !enough(&capture))
         && start.elapsed() < Duration::from_secs(30)
     {
@@ -491,4 +491,8 @@ fn samples_in_a_llama_forward_name_the_innermost_span_open_on_the_driving_thread
         seen.below,
         seen.forward
     );
+    // The sampled op table (`tracegraph ops --sampled`) names the attention's Candle ops.
+    let table = common::sampled_ops(&sink);
+    eprintln!("named ops: {:?}", common::named_ops(&table));
+    common::assert_names_matmul_and_softmax(&table);
 }

@@ -102,8 +102,9 @@ fn samples_in_bert_batches_name_the_innermost_span_open_on_the_driving_thread() 
     // unoptimised test build on a heavily loaded machine, the sampler's step accounts have
     // failed validation (more samples lost than the step's CPU time allows).
     capture.sample_stacks(SamplerConfig::hz(1000)).unwrap();
-    // The example's own loop, a short and a long batch per round.
-    let rounds = common::run_for_cpu(Duration::from_millis(800), || {
+    // The example's own loop, a short and a long batch per round; on a machine that gives
+    // fewer samples per CPU second, until 600 are taken (softmax is a few % of them).
+    let rounds = common::run_for_samples(&capture, Duration::from_millis(800), 600, || {
         profile_bert_batches::encode(&capture, &bert, 2).unwrap();
     });
     capture.finish().unwrap();
@@ -137,4 +138,8 @@ fn samples_in_bert_batches_name_the_innermost_span_open_on_the_driving_thread() 
             a.by_span
         );
     }
+    // The sampled op table (`tracegraph ops --sampled`) names the attention's Candle ops.
+    let table = common::sampled_ops(&sink);
+    eprintln!("named ops: {:?}", common::named_ops(&table));
+    common::assert_names_matmul_and_softmax(&table);
 }

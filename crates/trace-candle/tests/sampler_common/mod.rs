@@ -64,6 +64,93 @@ pub fn run_for_cpu(cpu: Duration, mut work: impl FnMut()) -> usize {
     rounds
 }
 
+/// Runs `work` as [`run_for_cpu`] does, and on until the sampler has taken at least
+/// `samples` samples too (a loaded machine gives fewer per CPU second than requested, and a
+/// test that judges shares needs enough of them), giving up after 60 s. Returns the rounds.
+pub fn run_for_samples(
+    capture: &Capture,
+    cpu: Duration,
+    samples: u64,
+    mut work: impl FnMut(),
+) -> usize {
+    let start = Instant::now();
+    let mut rounds = run_for_cpu(cpu, &mut work);
+    let enough = || capture.sampler_stats().is_some_and(|s| s.taken >= samples);
+    while !enough() && start.elapsed() < Duration::from_secs(60) {
+        work();
+        rounds += 1;
+    }
+    rounds
+}
+
+/// The trace's sampled op table, as `tracegraph ops --sampled` computes it (every op row).
+pub fn sampled_ops(sink: &trace_record::MemorySink) -> trace_analyze::SampledOpTable {
+    let text = String::from_utf8(sink.bytes()).unwrap();
+    let trace = trace_analyze::load_str(&text, "sampled.jsonl", Default::default()).unwrap();
+    trace_analyze::sampled_op_table(&trace, &trace_analyze::SampledOpOptions::default()).unwrap()
+}
+
+/// The Candle ops the table names, in any span path, with their samples.
+pub fn named_ops(table: &trace_analyze::SampledOpTable) -> HashMap<String, u64> {
+    let mut ops = HashMap::new();
+    for row in table.spans.iter().flat_map(|s| &s.rows) {
+        if row.kind.is_some() {
+            *ops.entry(row.op.clone()).or_default() += row.samples;
+        }
+    }
+    ops
+}
+
+/// Asserts that the sampled op table names `matmul` and a softmax (`softmax`,
+/// `softmax_last_dim`) among its ops.
+pub fn assert_names_matmul_and_softmax(table: &trace_analyze::SampledOpTable) {
+    let ops = named_ops(table);
+    assert!(
+        ops.get("matmul").is_some_and(|&n| n > 0),
+        "no matmul in the sampled op table: {ops:?}"
+    );
+    assert!(
+        ops.iter()
+            .any(|(op, &n)| op.starts_with("softmax") && n > 0),
+        "no softmax in the sampled op table: {ops:?}"
+    );
+}
+
+/// The samples whose innermost span is the forward op `forward` itself (a span path whose
+/// last name, before any `#k`, is `forward`), from the sampled op table.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AtOp {
+    /// Busy samples (not waiting).
+    pub busy: u64,
+    /// Of them, the capture's own work (the table's `(profiler)` row: writing the trace,
+    /// entering and leaving the model's `tracing` spans), not the model's.
+    pub profiler: u64,
+    /// Of them, samples in named Candle ops.
+    pub named: u64,
+}
+
+impl AtOp {
+    /// The model's own busy samples: busy, less the capture's own work.
+    pub fn model(&self) -> u64 {
+        self.busy - self.profiler
+    }
+}
+
+/// The forward op's own samples in `table` (see [`AtOp`]).
+pub fn at_op(table: &trace_analyze::SampledOpTable, forward: &str) -> AtOp {
+    let own = |path: &str| {
+        let last = path.rsplit('/').next().unwrap_or(path);
+        last.split('#').next() == Some(forward)
+    };
+    let mut at = AtOp::default();
+    for s in table.spans.iter().filter(|s| own(&s.path)) {
+        at.busy += s.samples - s.waiting;
+        at.profiler += s.profiler;
+        at.named += s.in_ops;
+    }
+    at
+}
+
 /// A kind of disagreeing sample: the model spans its stack has open (outermost first) and the
 /// span it names.
 pub type Disagreement = (Vec<String>, Option<String>);
