@@ -10,7 +10,9 @@
 //! still waiting to be taken, or the buffer full) the boundary wakes it and waits: a step's
 //! sums are never merged with the next's and a boundary is never dropped. A boundary nobody
 //! hands over (a program that calls `TraceSession::step` alone) is handed over by the tracker
-//! itself when it next looks, as late as its poll.
+//! itself once it stayed pending for a whole poll (10 ms), and never after the program handed
+//! one over itself, so that the tracker does not race the driving thread's own hand-over just
+//! after `session.step()`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -39,6 +41,8 @@ static MARKED: AtomicU64 = AtomicU64::new(0);
 /// Held while a boundary is handed over (one at a time: the driving thread's, or the
 /// tracker's own for a boundary nobody handed over).
 static HANDING: AtomicBool = AtomicBool::new(false);
+/// Whether the program hands boundaries over itself (it called `on_step` in this run).
+static DRIVEN: AtomicBool = AtomicBool::new(false);
 /// The tracker's thread, to wake.
 static WAKER: Mutex<Option<Thread>> = Mutex::new(None);
 
@@ -56,6 +60,7 @@ fn address(session: &TraceSession) -> usize {
 /// handed over.
 pub(crate) fn arm(session: &TraceSession, tracker: Thread) {
     *waker() = Some(tracker);
+    DRIVEN.store(false, Ordering::Relaxed);
     MARKED.store(session.current_step(), Ordering::Release);
     SESSION.store(address(session), Ordering::Release);
 }
@@ -70,6 +75,19 @@ pub(crate) fn disarm() {
 #[inline]
 pub(crate) fn is_for(session: &TraceSession) -> bool {
     SESSION.load(Ordering::Acquire) == address(session)
+}
+
+/// The program hands boundaries over itself: the tracker never does it for it.
+#[inline]
+pub(crate) fn drive() {
+    if !DRIVEN.load(Ordering::Relaxed) {
+        DRIVEN.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether the program hands boundaries over itself.
+pub(crate) fn is_driven() -> bool {
+    DRIVEN.load(Ordering::Relaxed)
 }
 
 /// The last step whose boundary was handed over.

@@ -6,6 +6,15 @@
 //! same thread-local and atomic reads) and the monotonic clock. Allocations at or above the
 //! threshold go into the [`crate::ring`]; smaller ones are counted per scope in the
 //! [`crate::small`] table.
+//!
+//! The thread that ends the steps (the one that started the tracker or calls
+//! [`crate::on_step`], a model's driving thread, which makes nearly all of a Candle model's
+//! small allocations) keeps its counts aside: while its allocations stay in one scope they
+//! are summed in a thread-local cell, and added to the table only when the scope changes, at
+//! each step boundary (before the step is handed over) and at [`crate::stop`]. A table slot
+//! is a cache line that a step's first allocation in a new span misses, and a model's compute
+//! between two allocations evicts it again; the thread-local cell is on the line the hook
+//! reads anyway (its guard).
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -13,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::ring::{self, Entry, Kind};
-use crate::small;
+use crate::small::{self, Kept};
 
 /// State bit: allocations are recorded (a recorded window of the session is open).
 pub(crate) const ALLOCS: u8 = 1;
@@ -39,6 +48,11 @@ thread_local! {
     static BUSY: Cell<bool> = const { Cell::new(false) };
     /// This thread's number (0: not yet numbered).
     static THREAD_NO: Cell<u64> = const { Cell::new(0) };
+    /// The tracking run in which this thread keeps its small counts aside (it ends steps);
+    /// 0 or an earlier run: it adds them to the table one by one.
+    static KEEPS: Cell<usize> = const { Cell::new(0) };
+    /// The small counts this thread keeps aside, of one scope.
+    static KEPT: Cell<Kept> = const { Cell::new(Kept::NONE) };
 }
 
 /// The state word (one relaxed load).
@@ -156,8 +170,53 @@ fn record_alloc(addr: usize, size: usize) {
                 scope,
             });
         } else {
-            small::table().add(scope, thread_no(), size as u64);
+            count_small(scope, size as u64);
         }
+    });
+}
+
+/// Counts a small allocation: kept aside by a thread that ends steps, else in the table.
+#[inline]
+fn count_small(scope: u64, bytes: u64) {
+    let run = small::run();
+    let keeps = KEEPS.try_with(Cell::get).is_ok_and(|r| r == run);
+    let kept = keeps
+        && KEPT
+            .try_with(|k| {
+                let mut c = k.get();
+                let generation = small::current();
+                if c.count != 0 && c.scope == scope && c.generation == generation && c.run == run {
+                    c.count += 1;
+                    c.bytes = c.bytes.saturating_add(bytes);
+                    k.set(c);
+                } else {
+                    k.set(Kept {
+                        scope,
+                        generation,
+                        run,
+                        count: 1,
+                        bytes,
+                    });
+                    small::add_kept(c, thread_no());
+                }
+            })
+            .is_ok();
+    if !kept {
+        small::table().add(scope, thread_no(), 1, bytes);
+    }
+}
+
+/// The calling thread ends steps: from now on, in this tracking run, it keeps its small
+/// counts aside (see the module's documentation).
+pub(crate) fn keep_small_counts() {
+    let _ = KEEPS.try_with(|r| r.set(small::run()));
+}
+
+/// Adds the small counts the calling thread kept aside to their table (at a step boundary,
+/// before it is handed over, and when tracking stops).
+pub(crate) fn flush_kept() {
+    guarded(|| {
+        let _ = KEPT.try_with(|k| small::add_kept(k.replace(Kept::NONE), thread_no()));
     });
 }
 

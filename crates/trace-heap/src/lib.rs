@@ -47,7 +47,7 @@
 //!   step marker into the buffer in its place among the allocations, and wakes the tracker
 //!   every few steps. It waits only when the tracker is several steps behind, so every step
 //!   has one account of its own and every allocation lands in the step it was made in. A
-//!   boundary nobody hands over is seen by the tracker when it next looks (up to 10 ms late).
+//!   boundary nobody hands over is handed over by the tracker itself, 10 to 20 ms late.
 //! - **Drain.** The tracker's thread drains the buffer when woken and at least every 10 ms,
 //!   keeps the live blocks by address, gives each tracked allocation an id, matches frees by
 //!   address, closes each step at its marker, and writes `heap_alloc`, `heap_free`, and per

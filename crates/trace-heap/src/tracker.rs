@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use trace_record::TraceSession;
 use trace_record::schema::{
@@ -76,6 +76,8 @@ struct Drain {
     /// capacity).
     small: Vec<small::Taken>,
     small_at: FastMap<(Option<ExecStep>, Option<u64>), usize>,
+    /// Since when a boundary of the session has not been handed over, if one is pending.
+    behind_since: Option<Instant>,
 }
 
 /// Starts tracking the heap allocations of the process into `session`, inside its recorded
@@ -115,6 +117,7 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
     while r.pop().is_some() {}
     r.take_lost();
     small::clear();
+    hook::keep_small_counts();
     hook::set_threshold(config.threshold);
     let epoch = hook::epoch();
     let a = epoch.elapsed().as_nanos();
@@ -137,6 +140,7 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
         events: Vec::new(),
         small: Vec::new(),
         small_at: FastMap::default(),
+        behind_since: None,
     }));
     let scopes = trace_sampler::ScopeDemand::new();
     let stop = Arc::new(AtomicBool::new(false));
@@ -197,12 +201,17 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
 /// It does no tracking work itself: it switches the small-allocation tables, puts a marker in
 /// the allocator's buffer and wakes the tracker every few steps; it waits only when the
 /// tracker is several steps behind. Without it the tracker sees a boundary when it next looks
-/// (up to 10 ms late, later steps' first allocations then counted in the step before).
+/// (after 10 to 20 ms, later steps' first allocations then counted in the step before).
 /// Nothing happens unless a tracker records into `session`.
 pub fn on_step(session: &TraceSession) {
     if !ANY_RUNNING.load(Ordering::Relaxed) || !boundary::is_for(session) {
         return;
     }
+    // The ended step's small counts this thread kept aside go to its table before the
+    // boundary; from now on this thread ends steps and keeps its counts aside.
+    hook::flush_kept();
+    hook::keep_small_counts();
+    boundary::drive();
     boundary::hand_over(session, &mut |need| {
         boundary::wait_for_tracker(session, need)
     });
@@ -241,8 +250,10 @@ pub fn stop(session: &TraceSession) -> Option<HeapStats> {
         t.thread().unpark();
         let _ = t.join();
     }
-    // Nothing is recorded from here on; what was recorded before is all drained.
+    // Nothing is recorded from here on; what was recorded before is all drained, with the
+    // small counts this thread kept aside (those another thread keeps are dropped).
     hook::set_state(0);
+    hook::flush_kept();
     let mut d = lock(&r.drain);
     d.finish();
     let stats = d.stats;
@@ -292,8 +303,17 @@ impl Drain {
     /// entries were drained.
     fn pass(&mut self) -> usize {
         let mut drained = self.drain_ring();
-        let behind = self.session.current_step() > boundary::marked();
-        if behind && boundary::is_for(&self.session) {
+        // A boundary the driving thread is about to hand over is left to it: the tracker
+        // hands over none once the driving thread did (it calls `on_step` just after
+        // `session.step()`), and before that only one that stayed pending for a whole poll,
+        // so that the two never race for a step.
+        let behind = self.session.current_step() > boundary::marked() && !boundary::is_driven();
+        let due = behind && self.behind_since.get_or_insert_with(Instant::now).elapsed() >= POLL;
+        if !behind {
+            self.behind_since = None;
+        }
+        if due && boundary::is_for(&self.session) {
+            self.behind_since = None;
             let session = Arc::clone(&self.session);
             // Never waits for a table or a turn: the tracker itself frees tables, and the
             // driving thread's hand-over is short; a full buffer is made room in by draining.
