@@ -230,20 +230,23 @@ pub(crate) trait Rows {
     fn finish(&mut self) -> Vec<ArrayRef>;
 }
 
-fn list_of(b: &mut ListBuilder<Int64Builder>, vals: impl IntoIterator<Item = i64>) {
-    for v in vals {
-        b.values().append_value(v);
-    }
-    b.append(true);
-}
-
-/// Converts ids or dims to signed values, failing on the first that does not fit.
-fn ints(
+/// Fails on the first of `vals` beyond `i64::MAX` (checked before a row appends anything).
+fn check_all(
     vals: impl IntoIterator<Item = u64>,
     line: u64,
     field: &'static str,
-) -> Result<Vec<i64>, ParquetError> {
-    vals.into_iter().map(|v| int(v, line, field)).collect()
+) -> Result<(), ParquetError> {
+    vals.into_iter()
+        .try_for_each(|v| int(v, line, field).map(drop))
+}
+
+/// Appends one list of values already checked by [`check_all`].
+fn list_of(b: &mut ListBuilder<Int64Builder>, vals: impl IntoIterator<Item = u64>) {
+    for v in vals {
+        // Checked: at most i64::MAX.
+        b.values().append_value(v as i64);
+    }
+    b.append(true);
 }
 
 /// The `ops` table.
@@ -280,9 +283,9 @@ impl OpRows {
         let span = o.span.map(|s| int(s, line, "span")).transpose()?;
         let ts = int(o.ts, line, "ts")?;
         let dur = int(o.dur, line, "dur")?;
-        let shape = ints(o.shape.iter().map(|&d| d as u64), line, "shape")?;
-        let inputs = ints(o.inputs.iter().copied(), line, "in")?;
-        let outputs = ints(o.outputs.iter().copied(), line, "out")?;
+        check_all(o.shape.iter().map(|&d| d as u64), line, "shape")?;
+        check_all(o.inputs.iter().copied(), line, "in")?;
+        check_all(o.outputs.iter().copied(), line, "out")?;
         let in_b = int(o.in_bytes, line, "in_b")?;
         let out_b = int(o.out_bytes, line, "out_b")?;
         let flops = o.flops.map(|f| int(f, line, "flops")).transpose()?;
@@ -294,9 +297,9 @@ impl OpRows {
         self.dur_ns.append_value(dur);
         self.dtype.append_value(&o.dtype);
         self.device.append_value(&o.device);
-        list_of(&mut self.shape, shape);
-        list_of(&mut self.inputs, inputs);
-        list_of(&mut self.outputs, outputs);
+        list_of(&mut self.shape, o.shape.iter().map(|&d| d as u64));
+        list_of(&mut self.inputs, o.inputs.iter().copied());
+        list_of(&mut self.outputs, o.outputs.iter().copied());
         self.in_bytes.append_value(in_b);
         self.out_bytes.append_value(out_b);
         self.category.append_option(o.category.map(|c| c.as_str()));
