@@ -1,12 +1,14 @@
-//! `tracegraph export`: a trace as Chrome trace JSON or folded stacks.
+//! `tracegraph export`: a trace as Chrome trace JSON or folded stacks; traces as Parquet tables.
 //!
-//! Chrome trace JSON opens in Perfetto, chrome://tracing and speedscope.
+//! Chrome trace JSON opens in Perfetto, chrome://tracing and speedscope; the Parquet tables
+//! (`DIR/run=<run id>/rank=<rank>/<table>.parquet`) are read by DuckDB, Polars and Spark.
 
 use std::fs::File;
 use std::io::{BufReader, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use clap::ValueEnum as _;
 use trace_analyze::AnalyzeError;
 use trace_export::{
     Adjustments, ArgsMode, ChromeOptions, ExportError, folded_samples, folded_stacks, write_chrome,
@@ -27,21 +29,34 @@ pub(crate) enum ExportFormat {
     /// weighted by sample COUNT, not ns (a trace recorded with the CPU sampler:
     /// `tracegraph demo --sample`, trace-candle's `Capture::sample_stacks`).
     FoldedSamples,
+    /// Parquet tables (ops, spans, steps, memory, samples, frames, stacks, gradients) under
+    /// the directory `-o DIR`, partitioned `run=<run id>/rank=<rank>` (Hive style), for
+    /// DuckDB, Polars and Spark; takes several traces (the ranks of a run, or many runs).
+    Parquet,
 }
 
 /// Arguments of `tracegraph export`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ExportArgs {
-    /// The trace file (JSON Lines) to export.
-    pub(crate) trace: PathBuf,
+    /// The trace file (JSON Lines) to export; with `--format parquet`, one or more traces or
+    /// directories of traces (their `*.jsonl` and `*.jsonl.zst` files).
+    #[arg(required = true, value_name = "TRACE")]
+    pub(crate) traces: Vec<PathBuf>,
     /// The output format. `folded` weighs each stack by measured self time in ns;
     /// `folded-samples` by the number of CPU samples (estimates; one sample's CPU time is
     /// printed on stderr). The two units are never mixed in one file.
     #[arg(long, value_enum, default_value = "chrome")]
     pub(crate) format: ExportFormat,
-    /// Where to write the export (`-` for standard output).
+    /// Where to write the export (`-` for standard output); with `--format parquet`, the
+    /// dataset's root directory (created when missing; the tables of each run and rank
+    /// exported are replaced, nothing else in it is touched).
     #[arg(short, long)]
     pub(crate) output: PathBuf,
+    /// With `--format parquet`: the run id the rows and the partition carry instead of each
+    /// header's (give one to export traces of one job recorded without a shared
+    /// `Run::run_id` as the ranks of one run).
+    #[arg(long, value_name = "ID")]
+    pub(crate) run: Option<String>,
     /// Export one step only, numbered as `graph` lists them (0: what ran before the first
     /// `step()`).
     #[arg(long, value_name = "N")]
@@ -77,21 +92,24 @@ impl From<ChromeArgs> for ArgsMode {
 /// Runs `tracegraph export`: streams the trace into the chosen format, into a temporary
 /// file renamed onto `--output` on success (see [`Output`]).
 pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
-    let mut out = Output::create(&args.output, &[&args.trace])?;
-    let file = File::open(&args.trace)
-        .with_context(|| format!("cannot open trace {}", args.trace.display()))?;
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
-    let name = args.trace.display().to_string();
-    let src = progress::ProgressReader::new(file, len, show, &name);
-    // Plain or zstd-compressed, decided by the first bytes.
-    let input = trace_record::TraceInput::new(BufReader::with_capacity(256 * 1024, src))
-        .with_context(|| format!("cannot read trace {name}"))?;
-    let mut reader =
-        TraceReader::new(input, ReadOptions::default()).map_err(|error| AnalyzeError::Read {
-            file: name.clone(),
-            error,
-        })?;
+    if args.format == ExportFormat::Parquet {
+        return run_parquet(args);
+    }
+    if args.run.is_some() {
+        return Err(UsageError("--run is an option of --format parquet".into()).into());
+    }
+    let [trace] = args.traces.as_slice() else {
+        return Err(UsageError(format!(
+            "--format {} exports one trace ({} given); --format parquet takes several",
+            args.format
+                .to_possible_value()
+                .map_or_else(String::new, |v| v.get_name().to_string()),
+            args.traces.len()
+        ))
+        .into());
+    };
+    let mut out = Output::create(&args.output, &[trace])?;
+    let (mut reader, name, show) = open_trace(trace)?;
     let result = export(args, &mut reader, &mut out);
     progress::clear(show);
     let to_stdout = out.is_stdout();
@@ -100,7 +118,7 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
         // `export -o - | head`: the reader of stdout has what it wanted.
         Err(e) if to_stdout && super::output::is_broken_pipe(&e) => return Ok(()),
         // The temporary file is removed when `out` drops; the target is untouched.
-        Err(e) => return Err(located(e, &name, &args.trace)),
+        Err(e) => return Err(located(e, &name, trace)),
     };
     out.commit()?;
     if reader.is_incomplete() {
@@ -118,6 +136,154 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
     if !to_stdout {
         eprintln!("tracegraph: wrote {what} to {}", args.output.display());
     }
+    Ok(())
+}
+
+/// A trace reader on `path` (plain or zstd-compressed, decided by the first bytes), its
+/// name for messages, and whether a progress bar is shown.
+type Opened = (
+    TraceReader<trace_record::TraceInput<BufReader<progress::ProgressReader<File>>>>,
+    String,
+    bool,
+);
+
+fn open_trace(path: &Path) -> anyhow::Result<Opened> {
+    let file = File::open(path).with_context(|| format!("cannot open trace {}", path.display()))?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
+    let name = path.display().to_string();
+    let src = progress::ProgressReader::new(file, len, show, &name);
+    let input = trace_record::TraceInput::new(BufReader::with_capacity(256 * 1024, src))
+        .with_context(|| format!("cannot read trace {name}"))?;
+    let reader =
+        TraceReader::new(input, ReadOptions::default()).map_err(|error| AnalyzeError::Read {
+            file: name.clone(),
+            error,
+        })?;
+    Ok((reader, name, show))
+}
+
+/// `--format parquet`: every trace into `DIR/run=<run id>/rank=<rank>/<table>.parquet`,
+/// streamed (a row group per table every 65,536 rows). Each table is written to a temporary
+/// file beside it and renamed into place when the trace's export succeeded (see
+/// [`Output`]); a table that is one of the inputs is refused.
+fn run_parquet(args: &ExportArgs) -> anyhow::Result<()> {
+    if args.step.is_some() {
+        return Err(UsageError(
+            "--step is not an option of --format parquet: every row has its step (filter on the `step` column)".into(),
+        )
+        .into());
+    }
+    if args.args != ChromeArgs::Compact {
+        return Err(UsageError("--args is an option of --format chrome".into()).into());
+    }
+    let root = &args.output;
+    if root.as_os_str() == "-" {
+        return Err(UsageError(
+            "--format parquet writes a directory of tables: give -o DIR, not -".into(),
+        )
+        .into());
+    }
+    if root.exists() && !root.is_dir() {
+        return Err(UsageError(format!(
+            "--format parquet writes a directory of tables, and {} is not a directory",
+            root.display()
+        ))
+        .into());
+    }
+    let paths = super::trace_paths(&args.traces)?;
+    let inputs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let opts = trace_parquet::ExportOptions::default();
+    // Where each trace goes, decided from the headers before anything is written.
+    let mut seen: std::collections::HashMap<(String, u32), &Path> = Default::default();
+    let mut run_ids: Vec<String> = Vec::new();
+    let mut places: Vec<(String, u32)> = Vec::with_capacity(paths.len());
+    for (i, path) in paths.iter().enumerate() {
+        let (reader, _, show) = open_trace(path)?;
+        progress::clear(show);
+        let run = &reader.header().run;
+        let run_id = args.run.clone().unwrap_or_else(|| run.run_id.clone());
+        // As the rank report numbers them: the header's rank, else the trace's position.
+        let rank = run.rank.unwrap_or(i as u32);
+        if let Some(first) = seen.insert((run_id.clone(), rank), path) {
+            return Err(UsageError(format!(
+                "{} and {} are both rank {rank} of run {run_id}: export them apart, or give --run",
+                first.display(),
+                path.display()
+            ))
+            .into());
+        }
+        if !run_ids.contains(&run_id) {
+            run_ids.push(run_id.clone());
+        }
+        places.push((run_id, rank));
+    }
+    let (mut rows, mut bytes) = ([0u64; trace_parquet::Table::COUNT], 0u64);
+    for (path, (run_id, rank)) in paths.iter().zip(places) {
+        let (mut reader, name, show) = open_trace(path)?;
+        let dir = root.join(trace_parquet::partition_dir(&run_id, rank));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut outs = Vec::with_capacity(trace_parquet::Table::COUNT);
+        for t in trace_parquet::Table::ALL {
+            outs.push(Output::create(&dir.join(t.file_name()), &inputs)?);
+        }
+        let outs: [Output; trace_parquet::Table::COUNT] = outs
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("one output per table"))?;
+        let result = trace_parquet::write_tables(&mut reader, &run_id, rank, &opts, outs);
+        progress::clear(show);
+        let (outs, summary) = match result {
+            Ok(r) => r,
+            // Every temporary file is removed as the outputs drop; no table is replaced.
+            Err(trace_parquet::ParquetError::Read(error)) => {
+                return Err(AnalyzeError::Read { file: name, error }.into());
+            }
+            Err(trace_parquet::ParquetError::OutOfRange { line, field, value }) => {
+                anyhow::bail!(
+                    "{name}: line {line}, field `{field}`: {value} does not fit a signed 64-bit Parquet column"
+                );
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("exporting {name}"))),
+        };
+        for out in outs {
+            out.commit()?;
+        }
+        if summary.incomplete {
+            eprintln!(
+                "tracegraph: warning: {name} is incomplete (no complete trailer); exported up to its last complete line, its last step marked complete = false"
+            );
+        }
+        if summary.frees_without_alloc + summary.duplicate_allocs > 0 {
+            eprintln!(
+                "tracegraph: note: {name}: {} frees without allocation (delta_bytes 0), {} duplicate allocations (replacing the live one)",
+                summary.frees_without_alloc, summary.duplicate_allocs
+            );
+        }
+        for (r, n) in rows.iter_mut().zip(summary.rows) {
+            *r += n;
+        }
+        bytes += summary.total_bytes();
+    }
+    if paths.len() > 1 && run_ids.len() > 1 && args.run.is_none() {
+        eprintln!(
+            "tracegraph: note: the traces name {} different run ids, so they are {} runs in the dataset; give --run ID to export them as the ranks of one run",
+            run_ids.len(),
+            run_ids.len()
+        );
+    }
+    let counts: Vec<String> = trace_parquet::Table::ALL
+        .iter()
+        .zip(rows)
+        .map(|(t, n)| format!("{n} {}", t.name()))
+        .collect();
+    eprintln!(
+        "tracegraph: wrote Parquet tables of {} trace(s) to {} ({}; {bytes} bytes; read with DuckDB read_parquet('{}/**/*.parquet', hive_partitioning = true) or Polars scan_parquet)",
+        paths.len(),
+        root.display(),
+        counts.join(", "),
+        root.display()
+    );
     Ok(())
 }
 
@@ -243,6 +409,10 @@ fn export<R: std::io::BufRead + Send, W: Write>(
                     f.total_self_ns
                 ),
             ))
+        }
+        // Written by `run_parquet`, never through one output.
+        ExportFormat::Parquet => {
+            Err(UsageError("--format parquet writes a directory".into()).into())
         }
         ExportFormat::FoldedSamples => {
             let f = folded_samples(reader, args.step)?;
