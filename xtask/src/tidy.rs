@@ -32,6 +32,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["trace-record", "trace-sampler", "trace-heap"],
     ),
     ("trace-export", &["trace-record", "testkit"]),
+    ("trace-parquet", &["trace-record", "testkit"]),
     (
         "trace-analyze",
         &["trace-record", "graph-core", "ad-cache", "testkit"],
@@ -45,6 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "trace-analyze",
             "trace-export",
+            "trace-parquet",
             "trace-report",
             "trace-record",
             "trace-candle",
