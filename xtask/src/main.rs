@@ -8,6 +8,7 @@ use serde_json::Value;
 
 mod browser_check;
 mod fuzz;
+mod parquet_check;
 #[cfg(test)]
 mod tidy;
 
@@ -25,6 +26,9 @@ commands:
   browser-check            build the demo's trace and HTML reports, load them in headless
                            Chromium from disk, fail on any console message or missing
                            section, and save target/browser-check/report.png
+  parquet-check            export the demo's trace and a 4-rank run to Parquet and check
+                           the queries of docs/exports.md in DuckDB and Polars (PyPI)
+                           against tracegraph ops, memory and the straggler table
 ";
 
 fn main() -> Result<()> {
@@ -34,6 +38,7 @@ fn main() -> Result<()> {
         Some("bench") => bench(&args[1..]),
         Some("browser-check") => browser_check::run(&root(), &args[1..]),
         Some("fuzz") => fuzz::run(&root(), &args[1..]),
+        Some("parquet-check") => parquet_check::run(&root(), &args[1..]),
         Some("-h" | "--help") | None => {
             print!("{USAGE}");
             Ok(())
