@@ -14,6 +14,10 @@
 //! `..._100k_ops (quick)`), once. The full run exports the 1M-op trace 3 times (median time,
 //! largest RSS). A criterion group measures the in-process export of a 10k-op trace into a
 //! sink (ns per op) and the folded-stacks fold of the same trace.
+//!
+//! The same trace is then exported as Parquet tables (`--format parquet -o DIR`, rows
+//! `export/parquet_1M_ops`): wall time, peak RSS, the dataset's size and its bytes per op
+//! (no target yet: these rows are the measurement).
 
 use std::path::Path;
 use std::process::Command;
@@ -209,4 +213,64 @@ fn main() {
         "events/s",
     ));
     emit(Row::new(&bench, "output_size", out_mb, "MB"));
+
+    // The same trace as Parquet tables, with the release CLI.
+    let label = if quick() {
+        "parquet_100k_ops (quick)"
+    } else {
+        "parquet_1M_ops"
+    };
+    let dataset = dir.path().join("export-big.parquet");
+    let mut times = Vec::new();
+    let mut rss = 0u64;
+    for _ in 0..repeats {
+        let mut cmd = Command::new(&cli);
+        cmd.arg("export")
+            .args(["--format", "parquet", "-o"])
+            .arg(&dataset)
+            .arg(&trace);
+        let m = measure_child(cmd, None).expect("no time limit");
+        assert!(
+            m.ok,
+            "tracegraph export --format parquet failed:\n{}",
+            m.stderr
+        );
+        times.push(m.wall.as_secs_f64());
+        rss = rss.max(m.peak_rss.unwrap_or(0));
+    }
+    times.sort_by(f64::total_cmp);
+    let secs = times[times.len() / 2];
+    let bytes = dir_bytes(&dataset);
+    eprintln!(
+        "export: {label}: median {secs:.2} s of {repeats}, peak RSS {:.1} MB, dataset {:.1} MB",
+        rss as f64 / 1e6,
+        bytes as f64 / 1e6
+    );
+    let bench = format!("export/{label} (release CLI, child process)");
+    emit(Row::new(&bench, "wall_seconds", secs, "s"));
+    emit(Row::new(&bench, "peak_rss", rss as f64 / 1e6, "MB"));
+    emit(Row::new(&bench, "output_size", bytes as f64 / 1e6, "MB"));
+    emit(Row::new(
+        &bench,
+        "bytes_per_op",
+        bytes as f64 / ops as f64,
+        "B",
+    ));
+}
+
+/// The bytes of every file under `dir` (the Parquet dataset's partitions).
+fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("list the dataset").flatten() {
+            let path = entry.path();
+            match entry.metadata() {
+                Ok(m) if m.is_dir() => stack.push(path),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
 }
