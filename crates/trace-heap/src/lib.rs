@@ -33,7 +33,9 @@
 //!   [`HeapConfig::threshold`] bytes (default 4 KiB) is pushed into a fixed lock-free buffer
 //!   with its address, size, time (the monotonic clock), thread and scope; each free of that
 //!   size likewise, before the block goes back to the allocator. Smaller allocations are only
-//!   counted, with their bytes, per scope in a fixed table of atomics. A thread-local guard
+//!   counted, with their bytes, per scope in a fixed table of atomics; the thread that ends
+//!   the steps sums its own per scope in a thread-local cell and adds each sum when its scope
+//!   changes, at each step boundary and at [`stop`]. A thread-local guard
 //!   with a constant initializer keeps the hook from re-entering itself; a full buffer drops
 //!   the entry and counts it (`heap_account`'s `lost`).
 //! - **Attribution.** The scope is trace-sampler's current scope: the phase and innermost
