@@ -100,8 +100,8 @@ pub use hot::{
 pub use intern::{FastMap, ShapeId, Sym};
 pub use load::{LoadOptions, load_path, load_reader, load_str};
 pub use memory::{
-    Allocation, BAND_POINTS, ByCategory, DeviceMemory, MemoryBand, MemoryReport, PhysicalSummary,
-    TIMELINE_POINTS, TOP_ALLOCATIONS, TimelinePoint, memory_report,
+    Allocation, AutogradPlacement, BAND_POINTS, ByCategory, DeviceMemory, MemoryBand, MemoryReport,
+    PhysicalSummary, TIMELINE_POINTS, TOP_ALLOCATIONS, TimelinePoint, memory_report,
 };
 pub use model::{
     AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,

@@ -436,8 +436,24 @@ impl Builder {
             self.t.work.add(self.t.sampled.samples.len() as u64);
             self.t.sampled.keep_steps(first, last);
         }
+        self.order_memory_by_time();
         self.t.issues = self.validator.finish();
         self.t
+    }
+
+    /// Puts the memory events in time order (stable: events stamped alike keep their file
+    /// order). A recorder may stamp an event earlier than lines it wrote before: a captured
+    /// op's output at the op's end, after what ran inside the op; an activation found only in
+    /// the autograd graph at the start of its step's forward phase, when backward begins.
+    /// Every memory analysis walks the events in this order. O(n) when already ordered, else
+    /// O(n log n).
+    fn order_memory_by_time(&mut self) {
+        let memory = &mut self.t.memory;
+        self.t.work.add(memory.len() as u64);
+        if !memory.is_sorted_by_key(|e| e.t_ns) {
+            memory.sort_by_key(|e| e.t_ns);
+            self.t.work.add_sort(memory.len());
+        }
     }
 
     /// Names `name#0` back to `name` where no sibling is numbered beyond 0: trace-candle's

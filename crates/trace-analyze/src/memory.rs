@@ -277,6 +277,64 @@ pub struct MemoryReport {
     pub bytes_kind: &'static str,
     /// Per device, by device label.
     pub devices: Vec<DeviceMemory>,
+    /// Where the activations the recorder found in the autograd graph are placed on the
+    /// timeline, when it recorded any (omitted otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autograd: Option<AutogradPlacement>,
+}
+
+/// Where the storages of the autograd graph (trace-candle's `Capture::autograd`, just before
+/// backward) sit on the memory timeline, summed over the run's walks: those a captured op
+/// produced were recorded when they were created; those found only in the graph have no
+/// known creation time and were placed at the start of their step's forward phase, or, in a
+/// step with no forward phase, when they were found (later than they really lived).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AutogradPlacement {
+    /// Distinct storages the walks found.
+    pub storages: u64,
+    /// Of those, recorded when they were created (a captured op's or module's output).
+    pub at_creation: u64,
+    /// Placed at the start of their step's forward phase.
+    pub at_forward_start: u64,
+    /// Placed when they were found (no forward phase in their step).
+    pub at_walk: u64,
+}
+
+impl AutogradPlacement {
+    /// Sums the recorder's placement counters; `None` when it wrote none (an older
+    /// recorder, or no autograd walk). Counters that are not finite non-negative numbers are
+    /// skipped; sums saturate.
+    fn of(trace: &Trace) -> Option<Self> {
+        use trace_record::schema::{
+            AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_WALK_COUNTER, AUTOGRAD_STORAGES_COUNTER,
+        };
+        let (mut storages, mut forward, mut walk) = (0u64, None::<u64>, None::<u64>);
+        for c in &trace.counters {
+            if !(c.value.is_finite() && c.value >= 0.0) {
+                continue;
+            }
+            let v = c.value as u64;
+            match trace.str(c.name) {
+                AUTOGRAD_STORAGES_COUNTER => storages = storages.saturating_add(v),
+                AUTOGRAD_AT_FORWARD_START_COUNTER => {
+                    forward = Some(forward.unwrap_or(0).saturating_add(v));
+                }
+                AUTOGRAD_AT_WALK_COUNTER => walk = Some(walk.unwrap_or(0).saturating_add(v)),
+                _ => {}
+            }
+        }
+        trace.work.add(trace.counters.len() as u64);
+        if forward.is_none() && walk.is_none() {
+            return None;
+        }
+        let (at_forward_start, at_walk) = (forward.unwrap_or(0), walk.unwrap_or(0));
+        Some(Self {
+            storages,
+            at_creation: storages.saturating_sub(at_forward_start.saturating_add(at_walk)),
+            at_forward_start,
+            at_walk,
+        })
+    }
 }
 
 struct Live {
@@ -321,6 +379,7 @@ pub fn memory_report(trace: &Trace) -> Option<MemoryReport> {
     Some(MemoryReport {
         bytes_kind: "logical",
         devices,
+        autograd: AutogradPlacement::of(trace),
     })
 }
 

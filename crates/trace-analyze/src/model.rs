@@ -379,7 +379,8 @@ pub struct Trace {
     pub tensor_refs: Vec<u64>,
     /// Tensor metadata by tensor id.
     pub tensors: FastMap<u64, TensorInfo>,
-    /// Memory events in the order they were read.
+    /// Memory events in time order (stable: events stamped alike in the order they were
+    /// read).
     pub memory: Vec<MemEvent>,
     /// Physical device memory samples.
     pub physical: Vec<PhysSample>,

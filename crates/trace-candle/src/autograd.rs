@@ -4,7 +4,8 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Tensor};
 use trace_record::schema::{
-    AUTOGRAD_LABEL, AUTOGRAD_STORAGE_BYTES_COUNTER, AUTOGRAD_STORAGES_COUNTER, MemoryCategory,
+    AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_WALK_COUNTER, AUTOGRAD_LABEL,
+    AUTOGRAD_STORAGE_BYTES_COUNTER, AUTOGRAD_STORAGES_COUNTER, MemoryCategory,
 };
 
 use crate::Capture;
@@ -25,6 +26,9 @@ pub struct AutogradSummary {
     /// Storages newly allocated in the trace by this call (the others were already
     /// recorded, e.g. as a captured op's output).
     pub recorded_allocations: usize,
+    /// Of those, the ones placed at the start of the step's latest forward phase (the
+    /// others of them were placed at this call: no forward phase had opened in the step).
+    pub placed_at_forward_start: usize,
 }
 
 /// The logical extent of a view in its storage: elements from the storage's start to one
@@ -51,9 +55,14 @@ impl Capture {
     /// order (inputs before the ops that read them); each distinct storage gets one
     /// `activation` allocation (storage id: the first of its tensors' ids; bytes: the
     /// extent its views reach), freed at the end of the step, unless one of its tensors was
-    /// already allocated in this step (a captured op's output). Then the counters
-    /// [`AUTOGRAD_STORAGE_BYTES_COUNTER`] and [`AUTOGRAD_STORAGES_COUNTER`] give the distinct
-    /// storages' bytes and number, the figures [`AutogradSummary`] returns. Call it before
+    /// already allocated in this step (a captured op's output, recorded when it was
+    /// created). Such a storage's creation time is unknown: its allocation is stamped at the
+    /// start of the step's latest forward phase ([`Capture::phase`] with
+    /// [`ExecStep::Forward`](trace_record::schema::ExecStep::Forward)), when one opened in
+    /// the step, else now. Then the counters [`AUTOGRAD_STORAGE_BYTES_COUNTER`] and
+    /// [`AUTOGRAD_STORAGES_COUNTER`] give the distinct storages' bytes and number, the
+    /// figures [`AutogradSummary`] returns, and [`AUTOGRAD_AT_FORWARD_START_COUNTER`] and
+    /// [`AUTOGRAD_AT_WALK_COUNTER`] how many of them were placed each way. Call it before
     /// `loss.backward()` (see [`Capture::backward`]). Nothing outside an active window.
     ///
     /// Candle exposes no edges (`Tensor::op` is private), so the structure recorded is the
@@ -105,6 +114,7 @@ impl Capture {
             }
         }
         summary.storages = storages.len();
+        let forward_start = self.forward_start_ns();
         for (id, extent, dtype, device, members) in &storages {
             let bytes = dense_bytes(*dtype, *extent);
             summary.bytes = summary.bytes.saturating_add(bytes);
@@ -114,15 +124,32 @@ impl Capture {
             {
                 continue;
             }
-            if self.alloc_step_storage(*id, *id, bytes, device.clone(), MemoryCategory::Activation)
-            {
+            if self.alloc_step_storage(
+                *id,
+                *id,
+                bytes,
+                device.clone(),
+                MemoryCategory::Activation,
+                forward_start,
+            ) {
                 summary.recorded_allocations += 1;
+                if forward_start.is_some() {
+                    summary.placed_at_forward_start += 1;
+                }
             }
         }
         // The graph's bytes as the memory timeline counts them, for the gradients report.
         let session = self.session();
         session.record_counter(AUTOGRAD_STORAGE_BYTES_COUNTER, summary.bytes as f64);
         session.record_counter(AUTOGRAD_STORAGES_COUNTER, summary.storages as f64);
+        session.record_counter(
+            AUTOGRAD_AT_FORWARD_START_COUNTER,
+            summary.placed_at_forward_start as f64,
+        );
+        session.record_counter(
+            AUTOGRAD_AT_WALK_COUNTER,
+            (summary.recorded_allocations - summary.placed_at_forward_start) as f64,
+        );
         summary
     }
 }

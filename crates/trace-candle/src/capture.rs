@@ -51,6 +51,9 @@ struct Allocations {
     step_ids: IdSet,
     /// Storage ids of persistent allocations (parameters, optimizer state): never freed.
     persistent: IdSet,
+    /// When this step's latest forward phase opened (session ns), if one did: where the
+    /// autograd walk places the activations it finds that no captured op recorded.
+    forward_start_ns: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -82,19 +85,24 @@ impl Inner {
         bytes: u64,
         device: DeviceLabel,
         category: MemoryCategory,
+        at_ns: Option<u64>,
     ) -> bool {
         let mut a = self.allocations();
         if !a.claim_step(storage) {
             return false;
         }
-        self.session.record_memory(&MemoryRecord {
+        let record = MemoryRecord {
             kind: AllocKind::Alloc,
             storage,
             tensor,
             bytes,
             device: device.as_str(),
             category,
-        });
+        };
+        match at_ns {
+            Some(ts) => self.session.record_memory_at(&record, ts),
+            None => self.session.record_memory(&record),
+        }
         a.push_step(storage, tensor, bytes, device, category);
         true
     }
@@ -402,10 +410,17 @@ impl Capture {
     /// Opens a span for an execution step on this thread: tensors captured inside it get the
     /// step's memory category (forward → activation, backward → gradient, optimizer →
     /// optimizer_state) until the guard drops.
+    ///
+    /// A forward phase also marks where the step's forward began: activations that
+    /// [`Capture::autograd`] later finds only in the autograd graph are placed there.
     pub fn phase(&self, name: &str, step: ExecStep) -> PhaseGuard<'_> {
         op_spans::materialize(&self.inner.session);
         let session = &self.inner.session;
         let span = session.span(name, SpanKind::Function, Some(step));
+        if step == ExecStep::Forward && self.is_active() {
+            // Read after the span opened: the placement lies inside the phase's span.
+            self.allocations().forward_start_ns = Some(session.now_ns());
+        }
         let prev = replace_exec_step(Some(step));
         PhaseGuard {
             prev,
@@ -459,6 +474,7 @@ impl Capture {
             tensor_bytes(tensor),
             DeviceLabel::of(tensor.device()),
             category,
+            None,
         )
     }
 
@@ -495,8 +511,8 @@ impl Capture {
         self.allocations().step_ids.contains(&storage)
     }
 
-    /// Records a step allocation of `storage` (freed at the step's end); false when it is
-    /// already live or inactive.
+    /// Records a step allocation of `storage` (freed at the step's end), stamped `at_ns`
+    /// (session ns) when given, else now; false when it is already live or inactive.
     pub(crate) fn alloc_step_storage(
         &self,
         storage: u64,
@@ -504,11 +520,17 @@ impl Capture {
         bytes: u64,
         device: DeviceLabel,
         category: MemoryCategory,
+        at_ns: Option<u64>,
     ) -> bool {
         self.is_active()
             && self
                 .inner
-                .alloc_step_id(storage, tensor, bytes, device, category)
+                .alloc_step_id(storage, tensor, bytes, device, category, at_ns)
+    }
+
+    /// When this step's latest forward phase opened, if one did (see [`Capture::phase`]).
+    pub(crate) fn forward_start_ns(&self) -> Option<u64> {
+        self.allocations().forward_start_ns
     }
 
     /// Records the free of a persistent allocation (a released buffer) and forgets it.
@@ -583,6 +605,7 @@ impl Capture {
         }
         a.step.clear();
         a.step_ids.clear();
+        a.forward_start_ns = None;
         n
     }
 

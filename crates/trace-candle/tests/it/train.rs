@@ -399,3 +399,116 @@ fn a_backward_without_parameters_is_reported_once() {
     assert_eq!(counters.len(), 1);
     assert!(!events(&trace).any(|e| matches!(e, Event::Gradient(_))));
 }
+
+/// Activations found only in the autograd graph (no captured op made them, so their creation
+/// time is unknown) are placed at the start of their step's forward phase, where the memory
+/// timeline then holds them; in a step with no forward phase they are placed when found. The
+/// memory report counts each placement.
+#[test]
+fn autograd_activations_are_placed_at_their_forward_phase_start() {
+    use trace_record::schema::SpanKind;
+    let (capture, sink) = capture(Phase::Train);
+    let w = Var::ones((64, 64), DType::F32, &Device::Cpu).unwrap();
+    let x = Tensor::ones((8, 64), DType::F32, &Device::Cpu).unwrap();
+    let forward = |x: &Tensor| {
+        x.matmul(w.as_tensor())
+            .unwrap()
+            .relu()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+    };
+    // Step 0: a forward phase, other work after it, then the walk.
+    let loss = {
+        let _forward = capture.phase("forward", ExecStep::Forward);
+        forward(&x)
+    };
+    {
+        let _other = capture.span("after_forward", SpanKind::Function);
+    }
+    let first = capture.autograd(&loss);
+    assert!(first.recorded_allocations >= 2, "{first:?}");
+    assert_eq!(first.placed_at_forward_start, first.recorded_allocations);
+    capture.step();
+    // Step 1: no forward phase; placed at the walk.
+    let loss = forward(&x);
+    {
+        let _other = capture.span("before_walk", SpanKind::Function);
+    }
+    let second = capture.autograd(&loss);
+    assert_eq!(second.placed_at_forward_start, 0);
+    assert_eq!(second.recorded_allocations, first.recorded_allocations);
+    capture.step();
+    let trace = finish_and_read(&capture, &sink);
+
+    // Span intervals by name, and the activation allocations with the span name last opened
+    // before them in the file (the step's last span: the walk comes after it).
+    let mut starts: HashMap<u64, (String, u64)> = HashMap::new();
+    let mut spans: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut allocs: Vec<(String, u64)> = Vec::new();
+    let mut last_span = String::new();
+    for e in events(&trace) {
+        match e {
+            Event::SpanStart(s) => {
+                starts.insert(s.id, (s.name.clone(), s.ts));
+                last_span = s.name.clone();
+            }
+            Event::SpanEnd(s) => {
+                let (name, start) = starts[&s.id].clone();
+                spans.insert(name, (start, s.ts));
+            }
+            Event::Memory(m)
+                if m.kind == AllocKind::Alloc && m.category == MemoryCategory::Activation =>
+            {
+                allocs.push((last_span.clone(), m.ts));
+            }
+            _ => {}
+        }
+    }
+    let (f0, f1) = spans["forward"];
+    let (after, _) = spans["after_forward"];
+    let (_, before_walk_end) = spans["before_walk"];
+    let placed: Vec<u64> = allocs
+        .iter()
+        .filter(|(s, _)| s == "after_forward")
+        .map(|a| a.1)
+        .collect();
+    assert_eq!(placed.len(), first.recorded_allocations);
+    for ts in &placed {
+        // Written after the later span, stamped inside the forward phase.
+        assert!(
+            (f0..=f1).contains(ts) && *ts < after,
+            "{ts} not in {f0}..{f1}"
+        );
+    }
+    let walked: Vec<u64> = allocs
+        .iter()
+        .filter(|(s, _)| s == "before_walk")
+        .map(|a| a.1)
+        .collect();
+    assert_eq!(walked.len(), second.recorded_allocations);
+    assert!(walked.iter().all(|&ts| ts >= before_walk_end));
+
+    // The memory report: the placements counted, and the timeline holds step 0's activations
+    // from the forward phase (events in time order).
+    let text = String::from_utf8(sink.bytes()).unwrap();
+    let loaded = trace_analyze::load_str(&text, "autograd.jsonl", Default::default()).unwrap();
+    assert!(loaded.memory.is_sorted_by_key(|e| e.t_ns));
+    let report = trace_analyze::memory_report(&loaded).unwrap();
+    let n = first.recorded_allocations as u64;
+    assert_eq!(
+        report.autograd,
+        Some(trace_analyze::AutogradPlacement {
+            storages: first.storages as u64 + second.storages as u64,
+            at_creation: (first.storages + second.storages) as u64 - 2 * n,
+            at_forward_start: n,
+            at_walk: n,
+        })
+    );
+    let first_activation = loaded
+        .memory
+        .iter()
+        .find(|e| e.alloc && e.category == MemoryCategory::Activation)
+        .unwrap();
+    assert!((f0..=f1).contains(&first_activation.t_ns));
+}

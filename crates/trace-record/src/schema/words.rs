@@ -36,6 +36,19 @@ pub const AUTOGRAD_STORAGE_BYTES_COUNTER: &str = "trace_candle.autograd_storage_
 /// distinct storages.
 pub const AUTOGRAD_STORAGES_COUNTER: &str = "trace_candle.autograd_storages";
 
+/// The counter written beside [`AUTOGRAD_STORAGES_COUNTER`] with how many of those storages
+/// the recorder found only in the autograd graph (no captured op produced them, so their
+/// creation time is unknown) and placed at the start of the step's latest forward phase: the
+/// memory timeline holds them from then, as they were alive from some time in that forward.
+pub const AUTOGRAD_AT_FORWARD_START_COUNTER: &str = "trace_candle.autograd_at_forward_start";
+
+/// The counter written beside [`AUTOGRAD_STORAGES_COUNTER`] with how many of those storages
+/// were found only in the autograd graph in a step with no forward phase open before the walk,
+/// and placed when they were found (the walk, just before backward): the timeline holds them
+/// from later than they really lived. The storages in neither placement counter were recorded
+/// when they were created (a captured op produced them).
+pub const AUTOGRAD_AT_WALK_COUNTER: &str = "trace_candle.autograd_at_walk";
+
 /// The counter trace-candle writes (value 1, once per capture) when it records a backward
 /// with no registered parameter: there are no gradient facts to look up, and readers say
 /// why instead of only that there are none.
