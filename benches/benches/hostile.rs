@@ -155,7 +155,8 @@ fn deep_stack(depth: u64) -> Vec<u8> {
 }
 
 /// Peak RSS over input size of `spans`, `compare`, `report` and `hot` on the large hostile
-/// shapes.
+/// shapes. `compare` reads the trace twice (it is compared with itself): its input is both
+/// files, twice the trace's size.
 fn rss_per_input_rows(dir: &std::path::Path, cli: &std::path::Path) {
     let n: u64 = if quick() { 200_000 } else { 1_000_000 };
     for (shape, bytes) in [
@@ -169,15 +170,17 @@ fn rss_per_input_rows(dir: &std::path::Path, cli: &std::path::Path) {
         drop(bytes);
         let p = path.display().to_string();
         let html = dir.join(format!("{shape}.html")).display().to_string();
-        let mut commands: Vec<(&str, Vec<&str>)> = vec![
-            ("spans", vec!["spans", &p]),
-            ("compare", vec!["compare", &p, &p]),
-            ("report", vec!["report", &p, "-o", &html]),
+        // (command, arguments, how many times the input is read)
+        let mut commands: Vec<(&str, Vec<&str>, f64)> = vec![
+            ("spans", vec!["spans", &p], 1.0),
+            ("compare", vec!["compare", &p, &p], 2.0),
+            ("report", vec!["report", &p, "-o", &html], 1.0),
         ];
         if shape == "deep_stack" {
-            commands.push(("hot", vec!["hot", &p]));
+            commands.push(("hot", vec!["hot", &p], 1.0));
         }
-        for (name, args) in commands {
+        for (name, args, inputs) in commands {
+            let input_mib = input_mib * inputs;
             let mut cmd = Command::new(cli);
             cmd.args(&args);
             let m = measure_child(cmd, Some(LIMIT))

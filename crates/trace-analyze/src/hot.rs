@@ -566,6 +566,32 @@ impl SamplerAccount {
     }
 }
 
+/// Sorts `ranked` as the rows are shown (most self samples first, then most total samples,
+/// then by name) and keeps the first `limit`. With a limit, the kept ones are selected first
+/// (linear), so only they are sorted.
+fn drop_ranked_beyond_limit(
+    ranked: &mut Vec<(&str, Acc, Option<CrateGroup>)>,
+    limit: Option<usize>,
+) {
+    let order = |a: &(&str, Acc, Option<CrateGroup>), b: &(&str, Acc, Option<CrateGroup>)| {
+        b.1.self_n
+            .cmp(&a.1.self_n)
+            .then(b.1.total_n.cmp(&a.1.total_n))
+            .then(a.0.cmp(b.0))
+    };
+    if let Some(l) = limit {
+        if l == 0 {
+            ranked.clear();
+            return;
+        }
+        if l < ranked.len() {
+            ranked.select_nth_unstable_by(l - 1, order);
+            ranked.truncate(l);
+        }
+    }
+    ranked.sort_by(order);
+}
+
 #[derive(Default, Clone, Copy)]
 struct Acc {
     self_n: u64,
@@ -613,7 +639,9 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     // Stack → Candle op for --by op.
     let stack_ops = (opts.by == HotBy::Op).then(|| crate::sampled_ops::stack_ops(trace));
 
-    let mut keys: FastMap<String, (Acc, Option<CrateGroup>)> = FastMap::default();
+    // Keyed by names the trace (or this crate) owns: no string is copied per row until the
+    // rows that are kept are made.
+    let mut keys: FastMap<&str, (Acc, Option<CrateGroup>)> = FastMap::default();
     let mut groups: FastMap<CrateGroup, Acc> = FastMap::default();
     let mut phase_tot: FastMap<&'static str, (u64, u64)> = FastMap::default();
     let mut phase_fn: FastMap<(&'static str, u32), (u64, u64)> = FastMap::default();
@@ -686,10 +714,8 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                 add(&mut g.total_n, n);
             }
         }
-        let mut bump = |key: &str, group: Option<CrateGroup>, is_self: bool| {
-            let (a, g) = keys
-                .entry(key.to_string())
-                .or_insert((Acc::default(), group));
+        let mut bump = |key, group: Option<CrateGroup>, is_self: bool| {
+            let (a, g) = keys.entry(key).or_insert((Acc::default(), group));
             if g.is_none() {
                 *g = group;
             }
@@ -782,12 +808,20 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         .map(|(&g, &a)| make(g.as_str().to_string(), Some(g), a))
         .collect();
     sort(&mut group_rows);
-    let mut rows: Vec<HotRow> = if opts.by == HotBy::Crate {
+    let rows: Vec<HotRow> = if opts.by == HotBy::Crate {
         group_rows.clone()
     } else {
-        keys.into_iter().map(|(k, (a, g))| make(k, g, a)).collect()
+        // Ranked and cut to the limit before any row (and its name's copy) is made: a
+        // trace may hold millions of distinct names.
+        let mut ranked: Vec<(&str, Acc, Option<CrateGroup>)> =
+            keys.into_iter().map(|(k, (a, g))| (k, a, g)).collect();
+        drop_ranked_beyond_limit(&mut ranked, opts.limit);
+        trace.work.add_sort(ranked.len());
+        ranked
+            .into_iter()
+            .map(|(k, a, g)| make(k.to_string(), g, a))
+            .collect()
     };
-    sort(&mut rows);
 
     let mut phases: Vec<PhaseHot> = phase_tot
         .iter()
