@@ -301,6 +301,39 @@ pub struct AutogradPlacement {
 }
 
 impl AutogradPlacement {
+    /// Says where the storages sit on the timeline, one clause per placement that holds
+    /// any (the CLI's `memory` and the report print this).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.at_creation > 0 {
+            parts.push(format!(
+                "{} recorded when created (captured op outputs)",
+                self.at_creation
+            ));
+        }
+        if self.at_forward_start > 0 {
+            parts.push(format!(
+                "{} placed at the start of their step's forward phase (creation time not recorded)",
+                self.at_forward_start
+            ));
+        }
+        if self.at_walk > 0 {
+            parts.push(format!(
+                "{} placed when backward began, later than they lived (no forward phase in their \
+                 step: open one with capture.phase(\"forward\", ExecStep::Forward))",
+                self.at_walk
+            ));
+        }
+        if parts.is_empty() {
+            return format!("autograd activations: {} storage(s)", self.storages);
+        }
+        format!(
+            "autograd activations: {} storage(s): {}",
+            self.storages,
+            parts.join("; ")
+        )
+    }
+
     /// Sums the recorder's placement counters; `None` when it wrote none (an older
     /// recorder, or no autograd walk). Counters that are not finite non-negative numbers are
     /// skipped; sums saturate.

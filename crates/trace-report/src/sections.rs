@@ -593,6 +593,13 @@ fn memory_device(d: &DeviceMemory) -> MemoryDevice {
     }
 }
 
+/// `text` with its first letter in upper case (a sentence from a clause).
+fn upper_first(text: &str) -> String {
+    let mut c = text.chars();
+    c.next()
+        .map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
+}
+
 fn memory_data(trace: &Trace) -> Option<MemoryData> {
     let report = memory_report(trace)?;
     Some(MemoryData {
@@ -600,7 +607,10 @@ fn memory_data(trace: &Trace) -> Option<MemoryData> {
         note: format!(
             "Live {} bytes (shape × dtype size, not allocator or device figures) from the trace's allocation and free events. Up to {BAND_POINTS} events are drawn exactly; more are grouped into {BAND_POINTS} time buckets drawn as a band from the smallest to the largest live total in the bucket (categories stacked at the smallest), so drops between steps and the peak both show. Drag across the chart to zoom in on a time range; double-click or \"reset zoom\" to zoom out.",
             report.bytes_kind,
-        ),
+        ) + &report
+            .autograd
+            .map(|a| format!(" {}.", upper_first(&a.describe())))
+            .unwrap_or_default(),
         devices: report.devices.iter().map(memory_device).collect(),
     })
 }

@@ -1,6 +1,7 @@
 //! The report's gradients section: gradient-less parameters first, non-finite flagged, and more.
 //!
-//! Also each parameter's norms per step and the autograd graph per step.
+//! Also each parameter's norms per step, the autograd graph per step and where its activations
+//! sit on the memory timeline.
 
 use serde_json::{Value, json};
 use testkit::{SynthConfig, write_synthetic};
@@ -183,5 +184,56 @@ fn many_steps_keep_the_last_norm_columns_and_say_so() {
             .any(|c| c.contains("norms of the last 24 of 40 steps")),
         "{:?}",
         data.caps
+    );
+}
+
+/// The memory section says where the autograd graph's activations sit on the timeline, in
+/// the words `tracegraph memory` prints, from the recorder's placement counters.
+#[test]
+fn the_memory_note_says_where_autograd_activations_were_placed() {
+    use trace_record::MemoryRecord;
+    use trace_record::schema::{
+        AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_WALK_COUNTER, AUTOGRAD_STORAGES_COUNTER,
+        AllocKind,
+    };
+    let (session, sink) = TraceSession::in_memory(Run::new("placed", Phase::Train, "cpu"));
+    {
+        let _step = session.span("train_step", SpanKind::Function, None);
+        for kind in [AllocKind::Alloc, AllocKind::Free] {
+            session.record_memory(&MemoryRecord {
+                kind,
+                storage: 1,
+                tensor: 1,
+                bytes: 64,
+                device: "cpu",
+                category: MemoryCategory::Activation,
+            });
+        }
+        session.record_counter(AUTOGRAD_STORAGES_COUNTER, 3.0);
+        session.record_counter(AUTOGRAD_AT_FORWARD_START_COUNTER, 2.0);
+        session.record_counter(AUTOGRAD_AT_WALK_COUNTER, 0.0);
+    }
+    session.finish().expect("finish");
+    let trace = load(&sink.bytes());
+    let placement = trace_analyze::memory_report(&trace)
+        .and_then(|m| m.autograd)
+        .expect("placement counted");
+    assert_eq!(
+        (
+            placement.at_creation,
+            placement.at_forward_start,
+            placement.at_walk
+        ),
+        (1, 2, 0)
+    );
+    let data = build_report(&trace, None, &ReportOptions::default()).expect("report");
+    let note = &data.memory.as_ref().expect("memory section").note;
+    assert!(
+        note.ends_with(
+            " Autograd activations: 3 storage(s): 1 recorded when created (captured op \
+             outputs); 2 placed at the start of their step's forward phase (creation time not \
+             recorded)."
+        ),
+        "{note}"
     );
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use trace_analyze::{Allocation, AutogradPlacement, HeapReport, heap_report, memory_report};
+use trace_analyze::{Allocation, HeapReport, heap_report, memory_report};
 use trace_record::schema::{DECLARED_BUFFER_BIT, MemoryCategory};
 
 use super::{Status, Table, bytesu, load, nsu, print_json, write_stdout};
@@ -97,39 +97,6 @@ fn sparkline(points: &[(u64, u64)], width: usize, windows: &[(u64, u64)]) -> Str
         .collect()
 }
 
-/// Says where the autograd graph's activations sit on the timeline, one clause per
-/// placement that holds any.
-pub(crate) fn autograd_placement(a: &AutogradPlacement) -> String {
-    let mut parts = Vec::new();
-    if a.at_creation > 0 {
-        parts.push(format!(
-            "{} recorded when created (captured op outputs)",
-            a.at_creation
-        ));
-    }
-    if a.at_forward_start > 0 {
-        parts.push(format!(
-            "{} placed at the start of their step's forward phase (creation time not recorded)",
-            a.at_forward_start
-        ));
-    }
-    if a.at_walk > 0 {
-        parts.push(format!(
-            "{} placed when backward began, later than they lived (no forward phase in their \
-             step: open one with capture.phase(\"forward\", ExecStep::Forward))",
-            a.at_walk
-        ));
-    }
-    if parts.is_empty() {
-        return format!("autograd activations: {} storage(s)", a.storages);
-    }
-    format!(
-        "autograd activations: {} storage(s): {}",
-        a.storages,
-        parts.join("; ")
-    )
-}
-
 /// Runs `tracegraph memory`.
 pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
     let trace = load(&args.trace, false)?;
@@ -166,7 +133,7 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
          samples"
     );
     if let Some(a) = &r.autograd {
-        let _ = writeln!(o, "{}", autograd_placement(a));
+        let _ = writeln!(o, "{}", a.describe());
     }
     for d in &r.devices {
         let _ = writeln!(o);
