@@ -621,8 +621,8 @@ impl Capture {
         self.end_step_records(false);
         let index = self.inner.session.step();
         self.inner.sampler.on_step(&self.inner.session);
-        // The heap tracker closes the step's account at the boundary itself, not up to its
-        // wake-up period later.
+        // The step boundary is handed to the heap tracker at once: a marker in its buffer,
+        // and the tracker closes the step's account in its place, on its own thread.
         #[cfg(feature = "heap")]
         trace_heap::on_step(&self.inner.session);
         self.begin_step_records();
