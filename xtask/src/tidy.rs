@@ -31,7 +31,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // analyses the CLI runs (recording itself never depends on analysis).
     (
         "trace-candle",
-        &["trace-record", "trace-sampler", "trace-heap", "trace-analyze"],
+        &[
+            "trace-record",
+            "trace-sampler",
+            "trace-heap",
+            "trace-analyze",
+        ],
     ),
     ("trace-export", &["trace-record", "testkit"]),
     ("trace-parquet", &["trace-record", "testkit"]),
