@@ -287,7 +287,8 @@ pub struct MemoryReport {
 /// backward) sit on the memory timeline, summed over the run's walks: those a captured op
 /// produced were recorded when they were created; those found only in the graph have no
 /// known creation time and were placed at the start of their step's forward phase, or, in a
-/// step with no forward phase, when they were found (later than they really lived).
+/// step with no forward phase, at the step's start, or, in the run's first step without one,
+/// when they were found (later than they really lived).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct AutogradPlacement {
     /// Distinct storages the walks found.
@@ -296,7 +297,9 @@ pub struct AutogradPlacement {
     pub at_creation: u64,
     /// Placed at the start of their step's forward phase.
     pub at_forward_start: u64,
-    /// Placed when they were found (no forward phase in their step).
+    /// Placed at their step's start (no forward phase in their step).
+    pub at_step_start: u64,
+    /// Placed when they were found (no forward phase, and no step boundary before them).
     pub at_walk: u64,
 }
 
@@ -315,6 +318,13 @@ impl AutogradPlacement {
             parts.push(format!(
                 "{} placed at the start of their step's forward phase (creation time not recorded)",
                 self.at_forward_start
+            ));
+        }
+        if self.at_step_start > 0 {
+            parts.push(format!(
+                "{} placed at the start of their step (creation time not recorded, no forward \
+                 phase: capture.phase(\"forward\", ExecStep::Forward) places them closer)",
+                self.at_step_start
             ));
         }
         if self.at_walk > 0 {
@@ -339,9 +349,11 @@ impl AutogradPlacement {
     /// skipped; sums saturate.
     fn of(trace: &Trace) -> Option<Self> {
         use trace_record::schema::{
-            AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_WALK_COUNTER, AUTOGRAD_STORAGES_COUNTER,
+            AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_STEP_START_COUNTER,
+            AUTOGRAD_AT_WALK_COUNTER, AUTOGRAD_STORAGES_COUNTER,
         };
-        let (mut storages, mut forward, mut walk) = (0u64, None::<u64>, None::<u64>);
+        let (mut storages, mut forward, mut step, mut walk) =
+            (0u64, None::<u64>, None::<u64>, None::<u64>);
         for c in &trace.counters {
             if !(c.value.is_finite() && c.value >= 0.0) {
                 continue;
@@ -352,19 +364,28 @@ impl AutogradPlacement {
                 AUTOGRAD_AT_FORWARD_START_COUNTER => {
                     forward = Some(forward.unwrap_or(0).saturating_add(v));
                 }
+                AUTOGRAD_AT_STEP_START_COUNTER => {
+                    step = Some(step.unwrap_or(0).saturating_add(v));
+                }
                 AUTOGRAD_AT_WALK_COUNTER => walk = Some(walk.unwrap_or(0).saturating_add(v)),
                 _ => {}
             }
         }
         trace.work.add(trace.counters.len() as u64);
-        if forward.is_none() && walk.is_none() {
+        if forward.is_none() && step.is_none() && walk.is_none() {
             return None;
         }
-        let (at_forward_start, at_walk) = (forward.unwrap_or(0), walk.unwrap_or(0));
+        let (at_forward_start, at_step_start, at_walk) =
+            (forward.unwrap_or(0), step.unwrap_or(0), walk.unwrap_or(0));
         Some(Self {
             storages,
-            at_creation: storages.saturating_sub(at_forward_start.saturating_add(at_walk)),
+            at_creation: storages.saturating_sub(
+                at_forward_start
+                    .saturating_add(at_step_start)
+                    .saturating_add(at_walk),
+            ),
             at_forward_start,
+            at_step_start,
             at_walk,
         })
     }

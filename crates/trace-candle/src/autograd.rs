@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Tensor};
 use trace_record::schema::{
-    AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_WALK_COUNTER, AUTOGRAD_LABEL,
-    AUTOGRAD_STORAGE_BYTES_COUNTER, AUTOGRAD_STORAGES_COUNTER, MemoryCategory,
+    AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_STEP_START_COUNTER, AUTOGRAD_AT_WALK_COUNTER,
+    AUTOGRAD_LABEL, AUTOGRAD_STORAGE_BYTES_COUNTER, AUTOGRAD_STORAGES_COUNTER, MemoryCategory,
 };
 
 use crate::Capture;
@@ -26,9 +26,12 @@ pub struct AutogradSummary {
     /// Storages newly allocated in the trace by this call (the others were already
     /// recorded, e.g. as a captured op's output).
     pub recorded_allocations: usize,
-    /// Of those, the ones placed at the start of the step's latest forward phase (the
-    /// others of them were placed at this call: no forward phase had opened in the step).
+    /// Of those, the ones placed at the start of the step's latest forward phase.
     pub placed_at_forward_start: usize,
+    /// Of those, the ones placed at the step's start (no forward phase had opened in the
+    /// step); the rest were placed at this call (no forward phase, and the run's first
+    /// step, whose start no boundary marks).
+    pub placed_at_step_start: usize,
 }
 
 /// The logical extent of a view in its storage: elements from the storage's start to one
@@ -59,9 +62,10 @@ impl Capture {
     /// created). Such a storage's creation time is unknown: its allocation is stamped at the
     /// start of the step's latest forward phase ([`Capture::phase`] with
     /// [`ExecStep::Forward`](trace_record::schema::ExecStep::Forward)), when one opened in
-    /// the step, else now. Then the counters [`AUTOGRAD_STORAGE_BYTES_COUNTER`] and
-    /// [`AUTOGRAD_STORAGES_COUNTER`] give the distinct storages' bytes and number, the
-    /// figures [`AutogradSummary`] returns, and [`AUTOGRAD_AT_FORWARD_START_COUNTER`] and
+    /// the step, else at the step's start ([`Capture::step`]), else now. Then the counters
+    /// [`AUTOGRAD_STORAGE_BYTES_COUNTER`] and [`AUTOGRAD_STORAGES_COUNTER`] give the
+    /// distinct storages' bytes and number, the figures [`AutogradSummary`] returns, and
+    /// [`AUTOGRAD_AT_FORWARD_START_COUNTER`], [`AUTOGRAD_AT_STEP_START_COUNTER`] and
     /// [`AUTOGRAD_AT_WALK_COUNTER`] how many of them were placed each way. Call it before
     /// `loss.backward()` (see [`Capture::backward`]). Nothing outside an active window.
     ///
@@ -114,7 +118,7 @@ impl Capture {
             }
         }
         summary.storages = storages.len();
-        let forward_start = self.forward_start_ns();
+        let placement = self.autograd_placement_ns();
         for (id, extent, dtype, device, members) in &storages {
             let bytes = dense_bytes(*dtype, *extent);
             summary.bytes = summary.bytes.saturating_add(bytes);
@@ -130,11 +134,13 @@ impl Capture {
                 bytes,
                 device.clone(),
                 MemoryCategory::Activation,
-                forward_start,
+                placement.map(|p| p.0),
             ) {
                 summary.recorded_allocations += 1;
-                if forward_start.is_some() {
-                    summary.placed_at_forward_start += 1;
+                match placement {
+                    Some((_, true)) => summary.placed_at_forward_start += 1,
+                    Some((_, false)) => summary.placed_at_step_start += 1,
+                    None => {}
                 }
             }
         }
@@ -147,8 +153,14 @@ impl Capture {
             summary.placed_at_forward_start as f64,
         );
         session.record_counter(
+            AUTOGRAD_AT_STEP_START_COUNTER,
+            summary.placed_at_step_start as f64,
+        );
+        session.record_counter(
             AUTOGRAD_AT_WALK_COUNTER,
-            (summary.recorded_allocations - summary.placed_at_forward_start) as f64,
+            (summary.recorded_allocations
+                - summary.placed_at_forward_start
+                - summary.placed_at_step_start) as f64,
         );
         summary
     }

@@ -54,6 +54,9 @@ struct Allocations {
     /// When this step's latest forward phase opened (session ns), if one did: where the
     /// autograd walk places the activations it finds that no captured op recorded.
     forward_start_ns: Option<u64>,
+    /// When this step began (its boundary, session ns), when a boundary began it: where the
+    /// walk places them in a step with no forward phase.
+    step_start_ns: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -528,9 +531,14 @@ impl Capture {
                 .alloc_step_id(storage, tensor, bytes, device, category, at_ns)
     }
 
-    /// When this step's latest forward phase opened, if one did (see [`Capture::phase`]).
-    pub(crate) fn forward_start_ns(&self) -> Option<u64> {
-        self.allocations().forward_start_ns
+    /// Where the autograd walk places the activations it finds that no captured op
+    /// recorded: when this step's latest forward phase opened, if one did (see
+    /// [`Capture::phase`]), else when the step began, if a boundary began it.
+    pub(crate) fn autograd_placement_ns(&self) -> Option<(u64, bool)> {
+        let a = self.allocations();
+        a.forward_start_ns
+            .map(|t| (t, true))
+            .or(a.step_start_ns.map(|t| (t, false)))
     }
 
     /// Records the free of a persistent allocation (a released buffer) and forgets it.
@@ -606,6 +614,7 @@ impl Capture {
         a.step.clear();
         a.step_ids.clear();
         a.forward_start_ns = None;
+        a.step_start_ns = None;
         n
     }
 
@@ -620,6 +629,7 @@ impl Capture {
     pub fn step(&self) -> u64 {
         self.end_step_records(false);
         let index = self.inner.session.step();
+        self.allocations().step_start_ns = Some(self.inner.session.now_ns());
         self.inner.sampler.on_step(&self.inner.session);
         // The step boundary is handed to the heap tracker at once: a marker in its buffer,
         // and the tracker closes the step's account in its place, on its own thread.

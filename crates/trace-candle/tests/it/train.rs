@@ -402,8 +402,8 @@ fn a_backward_without_parameters_is_reported_once() {
 
 /// Activations found only in the autograd graph (no captured op made them, so their creation
 /// time is unknown) are placed at the start of their step's forward phase, where the memory
-/// timeline then holds them; in a step with no forward phase they are placed when found. The
-/// memory report counts each placement.
+/// timeline then holds them; in a step with no forward phase, at the step's start (its
+/// boundary); in the run's first step without one, when found. The memory report counts each.
 #[test]
 fn autograd_activations_are_placed_at_their_forward_phase_start() {
     use trace_record::schema::SpanKind;
@@ -418,7 +418,20 @@ fn autograd_activations_are_placed_at_their_forward_phase_start() {
             .sum_all()
             .unwrap()
     };
-    // Step 0: a forward phase, other work after it, then the walk.
+    // Step 0, the run's first: no forward phase and no boundary before it; placed at the walk.
+    let loss = forward(&x);
+    {
+        let _other = capture.span("first_step", SpanKind::Function);
+    }
+    let first = capture.autograd(&loss);
+    let n = first.recorded_allocations;
+    assert!(n >= 2, "{first:?}");
+    assert_eq!(
+        (first.placed_at_forward_start, first.placed_at_step_start),
+        (0, 0)
+    );
+    capture.step();
+    // Step 1: a forward phase, other work after it, then the walk.
     let loss = {
         let _forward = capture.phase("forward", ExecStep::Forward);
         forward(&x)
@@ -426,26 +439,29 @@ fn autograd_activations_are_placed_at_their_forward_phase_start() {
     {
         let _other = capture.span("after_forward", SpanKind::Function);
     }
-    let first = capture.autograd(&loss);
-    assert!(first.recorded_allocations >= 2, "{first:?}");
-    assert_eq!(first.placed_at_forward_start, first.recorded_allocations);
-    capture.step();
-    // Step 1: no forward phase; placed at the walk.
-    let loss = forward(&x);
-    {
-        let _other = capture.span("before_walk", SpanKind::Function);
-    }
     let second = capture.autograd(&loss);
-    assert_eq!(second.placed_at_forward_start, 0);
-    assert_eq!(second.recorded_allocations, first.recorded_allocations);
+    assert_eq!(second.recorded_allocations, n);
+    assert_eq!(second.placed_at_forward_start, n);
+    capture.step();
+    // Step 2: no forward phase; placed at the step's start.
+    {
+        let _other = capture.span("third_step", SpanKind::Function);
+    }
+    let loss = forward(&x);
+    let third = capture.autograd(&loss);
+    assert_eq!(
+        (third.placed_at_forward_start, third.placed_at_step_start),
+        (0, n)
+    );
     capture.step();
     let trace = finish_and_read(&capture, &sink);
 
-    // Span intervals by name, and the activation allocations with the span name last opened
-    // before them in the file (the step's last span: the walk comes after it).
+    // Span intervals by name, step boundaries, and the activation allocations with the span
+    // last opened before them in the file (each step's last span: the walk comes after it).
     let mut starts: HashMap<u64, (String, u64)> = HashMap::new();
     let mut spans: HashMap<String, (u64, u64)> = HashMap::new();
-    let mut allocs: Vec<(String, u64)> = Vec::new();
+    let mut boundaries: Vec<u64> = Vec::new();
+    let mut allocs: HashMap<String, Vec<u64>> = HashMap::new();
     let mut last_span = String::new();
     for e in events(&trace) {
         match e {
@@ -457,58 +473,62 @@ fn autograd_activations_are_placed_at_their_forward_phase_start() {
                 let (name, start) = starts[&s.id].clone();
                 spans.insert(name, (start, s.ts));
             }
+            Event::Step(s) => boundaries.push(s.ts),
             Event::Memory(m)
                 if m.kind == AllocKind::Alloc && m.category == MemoryCategory::Activation =>
             {
-                allocs.push((last_span.clone(), m.ts));
+                allocs.entry(last_span.clone()).or_default().push(m.ts);
             }
             _ => {}
         }
     }
+    let (_, first_end) = spans["first_step"];
+    assert_eq!(allocs["first_step"].len(), n);
+    assert!(allocs["first_step"].iter().all(|&ts| ts >= first_end));
     let (f0, f1) = spans["forward"];
     let (after, _) = spans["after_forward"];
-    let (_, before_walk_end) = spans["before_walk"];
-    let placed: Vec<u64> = allocs
-        .iter()
-        .filter(|(s, _)| s == "after_forward")
-        .map(|a| a.1)
-        .collect();
-    assert_eq!(placed.len(), first.recorded_allocations);
-    for ts in &placed {
+    assert_eq!(allocs["after_forward"].len(), n);
+    for ts in &allocs["after_forward"] {
         // Written after the later span, stamped inside the forward phase.
         assert!(
             (f0..=f1).contains(ts) && *ts < after,
             "{ts} not in {f0}..{f1}"
         );
     }
-    let walked: Vec<u64> = allocs
-        .iter()
-        .filter(|(s, _)| s == "before_walk")
-        .map(|a| a.1)
-        .collect();
-    assert_eq!(walked.len(), second.recorded_allocations);
-    assert!(walked.iter().all(|&ts| ts >= before_walk_end));
+    let (third_start, _) = spans["third_step"];
+    let step2 = boundaries[1];
+    assert_eq!(allocs["third_step"].len(), n);
+    for ts in &allocs["third_step"] {
+        // At the boundary that began step 2, before its first span.
+        assert!(
+            (step2..=third_start).contains(ts),
+            "{ts} not in {step2}..{third_start}"
+        );
+    }
 
-    // The memory report: the placements counted, and the timeline holds step 0's activations
+    // The memory report: the placements counted, and the timeline holds step 1's activations
     // from the forward phase (events in time order).
     let text = String::from_utf8(sink.bytes()).unwrap();
     let loaded = trace_analyze::load_str(&text, "autograd.jsonl", Default::default()).unwrap();
     assert!(loaded.memory.is_sorted_by_key(|e| e.t_ns));
     let report = trace_analyze::memory_report(&loaded).unwrap();
-    let n = first.recorded_allocations as u64;
+    let storages = (first.storages + second.storages + third.storages) as u64;
+    let n = n as u64;
     assert_eq!(
         report.autograd,
         Some(trace_analyze::AutogradPlacement {
-            storages: first.storages as u64 + second.storages as u64,
-            at_creation: (first.storages + second.storages) as u64 - 2 * n,
+            storages,
+            at_creation: storages - 3 * n,
             at_forward_start: n,
+            at_step_start: n,
             at_walk: n,
         })
     );
-    let first_activation = loaded
+    let in_forward = loaded
         .memory
         .iter()
-        .find(|e| e.alloc && e.category == MemoryCategory::Activation)
-        .unwrap();
-    assert!((f0..=f1).contains(&first_activation.t_ns));
+        .filter(|e| e.alloc && e.category == MemoryCategory::Activation)
+        .filter(|e| (f0..=f1).contains(&e.t_ns))
+        .count();
+    assert_eq!(in_forward as u64, n);
 }

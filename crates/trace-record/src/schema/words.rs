@@ -43,10 +43,15 @@ pub const AUTOGRAD_STORAGES_COUNTER: &str = "trace_candle.autograd_storages";
 pub const AUTOGRAD_AT_FORWARD_START_COUNTER: &str = "trace_candle.autograd_at_forward_start";
 
 /// The counter written beside [`AUTOGRAD_STORAGES_COUNTER`] with how many of those storages
-/// were found only in the autograd graph in a step with no forward phase open before the walk,
-/// and placed when they were found (the walk, just before backward): the timeline holds them
-/// from later than they really lived. The storages in neither placement counter were recorded
-/// when they were created (a captured op produced them).
+/// were found only in the autograd graph in a step with no forward phase, and placed at the
+/// step's start (its boundary): the step's work, its forward among it, began there.
+pub const AUTOGRAD_AT_STEP_START_COUNTER: &str = "trace_candle.autograd_at_step_start";
+
+/// The counter written beside [`AUTOGRAD_STORAGES_COUNTER`] with how many of those storages
+/// were found only in the autograd graph in a step with no forward phase and no known start
+/// (the run's first step), and placed when they were found (the walk, just before backward):
+/// the timeline holds them from later than they really lived. The storages in none of the
+/// placement counters were recorded when they were created (a captured op produced them).
 pub const AUTOGRAD_AT_WALK_COUNTER: &str = "trace_candle.autograd_at_walk";
 
 /// The counter trace-candle writes (value 1, once per capture) when it records a backward
