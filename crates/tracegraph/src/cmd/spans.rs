@@ -167,7 +167,9 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
         );
     }
     // Steps of several graphs: the per-step columns pool them; each graph's step times apart.
+    // Fewer than two whole steps make at most one group: no step graph is built for them.
     if result.is_ok()
+        && trace.complete_steps().len() >= 2
         && let Ok(g) = trace_analyze::graph_report(&trace, &trace_analyze::new_step_cache())
         && g.groups.len() > 1
     {
