@@ -9,9 +9,10 @@
 //! CRLF line ends, deep nesting, unended spans, structured ids (`i << 40`), deep sampled stacks
 //! and hostile sample counts and gradient norms. Every input goes
 //! through the reader and validator, the loader, the summary, op table, span tree, memory report,
-//! graph report, gradients, every `hot` view, a self-comparison, the HTML report and the three
-//! exports (Chrome, folded, folded samples); JSON outputs are parsed back,
-//! the Chrome export is checked by testkit's checker and folded lines are parsed. A panic, an input
+//! graph report, gradients, every `hot` view, a self-comparison, the HTML report and the four
+//! exports (Chrome, folded, folded samples, Parquet); JSON outputs are parsed back, Parquet
+//! tables read back, the Chrome export is checked by testkit's checker and folded lines are
+//! parsed. A panic, an input
 //! over the time or memory budget, or an output that does not parse fails the run; the input is
 //! saved under `target/fuzz/` to reproduce it. The input being run is always at
 //! `target/fuzz/current.jsonl`, so an abort leaves it behind too.
@@ -562,6 +563,33 @@ fn check_folded(out: Vec<u8>, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The Parquet export of a trace the reader accepted: when it succeeds, every table must read
+/// back as a Parquet file holding the rows the export says it wrote (small row groups, so
+/// several are cut). An export that fails with an error is a rejection, not a finding.
+fn check_parquet(r: &mut trace_record::TraceReader<&[u8]>) -> Result<(), String> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let opts = trace_parquet::ExportOptions {
+        row_group_rows: 64,
+        ..Default::default()
+    };
+    let outputs: [Vec<u8>; trace_parquet::Table::COUNT] = Default::default();
+    let Ok((written, summary)) = trace_parquet::write_tables(r, "fuzz", 0, &opts, outputs) else {
+        return Ok(());
+    };
+    for (table, bytes) in trace_parquet::Table::ALL.into_iter().zip(written) {
+        let file = SerializedFileReader::new(bytes::Bytes::from(bytes))
+            .map_err(|e| format!("the Parquet table {table:?} does not read back: {e}"))?;
+        let rows = file.metadata().file_metadata().num_rows();
+        if u64::try_from(rows).ok() != Some(summary.rows_of(table)) {
+            return Err(format!(
+                "the Parquet table {table:?} holds {rows} rows, the export says {}",
+                summary.rows_of(table)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs everything on `input`; `Err` is a finding (an output that does not parse).
 fn run_all(input: &[u8]) -> Result<Outcome, String> {
     let mut outcome = Outcome::default();
@@ -609,6 +637,9 @@ fn run_all(input: &[u8]) -> Result<Outcome, String> {
         f.write(&mut out)
             .map_err(|e| format!("writing folded samples: {e}"))?;
         check_folded(out, "folded samples")?;
+    }
+    if let Ok(mut r) = trace_record::TraceReader::new(input, trace_record::ReadOptions::default()) {
+        check_parquet(&mut r)?;
     }
     // The analyses.
     let text = match std::str::from_utf8(input) {
