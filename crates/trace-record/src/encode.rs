@@ -61,10 +61,9 @@ fn encode_into(event: &Event, default_device: &str, out: &mut LineBuf) {
     }
 }
 
-/// A sampled-stack line (`frame`, `stack`, `samples`, `sampler`; version 2) or a step's
-/// tracked-heap sums and account (`heap_small`, `heap_account`). These are written by a
-/// sampler's or a heap tracker's own thread, a few per step, never on a recording hot path,
-/// so serde writes them (`type` first, optional fields omitted, like every other line).
+/// A sampled-stack line (`frame`, `stack`, `samples`, `sampler`; version 2). These are written
+/// by a sampler's own thread, a few per step, never on a recording hot path, so serde writes
+/// them (`type` first, optional fields omitted, like every other line).
 pub(crate) fn sampled(out: &mut LineBuf, event: &Event) {
     // Serializing plain structs of strings and integers into a Vec cannot fail.
     if let Ok(mut line) = serde_json::to_vec(event) {
@@ -73,9 +72,10 @@ pub(crate) fn sampled(out: &mut LineBuf, event: &Event) {
     }
 }
 
-/// A tracked-heap line (version 2). `heap_alloc` and `heap_free`, one per tracked
-/// allocation and free, are written by the encoder (the tracker's thread writes thousands per
-/// step); a step's `heap_small` and `heap_account` lines by serde ([`sampled`]).
+/// A tracked-heap line (version 2), written by the encoder: `heap_alloc` and `heap_free`, one
+/// per tracked allocation and free (the tracker's thread writes thousands per step), and a
+/// step's `heap_small` (one per span that made small allocations: most of a decode step's heap
+/// lines) and `heap_account` lines. The bytes are serde's (the same keys in the same order).
 pub(crate) fn heap(out: &mut LineBuf, event: &Event) {
     match event {
         Event::HeapAlloc(e) => out.write(96 + 5 * INT, |c| {
@@ -98,6 +98,35 @@ pub(crate) fn heap(out: &mut LineBuf, event: &Event) {
             c.raw(b"{\"type\":\"heap_free\",\"id\":");
             c.uint(e.id);
             c.ts_end(e.ts);
+        }),
+        Event::HeapSmall(e) => out.write(96 + 4 * INT, |c| {
+            c.raw(b"{\"type\":\"heap_small\",\"step\":");
+            c.uint(e.step);
+            if let Some(p) = e.phase {
+                c.raw(b",\"phase\":");
+                p.with_str(|s| c.name(s.as_bytes()));
+            }
+            c.opt_span(e.span);
+            c.raw(b",\"count\":");
+            c.uint(e.count);
+            c.raw(b",\"bytes\":");
+            c.uint(e.bytes);
+            c.raw(b"}\n");
+        }),
+        Event::HeapAccount(e) => out.write(128 + 6 * INT, |c| {
+            c.raw(b"{\"type\":\"heap_account\",\"step\":");
+            c.uint(e.step);
+            c.raw(b",\"threshold\":");
+            c.uint(e.threshold);
+            c.raw(b",\"lost\":");
+            c.uint(e.lost);
+            c.raw(b",\"unmatched_frees\":");
+            c.uint(e.unmatched_frees);
+            c.raw(b",\"ts\":");
+            c.uint(e.ts);
+            c.raw(b",\"dur\":");
+            c.uint(e.dur);
+            c.raw(b"}\n");
         }),
         _ => sampled(out, event),
     }
