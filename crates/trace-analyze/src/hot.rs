@@ -566,18 +566,23 @@ impl SamplerAccount {
     }
 }
 
-/// Sorts `ranked` as the rows are shown (most self samples first, then most total samples,
-/// then by name) and keeps the first `limit`. With a limit, the kept ones are selected first
-/// (linear), so only they are sorted.
+/// The order rows are shown in: most self samples first, then most total samples, then by
+/// name. Arguments are (self samples, total samples, name).
+fn rank_order(a: (u64, u64, &str), b: (u64, u64, &str)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(b.2))
+}
+
+/// Sorts `ranked` in [`rank_order`] and keeps the first `limit`. With a limit, the kept ones
+/// are selected first (linear), so only they are sorted.
 fn drop_ranked_beyond_limit(
     ranked: &mut Vec<(&str, Acc, Option<CrateGroup>)>,
     limit: Option<usize>,
 ) {
     let order = |a: &(&str, Acc, Option<CrateGroup>), b: &(&str, Acc, Option<CrateGroup>)| {
-        b.1.self_n
-            .cmp(&a.1.self_n)
-            .then(b.1.total_n.cmp(&a.1.total_n))
-            .then(a.0.cmp(b.0))
+        rank_order(
+            (a.1.self_n, a.1.total_n, a.0),
+            (b.1.self_n, b.1.total_n, b.0),
+        )
     };
     if let Some(l) = limit {
         if l == 0 {
@@ -794,10 +799,10 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     };
     let sort = |rows: &mut Vec<HotRow>| {
         rows.sort_by(|a, b| {
-            b.self_samples
-                .cmp(&a.self_samples)
-                .then(b.total_samples.cmp(&a.total_samples))
-                .then(a.name.cmp(&b.name))
+            rank_order(
+                (a.self_samples, a.total_samples, &a.name),
+                (b.self_samples, b.total_samples, &b.name),
+            )
         });
         if let Some(l) = opts.limit {
             rows.truncate(l);
