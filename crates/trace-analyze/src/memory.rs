@@ -352,29 +352,13 @@ impl AutogradPlacement {
             AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_STEP_START_COUNTER,
             AUTOGRAD_AT_WALK_COUNTER, AUTOGRAD_STORAGES_COUNTER,
         };
-        let (mut storages, mut forward, mut step, mut walk) =
-            (0u64, None::<u64>, None::<u64>, None::<u64>);
-        for c in &trace.counters {
-            if !(c.value.is_finite() && c.value >= 0.0) {
-                continue;
-            }
-            let v = c.value as u64;
-            match trace.str(c.name) {
-                AUTOGRAD_STORAGES_COUNTER => storages = storages.saturating_add(v),
-                AUTOGRAD_AT_FORWARD_START_COUNTER => {
-                    forward = Some(forward.unwrap_or(0).saturating_add(v));
-                }
-                AUTOGRAD_AT_STEP_START_COUNTER => {
-                    step = Some(step.unwrap_or(0).saturating_add(v));
-                }
-                AUTOGRAD_AT_WALK_COUNTER => walk = Some(walk.unwrap_or(0).saturating_add(v)),
-                _ => {}
-            }
-        }
-        trace.work.add(trace.counters.len() as u64);
+        let forward = trace.counter_total(AUTOGRAD_AT_FORWARD_START_COUNTER);
+        let step = trace.counter_total(AUTOGRAD_AT_STEP_START_COUNTER);
+        let walk = trace.counter_total(AUTOGRAD_AT_WALK_COUNTER);
         if forward.is_none() && step.is_none() && walk.is_none() {
             return None;
         }
+        let storages = trace.counter_total(AUTOGRAD_STORAGES_COUNTER).unwrap_or(0);
         let (at_forward_start, at_step_start, at_walk) =
             (forward.unwrap_or(0), step.unwrap_or(0), walk.unwrap_or(0));
         Some(Self {

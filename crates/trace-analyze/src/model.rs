@@ -469,6 +469,17 @@ impl Trace {
             .map(|c| c.value)
     }
 
+    /// The sum of every `counter` named `name` that counts something (a finite, non-negative
+    /// value, its fraction dropped), saturating; `None` when there is no such counter.
+    pub fn counter_total(&self, name: &str) -> Option<u64> {
+        self.work.add(self.counters.len() as u64);
+        self.counters
+            .iter()
+            .filter(|c| self.str(c.name) == name && c.value.is_finite() && c.value >= 0.0)
+            .map(|c| c.value as u64)
+            .reduce(u64::saturating_add)
+    }
+
     /// The ops of step `i` (an index into [`Trace::steps`]).
     pub fn step_ops(&self, i: usize) -> &[Op] {
         match self.steps.get(i) {
