@@ -942,6 +942,31 @@ pub struct SampledOpTable {
     pub saturated: bool,
 }
 
+impl SampledOpTable {
+    /// The table's totals in words, as the CLI's header and the report's note both give
+    /// them: `N samples: X (p%) in named Candle ops, P (q%) the profiler's own, W (r%) waiting`
+    /// (shares of all samples; `-` with no samples).
+    pub fn totals(&self) -> String {
+        let share = |k: u64| {
+            if self.samples > 0 {
+                format!("{:.1}%", 100.0 * k as f64 / self.samples as f64)
+            } else {
+                "-".to_string()
+            }
+        };
+        format!(
+            "{} samples: {} ({}) in named Candle ops, {} ({}) the profiler's own, {} ({}) waiting",
+            self.samples,
+            self.in_ops,
+            share(self.in_ops),
+            self.profiler,
+            share(self.profiler),
+            self.waiting,
+            share(self.waiting),
+        )
+    }
+}
+
 /// Nanoseconds of CPU per sample over the sampler's accounts.
 fn ns_per_sample(s: &SampledStacks) -> (u64, Option<f64>) {
     let (mut taken, mut cpu, mut all_cpu, mut hz) = (0u64, 0u64, true, 0u64);

@@ -35,13 +35,6 @@ fn opt_n(v: Option<u64>) -> Value {
 /// The note above the table: the trace's totals and what the columns are, as the text
 /// table's header says them.
 fn note(t: &SampledOpTable) -> String {
-    let share = |k: u64| {
-        if t.samples > 0 {
-            format!("{:.1} %", 100.0 * k as f64 / t.samples as f64)
-        } else {
-            "–".to_string()
-        }
-    };
     let per_sample = t.ns_per_sample.map_or_else(
         || "the requested period".to_string(),
         trace_analyze::format_ns,
@@ -52,19 +45,13 @@ fn note(t: &SampledOpTable) -> String {
         ""
     };
     format!(
-        "{} samples: {} ({}) in named Candle ops, {} ({}) the profiler's own, {} ({}) waiting; {} durations. \
+        "{}; {} durations. \
          Per span path (the samples' innermost span), the Candle op each busy sample ran inside: the outermost \
          Candle API frame (Tensor method, candle_nn function or layer, backward) below the span. Shares are of \
          the span's samples, with a 95 % (Wilson) interval; est. self = share × the span's measured self time \
          (not covered by child spans); est. CPU = samples × {per_sample} of CPU time (every thread). The same \
          table as `tracegraph ops --sampled`; estimates, not measured durations.{warning}",
-        t.samples,
-        t.in_ops,
-        share(t.in_ops),
-        t.profiler,
-        share(t.profiler),
-        t.waiting,
-        share(t.waiting),
+        t.totals(),
         t.timing.as_str(),
     )
 }

@@ -160,25 +160,7 @@ fn pct(x: f64) -> String {
 /// The sampled op table as text: a header, then per span path its line and its op rows.
 pub(crate) fn render_sampled(t: &SampledOpTable) -> String {
     let mut o = String::new();
-    let share = |k: u64| {
-        if t.samples > 0 {
-            k as f64 / t.samples as f64
-        } else {
-            0.0
-        }
-    };
-    let _ = writeln!(
-        o,
-        "sampled   {} samples, {} ({}) in named Candle ops, {} ({}) the profiler's own, {} ({}) waiting; {}",
-        t.samples,
-        t.in_ops,
-        pct(share(t.in_ops)),
-        t.profiler,
-        pct(share(t.profiler)),
-        t.waiting,
-        pct(share(t.waiting)),
-        timing_text(t.timing)
-    );
+    let _ = writeln!(o, "sampled   {}; {}", t.totals(), timing_text(t.timing));
     let _ = writeln!(
         o,
         "          op: the outermost Candle API frame (Tensor method, candle_nn function or layer, backward) below the innermost span; share: of the span's samples, 95% interval in brackets"
