@@ -66,6 +66,7 @@ mod load;
 mod memory;
 mod model;
 mod ops;
+mod rank_views;
 mod ranks;
 mod sampled_ops;
 mod samples;
@@ -108,6 +109,11 @@ pub use model::{
     PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
 };
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_table};
+pub use rank_views::{
+    HighestPeak, RankColumn, RankDevicePeak, RankMemory, RankMemoryRow, RankOpCell, RankOpRow,
+    RankOpTotals, RankOps, RankSpanCell, RankSpanRow, RankSpans, Slowest, rank_memory,
+    rank_op_tables, rank_span_trees,
+};
 pub use ranks::{Alignment, RankReport, RankRow, StragglerRow, rank_report};
 pub use sampled_ops::{
     CANDLE_OP_FRAMES, FrameOp, NO_CANDLE_OP, NO_SPAN_PATH, OTHER_OPS, OpKind, OpModule,

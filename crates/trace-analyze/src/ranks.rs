@@ -106,10 +106,7 @@ pub fn rank_report(traces: &[Trace]) -> RankReport {
         .map(|t| t.run.start_unix_ns)
         .min()
         .unwrap_or(0);
-    let mut order: Vec<usize> = (0..traces.len()).collect();
-    let rank_of = |i: usize| traces[i].run.rank.unwrap_or(i as u32);
-    order.sort_by_key(|&i| (rank_of(i), i));
-    let mut notes = Vec::new();
+    let order = rank_order(traces);
     let mut rows: Vec<RankRow> = Vec::with_capacity(traces.len());
     let mut times: Vec<StepTimes> = Vec::with_capacity(traces.len());
     for &i in &order {
@@ -134,7 +131,7 @@ pub fn rank_report(traces: &[Trace]) -> RankReport {
         let step_time = Spread::of(&durs);
         let median_step_ns = median(&mut durs);
         rows.push(RankRow {
-            rank: rank_of(i),
+            rank: rank_of(traces, i),
             rank_from_header: t.run.rank.is_some(),
             source: t.source.clone(),
             run_id: t.run.run_id.clone(),
@@ -147,43 +144,7 @@ pub fn rank_report(traces: &[Trace]) -> RankReport {
         });
         times.push(map);
     }
-    // What looks wrong with the set.
-    let mut seen: FastMap<u32, usize> = FastMap::default();
-    for r in &rows {
-        *seen.entry(r.rank).or_default() += 1;
-    }
-    let mut repeated: Vec<u32> = seen
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(r, _)| *r)
-        .collect();
-    repeated.sort_unstable();
-    if !repeated.is_empty() {
-        notes.push(format!(
-            "rank(s) {repeated:?} appear in more than one trace: are these ranks of one run?"
-        ));
-    }
-    let mut run_ids: Vec<&str> = rows.iter().map(|r| r.run_id.as_str()).collect();
-    run_ids.sort_unstable();
-    run_ids.dedup();
-    if run_ids.len() > 1 && traces.iter().all(|t| t.run.rank.is_none()) {
-        notes.push(
-            "no trace names its rank (Run::rank): ranks are the traces' positions".to_string(),
-        );
-    }
-    let mut worlds: Vec<u32> = traces.iter().filter_map(|t| t.run.world_size).collect();
-    worlds.sort_unstable();
-    worlds.dedup();
-    if worlds.len() > 1 {
-        notes.push(format!("the traces name different world sizes: {worlds:?}"));
-    } else if let Some(&w) = worlds.first()
-        && w as usize != traces.len()
-    {
-        notes.push(format!(
-            "the world size is {w} but {} trace(s) were given",
-            traces.len()
-        ));
-    }
+    let notes = set_notes(traces, &order);
     // Steps every rank recorded, in index order.
     let mut common: Vec<u64> = times
         .first()
@@ -219,6 +180,68 @@ pub fn rank_report(traces: &[Trace]) -> RankReport {
         alignment,
         notes,
     }
+}
+
+/// The rank of trace `i`: its header's, else its position in `traces`. The one numbering
+/// rule of every view over several ranks.
+pub(crate) fn rank_of(traces: &[Trace], i: usize) -> u32 {
+    traces.get(i).and_then(|t| t.run.rank).unwrap_or(i as u32)
+}
+
+/// The traces' indices by rank, then position (repeated ranks keep their input order).
+/// O(n log n) in the traces.
+pub(crate) fn rank_order(traces: &[Trace]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..traces.len()).collect();
+    order.sort_by_key(|&i| (rank_of(traces, i), i));
+    order
+}
+
+/// What looks wrong with a set of traces taken as the ranks of one run, `order` as
+/// [`rank_order`] gives it: repeated ranks, different run ids without any rank in the
+/// headers, different world sizes, a world size that is not the number of traces.
+pub(crate) fn set_notes(traces: &[Trace], order: &[usize]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut seen: FastMap<u32, usize> = FastMap::default();
+    for &i in order {
+        *seen.entry(rank_of(traces, i)).or_default() += 1;
+    }
+    let mut repeated: Vec<u32> = seen
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(r, _)| *r)
+        .collect();
+    repeated.sort_unstable();
+    if !repeated.is_empty() {
+        notes.push(format!(
+            "rank(s) {repeated:?} appear in more than one trace: are these ranks of one run?"
+        ));
+    }
+    let mut run_ids: Vec<&str> = order
+        .iter()
+        .filter_map(|&i| traces.get(i))
+        .map(|t| t.run.run_id.as_str())
+        .collect();
+    run_ids.sort_unstable();
+    run_ids.dedup();
+    if run_ids.len() > 1 && traces.iter().all(|t| t.run.rank.is_none()) {
+        notes.push(
+            "no trace names its rank (Run::rank): ranks are the traces' positions".to_string(),
+        );
+    }
+    let mut worlds: Vec<u32> = traces.iter().filter_map(|t| t.run.world_size).collect();
+    worlds.sort_unstable();
+    worlds.dedup();
+    if worlds.len() > 1 {
+        notes.push(format!("the traces name different world sizes: {worlds:?}"));
+    } else if let Some(&w) = worlds.first()
+        && w as usize != traces.len()
+    {
+        notes.push(format!(
+            "the world size is {w} but {} trace(s) were given",
+            traces.len()
+        ));
+    }
+    notes
 }
 
 /// Judges the clock alignment on the first common step (see the module documentation).
