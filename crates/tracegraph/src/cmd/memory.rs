@@ -1,10 +1,11 @@
 //! `tracegraph memory`: live logical memory per device and category, the peak and what was
-//! live at it, possible leaks, physical samples beside; the tracked heap apart.
+//! live at it, possible leaks, physical samples beside; the tracked heap apart. Of several
+//! traces (the ranks of one run), each rank's peak by category side by side.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use trace_analyze::{Allocation, HeapReport, heap_report, memory_report};
+use trace_analyze::{Allocation, HeapReport, RankMemory, heap_report, memory_report, rank_memory};
 use trace_record::schema::{DECLARED_BUFFER_BIT, MemoryCategory};
 
 use super::{Status, Table, bytesu, load, nsu, print_json, write_stdout};
@@ -12,10 +13,16 @@ use super::{Status, Table, bytesu, load, nsu, print_json, write_stdout};
 /// Arguments of `tracegraph memory`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct MemoryArgs {
-    /// The trace file (JSON Lines).
-    pub(crate) trace: PathBuf,
+    /// The trace file (JSON Lines, or zstd-compressed). Several traces, or a directory of
+    /// them (its `*.jsonl` and `*.jsonl.zst` files), are the ranks of one distributed run:
+    /// then each rank's logical peak per device and category side by side (its tracked-heap
+    /// peak beside, when recorded) and which rank peaks highest, by how much over the median
+    /// rank.
+    #[arg(required = true, num_args = 1..)]
+    pub(crate) trace: Vec<PathBuf>,
     /// Print JSON (schema `tracegraph.memory/1`, timeline included; with a `heap` object when
-    /// the trace has tracked-heap lines) instead of text.
+    /// the trace has tracked-heap lines; `tracegraph.memory_ranks/1` for several traces)
+    /// instead of text.
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -99,7 +106,15 @@ fn sparkline(points: &[(u64, u64)], width: usize, windows: &[(u64, u64)]) -> Str
 
 /// Runs `tracegraph memory`.
 pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
-    let trace = load(&args.trace, false)?;
+    let paths = super::trace_paths(&args.trace)?;
+    if paths.len() > 1 {
+        let traces = super::ranks::load_all(&paths)?;
+        return run_ranks(&rank_memory(&traces), args.json);
+    }
+    let Some(path) = paths.first() else {
+        anyhow::bail!("no trace given");
+    };
+    let trace = load(path, false)?;
     let report = memory_report(&trace);
     let heap = heap_report(&trace);
     if args.json {
@@ -226,6 +241,95 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
         heap_section(&mut o, h, &windows);
     }
     write_stdout(o.trim_end())?;
+    Ok(Status::Ok)
+}
+
+/// `tracegraph memory` of several ranks: per rank and device its logical peak by category,
+/// the tracked heap's peak beside, and the rank that peaks highest.
+fn run_ranks(v: &RankMemory, json: bool) -> anyhow::Result<Status> {
+    if json {
+        print_json("memory_ranks", v)?;
+        return Ok(Status::Ok);
+    }
+    use super::ranks::{label, preamble};
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} rank(s): logical memory peak (shape x dtype size of the tensors the capture saw) per rank and device, by category at the peak",
+        v.ranks.len()
+    );
+    preamble(&mut o, &v.ranks, &v.notes);
+    match &v.highest {
+        Some(h) => {
+            let _ = writeln!(
+                o,
+                "highest peak: rank {}, {} against the median rank's {} (+{})",
+                v.ranks
+                    .get(h.column)
+                    .map_or_else(|| h.rank.to_string(), label),
+                bytesu(h.peak_bytes),
+                trace_analyze::format_bytes(h.median_bytes),
+                trace_analyze::format_bytes(h.excess_bytes)
+            );
+        }
+        None => {
+            let _ = writeln!(o, "memory: absent (no trace has memory events)");
+        }
+    }
+    let heap = v.rows.iter().any(|r| r.heap_peak_bytes.is_some());
+    let names: Vec<String> = v
+        .categories
+        .iter()
+        .map(|c| format!(">{}", c.as_str()))
+        .collect();
+    let mut cols = vec![">rank", "device", ">peak", ">at"];
+    cols.extend(names.iter().map(String::as_str));
+    cols.push(">live at end");
+    if heap {
+        cols.push(">heap peak (tracked)");
+    }
+    let mut t = Table::new(&cols);
+    for r in &v.rows {
+        let rank = v
+            .ranks
+            .get(r.column)
+            .map_or_else(|| r.rank.to_string(), label);
+        let heap_cell = || r.heap_peak_bytes.map_or("-".into(), bytesu);
+        if r.devices.is_empty() {
+            let mut row = vec![rank.clone(), "-".into(), "absent".into(), "-".into()];
+            row.extend(v.categories.iter().map(|_| "-".to_string()));
+            row.push("-".into());
+            if heap {
+                row.push(heap_cell());
+            }
+            t.row(row);
+        }
+        for (k, d) in r.devices.iter().enumerate() {
+            let mut row = vec![
+                rank.clone(),
+                d.device.clone(),
+                bytesu(d.peak_bytes),
+                nsu(d.peak_at_ns),
+            ];
+            row.extend(
+                v.categories
+                    .iter()
+                    .map(|&c| bytesu(d.peak_by_category.get(c))),
+            );
+            row.push(bytesu(d.end_bytes));
+            if heap {
+                // The tracked heap is the process's, not a device's: on its first row.
+                row.push(if k == 0 { heap_cell() } else { String::new() });
+            }
+            t.row(row);
+        }
+    }
+    let _ = writeln!(o);
+    o.push_str(&t.render());
+    if heap {
+        o.push_str("\n(heap bytes asked of the allocator, never summed with logical bytes)");
+    }
+    write_stdout(&o)?;
     Ok(Status::Ok)
 }
 

@@ -1,12 +1,13 @@
 //! `tracegraph ops`: the op table, sortable by any column, optionally per input shapes; with
-//! `--sampled`, the Candle ops that CPU samples ran inside, per span path.
+//! `--sampled`, the Candle ops that CPU samples ran inside, per span path; of several traces
+//! (the ranks of one run), the ranks' op tables side by side and merged.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use trace_analyze::{
-    OpColumn, OpTableOptions, SampledOpOptions, SampledOpTable, Trace, op_table, sampled_op_table,
-    short_func,
+    OpColumn, OpTable, OpTableOptions, RankOps, SampledOpOptions, SampledOpTable, Trace, op_table,
+    rank_op_tables, sampled_op_table, short_func,
 };
 
 use trace_analyze::format_ns;
@@ -16,8 +17,13 @@ use super::{Status, Table, bytesu, load, nsu, print_json, timing_text, write_std
 /// Arguments of `tracegraph ops`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct OpsArgs {
-    /// The trace file (JSON Lines).
-    pub(crate) trace: PathBuf,
+    /// The trace file (JSON Lines, or zstd-compressed). Several traces, or a directory of
+    /// them (its `*.jsonl` and `*.jsonl.zst` files), are the ranks of one distributed run:
+    /// then, per op, its total time on each rank side by side, the slowest rank and how much
+    /// longer it took than the median rank, and the op table merged over the ranks (sort,
+    /// `--by-shape` and `--limit` apply to it; not with `--sampled`).
+    #[arg(required = true, num_args = 1..)]
+    pub(crate) trace: Vec<PathBuf>,
     /// Sort column (descending; `name` ascending): name, count, total, self, mean, min, max,
     /// p95, bytes, share.
     #[arg(long, default_value = "total", value_name = "COL")]
@@ -36,8 +42,8 @@ pub(crate) struct OpsArgs {
     /// `Capture::sample_stacks`).
     #[arg(long, conflicts_with_all = ["sort", "by_shape"])]
     pub(crate) sampled: bool,
-    /// Print JSON (schema `tracegraph.ops/1`; with `--sampled`, `tracegraph.sampled_ops/1`)
-    /// instead of text.
+    /// Print JSON (schema `tracegraph.ops/1`; with `--sampled`, `tracegraph.sampled_ops/1`;
+    /// for several traces, `tracegraph.ops_ranks/1`) instead of text.
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -45,24 +51,44 @@ pub(crate) struct OpsArgs {
 /// Runs `tracegraph ops`.
 pub(crate) fn run(args: &OpsArgs) -> anyhow::Result<Status> {
     let sort = args.sort;
-    let trace = load(&args.trace, false)?;
+    let paths = super::trace_paths(&args.trace)?;
+    let opts = OpTableOptions {
+        by_shape: args.by_shape,
+        sort,
+        limit: args.limit,
+    };
+    if paths.len() > 1 {
+        if args.sampled {
+            return Err(super::output::UsageError(
+                "ops --sampled reads one trace; give one rank's trace".to_string(),
+            )
+            .into());
+        }
+        let traces = super::ranks::load_all(&paths)?;
+        return run_ranks(&rank_op_tables(&traces, &opts), args);
+    }
+    let Some(path) = paths.first() else {
+        anyhow::bail!("no trace given");
+    };
+    let trace = load(path, false)?;
     if args.sampled {
         return run_sampled(args, &trace);
     }
-    let table = op_table(
-        &trace,
-        &OpTableOptions {
-            by_shape: args.by_shape,
-            sort,
-            limit: args.limit,
-        },
-    );
+    let table = op_table(&trace, &opts);
     if args.json {
         print_json("ops", &table)?;
         return Ok(Status::Ok);
     }
+    write_stdout(&render_table(&table))?;
+    Ok(Status::Ok)
+}
+
+/// The op table as text: its header line, a note when sums saturated, the rows, and how
+/// many groups the limit left out.
+fn render_table(table: &OpTable) -> String {
+    let by_shape = table.by_shape;
     let mut cols = vec!["op"];
-    if args.by_shape {
+    if by_shape {
         cols.push("input shapes");
     }
     cols.extend([
@@ -79,7 +105,7 @@ pub(crate) fn run(args: &OpsArgs) -> anyhow::Result<Status> {
     let mut t = Table::new(&cols);
     for r in &table.rows {
         let mut row = vec![r.name.clone()];
-        if args.by_shape {
+        if by_shape {
             row.push(r.input_shapes.clone().unwrap_or_default());
         }
         row.extend([
@@ -118,7 +144,74 @@ pub(crate) fn run(args: &OpsArgs) -> anyhow::Result<Status> {
             table.groups - table.rows.len()
         ));
     }
-    write_stdout(&out)?;
+    out
+}
+
+/// `tracegraph ops` of several ranks: per op its total per rank, the slowest rank and its
+/// excess over the median rank; then the merged op table.
+fn run_ranks(v: &RankOps, args: &OpsArgs) -> anyhow::Result<Status> {
+    if args.json {
+        print_json("ops_ranks", v)?;
+        return Ok(Status::Ok);
+    }
+    use super::ranks::{label, per_rank_columns, preamble, slowest_cells};
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} rank(s): per op, its total time on each rank, the slowest rank, its total against the median rank's (a rank without the op counts as 0) and the difference; {}",
+        v.ranks.len(),
+        timing_text(v.merged.timing)
+    );
+    preamble(&mut o, &v.ranks, &v.notes);
+    let wide = per_rank_columns(&v.ranks);
+    if let Some(s) = &v.slowest {
+        let [rank, total, median, excess] = slowest_cells(s, &v.ranks);
+        let _ = writeln!(
+            o,
+            "most time in ops: rank {rank}, {total} of op self time against the median rank's {median} ({excess})"
+        );
+    }
+    let _ = writeln!(o);
+    let labels: Vec<String> = v.ranks.iter().map(|c| format!(">{}", label(c))).collect();
+    let mut cols = vec!["op"];
+    if v.merged.by_shape {
+        cols.push("input shapes");
+    }
+    if wide {
+        cols.extend(labels.iter().map(String::as_str));
+    }
+    cols.extend([">slowest", ">its total", ">median rank", ">excess"]);
+    let mut t = Table::new(&cols);
+    for r in &v.rows {
+        let mut row = vec![r.name.clone()];
+        if v.merged.by_shape {
+            row.push(r.input_shapes.clone().unwrap_or_default());
+        }
+        if wide {
+            let mut cells = vec!["-".to_string(); v.ranks.len()];
+            for c in &r.ranks {
+                if let Some(x) = cells.get_mut(c.column) {
+                    *x = nsu(c.total_ns);
+                }
+            }
+            row.extend(cells);
+        }
+        row.extend(slowest_cells(&r.slowest, &v.ranks));
+        t.row(row);
+    }
+    if t.is_empty() {
+        let _ = writeln!(o, "(no ops)");
+    } else {
+        let _ = writeln!(o, "{}", t.render());
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "merged over the {} rank(s): calls, times and bytes summed, min and max over every call, p95 the highest rank's, share of all ranks' whole steps",
+        v.ranks.len()
+    );
+    o.push_str(&render_table(&v.merged));
+    write_stdout(&o)?;
     Ok(Status::Ok)
 }
 

@@ -1,14 +1,16 @@
-//! `tracegraph spans`: the span tree with total and self time per path and spread over steps.
+//! `tracegraph spans`: the span tree with total and self time per path and spread over steps;
+//! of several traces (the ranks of one run), per path the ranks' totals side by side.
 //!
 //! With tracked-heap lines, an `allocated (heap)` column (heap bytes, tracked and counted,
 //! per path) stands beside the logical `allocated (logical)` one; the two are never summed.
 
 use std::path::PathBuf;
 
+use std::fmt::Write as _;
 use std::io::Write as _;
 
 use anyhow::Context as _;
-use trace_analyze::{FastMap, PathNode, heap_report};
+use trace_analyze::{FastMap, PathNode, RankSpans, heap_report, rank_span_trees};
 
 use trace_analyze::format_ns;
 
@@ -17,14 +19,19 @@ use super::{Status, Table, bytesu, load, nsu, print_json, timing_text};
 /// Arguments of `tracegraph spans`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct SpansArgs {
-    /// The trace file (JSON Lines).
-    pub(crate) trace: PathBuf,
+    /// The trace file (JSON Lines, or zstd-compressed). Several traces, or a directory of
+    /// them (its `*.jsonl` and `*.jsonl.zst` files), are the ranks of one distributed run:
+    /// then one tree of every rank's paths, per path its total time on each rank side by side,
+    /// the slowest rank, its mean per step against the median rank's and the difference
+    /// (`--depth` and `--sort` apply; not with `--by-shape`).
+    #[arg(required = true, num_args = 1..)]
+    pub(crate) trace: Vec<PathBuf>,
     /// Show paths at most this deep (0 = roots only).
     #[arg(long, value_name = "N")]
     pub(crate) depth: Option<u32>,
     /// Print JSON (schema `tracegraph.spans/1`; each node with `heap_alloc_bytes` when the
-    /// trace has tracked-heap lines; `tracegraph.span_shapes/1` with `--by-shape`) instead of
-    /// text.
+    /// trace has tracked-heap lines; `tracegraph.span_shapes/1` with `--by-shape`;
+    /// `tracegraph.spans_ranks/1` for several traces) instead of text.
     #[arg(long)]
     pub(crate) json: bool,
     /// One row per span path and module input shape (profiled modules record their input's
@@ -76,7 +83,21 @@ fn by_shape(trace: &trace_analyze::Trace, json: bool) -> anyhow::Result<Status> 
 
 /// Runs `tracegraph spans`.
 pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
-    let trace = load(&args.trace, false)?;
+    let paths = super::trace_paths(&args.trace)?;
+    if paths.len() > 1 {
+        if args.by_shape {
+            return Err(super::output::UsageError(
+                "spans --by-shape reads one trace; give one rank's trace".to_string(),
+            )
+            .into());
+        }
+        let traces = super::ranks::load_all(&paths)?;
+        return run_ranks(&rank_span_trees(&traces, args.sort), args);
+    }
+    let Some(path) = paths.first() else {
+        anyhow::bail!("no trace given");
+    };
+    let trace = load(path, false)?;
     if args.by_shape {
         return by_shape(&trace, args.json);
     }
@@ -202,6 +223,71 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Status::Ok),
         r => r.context("writing to stdout").map(|()| Status::Ok),
     }
+}
+
+/// `tracegraph spans` of several ranks: per path its total per rank, the slowest rank, its
+/// mean per step against the median rank's total per step.
+fn run_ranks(v: &RankSpans, args: &SpansArgs) -> anyhow::Result<Status> {
+    use super::ranks::{label, per_rank_columns, preamble, slowest_cells};
+    let shown = |r: &&trace_analyze::RankSpanRow| args.depth.is_none_or(|d| r.depth <= d);
+    if args.json {
+        let mut v = v.clone();
+        v.rows.retain(|r| shown(&r));
+        print_json("spans_ranks", &v)?;
+        return Ok(Status::Ok);
+    }
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} rank(s), {} span path(s): per path, its total time on each rank, the slowest rank, its total against the median rank's (a rank without the path counts as 0) and the difference, and the slowest rank's mean per step; {}",
+        v.ranks.len(),
+        v.rows.iter().filter(shown).count(),
+        timing_text(v.timing)
+    );
+    preamble(&mut o, &v.ranks, &v.notes);
+    let wide = per_rank_columns(&v.ranks);
+    let labels: Vec<String> = v.ranks.iter().map(|c| format!(">{}", label(c))).collect();
+    let mut cols = vec!["span"];
+    if wide {
+        cols.extend(labels.iter().map(String::as_str));
+    }
+    cols.extend([
+        ">slowest",
+        ">its total",
+        ">median rank",
+        ">excess",
+        ">its mean/step",
+    ]);
+    let mut t = Table::new(&cols);
+    for r in v.rows.iter().filter(shown) {
+        let mut row = vec![indented(r.depth, &r.name, "")];
+        if wide {
+            let mut cells = vec!["-".to_string(); v.ranks.len()];
+            for c in &r.ranks {
+                if let Some(x) = cells.get_mut(c.column) {
+                    *x = nsu(c.total_ns);
+                }
+            }
+            row.extend(cells);
+        }
+        row.extend(slowest_cells(&r.slowest, &v.ranks));
+        row.push(
+            r.ranks
+                .iter()
+                .find(|c| c.column == r.slowest.column)
+                .and_then(|c| c.mean_per_step_ns)
+                .map_or("-".into(), format_ns),
+        );
+        t.row(row);
+    }
+    let _ = writeln!(o);
+    if t.is_empty() {
+        o.push_str("(no spans)");
+    } else {
+        o.push_str(&t.render());
+    }
+    super::write_stdout(&o)?;
+    Ok(Status::Ok)
 }
 
 /// Indentation stops growing at this depth (deeper rows say their depth instead), so that the
