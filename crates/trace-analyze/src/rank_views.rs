@@ -47,7 +47,15 @@ fn columns(traces: &[Trace]) -> (Vec<usize>, Vec<RankColumn>, Vec<String>) {
             source: traces[i].source.clone(),
         })
         .collect();
-    let notes = set_notes(traces, &order);
+    let mut notes = set_notes(traces, &order);
+    let first = traces.first().map(|t| t.run.timing);
+    if traces.iter().any(|t| Some(t.run.timing) != first) {
+        notes.push(
+            "the ranks were timed differently (host time on some, synchronized device time on \
+             others): their times are not comparable"
+                .to_string(),
+        );
+    }
     (order, cols, notes)
 }
 
@@ -189,7 +197,7 @@ struct OpMerge {
 /// table built by [`op_table`] with `opts` (by shape or not; the sort and limit apply to the
 /// merged table). O(n log n) in the ranks' ops.
 pub fn rank_op_tables(traces: &[Trace], opts: &OpTableOptions) -> RankOps {
-    let (order, ranks, mut notes) = columns(traces);
+    let (order, ranks, notes) = columns(traces);
     let per_rank = OpTableOptions {
         by_shape: opts.by_shape,
         sort: OpColumn::Name,
@@ -200,14 +208,10 @@ pub fn rank_op_tables(traces: &[Trace], opts: &OpTableOptions) -> RankOps {
     let mut totals = Vec::with_capacity(order.len());
     let (mut op_count, mut saturated) = (0u64, false);
     let mut step_time: Option<u64> = None;
-    let mut timings: Vec<TimingMode> = Vec::new();
     for (column, &i) in order.iter().enumerate() {
         let t = &traces[i];
         let table = op_table(t, &per_rank);
         t.work.add(table.rows.len() as u64);
-        if !timings.contains(&table.timing) {
-            timings.push(table.timing);
-        }
         op_count = op_count.saturating_add(table.op_count);
         saturated |= table.saturated;
         if let Some(s) = table.step_time_ns {
@@ -289,13 +293,6 @@ pub fn rank_op_tables(traces: &[Trace], opts: &OpTableOptions) -> RankOps {
             step_time_ns: table.step_time_ns,
         });
     }
-    if timings.len() > 1 {
-        notes.push(
-            "the ranks were timed differently (host time on some, synchronized device time on \
-             others): their figures are not comparable"
-                .to_string(),
-        );
-    }
     // Finish the merged rows, sort them as one op table is sorted, and keep each row's cells
     // beside it through the sort.
     let mut rows: Vec<(OpRow, Vec<RankOpCell>)> = merged
@@ -358,7 +355,9 @@ pub fn rank_op_tables(traces: &[Trace], opts: &OpTableOptions) -> RankOps {
         notes,
         merged: OpTable {
             // The first rank's (`notes` says when the ranks differ).
-            timing: timings.first().copied().unwrap_or(TimingMode::Host),
+            timing: order
+                .first()
+                .map_or(TimingMode::Host, |&i| traces[i].run.timing),
             by_shape: opts.by_shape,
             sort: opts.sort,
             op_count,
@@ -898,7 +897,10 @@ mod tests {
         assert_eq!(ar.slowest.median_ns, 0.0);
         assert_eq!(ar.slowest.excess_ns, ar.slowest.total_ns as f64);
         let mm = v.rows.iter().find(|r| r.name == "matmul").unwrap();
-        assert_eq!(mm.ranks.iter().map(|c| c.rank).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(
+            mm.ranks.iter().map(|c| c.rank).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
         let sp = rank_span_trees(&traces, SpanOrder::Call);
         let ar = sp.rows.iter().find(|r| r.name == "all_reduce").unwrap();
         assert_eq!((ar.ranks.len(), ar.slowest.rank), (1, 1));
@@ -1005,6 +1007,30 @@ mod tests {
         assert_eq!(v.rows.len(), 40);
         assert!(v.rows.iter().all(|r| r.ranks.len() == 1));
         assert!(v.rows.iter().all(|r| r.slowest.median_ns == 0.0));
+    }
+
+    #[test]
+    fn rank_views_say_when_ranks_were_timed_differently() {
+        let traces: Vec<Trace> = [TimingMode::Host, TimingMode::DeviceSynchronized]
+            .into_iter()
+            .enumerate()
+            .map(|(r, timing)| {
+                let run = Run::new("t", Phase::Train, "cpu")
+                    .rank(r as u32, 2)
+                    .timing(timing);
+                let (s, sink) = TraceSession::in_memory(run);
+                s.step();
+                drop(s.finish());
+                let text = String::from_utf8(sink.bytes()).unwrap_or_default();
+                load_str(&text, "r", LoadOptions::default()).unwrap()
+            })
+            .collect();
+        let differ = |notes: &[String]| notes.iter().any(|n| n.contains("timed differently"));
+        assert!(differ(
+            &rank_op_tables(&traces, &OpTableOptions::default()).notes
+        ));
+        assert!(differ(&rank_span_trees(&traces, SpanOrder::Call).notes));
+        assert!(!differ(&rank_memory(&traces[..1]).notes));
     }
 
     #[test]
