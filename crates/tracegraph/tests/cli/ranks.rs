@@ -116,6 +116,18 @@ fn four_ranks_name_the_slowed_one() {
     let cells: Vec<&str> = first_row.split_whitespace().collect();
     assert_eq!(cells.get(1), Some(&"2"), "{text}");
 
+    // The span tree of the four processes: their one path, the slowed rank its slowest.
+    let out = run_in(dir.path(), &["spans", "--json", "."]);
+    assert!(out.status.success(), "{}", crate::stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "tracegraph.spans_ranks/1");
+    assert_eq!(v["rows"][0]["path"], "train_step", "{v}");
+    assert_eq!(v["rows"][0]["slowest"]["rank"], SLOW, "{v}");
+    assert!(
+        v["rows"][0]["slowest"]["excess_ns"].as_f64().unwrap() >= 0.9 * STEPS as f64 * 30e6,
+        "{v}"
+    );
+
     // Runs compared as runs: two a side, the interval over runs then steps.
     let out = run_in(
         dir.path(),
