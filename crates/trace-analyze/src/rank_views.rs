@@ -153,8 +153,8 @@ pub struct RankOpRow {
 pub struct RankOpTotals {
     /// Ops recorded.
     pub op_count: u64,
-    /// Self time of all its ops, ns (capped at `u64::MAX`): time spent in ops, each instant
-    /// counted once per thread.
+    /// The sum of its ops' self times (each op's time less the ops nested in it), ns, capped
+    /// at `u64::MAX`.
     pub self_ns: u64,
     /// The time of its whole steps, ns, when it has any.
     #[serde(skip_serializing_if = "Option::is_none")]
