@@ -886,7 +886,7 @@ mod tests {
         let text = std::str::from_utf8(&seed).expect("UTF-8");
         let trace = trace_analyze::load_str(text, "sampled_hostile", Default::default())
             .expect("the seed is a readable trace (a rejected seed would test nothing)");
-        assert_eq!(trace.sampled.frames.len(), 4);
+        assert_eq!(trace.sampled.frame_count(), 4);
         let outcome = run_all(&seed).expect("no finding");
         assert!(outcome.loaded);
     }

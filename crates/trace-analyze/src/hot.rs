@@ -448,8 +448,8 @@ pub struct HotReport {
 fn phase_of(row: &SampleRow, frames: &[u32], s: &SampledStacks) -> Option<ExecStep> {
     row.phase.or_else(|| {
         frames.iter().rev().find_map(|&f| {
-            let fr = &s.frames[f as usize];
-            let file = fr.file.as_deref().unwrap_or("");
+            let fr = s.frame(f)?;
+            let file = fr.file.unwrap_or("");
             let krate = s.frame_crate(f);
             if fr.func.contains("candle_core::backprop")
                 || (krate == Some("candle_core") && file.ends_with("backprop.rs"))
@@ -572,18 +572,15 @@ fn rank_order(a: (u64, u64, &str), b: (u64, u64, &str)) -> std::cmp::Ordering {
     b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(b.2))
 }
 
-/// Sorts `ranked` in [`rank_order`] and keeps the first `limit`. With a limit, the kept ones
-/// are selected first (linear), so only they are sorted.
-fn drop_ranked_beyond_limit(
-    ranked: &mut Vec<(&str, Acc, Option<CrateGroup>)>,
+/// Sorts `ranked` in [`rank_order`] of `key` (self samples, total samples, name) and keeps
+/// the first `limit`. With a limit, the kept ones are selected first (linear), so only they
+/// are sorted.
+fn drop_ranked_beyond_limit<'a, T>(
+    ranked: &mut Vec<T>,
     limit: Option<usize>,
+    key: impl Fn(&T) -> (u64, u64, &'a str),
 ) {
-    let order = |a: &(&str, Acc, Option<CrateGroup>), b: &(&str, Acc, Option<CrateGroup>)| {
-        rank_order(
-            (a.1.self_n, a.1.total_n, a.0),
-            (b.1.self_n, b.1.total_n, b.0),
-        )
-    };
+    let order = |a: &T, b: &T| rank_order(key(a), key(b));
     if let Some(l) = limit {
         if l == 0 {
             ranked.clear();
@@ -595,6 +592,24 @@ fn drop_ranked_beyond_limit(
         }
     }
     ranked.sort_by(order);
+}
+
+/// Per frame: the frame that stands for every frame of its shown name (the first by index),
+/// so that rows by function are counted per name over frame indices instead of names.
+/// O(n log n) in the frames.
+pub(crate) fn name_leaders(s: &SampledStacks) -> Vec<u32> {
+    let n = u32::try_from(s.frame_count()).unwrap_or(u32::MAX);
+    let mut order: Vec<u32> = (0..n).collect();
+    order.sort_unstable_by(|&a, &b| s.frame_name(a).cmp(s.frame_name(b)).then(a.cmp(&b)));
+    let mut leader: Vec<u32> = (0..n).collect();
+    let mut cur: Option<u32> = None;
+    for &f in &order {
+        match cur {
+            Some(l) if s.frame_name(l) == s.frame_name(f) => leader[f as usize] = l,
+            _ => cur = Some(f),
+        }
+    }
+    leader
 }
 
 #[derive(Default, Clone, Copy)]
@@ -618,13 +633,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     // Samples of steps that are no step of the trace were left out at load
     // (`SampledStacks::outside_steps`).
     let in_steps = |step: u64| opts.steps.is_none_or(|(a, b)| step >= a && step <= b);
-    let group_of = |f: u32| -> CrateGroup {
-        if s.frame_is_allocator(f) {
-            CrateGroup::Allocator
-        } else {
-            group_of_crate(s.frame_crate(f), &model)
-        }
-    };
+    let group_of = |f: u32| frame_group(s, f, &model);
 
     let acc = sampler_account(s, in_steps);
     let ns_per_sample = acc.ns_per_sample();
@@ -655,17 +664,19 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     let (mut proc_read, mut allocator) = (0u64, 0u64);
     // Per frame: a frame of the per-op /proc read, of the allocator.
     let proc_frame: Vec<bool> = s
-        .frames
-        .iter()
+        .frames()
         .enumerate()
-        .map(|(i, f)| is_proc_read_frame(&f.func, s.frame_crate(i as u32)))
+        .map(|(i, f)| is_proc_read_frame(f.func, s.frame_crate(i as u32)))
         .collect();
-    let alloc_frame: Vec<bool> = s
-        .frames
-        .iter()
-        .map(|f| is_allocator_frame(&f.func))
-        .collect();
-    let mut seen_frame: FastMap<&str, usize> = FastMap::default();
+    let alloc_frame: Vec<bool> = s.frames().map(|f| is_allocator_frame(f.func)).collect();
+    // Rows by function: per frame standing for its name (`name_leaders`), by index.
+    let by_function = opts.by == HotBy::Function;
+    let leaders = if by_function {
+        name_leaders(s)
+    } else {
+        Vec::new()
+    };
+    let mut by_frame: Vec<(Acc, Option<CrateGroup>)> = vec![(Acc::default(), None); leaders.len()];
     // Counts stop at u64::MAX (hostile `n`) and say so, as the validator's sums do.
     let sat = std::cell::Cell::new(false);
     let add = |a: &mut u64, x: u64| add_sat_cell(a, x, &sat);
@@ -719,28 +730,36 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                 add(&mut g.total_n, n);
             }
         }
+        let count =
+            |(a, g): &mut (Acc, Option<CrateGroup>), group: Option<CrateGroup>, is_self: bool| {
+                if g.is_none() {
+                    *g = group;
+                }
+                if is_self {
+                    add(&mut a.self_n, n);
+                    add(&mut a.wait_n, wait_n);
+                }
+                if a.last != ri {
+                    a.last = ri;
+                    add(&mut a.total_n, n);
+                }
+            };
         let mut bump = |key, group: Option<CrateGroup>, is_self: bool| {
-            let (a, g) = keys.entry(key).or_insert((Acc::default(), group));
-            if g.is_none() {
-                *g = group;
-            }
-            if is_self {
-                add(&mut a.self_n, n);
-                add(&mut a.wait_n, wait_n);
-            }
-            if a.last != ri {
-                a.last = ri;
-                add(&mut a.total_n, n);
-            }
+            count(
+                keys.entry(key).or_insert((Acc::default(), None)),
+                group,
+                is_self,
+            );
         };
         match opts.by {
             HotBy::Function if ranked => {
-                seen_frame.clear();
+                // A name counts once per stack (total), its group is that of the first
+                // frame counted under it.
                 let last = frames.len().saturating_sub(1);
                 for (i, &f) in frames.iter().enumerate() {
-                    let func = s.frame_name(f);
-                    if seen_frame.insert(func, ri).is_none() || i == last {
-                        bump(func, Some(group_of(f)), i == last);
+                    let leader = leaders.get(f as usize).copied().unwrap_or(f);
+                    if let Some(slot) = by_frame.get_mut(leader as usize) {
+                        count(slot, Some(group_of(f)), i == last);
                     }
                 }
             }
@@ -820,11 +839,25 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         // trace may hold millions of distinct names.
         let mut ranked: Vec<(&str, Acc, Option<CrateGroup>)> =
             keys.into_iter().map(|(k, (a, g))| (k, a, g)).collect();
-        drop_ranked_beyond_limit(&mut ranked, opts.limit);
+        drop_ranked_beyond_limit(&mut ranked, opts.limit, |r| (r.1.self_n, r.1.total_n, r.0));
         trace.work.add_sort(ranked.len());
+        // By function: the names counted (a counted name's `last` is a row, from 1).
+        let mut named: Vec<u32> = (0..by_frame.len())
+            .filter(|&f| by_frame[f].0.last != 0)
+            .map(|f| f as u32)
+            .collect();
+        drop_ranked_beyond_limit(&mut named, opts.limit, |&f| {
+            let a = &by_frame[f as usize].0;
+            (a.self_n, a.total_n, s.frame_name(f))
+        });
+        trace.work.add_sort(named.len());
         ranked
             .into_iter()
             .map(|(k, a, g)| make(k.to_string(), g, a))
+            .chain(named.into_iter().map(|f| {
+                let (a, g) = by_frame[f as usize];
+                make(s.frame_name(f).to_string(), g, a)
+            }))
             .collect()
     };
 
@@ -880,6 +913,51 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         rows,
         phases,
         groups: group_rows,
+    }
+}
+
+/// The crate group of each frame's row by function in a [`hot_report`] over every sample
+/// (the group of its shown name: that of the first frame counted under the name), by frame
+/// index; [`CrateGroup::Other`] for a frame no sample's stack holds. What the report's flame
+/// graph colours frames by, without making the rows. Linear in the samples and the frames
+/// of their stacks, O(n log n) in the frames.
+pub fn function_groups(trace: &Trace) -> Vec<CrateGroup> {
+    let s = &trace.sampled;
+    let model = find_model_crates(trace);
+    let leaders = name_leaders(s);
+    let mut first: Vec<Option<CrateGroup>> = vec![None; leaders.len()];
+    for row in &s.samples {
+        for &f in s.stack(row.stack) {
+            let leader = leaders.get(f as usize).copied().unwrap_or(f);
+            if let Some(g @ None) = first.get_mut(leader as usize) {
+                *g = Some(frame_group(s, f, &model));
+            }
+        }
+    }
+    leaders
+        .iter()
+        .map(|&l| {
+            first
+                .get(l as usize)
+                .copied()
+                .flatten()
+                .unwrap_or(CrateGroup::Other)
+        })
+        .collect()
+}
+
+/// The sampler's account over every step of the trace (what [`HotReport::sampler`] is with
+/// no step range).
+pub fn sampler_totals(trace: &Trace) -> SamplerAccount {
+    sampler_account(&trace.sampled, |_| true)
+}
+
+/// The crate group of frame `f`: the allocator's, else its crate's.
+fn frame_group(s: &SampledStacks, f: u32, model: &[String]) -> CrateGroup {
+    if s.frame_is_allocator(f) {
+        CrateGroup::Allocator
+    } else {
+        group_of_crate(s.frame_crate(f), model)
     }
 }
 
@@ -1604,5 +1682,57 @@ mod tests {
         assert_eq!(r.sampler.steps, 2, "steps 0 and 1, not the boundary");
         assert_eq!(r.sampler.step_range, Some((0, 1)));
         assert_eq!(r.samples, 5);
+    }
+
+    #[test]
+    fn frames_of_one_name_make_one_row_and_the_flame_graph_gets_its_group() {
+        // Frames 2 and 3 share a name (one function, two files of a qualified name); frame 4
+        // is the allocator.
+        let t = trace_of_lines(&[
+            r#"{"type":"frame","id":2,"func":"gemm::run","file":"a.rs"}"#,
+            r#"{"type":"frame","id":3,"func":"gemm::run","file":"b.rs"}"#,
+            r#"{"type":"frame","id":4,"func":"malloc"}"#,
+            r#"{"type":"stack","id":2,"frames":[1,2,3,4]}"#,
+            r#"{"type":"stack","id":3,"frames":[1,3]}"#,
+            r#"{"type":"samples","step":0,"thread":1,"stack":2,"n":2,"span":1}"#,
+            r#"{"type":"samples","step":0,"thread":1,"stack":3,"n":5,"span":1}"#,
+        ]);
+        let r = hot_report(&t, &HotOptions::default());
+        let rows: Vec<(&str, u64, u64)> = r
+            .rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.self_samples, r.total_samples))
+            .collect();
+        assert_eq!(
+            rows,
+            [("gemm::run", 5, 7), ("malloc", 2, 2), ("main", 0, 7)]
+        );
+        assert_eq!(name_leaders(&t.sampled), [0, 1, 1, 3]);
+        let groups = function_groups(&t);
+        assert_eq!(
+            groups,
+            [
+                CrateGroup::Other,
+                CrateGroup::Gemm,
+                CrateGroup::Gemm,
+                CrateGroup::Allocator
+            ]
+        );
+        for row in &r.rows {
+            let f = (0..4)
+                .find(|&f| t.sampled.frame_name(f) == row.name)
+                .unwrap();
+            assert_eq!(Some(groups[f as usize]), row.group, "{}", row.name);
+        }
+        assert_eq!(sampler_totals(&t), r.sampler);
+        // Cut to a limit: the same first rows.
+        let one = hot_report(
+            &t,
+            &HotOptions {
+                limit: Some(1),
+                ..HotOptions::default()
+            },
+        );
+        assert_eq!(one.rows, r.rows[..1]);
     }
 }

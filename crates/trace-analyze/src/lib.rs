@@ -96,7 +96,7 @@ pub use heap_log::{HeapEntry, HeapLog};
 pub use hot::{
     ALLOCATOR_MIN_SHARE, CrateGroup, HINT_RULES, HotBy, HotHint, HotOptions, HotReport, HotRow,
     POOL_WAITING_MIN_SHARE, PROC_READ_MIN_SHARE, PhaseHot, SAMPLES_FOR_5_POINTS, SamplerAccount,
-    backward_kernels, hot_report, short_func,
+    backward_kernels, function_groups, hot_report, sampler_totals, short_func,
 };
 pub use intern::{FastMap, ShapeId, Sym};
 pub use load::{LoadOptions, load_path, load_reader, load_str};
@@ -132,7 +132,8 @@ pub use spans::{
     pair_paths, path_tree, path_tree_ordered, span_paths, span_tree, span_tree_ordered,
 };
 pub use stacks::{
-    STACK_PHASES, SampledStackReport, StackFrame, StackSamples, is_entry_frame, stack_samples,
+    STACK_PHASES, SampledStackCounts, SampledStackReport, StackCounts, StackFrame, StackSamples,
+    is_entry_frame, stack_counts, stack_samples,
 };
 pub use stats::{
     BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, Verdict, compare_run_samples,

@@ -691,18 +691,18 @@ enum Attribution {
 
 impl FrameOps {
     fn new(s: &SampledStacks) -> Self {
-        let n = s.frames.len();
+        let n = s.frame_count();
         let (mut ops, mut foreign, mut kernel, mut profiler) = (
             Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
         );
-        for (i, f) in s.frames.iter().enumerate() {
+        for (i, f) in s.frames().enumerate() {
             let krate = s.frame_crate(i as u32);
-            ops.push(frame_op(&f.func, f.file.as_deref()));
+            ops.push(frame_op(f.func, f.file));
             foreign.push(!is_candle_side(krate));
-            kernel.push(worker_kernel(&f.func, krate));
+            kernel.push(worker_kernel(f.func, krate));
             profiler.push(match krate {
                 None | Some("core" | "std" | "alloc") => None,
                 Some(k) => Some(PROFILER_CRATES.contains(&k)),
@@ -837,7 +837,7 @@ pub(crate) fn stack_ops(trace: &Trace) -> StackOps {
     }
     trace
         .work
-        .add(s.samples.len() as u64 + s.frames.len() as u64);
+        .add(s.samples.len() as u64 + s.frame_count() as u64);
     StackOps { names, of_stack }
 }
 

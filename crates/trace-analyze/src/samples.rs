@@ -21,15 +21,112 @@ use trace_record::schema::{Event, ExecStep};
 
 use crate::intern::FastMap;
 
-/// One interned frame of sampled stacks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SampledFrame {
+/// One interned frame of sampled stacks, as borrowed from the [`SampledStacks`] that hold it
+/// ([`SampledStacks::frame`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SampledFrame<'a> {
     /// The demangled function name.
-    pub func: String,
+    pub func: &'a str,
     /// The source file, when known.
-    pub file: Option<String>,
+    pub file: Option<&'a str>,
     /// Inlined into its caller.
     pub inlined: bool,
+}
+
+/// A frame as stored: ranges of [`SampledStacks`]' text, relative to `at` (see
+/// [`SampledStacks::add_frame`] for the layout), and what the frame says when classified.
+#[derive(Debug, Clone, Copy)]
+struct FrameRec {
+    /// Where the frame's text starts.
+    at: usize,
+    /// The function's length (it starts at `at`).
+    func: u32,
+    /// The source file's length; [`NONE`] when unknown.
+    file: u32,
+    /// The crate's start, relative to `at`; with `krate_len` [`NONE`]: no crate.
+    krate: u32,
+    /// The crate's length.
+    krate_len: u32,
+    /// [`INLINED`], [`SHOWN_WITH_FILE`], and the [`WaitClass`] in the low two bits.
+    flags: u8,
+}
+
+/// No file, no crate.
+const NONE: u32 = u32::MAX;
+/// [`FrameRec::flags`]: inlined into its caller.
+const INLINED: u8 = 4;
+/// [`FrameRec::flags`]: the frame's text is `func (file)` and that is its shown name.
+const SHOWN_WITH_FILE: u8 = 8;
+/// The longest function or file kept (longer ones are cut at a character boundary): every
+/// range of a frame then fits in a `u32`. A loaded line is at most 64 MiB, far below it.
+const MAX_FRAME_TEXT: usize = (u32::MAX / 4) as usize;
+
+/// `s` cut to at most [`MAX_FRAME_TEXT`] bytes, at a character boundary.
+fn capped(s: &str) -> &str {
+    if s.len() <= MAX_FRAME_TEXT {
+        return s;
+    }
+    let mut end = MAX_FRAME_TEXT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Wire ids to indices, in load order, the first of a repeated id kept. Ids that run on by
+/// one from the first (as the sampler writes them) take no memory; the first id out of that
+/// run moves them all into a map.
+#[derive(Debug, Clone, Default)]
+struct IdIndex {
+    /// The first id of the run.
+    first: u64,
+    /// Ids in the run (`first..first + dense` are indices `0..dense`), while not mapped.
+    dense: u32,
+    /// The ids once they are no run.
+    map: Option<FastMap<u64, u32>>,
+}
+
+impl IdIndex {
+    /// Records `id` at index `i` (the number of ids recorded before); a repeated id keeps its
+    /// first index.
+    fn insert(&mut self, id: u64, i: u32) {
+        if self.map.is_none() {
+            let next = self.first.checked_add(u64::from(self.dense));
+            if i == self.dense && (self.dense == 0 || next == Some(id)) && i < u32::MAX {
+                if self.dense == 0 {
+                    self.first = id;
+                }
+                self.dense += 1;
+                return;
+            }
+            let mut map = FastMap::default();
+            map.reserve(self.dense as usize + 1);
+            for k in 0..self.dense {
+                map.insert(self.first + u64::from(k), k);
+            }
+            self.map = Some(map);
+        }
+        if let Some(map) = &mut self.map {
+            map.entry(id).or_insert(i);
+        }
+    }
+
+    /// The index of `id`, when recorded.
+    fn get(&self, id: u64) -> Option<u32> {
+        match &self.map {
+            Some(map) => map.get(&id).copied(),
+            None => id
+                .checked_sub(self.first)
+                .filter(|&k| k < u64::from(self.dense))
+                .map(|k| k as u32),
+        }
+    }
+
+    fn shrink_to_fit(&mut self) {
+        if let Some(map) = &mut self.map {
+            map.shrink_to_fit();
+        }
+    }
 }
 
 /// One `samples` line as loaded.
@@ -67,26 +164,26 @@ pub struct SamplerStep {
 }
 
 /// The sampled stacks of a trace (empty for a trace without a sampler, and for version 1).
+///
+/// Frames are stored compactly: every frame's strings in one text buffer, each frame a few
+/// ranges into it ([`frame`](Self::frame), [`frame_name`](Self::frame_name),
+/// [`frame_crate`](Self::frame_crate) borrow from it), so a trace of millions of distinct
+/// frames costs little more than its text.
 #[derive(Debug, Clone, Default)]
 pub struct SampledStacks {
+    /// Every frame's text (see [`add_frame`](Self::add_frame) for the layout).
+    text: String,
     /// Frames in the order they were read.
-    pub frames: Vec<SampledFrame>,
-    frame_index: FastMap<u64, u32>,
+    frames: Vec<FrameRec>,
+    frame_index: IdIndex,
     /// Stacks as ranges of `stack_frames` (frame indices, outermost first).
     stacks: Vec<(u32, u32)>,
     stack_frames: Vec<u32>,
-    stack_index: FastMap<u64, u32>,
+    stack_index: IdIndex,
     /// `samples` lines in the order they were read.
     pub samples: Vec<SampleRow>,
     /// `sampler` lines in the order they were read.
     pub steps: Vec<SamplerStep>,
-    /// Per frame: its crate (from the function's path, else from its source file).
-    crates: Vec<Option<String>>,
-    /// Per frame: the name shown (the function; an unqualified one, as inlined functions are
-    /// named by line-table-only debug information, with its source file).
-    names: Vec<String>,
-    /// Per frame: what it says about waiting.
-    waits: Vec<WaitClass>,
     /// Per stack (by index): classified waiting.
     stack_waiting: Vec<bool>,
     /// Samples left out at load because their step is no step of the trace (the empty
@@ -233,11 +330,11 @@ pub fn waiting_pattern(
     })
 }
 
-fn wait_class(frame: &SampledFrame, krate: Option<&str>) -> WaitClass {
-    if waiting_pattern(&frame.func, krate, frame.file.as_deref()).is_some() {
+fn wait_class(frame: &SampledFrame<'_>, krate: Option<&str>) -> WaitClass {
+    if waiting_pattern(frame.func, krate, frame.file).is_some() {
         return WaitClass::Waiting;
     }
-    if is_allocator(&frame.func) {
+    if is_allocator(frame.func) {
         return WaitClass::Work;
     }
     // Candle's pool closures inlined from candle-core utils.rs (unqualified, named by line
@@ -246,7 +343,6 @@ fn wait_class(frame: &SampledFrame, krate: Option<&str>) -> WaitClass {
         && frame.func.starts_with('{')
         && frame
             .file
-            .as_deref()
             .is_some_and(|f| f.replace('\\', "/").ends_with("/src/utils.rs"));
     if candle_pool_closure || matches!(krate, Some("core" | "std" | "alloc") | None) {
         WaitClass::Neutral
@@ -305,52 +401,42 @@ impl SampledStacks {
         });
         self.steps.retain(|st| inside(st.step));
         self.outside_steps = self.outside_steps.saturating_add(out);
+        self.shrink_to_fit();
+    }
+
+    /// Gives back what the loaded tables hold beyond their length (the growth of loading).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.text.shrink_to_fit();
+        self.frames.shrink_to_fit();
+        self.frame_index.shrink_to_fit();
+        self.stacks.shrink_to_fit();
+        self.stack_frames.shrink_to_fit();
+        self.stack_index.shrink_to_fit();
+        self.samples.shrink_to_fit();
+        self.steps.shrink_to_fit();
+        self.stack_waiting.shrink_to_fit();
     }
 
     /// Loads one sampled-stack event (other events are ignored).
     pub fn add(&mut self, event: &Event) {
         match event {
-            Event::Frame(f) => {
-                let i = self.frames.len() as u32;
-                self.frame_index.entry(f.id).or_insert(i);
-                let qualified = is_qualified(&f.func);
-                let krate = if qualified {
-                    crate_of(&f.func).map(str::to_string)
-                } else {
-                    f.file.as_deref().and_then(crate_of_file)
-                };
-                let frame = SampledFrame {
-                    func: f.func.clone(),
-                    file: f.file.clone(),
-                    inlined: f.inlined,
-                };
-                self.waits.push(wait_class(&frame, krate.as_deref()));
-                self.crates.push(krate);
-                self.names.push(match (&f.file, qualified) {
-                    (Some(file), false) => format!("{} ({file})", f.func),
-                    _ => f.func.clone(),
-                });
-                self.frames.push(frame);
-            }
+            Event::Frame(f) => self.add_frame(f.id, &f.func, f.file.as_deref(), f.inlined),
             Event::Stack(s) => {
                 let start = self.stack_frames.len() as u32;
                 // Frames are defined before the stacks naming them; an unknown one is
                 // reported by validation and left out here.
-                self.stack_frames.extend(
-                    s.frames
-                        .iter()
-                        .filter_map(|f| self.frame_index.get(f).copied()),
-                );
+                self.stack_frames
+                    .extend(s.frames.iter().filter_map(|&f| self.frame_index.get(f)));
                 let i = self.stacks.len() as u32;
                 let waiting = self.stack_frames[start as usize..]
                     .iter()
                     .rev()
-                    .map(|&f| self.waits[f as usize])
+                    .map(|&f| self.wait_class_of(f))
                     .find(|c| *c != WaitClass::Neutral)
                     == Some(WaitClass::Waiting);
                 self.stack_waiting.push(waiting);
                 self.stacks.push((start, self.stack_frames.len() as u32));
-                self.stack_index.entry(s.id).or_insert(i);
+                self.stack_index.insert(s.id, i);
             }
             Event::Samples(s) => self.samples.push(SampleRow {
                 step: s.step,
@@ -372,23 +458,139 @@ impl SampledStacks {
         }
     }
 
+    /// Loads one frame: its function, source file and whether it was inlined, under wire id
+    /// `id` (a repeated id keeps naming the first frame).
+    ///
+    /// Its text goes to the end of the text buffer: `func (file)` when the frame is shown
+    /// with its file (an unqualified function, as line-table-only debug information names
+    /// inlined functions), else `func` then `file`; then the crate's name when it comes from
+    /// the file (a qualified function's crate is a part of the function).
+    fn add_frame(&mut self, id: u64, func: &str, file: Option<&str>, inlined: bool) {
+        let (func, file) = (capped(func), file.map(capped));
+        let i = u32::try_from(self.frames.len()).unwrap_or(u32::MAX);
+        self.frame_index.insert(id, i);
+        let qualified = is_qualified(func);
+        let at = self.text.len();
+        self.text.push_str(func);
+        let shown_with_file = !qualified && file.is_some();
+        if let Some(file) = file {
+            if shown_with_file {
+                self.text.push_str(" (");
+                self.text.push_str(file);
+                self.text.push(')');
+            } else {
+                self.text.push_str(file);
+            }
+        }
+        // Every length is at most a quarter of `u32::MAX` (`capped`), so these fit.
+        let rel = |n: usize| u32::try_from(n).unwrap_or(NONE);
+        let (krate, krate_len) = if qualified {
+            match crate_of(func) {
+                Some(c) => (
+                    rel(c.as_ptr() as usize - func.as_ptr() as usize),
+                    rel(c.len()),
+                ),
+                None => (NONE, NONE),
+            }
+        } else {
+            match file.and_then(crate_of_file) {
+                Some(c) => {
+                    let start = self.text.len() - at;
+                    self.text.push_str(&c);
+                    (rel(start), rel(c.len()))
+                }
+                None => (NONE, NONE),
+            }
+        };
+        let mut rec = FrameRec {
+            at,
+            func: rel(func.len()),
+            file: file.map_or(NONE, |f| rel(f.len())),
+            krate,
+            krate_len,
+            flags: if inlined { INLINED } else { 0 }
+                | if shown_with_file { SHOWN_WITH_FILE } else { 0 },
+        };
+        let class = {
+            let frame = self.view(&rec);
+            wait_class(&frame, self.crate_of_rec(&rec))
+        };
+        rec.flags |= class as u8;
+        self.frames.push(rec);
+    }
+
+    /// The text of `rec` from `start` (relative to its start), `len` bytes.
+    fn slice(&self, rec: &FrameRec, start: u32, len: u32) -> &str {
+        let a = rec.at.saturating_add(start as usize);
+        self.text
+            .get(a..a.saturating_add(len as usize))
+            .unwrap_or("")
+    }
+
+    fn view(&self, rec: &FrameRec) -> SampledFrame<'_> {
+        let file = (rec.file != NONE).then(|| {
+            let skip = if rec.flags & SHOWN_WITH_FILE != 0 {
+                2
+            } else {
+                0
+            };
+            self.slice(rec, rec.func + skip, rec.file)
+        });
+        SampledFrame {
+            func: self.slice(rec, 0, rec.func),
+            file,
+            inlined: rec.flags & INLINED != 0,
+        }
+    }
+
+    fn crate_of_rec(&self, rec: &FrameRec) -> Option<&str> {
+        (rec.krate_len != NONE).then(|| self.slice(rec, rec.krate, rec.krate_len))
+    }
+
+    fn wait_class_of(&self, f: u32) -> WaitClass {
+        match self.frames.get(f as usize).map(|r| r.flags & 3) {
+            Some(c) if c == WaitClass::Waiting as u8 => WaitClass::Waiting,
+            Some(c) if c == WaitClass::Work as u8 => WaitClass::Work,
+            _ => WaitClass::Neutral,
+        }
+    }
+
+    /// Frames loaded (indices `0..frame_count()`, in the order they were read).
+    pub fn frame_count(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// A frame by index; `None` past [`frame_count`](Self::frame_count).
+    pub fn frame(&self, f: u32) -> Option<SampledFrame<'_>> {
+        self.frames.get(f as usize).map(|r| self.view(r))
+    }
+
+    /// Every frame, by index.
+    pub fn frames(&self) -> impl ExactSizeIterator<Item = SampledFrame<'_>> + '_ {
+        self.frames.iter().map(|r| self.view(r))
+    }
+
     /// A frame's crate (from its function's path, else its source file).
     pub fn frame_crate(&self, f: u32) -> Option<&str> {
-        self.crates.get(f as usize).and_then(|c| c.as_deref())
+        self.frames
+            .get(f as usize)
+            .and_then(|r| self.crate_of_rec(r))
     }
 
     /// A frame's name as shown (an unqualified function with its source file).
     pub fn frame_name(&self, f: u32) -> &str {
-        self.names
-            .get(f as usize)
-            .map_or("[unknown]", String::as_str)
+        match self.frames.get(f as usize) {
+            Some(r) if r.flags & SHOWN_WITH_FILE != 0 => {
+                self.slice(r, 0, r.func.saturating_add(3).saturating_add(r.file))
+            }
+            Some(r) => self.slice(r, 0, r.func),
+            None => "[unknown]",
+        }
     }
 
     /// Whether a frame is the allocator's.
     pub(crate) fn frame_is_allocator(&self, f: u32) -> bool {
-        self.frames
-            .get(f as usize)
-            .is_some_and(|fr| is_allocator(&fr.func))
+        self.frame(f).is_some_and(|fr| is_allocator(fr.func))
     }
 
     /// Rust's generic runtime (`core`, `std`, `alloc`) or an unknown crate: attributed to the
@@ -406,14 +608,15 @@ impl SampledStacks {
     /// unknown.
     pub fn stack_is_waiting(&self, id: u64) -> bool {
         self.stack_index
-            .get(&id)
-            .is_some_and(|&i| self.stack_waiting[i as usize])
+            .get(id)
+            .and_then(|i| self.stack_waiting.get(i as usize).copied())
+            .unwrap_or(false)
     }
 
     /// The frame indices of a stack (by wire id), outermost first; empty when unknown.
     pub fn stack(&self, id: u64) -> &[u32] {
-        match self.stack_index.get(&id) {
-            Some(&i) => {
+        match self.stack_index.get(id) {
+            Some(i) => {
                 let (a, b) = self.stacks[i as usize];
                 &self.stack_frames[a as usize..b as usize]
             }
@@ -673,5 +876,102 @@ mod tests {
         assert!(s.frame_is_runtime(2) && !s.frame_is_runtime(0));
         assert_eq!(s.frame_crate(0), Some("tracegraph"));
         assert_eq!(s.frame_name(5), "[unknown]");
+    }
+
+    #[test]
+    fn frames_read_back_from_the_text_buffer_as_loaded() {
+        use trace_record::schema::FrameEvent;
+        let mut s = SampledStacks::default();
+        for (id, func, file, inlined) in [
+            (1, "candle_core::tensor::Tensor::matmul", None, false),
+            (
+                2,
+                "execute<f32>",
+                Some("candle-core-0.11.1/src/utils.rs"),
+                true,
+            ),
+            (
+                3,
+                "<&mut gemm::X as core::ops::Fn>::call",
+                Some("x/src/lib.rs"),
+                false,
+            ),
+            (4, "spin", None, false),
+            (5, "f", Some("main.rs"), true),
+        ] {
+            s.add(&Event::Frame(FrameEvent {
+                id,
+                func: func.into(),
+                file: file.map(str::to_string),
+                inlined,
+            }));
+        }
+        assert_eq!(s.frame_count(), 5);
+        let all: Vec<SampledFrame<'_>> = s.frames().collect();
+        assert_eq!(
+            all[1],
+            SampledFrame {
+                func: "execute<f32>",
+                file: Some("candle-core-0.11.1/src/utils.rs"),
+                inlined: true
+            }
+        );
+        assert_eq!(
+            all[2].file,
+            Some("x/src/lib.rs"),
+            "a qualified function's file"
+        );
+        assert_eq!((all[3].file, all[4].file), (None, Some("main.rs")));
+        let names: Vec<&str> = (0..5).map(|f| s.frame_name(f)).collect();
+        assert_eq!(
+            names,
+            [
+                "candle_core::tensor::Tensor::matmul",
+                "execute<f32> (candle-core-0.11.1/src/utils.rs)",
+                "<&mut gemm::X as core::ops::Fn>::call",
+                "spin",
+                "f (main.rs)"
+            ]
+        );
+        let crates: Vec<Option<&str>> = (0..6).map(|f| s.frame_crate(f)).collect();
+        assert_eq!(
+            crates,
+            [
+                Some("candle_core"),
+                Some("candle_core"),
+                Some("gemm"),
+                None,
+                None,
+                None
+            ]
+        );
+        assert_eq!(s.frame(5), None);
+    }
+
+    #[test]
+    fn wire_ids_out_of_order_or_repeated_still_name_their_first_frame() {
+        let mut dense = IdIndex::default();
+        for i in 0..4 {
+            dense.insert(10 + u64::from(i), i);
+        }
+        assert!(dense.map.is_none(), "a run of ids takes no map");
+        assert_eq!(
+            (dense.get(10), dense.get(13), dense.get(14)),
+            (Some(0), Some(3), None)
+        );
+        assert_eq!(dense.get(9), None);
+        // Out of the run (a repeat, then a gap): every id keeps its first index.
+        let mut ids = dense.clone();
+        ids.insert(11, 4);
+        ids.insert(100, 5);
+        assert!(ids.map.is_some());
+        assert_eq!(
+            (ids.get(10), ids.get(11), ids.get(100)),
+            (Some(0), Some(1), Some(5))
+        );
+        let mut wrap = IdIndex::default();
+        wrap.insert(u64::MAX, 0);
+        wrap.insert(0, 1);
+        assert_eq!((wrap.get(u64::MAX), wrap.get(0)), (Some(0), Some(1)));
     }
 }

@@ -93,14 +93,43 @@ pub struct SampledStackReport<'t> {
     pub total: u64,
 }
 
+/// The samples of one distinct call stack, its frames as indices of the trace's
+/// [`SampledStacks`](crate::SampledStacks) ([`frame_name`](crate::SampledStacks::frame_name),
+/// [`frame`](crate::SampledStacks::frame)): [`StackSamples`] without a copy of its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackCounts<'t> {
+    /// The stack's id in the trace.
+    pub stack: u64,
+    /// Its frame indices from the thread's entry, outermost first; empty when the trace did
+    /// not define the stack.
+    pub frames: &'t [u32],
+    /// Samples per phase, in [`STACK_PHASES`] order (each capped at `u64::MAX`).
+    pub by_phase: [u64; 4],
+    /// The stack is a thread waiting, not working.
+    pub waiting: bool,
+    /// Frames cut from the stack's root: how the thread started ([`is_entry_frame`]).
+    pub entry_frames: usize,
+}
+
+/// [`SampledStackReport`] with frames as indices ([`StackCounts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampledStackCounts<'t> {
+    /// Distinct stacks, most samples first (ties by stack id).
+    pub stacks: Vec<StackCounts<'t>>,
+    /// Samples per phase over every stack, in [`STACK_PHASES`] order.
+    pub by_phase: [u64; 4],
+    /// Samples over every stack and phase.
+    pub total: u64,
+}
+
 fn sum(c: &[u64; 4]) -> u64 {
     c.iter().fold(0u64, |a, &b| a.saturating_add(b))
 }
 
-/// Samples per distinct stack and phase; `None` when the trace has no sampled stacks. Counts
-/// saturate (a trace's numbers may be hostile). O(n log n) in the distinct stacks plus their
-/// frames, O(n) in the sample rows.
-pub fn stack_samples(trace: &Trace) -> Option<SampledStackReport<'_>> {
+/// Samples per distinct stack and phase, frames as indices; `None` when the trace has no
+/// sampled stacks. Counts saturate (a trace's numbers may be hostile). O(n log n) in the
+/// distinct stacks plus the entry frames cut, O(n) in the sample rows; no frame is copied.
+pub fn stack_counts(trace: &Trace) -> Option<SampledStackCounts<'_>> {
     let s = &trace.sampled;
     if s.is_empty() {
         return None;
@@ -124,7 +153,7 @@ pub fn stack_samples(trace: &Trace) -> Option<SampledStackReport<'_>> {
             *p = p.saturating_add(*n);
         }
     }
-    let stacks: Vec<StackSamples<'_>> = counts
+    let stacks: Vec<StackCounts<'_>> = counts
         .into_iter()
         .map(|(id, c)| {
             let all = s.stack(id);
@@ -133,37 +162,61 @@ pub fn stack_samples(trace: &Trace) -> Option<SampledStackReport<'_>> {
             let entry = all
                 .iter()
                 .take_while(|&&f| {
-                    s.frames
-                        .get(f as usize)
-                        .is_some_and(|fr| is_entry_frame(&fr.func, fr.file.as_deref()))
+                    s.frame(f)
+                        .is_some_and(|fr| is_entry_frame(fr.func, fr.file))
                 })
                 .count()
                 .min(all.len().saturating_sub(1));
-            StackSamples {
+            StackCounts {
                 stack: id,
-                frames: all[entry..]
-                    .iter()
-                    .map(|&f| {
-                        let name = s.frame_name(f);
-                        StackFrame {
-                            name,
-                            func: s.frames.get(f as usize).map_or(name, |fr| fr.func.as_str()),
-                        }
-                    })
-                    .collect(),
+                frames: &all[entry..],
                 by_phase: c,
                 waiting: s.stack_is_waiting(id),
                 entry_frames: entry,
             }
         })
         .collect();
+    Some(SampledStackCounts {
+        total,
+        stacks,
+        by_phase,
+    })
+}
+
+/// Samples per distinct stack and phase; `None` when the trace has no sampled stacks. Counts
+/// saturate (a trace's numbers may be hostile). O(n log n) in the distinct stacks plus their
+/// frames, O(n) in the sample rows.
+pub fn stack_samples(trace: &Trace) -> Option<SampledStackReport<'_>> {
+    let s = &trace.sampled;
+    let counts = stack_counts(trace)?;
+    let stacks: Vec<StackSamples<'_>> = counts
+        .stacks
+        .into_iter()
+        .map(|st| StackSamples {
+            stack: st.stack,
+            frames: st
+                .frames
+                .iter()
+                .map(|&f| {
+                    let name = s.frame_name(f);
+                    StackFrame {
+                        name,
+                        func: s.frame(f).map_or(name, |fr| fr.func),
+                    }
+                })
+                .collect(),
+            by_phase: st.by_phase,
+            waiting: st.waiting,
+            entry_frames: st.entry_frames,
+        })
+        .collect();
     trace
         .work
         .add(stacks.iter().map(|x| x.frames.len() as u64).sum::<u64>());
     Some(SampledStackReport {
-        total,
+        total: counts.total,
         stacks,
-        by_phase,
+        by_phase: counts.by_phase,
     })
 }
 

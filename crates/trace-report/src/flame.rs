@@ -3,8 +3,8 @@
 //! The page draws it (click to zoom, hover for details, a phase filter).
 
 use trace_analyze::{
-    FastMap, HotBy, HotOptions, SamplerAccount, Trace, format_ns, hot_report, short_func,
-    stack_samples,
+    FastMap, SamplerAccount, Trace, format_ns, function_groups, sampler_totals, short_func,
+    stack_counts,
 };
 
 use crate::model::FlameData;
@@ -92,21 +92,12 @@ pub(crate) fn flame_data(
     max_op_spans: usize,
     caps: &mut Vec<String>,
 ) -> Option<FlameData> {
-    let sampled = stack_samples(trace)?;
+    let sampled = stack_counts(trace)?;
+    let s = &trace.sampled;
     // Crate groups (colours) as `tracegraph hot` assigns them, by the frame's shown name.
-    let hot = hot_report(
-        trace,
-        &HotOptions {
-            by: HotBy::Function,
-            ..HotOptions::default()
-        },
-    );
-    let group_of: FastMap<&str, &'static str> = hot
-        .rows
-        .iter()
-        .map(|r| (r.name.as_str(), r.group.map_or("other", |g| g.as_str())))
-        .collect();
-    let acc = &hot.sampler;
+    let groups = function_groups(trace);
+    let group_of = |f: u32| groups.get(f as usize).map_or("other", |g| g.as_str());
+    let acc = &sampler_totals(trace);
     let ns_per_sample = match (acc.cpu_ns, acc.taken) {
         (Some(ns), t) if t > 0 && ns > 0 => Some(ns as f64 / t as f64),
         _ if acc.requested_hz > 0 => Some(1e9 / acc.requested_hz as f64),
@@ -141,14 +132,15 @@ pub(crate) fn flame_data(
         if frames.is_empty() {
             path.push(names.get("[unknown stack]", || "[unknown stack]".into(), "other"));
         }
-        for (d, f) in frames.iter().enumerate() {
+        for (d, &f) in frames.iter().enumerate() {
             if d + 1 == MAX_FLAME_DEPTH && frames.len() > MAX_FLAME_DEPTH {
                 deep += 1;
                 path.push(names.get("[deeper frames]", || "[deeper frames]".into(), "other"));
                 break;
             }
-            let group = group_of.get(f.name).copied().unwrap_or("other");
-            path.push(names.get(f.name, || short_func(f.func, LABEL_CHARS), group));
+            let name = s.frame_name(f);
+            let func = s.frame(f).map_or(name, |fr| fr.func);
+            path.push(names.get(name, || short_func(func, LABEL_CHARS), group_of(f)));
         }
         // A thread pool spinning or parked: a bar of its own on top, drawn apart.
         if st.waiting && path.len() < MAX_FLAME_DEPTH {

@@ -114,7 +114,7 @@ fn candles_pool_spinning_is_waiting_and_a_compute_loop_is_not() {
         let funcs: Vec<&str> = s
             .stack(row.stack)
             .iter()
-            .map(|&f| s.frames[f as usize].func.as_str())
+            .filter_map(|&f| s.frame(f).map(|fr| fr.func))
             .collect();
         let waiting = s.stack_is_waiting(row.stack);
         let worker = funcs.iter().any(|f| f.contains("BarrierPool::new"));
