@@ -59,7 +59,7 @@ pub fn load_str(text: &str, source: &str, opts: LoadOptions) -> Result<Trace, An
 /// Loads a trace from any buffered reader; `source` names it in errors.
 ///
 /// Parsing (JSON) runs on a second thread (trace-record's batch pipeline,
-/// [`TraceReader::for_each_batched`]), pipelined with building the model and validating the
+/// [`TraceReader::for_each_batched_ref`], which reuses the events' memory), pipelined with building the model and validating the
 /// structure on this one, so the two overlap on a multi-core machine.
 pub fn load_reader<R: BufRead + Send>(
     src: R,
@@ -80,8 +80,8 @@ pub fn load_reader<R: BufRead + Send>(
     let mut reader = TraceReader::new(src, options).map_err(err)?;
     let header = reader.header().clone();
     let mut b = Builder::new(source, &header);
-    let result = reader.for_each_batched(|le| {
-        b.event(le.line, le.event);
+    let result = reader.for_each_batched_ref(|le| {
+        b.event(le.line, &le.event);
         Ok::<(), trace_record::ReadError>(())
     });
     result.map_err(err)?;
@@ -203,11 +203,11 @@ impl Builder {
         }
     }
 
-    fn event(&mut self, line: u64, e: Event) {
+    fn event(&mut self, line: u64, e: &Event) {
         self.t.work.add(1);
-        self.validator.check(line, &e);
+        self.validator.check(line, e);
         self.t.counts.by_type.add(e.event_type(), 1);
-        if let Some(closed) = self.step_rule.event(&e) {
+        if let Some(closed) = self.step_rule.event(e) {
             self.close_step(closed);
         }
         if !matches!(e, Event::Step(_))
@@ -398,13 +398,13 @@ impl Builder {
                 self.seen(c.ts);
             }
             Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {
-                self.t.sampled.add(&e);
+                self.t.sampled.add(e);
             }
             Event::HeapAlloc(_)
             | Event::HeapFree(_)
             | Event::HeapSmall(_)
             | Event::HeapAccount(_) => {
-                self.t.heap.add(&e);
+                self.t.heap.add(e);
             }
         }
     }

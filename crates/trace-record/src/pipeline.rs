@@ -3,6 +3,7 @@
 use std::io::BufRead;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
+use crate::fast::{PLACEHOLDER, Spare};
 use crate::reader::{LineEvent, ReadError, TraceReader};
 
 /// Events handed from the parsing thread to the caller at a time.
@@ -54,13 +55,78 @@ impl<R: BufRead + Send> TraceReader<R> {
         E: From<ReadError>,
         F: FnMut(LineEvent) -> Result<(), E>,
     {
+        self.run_batched(|events| {
+            for e in events {
+                f(LineEvent {
+                    line: e.line,
+                    event: std::mem::replace(&mut e.event, PLACEHOLDER),
+                })?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Like [`for_each_batched`](Self::for_each_batched), but `f` borrows each event instead
+    /// of taking it, and the parsing thread reads the next lines into the same events again,
+    /// reusing their strings and lists: in steady state nothing is allocated per event, and
+    /// nothing is freed on the calling thread. The fastest way to read a whole trace when
+    /// its events are looked at, not kept.
+    ///
+    /// Errors, order, early stops and the reader's state afterwards are as for
+    /// [`for_each_batched`](Self::for_each_batched).
+    ///
+    /// ```
+    /// use trace_record::{ReadError, ReadOptions, Run, TraceReader, TraceSession};
+    /// use trace_record::schema::{Event, Phase};
+    ///
+    /// let (session, sink) = TraceSession::in_memory(Run::new("doc", Phase::Train, "cpu"));
+    /// for _ in 0..3 {
+    ///     session.step();
+    /// }
+    /// session.finish()?;
+    /// let bytes = sink.bytes();
+    /// let mut reader = TraceReader::new(&bytes[..], ReadOptions::default())?;
+    /// let mut steps = Vec::new();
+    /// reader.for_each_batched_ref(|e| {
+    ///     if let Event::Step(s) = &e.event {
+    ///         steps.push((e.line, s.index));
+    ///     }
+    ///     Ok::<(), ReadError>(())
+    /// })?;
+    /// assert_eq!(steps, [(2, 1), (3, 2), (4, 3)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn for_each_batched_ref<E, F>(&mut self, mut f: F) -> Result<(), E>
+    where
+        E: From<ReadError>,
+        F: FnMut(&LineEvent) -> Result<(), E>,
+    {
+        self.run_batched(|events| events.iter().try_for_each(&mut f))
+    }
+
+    /// Parses batches on a scoped thread and hands each batch's events to `consume` on this
+    /// one (see [`for_each_batched`](Self::for_each_batched)).
+    fn run_batched<E, C>(&mut self, mut consume: C) -> Result<(), E>
+    where
+        E: From<ReadError>,
+        C: FnMut(&mut [LineEvent]) -> Result<(), E>,
+    {
         std::thread::scope(|scope| {
-            let (tx, rx) = sync_channel::<Vec<LineEvent>>(BATCHES_IN_FLIGHT);
-            // Emptied batches go back to the parser, so steady state allocates no batches.
-            let (recycle_tx, recycle_rx) = sync_channel::<Vec<LineEvent>>(BATCHES_IN_FLIGHT + 1);
+            let (tx, rx) = sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+            // Emptied batches go back to the parser with their events, so steady state
+            // allocates no batches and (when `consume` leaves the events in place) no events.
+            let (recycle_tx, recycle_rx) = sync_channel::<Batch>(BATCHES_IN_FLIGHT + 1);
             let parser = scope.spawn(move || parse_batches(self, &tx, &recycle_rx));
-            let consumed = consume(&rx, &recycle_tx, &mut f);
-            // Dropping the receiver stops a parser still sending (after `f` failed).
+            let consumed = (|| -> Result<(), E> {
+                for mut batch in &rx {
+                    let len = batch.len;
+                    consume(&mut batch.events[..len])?;
+                    // Full when the parser is slow to take them back; then the batch is freed.
+                    let _ = recycle_tx.try_send(batch);
+                }
+                Ok(())
+            })();
+            // Dropping the receiver stops a parser still sending (after `consume` failed).
             drop(rx);
             let parsed = match parser.join() {
                 Ok(r) => r,
@@ -72,51 +138,54 @@ impl<R: BufRead + Send> TraceReader<R> {
     }
 }
 
+/// Events parsed in a row: the first `len` of `events` are this batch's; the others (and
+/// the memory of all of them) are reused by the next batch parsed into it.
+struct Batch {
+    events: Vec<LineEvent>,
+    len: usize,
+}
+
 /// The parsing thread: sends full batches, then the last partial one; stops at the first read
 /// error (returned after the events before it were sent) or when the receiver is gone.
 fn parse_batches<R: BufRead>(
     reader: &mut TraceReader<R>,
-    tx: &SyncSender<Vec<LineEvent>>,
-    recycle: &Receiver<Vec<LineEvent>>,
+    tx: &SyncSender<Batch>,
+    recycle: &Receiver<Batch>,
 ) -> Result<(), ReadError> {
     let fresh = || {
-        recycle
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(BATCH))
+        recycle.try_recv().unwrap_or_else(|_| Batch {
+            events: Vec::with_capacity(BATCH),
+            len: 0,
+        })
     };
+    let mut spare = Spare::default();
     let mut batch = fresh();
     let result = loop {
-        match reader.next_event() {
-            Ok(Some(e)) => {
-                batch.push(e);
-                if batch.len() == BATCH && tx.send(std::mem::replace(&mut batch, fresh())).is_err()
-                {
-                    return Ok(());
+        if batch.len == batch.events.len() {
+            batch.events.push(LineEvent {
+                line: 0,
+                event: PLACEHOLDER,
+            });
+        }
+        let slot = &mut batch.events[batch.len];
+        match reader.next_into(&mut slot.event, &mut spare) {
+            Ok(Some(line)) => {
+                slot.line = line;
+                batch.len += 1;
+                if batch.len == BATCH {
+                    let mut next = fresh();
+                    next.len = 0;
+                    if tx.send(std::mem::replace(&mut batch, next)).is_err() {
+                        return Ok(());
+                    }
                 }
             }
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         }
     };
-    if !batch.is_empty() && tx.send(batch).is_err() {
+    if batch.len > 0 && tx.send(batch).is_err() {
         return Ok(());
     }
     result
-}
-
-/// The calling thread: hands every event to `f` in order until the parser is done or `f`
-/// fails.
-fn consume<E>(
-    rx: &Receiver<Vec<LineEvent>>,
-    recycle: &SyncSender<Vec<LineEvent>>,
-    f: &mut impl FnMut(LineEvent) -> Result<(), E>,
-) -> Result<(), E> {
-    for mut batch in rx {
-        for event in batch.drain(..) {
-            f(event)?;
-        }
-        // Full when the parser is slow to take them back; then the batch is just freed.
-        let _ = recycle.try_send(batch);
-    }
-    Ok(())
 }

@@ -31,8 +31,10 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 
-use crate::input::TraceInput;
 use std::path::Path;
+
+use crate::fast::{PLACEHOLDER, Spare, put};
+use crate::input::TraceInput;
 
 use serde::de::DeserializeOwned;
 
@@ -271,6 +273,21 @@ impl<R: BufRead> TraceReader<R> {
         &mut self,
         f: impl FnOnce(u64, Event) -> T,
     ) -> Result<Option<T>, ReadError> {
+        let mut slot = PLACEHOLDER;
+        Ok(self
+            .next_into(&mut slot, &mut Spare::default())?
+            .map(|line| f(line, slot)))
+    }
+
+    /// Reads the next event into `slot`, reusing the memory of the event it holds (and of
+    /// `spare`'s); returns its line, `None` at the end (then `slot` holds an unspecified
+    /// event).
+    #[inline]
+    pub(crate) fn next_into(
+        &mut self,
+        slot: &mut Event,
+        spare: &mut Spare,
+    ) -> Result<Option<u64>, ReadError> {
         loop {
             if self.done {
                 return Ok(None);
@@ -287,7 +304,7 @@ impl<R: BufRead> TraceReader<R> {
                     } else if self.trailer.is_some() {
                         Some(Err(after_trailer(self.line)))
                     } else {
-                        Some(parse_line(l, self.line, self.mode))
+                        Some(parse_line(l, self.line, self.mode, slot, spare))
                     };
                     self.src.consume(pos + 1);
                     (parsed, true)
@@ -303,7 +320,7 @@ impl<R: BufRead> TraceReader<R> {
                     } else if self.trailer.is_some() {
                         Some(Err(after_trailer(self.line)))
                     } else {
-                        Some(parse_line(&self.buf, self.line, self.mode))
+                        Some(parse_line(&self.buf, self.line, self.mode, slot, spare))
                     };
                     (parsed, complete)
                 }
@@ -323,8 +340,8 @@ impl<R: BufRead> TraceReader<R> {
                 self.done = true;
             }
             match parsed {
-                Parsed::Event(mut event) => {
-                    if !fill_device(&mut event, &self.header.run.device) {
+                Parsed::Event => {
+                    if !fill_device(slot, &self.header.run.device, spare) {
                         return Err(schema_err(
                             line,
                             "out_b",
@@ -333,7 +350,7 @@ impl<R: BufRead> TraceReader<R> {
                                 .into(),
                         ));
                     }
-                    return Ok(Some(f(line, event)));
+                    return Ok(Some(line));
                 }
                 Parsed::Trailer(t) => {
                     self.trailer = Some(t);
@@ -419,7 +436,7 @@ pub fn read_trace_bytes(bytes: &[u8]) -> Result<ParsedTrace, ReadError> {
 /// an op omits `out_b` but its size cannot be derived (unknown dtype or overflow): the
 /// writer never does that, and a made-up zero would pass for evidence.
 #[must_use]
-fn fill_device(event: &mut Event, device: &str) -> bool {
+fn fill_device(event: &mut Event, device: &str, spare: &mut Spare) -> bool {
     let d = match event {
         Event::Op(e) => {
             if e.out_bytes == OUT_BYTES_UNSET {
@@ -430,7 +447,7 @@ fn fill_device(event: &mut Event, device: &str) -> bool {
             }
             // `in_dtypes` is omitted when every input has the op's dtype.
             if let (Some(shapes), None) = (&e.in_shapes, &e.in_dtypes) {
-                e.in_dtypes = Some(vec![e.dtype.clone(); shapes.len()]);
+                e.in_dtypes = Some(spare.dtypes(&e.dtype, shapes.len()));
             }
             &mut e.device
         }
@@ -452,8 +469,9 @@ fn schema_err(line: u64, field: &str, message: String) -> ReadError {
     }
 }
 
+/// What a line held; for an event, it is in the slot the line was parsed into.
 enum Parsed {
-    Event(Event),
+    Event,
     Trailer(Trailer),
     Header,
     Unknown,
@@ -519,9 +537,16 @@ fn parse_trailer(line: &[u8], no: u64) -> Result<Trailer, ReadError> {
     })
 }
 
-fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError> {
-    if let Some(event) = crate::fast::parse(line) {
-        return Ok(Parsed::Event(event));
+/// Parses `line` (line `no`); an event goes into `slot` (see [`crate::fast::parse_into`]).
+fn parse_line(
+    line: &[u8],
+    no: u64,
+    mode: ReadMode,
+    slot: &mut Event,
+    spare: &mut Spare,
+) -> Result<Parsed, ReadError> {
+    if crate::fast::parse_into(line, slot, spare).is_some() {
+        return Ok(Parsed::Event);
     }
     let slow;
     let tag = match fast_tag(line) {
@@ -592,7 +617,8 @@ fn parse_line(line: &[u8], no: u64, mode: ReadMode) -> Result<Parsed, ReadError>
         EventType::HeapSmall => Event::HeapSmall(from_slice_at(line, no)?),
         EventType::HeapAccount => Event::HeapAccount(from_slice_at(line, no)?),
     };
-    Ok(Parsed::Event(event))
+    put(slot, event, spare);
+    Ok(Parsed::Event)
 }
 
 fn parse_header(line: &[u8]) -> Result<Header, ReadError> {

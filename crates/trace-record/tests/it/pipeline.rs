@@ -1,7 +1,11 @@
-//! `TraceReader::for_each_batched`: order, line numbers, errors from the parser and from `f`.
+//! `TraceReader::for_each_batched` and `for_each_batched_ref`: order, line numbers, errors
+//! from the parser and from `f`, events read into reused memory.
 
 use trace_record::schema::{Event, MarkerEvent};
 use trace_record::{LineEvent, ReadError, ReadOptions, TraceReader, encode_event};
+
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::TestRunner;
 
 use crate::common::trace_text;
 
@@ -135,4 +139,78 @@ fn a_truncated_trace_reads_to_its_last_complete_line() {
     assert_eq!(count, 5);
     assert!(reader.is_incomplete());
     assert_eq!(reader.partial_line(), Some(7));
+}
+
+/// Every event kind in a random order, many batches long: the events the parser reads into
+/// reused memory (the fields of earlier events of any kind still there) are the events a
+/// fresh reader reads.
+#[test]
+fn events_read_into_reused_memory_equal_fresh_ones() {
+    let mut runner = TestRunner::deterministic();
+    let strategy = crate::roundtrip::event();
+    let mut text = trace_text(&[]);
+    let mut line = Vec::new();
+    for _ in 0..12 * 4096 + 5 {
+        let event = strategy.new_tree(&mut runner).unwrap().current();
+        line.clear();
+        encode_event(&event, "cpu", &mut line);
+        text.push_str(std::str::from_utf8(&line).unwrap());
+    }
+    let expected = sequential(&text);
+    assert_eq!(expected.len(), 12 * 4096 + 5);
+    let mut reader = TraceReader::new(text.as_bytes(), ReadOptions::default()).unwrap();
+    let mut seen = Vec::new();
+    reader
+        .for_each_batched_ref(|e| {
+            seen.push(e.clone());
+            Ok::<(), ReadError>(())
+        })
+        .unwrap();
+    assert!(seen == expected, "borrowed events differ from fresh ones");
+    let mut reader = TraceReader::new(text.as_bytes(), ReadOptions::default()).unwrap();
+    let mut owned = Vec::new();
+    reader
+        .for_each_batched(|e| {
+            owned.push(e);
+            Ok::<(), ReadError>(())
+        })
+        .unwrap();
+    assert!(owned == expected, "owned events differ from fresh ones");
+}
+
+#[test]
+fn the_borrowing_pipeline_reports_errors_like_the_owning_one() {
+    let text = markers(
+        10_000,
+        &[
+            r#"{"type":"step","index":"x","ts":1}"#,
+            r#"{"type":"step","index":1,"ts":1}"#,
+        ],
+    );
+    let mut reader = TraceReader::new(text.as_bytes(), ReadOptions::default()).unwrap();
+    let mut count = 0u64;
+    let err = reader
+        .for_each_batched_ref(|e| {
+            count += 1;
+            assert_eq!(e.line, count + 1);
+            Ok::<(), TestError>(())
+        })
+        .unwrap_err();
+    assert_eq!(count, 10_000);
+    assert!(
+        matches!(&err, TestError::Read(ReadError::Schema { line: 10_002, field, .. }) if field == "index"),
+        "{err:?}"
+    );
+    let mut reader = TraceReader::new(text.as_bytes(), ReadOptions::default()).unwrap();
+    let mut count = 0u64;
+    let err = reader
+        .for_each_batched_ref(|e| {
+            count += 1;
+            if count == 5000 {
+                return Err(TestError::Stop(e.line));
+            }
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(matches!(err, TestError::Stop(5001)), "{err:?}");
 }
