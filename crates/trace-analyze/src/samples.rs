@@ -7,7 +7,10 @@
 //! function's path, else from its source file) and the name a table shows for it. What the
 //! samples say (rankings by function, crate group, phase or span) is the hot-spot report's.
 //!
-//! Loading is linear in the events; a stack's frames are one slice of a flat array.
+//! Loading is linear in the events; a stack's frames are one slice of a flat array. Frames
+//! take little more than their text: one buffer holds every frame's function, file and shown
+//! name (a frame is ranges into it, its crate and waiting class worked out once at load), and
+//! wire ids that run on by one (as the sampler writes them) need no map.
 //!
 //! **Waiting is not work.** A stack whose innermost frames are a thread pool spinning or
 //! parking (Candle's barrier spin-wait, rayon's idle loop, futex, condition-variable and
