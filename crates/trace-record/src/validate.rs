@@ -319,6 +319,9 @@ pub struct Validator {
     heap: Heap,
     issues: Vec<Issue>,
     events: u64,
+    /// The span id the last reference found known (spans are never forgotten, so it stays
+    /// known): most events name the span of the event before them.
+    known_span: Option<u64>,
 }
 
 impl std::fmt::Debug for Validator {
@@ -343,7 +346,12 @@ impl Validator {
     /// A reference to span `id`: resolved now when the span is known, else at the end.
     #[inline]
     fn span_ref(&mut self, line: u64, id: u64) {
-        if !self.spans.contains_key(&id) {
+        if self.known_span == Some(id) {
+            return;
+        }
+        if self.spans.contains_key(&id) {
+            self.known_span = Some(id);
+        } else {
             self.refs.push((line, id));
         }
     }
