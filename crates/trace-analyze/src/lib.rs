@@ -106,7 +106,8 @@ pub use memory::{
 };
 pub use model::{
     AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,
-    PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
+    PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, TensorTable, Trace, TraceEnd,
+    WorkCounter,
 };
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_table};
 pub use rank_views::{

@@ -12,7 +12,8 @@ use crate::error::AnalyzeError;
 use crate::intern::{Interner, ShapeInterner, Sym};
 use crate::model::{
     AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,
-    PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, Trace, TraceEnd, WorkCounter,
+    PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, TensorTable, Trace, TraceEnd,
+    WorkCounter,
 };
 
 /// How to load a trace.
@@ -112,6 +113,27 @@ struct Builder {
     /// Per step in `t.steps`, whether the rule counts it as a step (decided when it ends).
     is_step: Vec<bool>,
     validator: Validator,
+    /// Strings interned lately, by [`recent_slot`]: a trace repeats a few op names, dtypes
+    /// and devices millions of times, and comparing with the last one is cheaper than hashing.
+    recent_syms: [Option<Sym>; RECENT],
+    /// Shapes interned lately, by [`recent_slot`] of their dimensions.
+    recent_shapes: [Option<crate::intern::ShapeId>; RECENT],
+    /// The span id last resolved to an index, and that index (cleared when a span starts, as
+    /// a span id started again is resolved to its latest start).
+    recent_span: Option<(u64, u32)>,
+}
+
+/// Entries of the builder's caches of recent strings and shapes.
+const RECENT: usize = 64;
+
+/// A cache slot for `key`'s length, first, middle and last values (no hashing of the whole).
+#[inline]
+fn recent_slot(len: usize, first: usize, mid: usize, last: usize) -> usize {
+    (len.wrapping_mul(0x9e37)
+        ^ first.wrapping_mul(0x2f)
+        ^ mid.wrapping_mul(0x83)
+        ^ last.wrapping_mul(0x1f1))
+        % RECENT
 }
 
 impl Builder {
@@ -153,7 +175,7 @@ impl Builder {
                 spans: Vec::new(),
                 ops: Vec::new(),
                 tensor_refs: Vec::new(),
-                tensors: FastMap::default(),
+                tensors: TensorTable::default(),
                 memory: Vec::new(),
                 physical: Vec::new(),
                 steps: Vec::new(),
@@ -173,7 +195,39 @@ impl Builder {
             step_rule: trace_record::StepTracker::new(),
             is_step: Vec::new(),
             validator: Validator::new(),
+            recent_syms: [None; RECENT],
+            recent_shapes: [None; RECENT],
+            recent_span: None,
         }
+    }
+
+    /// Interns `s` (through the cache of recent strings).
+    #[inline]
+    fn sym(&mut self, s: &str) -> Sym {
+        let b = s.as_bytes();
+        let at = |i: usize| b.get(i).map_or(0, |&c| usize::from(c));
+        let slot = recent_slot(b.len(), at(0), at(b.len() / 2), at(b.len().wrapping_sub(1)));
+        if let Some(sym) = self.recent_syms[slot]
+            && self.t.strings.resolve(sym) == s
+        {
+            return sym;
+        }
+        let sym = self.t.strings.intern(s);
+        self.recent_syms[slot] = Some(sym);
+        sym
+    }
+
+    /// The index of span `id` when it has started (through the last one resolved).
+    #[inline]
+    fn span_at(&mut self, id: u64) -> Option<u32> {
+        if let Some((last, i)) = self.recent_span
+            && last == id
+        {
+            return Some(i);
+        }
+        let i = self.span_index.get(&id).copied()?;
+        self.recent_span = Some((id, i));
+        Some(i)
     }
 
     fn seen(&mut self, t: u64) {
@@ -181,9 +235,19 @@ impl Builder {
     }
 
     fn shape(&mut self, s: &[usize]) -> crate::intern::ShapeId {
+        let at = |i: usize| s.get(i).copied().unwrap_or(0);
+        let slot = recent_slot(s.len(), at(0), at(s.len() / 2), at(s.len().wrapping_sub(1)));
+        if let Some(id) = self.recent_shapes[slot] {
+            let dims = self.t.shapes.resolve(id);
+            if dims.len() == s.len() && dims.iter().zip(s).all(|(&a, &b)| a == b as u64) {
+                return id;
+            }
+        }
         self.dims.clear();
         self.dims.extend(s.iter().map(|&d| d as u64));
-        self.t.shapes.intern(&self.dims)
+        let id = self.t.shapes.intern(&self.dims);
+        self.recent_shapes[slot] = Some(id);
+        id
     }
 
     fn current_step(&self) -> Option<u32> {
@@ -217,13 +281,14 @@ impl Builder {
         }
         match e {
             Event::SpanStart(s) => {
-                let parent = s.parent.and_then(|p| self.span_index.get(&p).copied());
+                let parent = s.parent.and_then(|p| self.span_at(p));
                 let exec_step = s
                     .step
                     .or_else(|| parent.and_then(|p| self.t.spans[p as usize].exec_step));
                 let idx = self.t.spans.len() as u32;
                 self.span_index.insert(s.id, idx);
-                let name = self.t.strings.intern(&s.name);
+                self.recent_span = None;
+                let name = self.sym(&s.name);
                 self.t.spans.push(Span {
                     id: s.id,
                     parent,
@@ -239,7 +304,7 @@ impl Builder {
                 self.seen(s.ts);
             }
             Event::SpanEnd(s) => {
-                if let Some(&i) = self.span_index.get(&s.id) {
+                if let Some(i) = self.span_at(s.id) {
                     let span = &mut self.t.spans[i as usize];
                     if span.end_ns.is_none() {
                         span.end_ns = Some(s.ts.max(span.start_ns));
@@ -248,8 +313,8 @@ impl Builder {
                 self.seen(s.ts);
             }
             Event::Op(o) => {
-                let span = o.span.and_then(|s| self.span_index.get(&s).copied());
-                let name = self.t.strings.intern(&o.name);
+                let span = o.span.and_then(|s| self.span_at(s));
+                let name = self.sym(&o.name);
                 let (thread, exec_step, own) = span.map_or((0, None, false), |s| {
                     let sp = &self.t.spans[s as usize];
                     let own = o.is_own_op_of(sp.kind, self.t.strings.resolve(sp.name), sp.start_ns);
@@ -262,8 +327,8 @@ impl Builder {
                 let i1 = self.t.tensor_refs.len() as u32;
                 self.t.tensor_refs.extend_from_slice(&o.outputs);
                 let o1 = self.t.tensor_refs.len() as u32;
-                let dtype = self.t.strings.intern(&o.dtype);
-                let device = self.t.strings.intern(&o.device);
+                let dtype = self.sym(&o.dtype);
+                let device = self.sym(&o.device);
                 let shape = self.shape(&o.shape);
                 let m0 = self.t.input_meta.len() as u32;
                 if let Some(shapes) = &o.in_shapes {
@@ -274,14 +339,17 @@ impl Builder {
                             .as_ref()
                             .and_then(|d| d.get(k))
                             .unwrap_or(&o.dtype);
-                        let dt = self.t.strings.intern(dt);
+                        let dt = self.sym(dt);
                         self.t.input_meta.push((sid, dt));
                         // Inputs no `tensor` event described get their shape from here.
                         if let Some(&id) = o.inputs.get(k) {
-                            self.t.tensors.entry(id).or_insert(TensorInfo {
-                                shape: sid,
-                                label: None,
-                            });
+                            self.t.tensors.insert_if_absent(
+                                id,
+                                TensorInfo {
+                                    shape: sid,
+                                    label: None,
+                                },
+                            );
                         }
                     }
                 }
@@ -310,7 +378,7 @@ impl Builder {
             Event::Tensor(t) => {
                 let shape = self.shape(&t.shape);
                 if t.label.as_deref() == Some(AUTOGRAD_LABEL) {
-                    let dtype = self.t.strings.intern(&t.dtype);
+                    let dtype = self.sym(&t.dtype);
                     self.t.autograd.push(AutogradNode {
                         step: self.current_step(),
                         shape,
@@ -328,11 +396,12 @@ impl Builder {
                 {
                     self.t.module_inputs.push((span, shape));
                 }
-                let label = t.label.as_deref().map(|l| self.t.strings.intern(l));
+                let label = t.label.as_deref().map(|l| self.sym(l));
                 self.t.tensors.insert(t.id, TensorInfo { shape, label });
             }
             Event::Memory(m) => {
-                let device = self.t.strings.intern(&m.device);
+                let device = self.sym(&m.device);
+                let span = m.span.and_then(|s| self.span_at(s));
                 self.t.memory.push(MemEvent {
                     t_ns: m.ts,
                     storage: m.storage,
@@ -341,12 +410,12 @@ impl Builder {
                     device,
                     category: m.category,
                     alloc: matches!(m.kind, wire::AllocKind::Alloc),
-                    span: m.span.and_then(|s| self.span_index.get(&s).copied()),
+                    span,
                 });
                 self.seen(m.ts);
             }
             Event::DeviceMemory(d) => {
-                let device = self.t.strings.intern(&d.device);
+                let device = self.sym(&d.device);
                 self.t.physical.push(PhysSample {
                     t_ns: d.ts,
                     device,
@@ -364,7 +433,7 @@ impl Builder {
                     wire::GradientState::Zero => c.zero += 1,
                     wire::GradientState::NonFinite => c.non_finite += 1,
                 }
-                let param = self.t.strings.intern(&g.param);
+                let param = self.sym(&g.param);
                 self.t.gradient_facts.push(GradEvent {
                     param,
                     state: g.state,
@@ -388,7 +457,7 @@ impl Builder {
                 self.seen(m.ts);
             }
             Event::Counter(c) => {
-                let name = self.t.strings.intern(&c.name);
+                let name = self.sym(&c.name);
                 self.t.counters.push(CounterSample {
                     name,
                     value: c.value,

@@ -283,6 +283,98 @@ pub struct TensorInfo {
     pub label: Option<Sym>,
 }
 
+/// Tensor metadata by tensor id ([`Trace::tensors`]).
+///
+/// Recorders number tensors 1, 2, 3, ...: ids below a bound held in a vector (no hashing,
+/// 12 bytes a tensor), the others (sparse or structured ids such as `i << 40`) in a hash map.
+/// The vector only grows to cover an id when that keeps it within twice the number of
+/// tensors held (plus a constant), so memory stays linear in the tensors whatever the ids.
+#[derive(Debug, Clone, Default)]
+pub struct TensorTable {
+    dense: Vec<Option<TensorInfo>>,
+    /// Never holds `None` once a call returns (every slot handed out is filled).
+    sparse: FastMap<u64, Option<TensorInfo>>,
+    len: usize,
+}
+
+/// Ids the dense part of a [`TensorTable`] may cover beyond twice its tensors.
+const DENSE_SLACK: u64 = 4096;
+
+impl TensorTable {
+    /// The metadata of tensor `id`, when a `tensor` event (or an op's `in_shapes`) gave it.
+    pub fn get(&self, id: &u64) -> Option<&TensorInfo> {
+        match usize::try_from(*id).ok().and_then(|i| self.dense.get(i)) {
+            Some(slot) => slot.as_ref(),
+            None => self.sparse.get(id).and_then(Option::as_ref),
+        }
+    }
+
+    /// Tensors held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No tensor is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sets the metadata of tensor `id` (replacing what was there).
+    pub(crate) fn insert(&mut self, id: u64, info: TensorInfo) {
+        *self.slot(id) = Some(info);
+    }
+
+    /// Sets the metadata of tensor `id` unless it has some.
+    pub(crate) fn insert_if_absent(&mut self, id: u64, info: TensorInfo) {
+        let slot = self.slot(id);
+        if slot.is_none() {
+            *slot = Some(info);
+        }
+    }
+
+    /// The place of tensor `id`: in the vector when it covers `id` (grown to when that keeps
+    /// it linear), else in the map (then a `None` entry is made, and filled by the caller).
+    fn slot(&mut self, id: u64) -> &mut Option<TensorInfo> {
+        let covered = self.dense.len() as u64;
+        let bound = 2 * self.len as u64 + DENSE_SLACK;
+        if id >= covered && id < bound {
+            self.grow_dense(id);
+        }
+        if let Some(i) = usize::try_from(id).ok().filter(|&i| i < self.dense.len()) {
+            let slot = &mut self.dense[i];
+            if slot.is_none() {
+                self.len += 1;
+            }
+            return slot;
+        }
+        let slot = self.sparse.entry(id).or_insert(None);
+        if slot.is_none() {
+            self.len += 1;
+        }
+        slot
+    }
+
+    /// Makes the vector cover `id` (at least doubling it), moving the map's entries it now
+    /// covers into it.
+    fn grow_dense(&mut self, id: u64) {
+        let Ok(want) = usize::try_from(id.saturating_add(1)) else {
+            return;
+        };
+        let new_len = want.max(2 * self.dense.len()).max(64);
+        self.dense.resize(new_len, None);
+        if !self.sparse.is_empty() {
+            let dense = &mut self.dense;
+            self.sparse.retain(|&k, v| match usize::try_from(k) {
+                Ok(i) if i < dense.len() => {
+                    dense[i] = *v;
+                    false
+                }
+                _ => true,
+            });
+        }
+    }
+}
+
 /// Event counts by type, as read, plus the lines of unknown type that were skipped.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ReadCounts {
@@ -378,7 +470,7 @@ pub struct Trace {
     /// Flat storage of op input and output tensor ids.
     pub tensor_refs: Vec<u64>,
     /// Tensor metadata by tensor id.
-    pub tensors: FastMap<u64, TensorInfo>,
+    pub tensors: TensorTable,
     /// Memory events in time order (stable: events stamped alike in the order they were
     /// read).
     pub memory: Vec<MemEvent>,
@@ -512,5 +604,54 @@ impl Trace {
     /// The total wall time of all steps, when the trace has steps.
     pub fn step_time_ns(&self) -> Option<u64> {
         (!self.steps.is_empty()).then(|| self.steps.iter().map(Step::duration_ns).sum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use rand_xoshiro::SplitMix64;
+    use rand_xoshiro::rand_core::{Rng, SeedableRng};
+
+    use super::{ShapeId, Sym, TensorInfo, TensorTable};
+
+    /// The table answers as a hash map does, for dense, sparse, structured and repeated ids
+    /// in any order, and its vector stays linear in the tensors held.
+    #[test]
+    fn the_tensor_table_is_a_map() {
+        let mut rng = SplitMix64::seed_from_u64(7);
+        let mut table = TensorTable::default();
+        let mut map: HashMap<u64, TensorInfo> = HashMap::new();
+        for k in 0..200_000u64 {
+            let r = rng.next_u64();
+            let id = match r % 5 {
+                0 => k,
+                1 => k << 40,
+                2 => r >> 8,
+                3 => k / 2,
+                _ => (r >> 32) % 100_000,
+            };
+            let info = TensorInfo {
+                shape: ShapeId(k as u32),
+                label: (r % 3 == 0).then_some(Sym(7)),
+            };
+            if r % 7 == 0 {
+                table.insert_if_absent(id, info);
+                map.entry(id).or_insert(info);
+            } else {
+                table.insert(id, info);
+                map.insert(id, info);
+            }
+        }
+        assert_eq!(table.len(), map.len());
+        for (id, info) in &map {
+            let got = table.get(id).map(|i| (i.shape, i.label));
+            assert_eq!(got, Some((info.shape, info.label)), "id {id}");
+        }
+        for id in [u64::MAX, 1 << 63, 3 << 40 | 1] {
+            assert_eq!(table.get(&id).is_some(), map.contains_key(&id));
+        }
+        assert!(table.dense.len() <= 4 * table.len() + 2 * 4096);
     }
 }
