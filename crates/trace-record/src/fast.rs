@@ -11,7 +11,7 @@
 //! hands its events out by reference allocates nothing per line in steady state.
 
 use crate::schema::{
-    AllocKind, Event, MemoryCategory, MemoryEvent, OUT_BYTES_UNSET, OpEvent, SpanEnd, SpanKind,
+    AllocKind, Event, ExecStep, MemoryCategory, MemoryEvent, OUT_BYTES_UNSET, OpEvent, SpanEnd, SpanKind,
     SpanStart, StepEvent, TensorEvent,
 };
 
@@ -173,11 +173,16 @@ impl<'a> Cur<'a> {
     fn u64(&mut self) -> Option<u64> {
         let start = self.i;
         let mut v: u64 = 0;
+        // Up to 19 digits cannot overflow; only longer numbers need checked arithmetic.
         while let Some(&c) = self.b.get(self.i) {
             if !c.is_ascii_digit() {
                 break;
             }
-            v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+            if self.i - start < 19 {
+                v = v * 10 + u64::from(c - b'0');
+            } else {
+                v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+            }
             self.i += 1;
         }
         let n = self.i - start;
@@ -246,10 +251,16 @@ impl<'a> Cur<'a> {
         (self.i == self.b.len()).then_some(())
     }
 
-    /// A schema enum by its wire name.
+    /// A schema enum by its wire name, one of `all` (named by `wire`): the bytes between
+    /// the quotes are compared with each name (a name with escapes is left to serde).
     #[inline]
-    fn name<T: std::str::FromStr>(&mut self) -> Option<T> {
-        self.str()?.parse().ok()
+    fn name<T: Copy>(&mut self, all: &[T], wire: fn(T) -> &'static str) -> Option<T> {
+        self.lit(b"\"")?;
+        let rest = self.b.get(self.i..)?;
+        let len = rest.iter().position(|&c| c == b'"')?;
+        let found = all.iter().copied().find(|&v| wire(v).as_bytes() == &rest[..len])?;
+        self.i += len + 1;
+        Some(found)
     }
 
     fn opt_u64(&mut self, key: &[u8]) -> Option<Option<u64>> {
@@ -377,7 +388,7 @@ fn op(c: &mut Cur<'_>, o: &mut OpEvent, spare: &mut Spare) -> Option<()> {
     o.in_bytes = c.u64()?;
     o.out_bytes = c.opt_u64(b",\"out_b\":")?.unwrap_or(OUT_BYTES_UNSET);
     o.category = if c.opt(b",\"cat\":") {
-        Some(c.name()?)
+        Some(c.name(&MemoryCategory::ALL, MemoryCategory::as_str)?)
     } else {
         None
     };
@@ -442,9 +453,9 @@ fn span_start(c: &mut Cur<'_>, s: &mut SpanStart) -> Option<()> {
     c.lit(b",\"name\":")?;
     c.str_into(&mut s.name)?;
     c.lit(b",\"kind\":")?;
-    s.kind = c.name()?;
+    s.kind = c.name(&SpanKind::ALL, SpanKind::as_str)?;
     s.step = if c.opt(b",\"step\":") {
-        Some(c.name()?)
+        Some(c.name(&ExecStep::ALL, ExecStep::as_str)?)
     } else {
         None
     };
@@ -457,7 +468,7 @@ fn span_start(c: &mut Cur<'_>, s: &mut SpanStart) -> Option<()> {
 
 fn memory(c: &mut Cur<'_>, m: &mut MemoryEvent) -> Option<()> {
     c.lit(b"memory\",\"action\":")?;
-    m.kind = c.name()?;
+    m.kind = c.name(&AllocKind::ALL, AllocKind::as_str)?;
     c.lit(b",\"storage\":")?;
     m.storage = c.u64()?;
     c.lit(b",\"tensor\":")?;
@@ -466,7 +477,7 @@ fn memory(c: &mut Cur<'_>, m: &mut MemoryEvent) -> Option<()> {
     m.bytes = c.u64()?;
     c.device_into(&mut m.device)?;
     c.lit(b",\"cat\":")?;
-    m.category = c.name()?;
+    m.category = c.name(&MemoryCategory::ALL, MemoryCategory::as_str)?;
     m.span = c.opt_u64(b",\"span\":")?;
     c.lit(b",\"ts\":")?;
     m.ts = c.u64()?;
@@ -502,7 +513,7 @@ fn tensor(c: &mut Cur<'_>, t: &mut TensorEvent, spare: &mut Spare) -> Option<()>
     c.lit(b",\"bytes\":")?;
     t.bytes = c.u64()?;
     c.lit(b",\"cat\":")?;
-    t.category = c.name()?;
+    t.category = c.name(&MemoryCategory::ALL, MemoryCategory::as_str)?;
     t.span = c.opt_u64(b",\"span\":")?;
     c.end()
 }
