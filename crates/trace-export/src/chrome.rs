@@ -19,6 +19,11 @@
 //! - Live logical bytes per category per device are counter events (`"ph":"C"`) named
 //!   `logical memory DEVICE` with one argument per category, so viewers stack them. Physical
 //!   samples are separate counters (`physical memory used DEVICE`, ...), never mixed in.
+//!   Memory events of one device at one time make one sample (the bytes after the last of
+//!   them: viewers draw counters as steps, and a second sample at the same time hides the
+//!   first), and a sample equal to the device's previous one is not written. When the bytes
+//!   in between reached more than any sample so far, that moment is written too, first, at
+//!   the same time: the samples' largest total is the peak `tracegraph memory` reports.
 //! - Steps are global instant events (`step N`) and complete events on a `steps` track, one
 //!   of each per step of the trace as trace-record's [`StepTracker`] numbers and bounds them
 //!   (the rule every analysis uses): step 0 holds what ran before the first `step` event, a
@@ -201,6 +206,13 @@ struct DeviceLive {
     /// `{"ph":"C","name":"logical memory DEVICE","pid":P,"tid":0,"ts":` ready to copy.
     head: Vec<u8>,
     bytes: [u64; MemoryCategory::ALL.len()],
+    /// The values of the last sample written, once one is.
+    written: Option<[u64; MemoryCategory::ALL.len()]>,
+    /// The largest total of a sample written.
+    peak_written: u64,
+    /// While a sample of this device is pending: the bytes when their total was largest, if
+    /// that is above every sample written.
+    group_peak: Option<[u64; MemoryCategory::ALL.len()]>,
 }
 
 /// The exporter's state besides the nester.
@@ -213,6 +225,10 @@ struct Chrome<W: Write> {
     device_index: FastMap<String, usize>,
     /// The device of the last memory event (most events share one device).
     last_device: Option<usize>,
+    /// A memory counter sample not written yet: (device, time). Written when a memory event
+    /// of another device or time comes, when a step begins and at the end, with the bytes
+    /// then: so the events of one device at one time make one sample.
+    pending_counter: Option<(usize, u64)>,
     /// Live storage id → (device, category, bytes).
     live: FastMap<u64, (usize, usize, u64)>,
     summary: ChromeSummary,
@@ -380,6 +396,9 @@ impl<W: Write> Chrome<W> {
                     name: name.to_string(),
                     head,
                     bytes: [0; MemoryCategory::ALL.len()],
+                    written: None,
+                    peak_written: 0,
+                    group_peak: None,
                 });
                 self.device_index.insert(name.to_string(), i);
                 i
@@ -389,10 +408,58 @@ impl<W: Write> Chrome<W> {
         i
     }
 
-    fn memory_counter(&mut self, dev: usize, ts: u64) -> Result<(), ExportError> {
-        let Some(d) = self.devices.get(dev) else {
+    /// Writes the pending memory counter sample, unless it equals the device's last one;
+    /// first the moment in between that went above every sample, if there was one.
+    fn flush_counter(&mut self) -> Result<(), ExportError> {
+        let Some((dev, ts)) = self.pending_counter.take() else {
             return Ok(());
         };
+        let Some(d) = self.devices.get_mut(dev) else {
+            return Ok(());
+        };
+        let now = d.bytes;
+        if let Some(peak) = d.group_peak.take()
+            && peak != now
+        {
+            self.write_counter(dev, ts, peak)?;
+        }
+        match self.devices.get(dev) {
+            Some(d) if d.written != Some(now) => self.write_counter(dev, ts, now),
+            _ => Ok(()),
+        }
+    }
+
+    /// Notes the bytes of device `dev` after a memory event of its pending sample.
+    fn note_pending(&mut self, dev: usize) {
+        if let Some(d) = self.devices.get_mut(dev) {
+            let now = total(&d.bytes);
+            let above = d.group_peak.as_ref().map_or(d.peak_written, |p| total(p));
+            if now > above {
+                d.group_peak = Some(d.bytes);
+            }
+        }
+    }
+
+    /// Writes a memory counter sample of device `dev` at `ts` with its bytes now.
+    fn memory_counter(&mut self, dev: usize, ts: u64) -> Result<(), ExportError> {
+        match self.devices.get(dev) {
+            Some(d) => self.write_counter(dev, ts, d.bytes),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes a memory counter sample of device `dev` at `ts` with `values` per category.
+    fn write_counter(
+        &mut self,
+        dev: usize,
+        ts: u64,
+        values: [u64; MemoryCategory::ALL.len()],
+    ) -> Result<(), ExportError> {
+        let Some(d) = self.devices.get_mut(dev) else {
+            return Ok(());
+        };
+        d.written = Some(values);
+        d.peak_written = d.peak_written.max(total(&values));
         let o = &mut self.out;
         o.begin();
         o.line.extend_from_slice(&d.head);
@@ -407,7 +474,7 @@ impl<W: Write> Chrome<W> {
             o.raw("\"");
             o.raw(c.as_str());
             o.raw("\":");
-            o.u64(d.bytes.get(i).copied().unwrap_or(0));
+            o.u64(values.get(i).copied().unwrap_or(0));
         }
         o.raw("}}");
         o.end()?;
@@ -513,6 +580,10 @@ impl<W: Write> Chrome<W> {
         match event {
             Event::Memory(m) => {
                 let dev = self.device(&m.device);
+                // The pending sample keeps collecting while events are of its device and time.
+                if self.pending_counter.is_some_and(|p| p != (dev, m.ts)) {
+                    self.flush_counter()?;
+                }
                 let cat = m.category.index();
                 let touched = match m.kind {
                     AllocKind::Alloc => {
@@ -546,7 +617,12 @@ impl<W: Write> Chrome<W> {
                 if let Some(d) = touched
                     && self.keep(step)
                 {
-                    self.memory_counter(d, m.ts)?;
+                    if d != dev {
+                        self.memory_counter(d, m.ts)?;
+                    } else {
+                        self.pending_counter = Some((d, m.ts));
+                        self.note_pending(d);
+                    }
                 }
             }
             Event::DeviceMemory(d) => {
@@ -598,6 +674,7 @@ impl<W: Write> Chrome<W> {
                 self.instant(&name, "p", 0, g.ts, &args)?;
             }
             Event::Step(s) => {
+                self.flush_counter()?;
                 // The step's instant and bar are written when it ends, once it is known to
                 // be a step.
                 if self.filter.is_some() && self.keep(Some(s.index)) {
@@ -619,6 +696,11 @@ impl<W: Write> Chrome<W> {
         }
         Ok(())
     }
+}
+
+/// The bytes of every category together (saturating).
+fn total(bytes: &[u64]) -> u64 {
+    bytes.iter().fold(0u64, |a, &b| a.saturating_add(b))
 }
 
 enum CounterValue {
@@ -734,6 +816,7 @@ where
         devices: Vec::new(),
         device_index: FastMap::default(),
         last_device: None,
+        pending_counter: None,
         live: FastMap::default(),
         summary: ChromeSummary {
             step_found: opts.step.is_none(),
@@ -789,6 +872,7 @@ where
     if let Some(e) = c.error.take() {
         return Err(e);
     }
+    c.flush_counter()?;
     if let Some(last) = c.steps.finish() {
         c.close_step(last)?;
     }

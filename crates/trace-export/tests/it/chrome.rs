@@ -153,6 +153,58 @@ fn memory_counters_never_go_negative() {
     );
 }
 
+/// Memory events of one device at one time make one counter sample, with the bytes after
+/// the last of them, and a sample equal to the previous one is left out; a moment between
+/// them above every sample so far is written first, at the same time (the samples reach the
+/// peak).
+#[test]
+fn memory_events_at_one_time_make_one_sample() {
+    let bytes = hand_trace(&[
+        r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":100,"cat":"activation","ts":1}"#,
+        r#"{"type":"memory","action":"alloc","storage":2,"tensor":2,"bytes":50,"cat":"activation","ts":1}"#,
+        r#"{"type":"memory","action":"alloc","storage":3,"tensor":3,"bytes":8,"cat":"activation","ts":2}"#,
+        r#"{"type":"memory","action":"free","storage":1,"tensor":1,"bytes":100,"cat":"activation","ts":2}"#,
+        r#"{"type":"memory","action":"alloc","storage":4,"tensor":4,"bytes":100,"cat":"activation","ts":3}"#,
+        r#"{"type":"memory","action":"free","storage":4,"tensor":4,"bytes":100,"cat":"activation","ts":3}"#,
+        r#"{"type":"memory","action":"alloc","storage":5,"tensor":5,"bytes":7,"dev":"cuda:0","cat":"parameter","ts":3}"#,
+        r#"{"type":"memory","action":"free","storage":2,"tensor":2,"bytes":50,"cat":"activation","ts":3}"#,
+        r#"{"type":"memory","action":"free","storage":3,"tensor":3,"bytes":8,"cat":"activation","ts":4}"#,
+    ]);
+    let (v, summary) = chrome(&bytes, None);
+    check_structure(&v);
+    let samples: Vec<(String, u64, u64)> = v["traceEvents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["ph"] == "C")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap_or_default().to_string(),
+                crate::common::ns(&e["ts"]),
+                e["args"]["activation"].as_u64().unwrap_or(0)
+                    + e["args"]["parameter"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let cpu = |ts: u64, b: u64| ("logical memory cpu".to_string(), ts, b);
+    // ts 1: one sample after both allocations; ts 2: after the free (158 in between is above
+    // 150, the peak so far: written first); ts 3: the alloc and free of storage 4 cancel
+    // (158 in between is no new peak: no sample until the other device's event), then
+    // storage 2's free is a sample of its own; ts 4: the last free.
+    assert_eq!(
+        samples,
+        vec![
+            cpu(1, 150),
+            cpu(2, 158),
+            cpu(2, 58),
+            ("logical memory cuda:0".to_string(), 3, 7),
+            cpu(3, 8),
+            cpu(4, 0),
+        ]
+    );
+    assert_eq!(summary.memory_counters, 6);
+}
+
 #[test]
 fn one_step_only() {
     let mut bytes = Vec::new();
