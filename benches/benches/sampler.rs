@@ -23,11 +23,12 @@
 //!   reads /proc on every matmul, which hides the sampler's cost. The metric names the value.
 //! - `sampler/rate achieved_hz` (`sampler/rate_4k`): samples taken per second of process CPU
 //!   time over the capture's sampled steps (both workloads), against the requested rate
-//!   (the ratio is achieved / requested; target ≥ 0.9 at both rates): per-thread perf events
-//!   deliver it (less the sampler thread's own CPU time, and time in the kernel where only
-//!   user space may be sampled); the process CPU-time timer, where perf events are refused,
-//!   is capped by the kernel's tick. The source and the rate over the sampled threads' CPU
-//!   time go to stderr.
+//!   (the ratio is achieved / requested; target ≥ 0.9 at both rates): the ticker (the
+//!   default source) delivers it less the sampler's own threads' CPU time and the samples
+//!   of threads found asleep that it did not catch running again; perf events
+//!   (`TRACEGRAPH_SAMPLER_SOURCE=perf_event`) less time in the kernel where only user space
+//!   may be sampled; the process CPU-time timer, where neither works, is capped by the
+//!   kernel's tick. The source and the rate over the sampled threads' CPU time go to stderr.
 //! - `sampler/rate lost_per_1000` (`sampler/rate_4k`): samples lost per 1000 taken
 //!   (target ≤ 10).
 
@@ -167,7 +168,7 @@ fn measure(dir: &Path, hz: u32, suffix: &str, work: &mut Work) {
         stats.steps,
         work.trainer.accuracy().expect("accuracy")
     );
-    // Which source sampled (perf events, or the timer where the kernel refuses them), and the
+    // Which source sampled (the ticker, perf events, or the timer), and the
     // rate over the sampled threads' CPU time (the process's less the sampler thread's own).
     eprintln!(
         "sampler/rate{suffix}: source {}; {:.0} Hz of the sampled threads' CPU time, the sampler thread used {:.1} ms of {:.1} ms",

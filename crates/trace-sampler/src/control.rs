@@ -137,6 +137,7 @@ mod linux {
 
     use crate::signal::{self, Handler, RECORDING, SELF_TID, STEP};
     use crate::threads::Threads;
+    use crate::ticker::Ticker;
     use crate::worker::{Msg, StepEnd, Worker};
     use crate::{SOURCE_ENV, SamplerConfig, SamplerError, SamplerSource, SamplerStats};
 
@@ -155,6 +156,7 @@ mod linux {
     fn source_named(value: String) -> Result<Option<SamplerSource>, SamplerError> {
         match value.trim() {
             "perf_event" => Ok(Some(SamplerSource::PerfEvent)),
+            "ticker" => Ok(Some(SamplerSource::Ticker)),
             "itimer" => Ok(Some(SamplerSource::Itimer)),
             "auto" | "" => Ok(None),
             _ => Err(SamplerError::UnknownSource { value }),
@@ -181,6 +183,7 @@ mod linux {
     /// What interrupts the threads: each thread's perf event, or the process's timer.
     #[derive(Debug)]
     enum Source {
+        Ticker(Ticker),
         PerfEvent(Arc<Threads>),
         Itimer { period_us: u64 },
     }
@@ -200,18 +203,27 @@ mod linux {
             let itimer = Source::Itimer {
                 period_us: (1_000_000 / hz).max(1),
             };
+            let period_ns = 1_000_000_000 / hz;
             match forced {
                 Some(SamplerSource::Itimer) => Ok(itimer),
+                Some(SamplerSource::Ticker) => Ticker::start(period_ns)
+                    .map(Source::Ticker)
+                    .map_err(SamplerError::Io),
                 Some(SamplerSource::PerfEvent) => Threads::probe(1_000_000_000 / hz)
                     .map(|t| Source::PerfEvent(Arc::new(t)))
                     .map_err(SamplerError::PerfEventRefused),
-                None => Ok(Threads::probe(1_000_000_000 / hz)
-                    .map_or(itimer, |t| Source::PerfEvent(Arc::new(t)))),
+                None => Ok(match Ticker::start(period_ns) {
+                    Ok(t) => Source::Ticker(t),
+                    Err(_) => {
+                        Threads::probe(period_ns).map_or(itimer, |t| Source::PerfEvent(Arc::new(t)))
+                    }
+                }),
             }
         }
 
         fn kind(&self) -> SamplerSource {
             match self {
+                Source::Ticker(_) => SamplerSource::Ticker,
                 Source::PerfEvent(_) => SamplerSource::PerfEvent,
                 Source::Itimer { .. } => SamplerSource::Itimer,
             }
@@ -219,6 +231,10 @@ mod linux {
 
         fn arm(&self) -> std::io::Result<()> {
             match self {
+                Source::Ticker(t) => {
+                    t.arm();
+                    Ok(())
+                }
                 Source::PerfEvent(t) => t.arm(),
                 Source::Itimer { period_us } => signal::arm(*period_us),
             }
@@ -226,6 +242,7 @@ mod linux {
 
         fn disarm(&self) {
             match self {
+                Source::Ticker(t) => t.disarm(),
                 Source::PerfEvent(t) => t.disarm(),
                 Source::Itimer { .. } => signal::disarm(),
             }
@@ -266,7 +283,12 @@ mod linux {
         fn advance(&mut self, session: &TraceSession, stopping: bool) {
             let now = session.now_ns();
             let cpu = signal::process_cpu_ns();
-            let own = self.own_clock.and_then(signal::clock_ns);
+            let own = self.own_clock.and_then(signal::clock_ns).map(|w| {
+                w + match &self.source {
+                    Source::Ticker(t) => t.cpu_ns().unwrap_or(0),
+                    _ => 0,
+                }
+            });
             let step = session.current_step();
             let active = !stopping && session.is_active();
             STEP.store(step, Ordering::Relaxed);
@@ -346,7 +368,7 @@ mod linux {
             let (tid_tx, tid_rx) = mpsc::channel();
             let threads = match &source {
                 Source::PerfEvent(t) => Some(Arc::clone(t)),
-                Source::Itimer { .. } => None,
+                Source::Itimer { .. } | Source::Ticker(_) => None,
             };
             let worker = Worker::new(
                 Arc::clone(session),

@@ -7,31 +7,40 @@
 //! [`TraceSession`]; trace-candle's `Capture::sample_stacks` (its feature `sampler`) drives
 //! one per capture, so a training loop turns sampling on with one line.
 //!
-//! How it works (Linux, feature `enabled`): every thread of the process but the sampler's own
-//! gets a software task-clock perf event (`perf_event_open`, user space only, which
-//! `perf_event_paranoid` 2 allows a process on itself) that overflows after every period of
-//! that thread's own CPU time (1 s ÷ the rate) and sends `SIGPROF` to that thread alone
-//! (`F_SETOWN_EX` with `F_OWNER_TID`). The kernel drives it from a high-resolution timer, so
-//! the requested rate is what is achieved, from 1 to 10,000 Hz, and idle threads cost
-//! nothing. Where the kernel allows it (`perf_event_paranoid` ≤ 1, `CAP_PERFMON`) the clock
-//! counts time in the kernel too, and a sample taken there shows the user-space frame that
-//! entered it (as the timer does); under `perf_event_paranoid` 2 it counts user-space time
-//! only, so time in system calls and page faults is not sampled and the rate over all of the
-//! process's CPU time falls by that share. The kernel has no event for "every thread, each on its own clock, signalling
-//! itself", so the sampler thread keeps the set: it lists `/proc/self/task` when sampling is
-//! armed and every 5 ms while it stays armed, opening events for threads started since
-//! (Candle's, gemm's and rayon's workers, whenever they start) and closing those of threads
-//! that exited; a new thread is sampled from at most one such period after it starts. The
-//! `perf_sys` module (unsafe: `struct perf_event_attr` and the `fcntl` numbers are declared
-//! there from the kernel's headers) opens them, the `threads` module keeps them.
+//! How it works (Linux, feature `enabled`): by default a thread of the sampler's own (the
+//! `ticker` module) wakes every period (1 s ÷ the rate) while sampling is armed, reads the
+//! CPU-time clock of every thread of the process, and signals (`SIGPROF`, queued to that
+//! thread alone) each thread that has used a period of CPU time since its last sample and
+//! ran lately: each thread is sampled once per period of its own CPU time, from 1 to
+//! 10,000 Hz, and a signal that finds its thread blocked in a system call takes no sample,
+//! so waiting is not sampled as work ([`SamplerSource::Ticker`]). Threads are listed from
+//! `/proc/self/task` when sampling is armed and every 5 ms while it stays armed (Candle's,
+//! gemm's and rayon's workers, whenever they start).
 //!
-//! Where the kernel refuses perf events (`perf_event_paranoid` 3, seccomp, containers without
-//! them: `EACCES`, `EPERM`, `ENOSYS`, …) the sampler falls back to the process CPU-time timer
+//! The kernel's own per-thread clock is the other source ([`SamplerSource::PerfEvent`], by
+//! [`SamplerConfig::with_source`] or [`SOURCE_ENV`]): every thread of the process but the
+//! sampler's own gets a software task-clock perf event (`perf_event_open`, user space only,
+//! which `perf_event_paranoid` 2 allows a process on itself) that overflows after every
+//! period of that thread's own CPU time and sends `SIGPROF` to that thread alone
+//! (`F_SETOWN_EX` with `F_OWNER_TID`). Its rate is exact, but each such event keeps a
+//! high-resolution timer that the kernel restarts at every context switch of its thread, and
+//! where reprogramming the CPU's timer is expensive (a virtual machine) that makes every
+//! switch dearer: a channel round trip between two threads measured 10 µs unsampled and
+//! 44 µs with the events armed at 1 kHz, and a tiny Llama's generation, whose thread pools
+//! switch at every op, ran 1.2–1.8× slower. Hence the ticker by default. Under
+//! `perf_event_paranoid` 2 the perf events count user-space time only, so time in system
+//! calls and page faults is not sampled. The `perf_sys` module (unsafe: `struct
+//! perf_event_attr` and the `fcntl` numbers are declared there from the kernel's headers)
+//! opens them, the `threads` module keeps them.
+//!
+//! Where a thread's CPU-time clock cannot be read and the kernel refuses perf events
+//! (`perf_event_paranoid` 3, seccomp, containers without them: `EACCES`, `EPERM`, `ENOSYS`,
+//! …) the sampler falls back to the process CPU-time timer
 //! (`ITIMER_PROF`), which sends `SIGPROF` to the thread that is running once per period of
 //! CPU time used by any thread; the kernel checks it on its scheduler tick, so it achieves
 //! about the tick rate (often 200–250 Hz) whatever is asked. [`SamplerConfig::with_source`]
-//! or the environment variable [`SOURCE_ENV`] (`itimer`, `perf_event`, `auto`) forces either
-//! source; [`SamplerStats::source`] says which one ran.
+//! or the environment variable [`SOURCE_ENV`] (`ticker`, `perf_event`, `itimer`, `auto`)
+//! forces a source; [`SamplerStats::source`] says which one ran.
 //!
 //! Either way, the handler (the `signal` module, unsafe) reads the stack with the
 //! `backtrace` crate's unwinder into a preallocated lock-free buffer, with the step, the
@@ -41,8 +50,9 @@
 //! frames and stacks, and when a recorded step ends writes its `samples` lines and a
 //! `sampler` line with the samples taken and lost and the process CPU time (schema version 2).
 //!
-//! - Only inside the schedule's active windows: the events (or the timer) are armed when a
-//!   recorded step begins and disarmed when recording stops; outside, no signal, no sample.
+//! - Only inside the schedule's active windows: the ticker (or the events, or the timer) is
+//!   armed when a recorded step begins and disarmed when recording stops; outside, no
+//!   signal, no sample.
 //! - Off unless asked for: before [`Sampler::start`] there is no handler, no event, no timer
 //!   and no thread; without the `enabled` feature there is no handler and no unwinder at all.
 //! - Honest numbers: a step's `taken` is the sum of its `samples` lines; samples that found
@@ -99,6 +109,8 @@ mod symbols;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
 mod threads;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
+mod ticker;
+#[cfg(all(feature = "enabled", target_os = "linux"))]
 mod worker;
 
 pub use control::{Sampler, ScopeDemand, is_sampling};
@@ -116,9 +128,17 @@ pub const DEFAULT_HZ: u32 = 1000;
 /// What interrupts a thread to take a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SamplerSource {
+    /// A thread of the sampler's own that, every period, reads each thread's CPU-time clock
+    /// and signals (`rt_tgsigqueueinfo`) each thread that has used a period of CPU time since
+    /// its last sample and ran since the last tick: the rate is the requested one, and a
+    /// context switch costs nothing extra (the perf events' per-thread timers are restarted
+    /// at every switch). A signal that finds its thread blocked in a system call takes no
+    /// sample and is asked again while the thread runs.
+    Ticker,
     /// One software task-clock perf event per thread (`perf_event_open`): each thread is
     /// interrupted after every period of its own CPU time by a high-resolution timer, so the
-    /// rate is the requested one.
+    /// rate is the requested one; the kernel restarts that timer at every context switch,
+    /// which is dear in a virtual machine.
     PerfEvent,
     /// The process CPU-time timer (`setitimer(ITIMER_PROF)`): checked on the kernel's
     /// scheduler tick, so the achieved rate is capped near the tick rate (often 200–250 Hz).
@@ -126,9 +146,10 @@ pub enum SamplerSource {
 }
 
 impl SamplerSource {
-    /// The source's name: `perf_event` or `itimer` (what [`SOURCE_ENV`] takes).
+    /// The source's name: `ticker`, `perf_event` or `itimer` (what [`SOURCE_ENV`] takes).
     pub fn as_str(self) -> &'static str {
         match self {
+            SamplerSource::Ticker => "ticker",
             SamplerSource::PerfEvent => "perf_event",
             SamplerSource::Itimer => "itimer",
         }
@@ -142,8 +163,9 @@ impl std::fmt::Display for SamplerSource {
 }
 
 /// The environment variable that picks the source when the configuration does not:
-/// `itimer` forces the process CPU-time timer, `perf_event` requires perf events, `auto`
-/// (or unset) tries perf events and falls back to the timer.
+/// `ticker` requires the ticker, `perf_event` requires perf events, `itimer` forces the
+/// process CPU-time timer, `auto` (or unset) takes the ticker where a thread's CPU-time
+/// clock can be read, else perf events where the kernel opens them, else the timer.
 pub const SOURCE_ENV: &str = "TRACEGRAPH_SAMPLER_SOURCE";
 
 /// How to sample.
@@ -153,8 +175,8 @@ pub struct SamplerConfig {
     /// [`SamplerSource::Itimer`] the kernel's timer tick caps what is achieved: see
     /// [`SamplerStats::effective_hz`].
     pub hz: u32,
-    /// The source to use; `None` (the default) lets [`SOURCE_ENV`] choose, else perf events
-    /// where the kernel allows them and the process CPU-time timer where it refuses them.
+    /// The source to use; `None` (the default) lets [`SOURCE_ENV`] choose, else the ticker,
+    /// else perf events where the kernel allows them, else the process CPU-time timer.
     pub source: Option<SamplerSource>,
 }
 
@@ -208,8 +230,8 @@ pub enum SamplerError {
     /// [`SOURCE_ENV`]) and the kernel refused them.
     #[error("CPU sampling through perf_event_open was required and refused: {0}")]
     PerfEventRefused(#[source] std::io::Error),
-    /// [`SOURCE_ENV`] holds a value other than `perf_event`, `itimer` or `auto`.
-    #[error("{SOURCE_ENV}={value:?} is none of perf_event, itimer, auto")]
+    /// [`SOURCE_ENV`] holds a value other than `ticker`, `perf_event`, `itimer` or `auto`.
+    #[error("{SOURCE_ENV}={value:?} is none of ticker, perf_event, itimer, auto")]
     UnknownSource {
         /// The variable's value.
         value: String,
@@ -234,8 +256,9 @@ pub struct SamplerStats {
     pub lost: u64,
     /// Process CPU time over those steps, when the platform reports it.
     pub cpu_ns: Option<u64>,
-    /// The part of `cpu_ns` that the sampler's own thread used (draining, symbolizing,
-    /// listing threads), when the platform reports it; that thread is never sampled.
+    /// The part of `cpu_ns` that the sampler's own threads used (draining, symbolizing,
+    /// listing threads; the ticker's ticks), when the platform reports it; those threads are
+    /// never sampled.
     pub sampler_cpu_ns: Option<u64>,
     /// Wall time sampled.
     pub wall_ns: u64,

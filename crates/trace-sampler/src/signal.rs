@@ -17,7 +17,14 @@
 //!   initializer, no destructor, so no lazy registration), and one call to
 //!   `backtrace::trace_unsynchronized`, the unwinder that `std` and pprof-rs use from signal
 //!   handlers (it does not allocate or lock on Linux with glibc ≥ 2.35's `_dl_find_object`);
-//! - `errno` is saved and restored around the handler.
+//! - `errno` is saved and restored around the handler;
+//! - for the ticked source ([`crate::ticker`]): reading another thread's CPU-time clock
+//!   (`clock_gettime` on the clock id the kernel defines for a thread of this process, as
+//!   glibc's `pthread_getcpuclockid` builds it), queueing `SIGPROF` to one thread with a value
+//!   (`rt_tgsigqueueinfo`: the ticker's slot for that thread), and in the handler reading the
+//!   interrupted instruction (`REG_RIP` / `pc` of the signal context) to tell a thread that was
+//!   blocked in a system call (the kernel points a call it will restart back at its `syscall`
+//!   / `svc` instruction) from one that was running.
 //!
 //! Symbolization, interning and writing happen later on the sampler's own thread.
 
@@ -37,6 +44,18 @@ pub(super) static RECORDING: AtomicBool = AtomicBool::new(false);
 pub(super) static STEP: AtomicU64 = AtomicU64::new(0);
 /// The sampler thread's id: its own samples are not recorded.
 pub(super) static SELF_TID: AtomicU64 = AtomicU64::new(0);
+
+/// Threads the ticked source keeps a slot for (a thread past this many shares the last one).
+pub(super) const TICK_SLOTS: usize = 512;
+/// Marks a queued signal's value as the ticker's: `TICK_TAG | slot`.
+const TICK_TAG: usize = 0x7467_0000_0000;
+/// Per ticker slot: the ticker's signals that found their thread blocked in a system call
+/// (no sample taken), which the ticker credits back to the thread.
+pub(super) static BLOCKED: [AtomicU64; TICK_SLOTS] = [const { AtomicU64::new(0) }; TICK_SLOTS];
+/// Per ticker slot: the ticker's signals handled, sample or not. A standard signal queued
+/// while the same one is pending is merged into it, so the ticker sends its thread the next
+/// only once this has caught up with what it sent.
+pub(super) static HANDLED: [AtomicU64; TICK_SLOTS] = [const { AtomicU64::new(0) }; TICK_SLOTS];
 
 /// The operating system's id of the calling thread.
 pub(super) fn gettid() -> u64 {
@@ -77,12 +96,20 @@ pub(super) fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
 }
 
 /// The SIGPROF handler: one sample of the interrupted thread into the ring.
-extern "C" fn on_sigprof(_sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+extern "C" fn on_sigprof(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: __errno_location returns this thread's errno slot, valid for the thread's life.
     let errno = unsafe { *libc::__errno_location() };
+    // SAFETY: the kernel passes a valid siginfo and context to an SA_SIGINFO handler.
+    let ticked = unsafe { ticker_slot(info) };
     if RECORDING.load(Ordering::Relaxed) {
         let tid = gettid();
-        if tid != SELF_TID.load(Ordering::Relaxed) {
+        // SAFETY: as above.
+        let blocked_slot = ticked.filter(|_| unsafe { in_syscall(ctx) });
+        if let Some(slot) = blocked_slot {
+            // The ticker's signal found the thread waiting in the kernel, not working: no
+            // sample; the ticker credits the period back and asks again while it runs.
+            BLOCKED[slot].fetch_add(1, Ordering::Relaxed);
+        } else if tid != SELF_TID.load(Ordering::Relaxed) {
             let step = STEP.load(Ordering::Relaxed);
             let scope = crate::scope_cell::current_packed();
             crate::ring::ring().record(tid, step, scope, |push| {
@@ -95,8 +122,139 @@ extern "C" fn on_sigprof(_sig: libc::c_int, _info: *mut libc::siginfo_t, _ctx: *
             });
         }
     }
+    if let Some(slot) = ticked {
+        HANDLED[slot].fetch_add(1, Ordering::Release);
+    }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
+}
+
+/// The ticker's slot when `info` is a signal the ticker queued (`SI_QUEUE` with its tag).
+///
+/// # Safety
+/// `info` is the siginfo the kernel passed to the handler.
+unsafe fn ticker_slot(info: *const libc::siginfo_t) -> Option<usize> {
+    if info.is_null() {
+        return None;
+    }
+    // SAFETY: valid per the caller; `si_value` is meaningful for `SI_QUEUE`, checked first.
+    unsafe {
+        if (*info).si_code != libc::SI_QUEUE {
+            return None;
+        }
+        let v = (*info).si_value().sival_ptr as usize;
+        (v & !0xffff == TICK_TAG).then_some((v & 0xffff).min(TICK_SLOTS - 1))
+    }
+}
+
+/// Whether the interrupted thread was blocked in a system call: the kernel leaves a call it
+/// will restart (`SA_RESTART`) pointing back at its `syscall` / `svc` instruction, and one
+/// it ends with `EINTR` for the handler (sleeps, waits with a timeout) just past it with
+/// `-EINTR` in the return register. Only called for the ticker's signals; a running thread
+/// is almost never exactly there.
+///
+/// # Safety
+/// `ctx` is the `ucontext_t` the kernel passed to an SA_SIGINFO handler.
+unsafe fn in_syscall(ctx: *const libc::c_void) -> bool {
+    if ctx.is_null() {
+        return false;
+    }
+    let uc = ctx.cast::<libc::ucontext_t>();
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: the context is valid per the caller. The instruction pointer points at
+        // mapped code; a byte after it is read only after a first byte of 0x0f, which begins
+        // an instruction of at least two bytes. The two bytes before it are read only when
+        // the return register holds -EINTR, that is, when a system call instruction has just
+        // returned there, so they are that instruction.
+        unsafe {
+            let gregs = &(*uc).uc_mcontext.gregs;
+            let rip = gregs[libc::REG_RIP as usize] as usize as *const u8;
+            let is_syscall =
+                |p: *const u8| p.read_volatile() == 0x0f && p.add(1).read_volatile() == 0x05;
+            is_syscall(rip)
+                || (gregs[libc::REG_RAX as usize] == -i64::from(libc::EINTR)
+                    && is_syscall(rip.wrapping_sub(2)))
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        // SAFETY: as above; aarch64 instructions are 4 aligned bytes (`svc #0` is d4000001).
+        unsafe {
+            let mc = &(*uc).uc_mcontext;
+            let pc = mc.pc as usize;
+            let svc = |p: usize| p % 4 == 0 && (p as *const u32).read_volatile() == 0xd400_0001;
+            svc(pc) || (mc.regs[0] as i64 == -i64::from(libc::EINTR) && svc(pc.wrapping_sub(4)))
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = uc;
+        false
+    }
+}
+
+/// The CPU-time clock of the thread `tid` of this process (the kernel's per-thread CPU clock
+/// id, `MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`, which glibc's `pthread_getcpuclockid`
+/// returns), to read with [`clock_ns`]; `None` for an id that does not fit.
+pub(super) fn tid_cpu_clock(tid: u64) -> Option<libc::clockid_t> {
+    let tid = libc::clockid_t::try_from(tid).ok()?;
+    Some((!tid << 3) | 4 | 2)
+}
+
+/// Sets the calling thread's timer slack to 1 ns (`prctl(PR_SET_TIMERSLACK)`), so that its
+/// sleeps end when asked; best effort.
+pub(super) fn tight_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and affects the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// Queues `SIGPROF` to thread `tid` of this process, carrying the ticker's `slot`.
+pub(super) fn queue_sigprof(tid: u64, slot: usize) -> io::Result<()> {
+    // The kernel's `siginfo` for `SI_QUEUE` on 64-bit Linux: signo, errno, code, padding to
+    // the union, then pid, uid and the value (the union is 8-byte aligned); 128 bytes in all.
+    #[repr(C)]
+    struct Queued {
+        signo: libc::c_int,
+        errno: libc::c_int,
+        code: libc::c_int,
+        _pad: libc::c_int,
+        pid: libc::pid_t,
+        uid: libc::uid_t,
+        value: usize,
+        _rest: [u64; 12],
+    }
+    const _: () = assert!(std::mem::size_of::<Queued>() == 128);
+    // SAFETY: getpid and getuid take no arguments and cannot fail.
+    let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
+    let info = Queued {
+        signo: libc::SIGPROF,
+        errno: 0,
+        code: libc::SI_QUEUE,
+        _pad: 0,
+        pid,
+        uid,
+        value: TICK_TAG | slot.min(TICK_SLOTS - 1),
+        _rest: [0; 12],
+    };
+    let tid = libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: `info` is a valid 128-byte siginfo for the call; the target is a thread of
+    // this process, which may be sent a queued signal with a negative `si_code`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_tgsigqueueinfo,
+            pid,
+            tid,
+            libc::SIGPROF,
+            &info as *const Queued,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The SIGPROF action installed while a sampler runs; restores the previous one on drop.

@@ -1,0 +1,336 @@
+//! The ticked source: a thread that signals each thread per period of CPU time it has used.
+//!
+//! Why not the kernel's per-thread perf events: a task-clock event that samples keeps a
+//! high-resolution timer per thread, started when the thread is scheduled in and cancelled
+//! when it is scheduled out. Each of those reprograms the CPU's timer when the sampling timer
+//! is the next to expire, which it is at 1 kHz; in a virtual machine every reprogramming is a
+//! trap to the hypervisor. Candle's thread pools switch threads at every op, so a decode step
+//! pays it thousands of times: a channel round trip between two threads measured 10 µs with
+//! sampling disarmed and 44 µs with the events armed at 1 kHz (69 µs at 4 kHz), on the
+//! machine this was written on, whatever the handler did.
+//!
+//! The ticker pays per period instead of per switch. One thread (`tg-sampler-tick`, never
+//! sampled) wakes every period (1 s ÷ the rate) while sampling is armed, reads the CPU-time
+//! clock of every thread of the process (`clock_gettime` on the thread's clock), adds what
+//! each used since the last reading to its credit, and queues `SIGPROF` to each thread owed
+//! a period (`rt_tgsigqueueinfo`, the value naming the thread's slot), taking one period off
+//! its credit. So each thread is sampled once per period of its own CPU time, as with the
+//! perf events, at most once per tick.
+//!
+//! - **Only threads that ran lately are signalled**: a thread whose clock has not moved for
+//!   [`RECENT`] is parked, and is not woken to be told so. The kernel brings another thread's
+//!   CPU time up to date only at that thread's scheduler tick or switch (every 4 ms at
+//!   250 Hz, measured here), not when it is read, so credit arrives in chunks and "lately"
+//!   spans a few ticks.
+//! - **A signal that finds its thread blocked takes no sample**: the handler sees the system
+//!   call's instruction (see `signal`), counts it in the slot's `BLOCKED` counter, and the
+//!   ticker credits the period back and waits for the thread's clock to move again before
+//!   asking again. Waiting is never sampled as work.
+//! - **One signal in flight per thread**: a standard signal queued while the same one is
+//!   pending is merged into it, so a thread is sent the next signal only once the handler
+//!   has counted the last one (`HANDLED`); a thread kept off the CPU is not charged samples
+//!   it never received.
+//! - **Credit is bounded** ([`MAX_CREDIT_PERIODS`], [`MAX_CREDIT_NS`]): what late ticks
+//!   leave is delivered later, one sample per tick, never in a burst.
+//! - Threads are listed from `/proc/self/task` when sampling is armed and every 5 ms while it
+//!   stays armed; a new thread's credit starts when it is first seen.
+//!
+//! Arming and disarming read every known thread's clock on the calling (driving) thread, so
+//! that the CPU time of an armed window is credited from its first instant to its last,
+//! however late the ticker wakes, and nothing used while disarmed is; credit left at the end
+//! of a window carries over to the next. That costs about half a microsecond per thread, at
+//! the steps where sampling turns on or off only.
+//!
+//! What it costs and achieves, measured on the machine it was written on (`cargo xtask
+//! bench` suite `sampler`): one tick is about 20–40 µs of the ticker's CPU (its wake-up, a
+//! clock reading per thread, the signals), so the process's CPU grows by 2–4 % at 1 kHz; a
+//! thread that works in short bursts between sleeps is sampled less than one that never
+//! sleeps, since its credit is often learnt after the burst ended.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::signal::{self, BLOCKED, HANDLED, SELF_TID, TICK_SLOTS};
+
+/// How often the process's threads are listed again while armed.
+const RESCAN_EVERY: Duration = Duration::from_millis(5);
+/// How long after its CPU time last moved a thread is still signalled.
+const RECENT: Duration = Duration::from_millis(10);
+/// Credit kept at most, in periods, and at least [`MAX_CREDIT_NS`]: what late ticks and
+/// signals that found their thread blocked may still deliver later (one sample per tick).
+/// The kernel brings another thread's CPU time up to date at that thread's scheduler tick
+/// (every 4 ms at 250 Hz) or switch, so credit arrives in chunks of up to a tick.
+const MAX_CREDIT_PERIODS: u64 = 16;
+/// See [`MAX_CREDIT_PERIODS`]: four ticks at 250 Hz.
+const MAX_CREDIT_NS: u64 = 16_000_000;
+
+/// What the capture's thread and the ticker share.
+#[derive(Debug)]
+struct Shared {
+    period_ns: u64,
+    state: Mutex<State>,
+    wake: Condvar,
+    stop: AtomicBool,
+}
+
+/// The threads sampled and whether sampling is armed.
+#[derive(Debug)]
+struct State {
+    armed: bool,
+    threads: HashMap<u64, Tracked>,
+    /// Slots not in use (the last one is shared by threads past [`TICK_SLOTS`]).
+    free: Vec<usize>,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The ticked source: its thread, and the switch the capture arms and disarms.
+#[derive(Debug)]
+pub(super) struct Ticker {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    /// The ticker thread's CPU-time clock (its cost is reported with the sampler's).
+    clock: Option<libc::clockid_t>,
+}
+
+/// One thread the ticker samples.
+#[derive(Debug)]
+struct Tracked {
+    clock: libc::clockid_t,
+    slot: usize,
+    /// Its CPU time when last credited, ns.
+    last: u64,
+    /// CPU time used and not yet sampled, ns.
+    credit: u64,
+    /// When its CPU time was last seen to move (`None` after a signal found it asleep,
+    /// until it moves again).
+    moved: Option<Instant>,
+    /// Signals sent to its slot (see `HANDLED`).
+    sent: u64,
+}
+
+impl Tracked {
+    /// Credits the CPU time used since the last reading; returns it (0 when the thread's
+    /// clock cannot be read: it exited).
+    fn credit_since_last(&mut self) -> u64 {
+        let Some(now) = signal::clock_ns(self.clock) else {
+            return 0;
+        };
+        let used = now.saturating_sub(self.last);
+        self.last = now;
+        self.credit = self.credit.saturating_add(used);
+        used
+    }
+}
+
+impl Ticker {
+    /// Starts the (disarmed) ticker thread for a period of `period_ns` of each thread's CPU
+    /// time, after checking that a thread's CPU-time clock can be read by its id.
+    pub(super) fn start(period_ns: u64) -> std::io::Result<Ticker> {
+        let me = signal::gettid();
+        signal::tid_cpu_clock(me)
+            .and_then(signal::clock_ns)
+            .ok_or_else(|| std::io::Error::other("a thread's CPU-time clock cannot be read"))?;
+        let shared = Arc::new(Shared {
+            period_ns: period_ns.max(10_000),
+            state: Mutex::new(State {
+                armed: false,
+                threads: HashMap::new(),
+                free: (0..TICK_SLOTS).rev().collect(),
+            }),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let run = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("tg-sampler-tick".into())
+            .spawn(move || {
+                let _ = tid_tx.send(signal::gettid());
+                tick_loop(&run);
+            })?;
+        let clock = tid_rx.recv().ok().and_then(signal::tid_cpu_clock);
+        Ok(Ticker {
+            shared,
+            thread: Some(thread),
+            clock,
+        })
+    }
+
+    /// Starts signalling: every known thread's CPU time counts from now.
+    pub(super) fn arm(&self) {
+        let mut st = lock(&self.shared.state);
+        for t in st.threads.values_mut() {
+            t.last = signal::clock_ns(t.clock).unwrap_or(t.last);
+        }
+        st.armed = true;
+        drop(st);
+        self.shared.wake.notify_all();
+    }
+
+    /// Stops signalling: every known thread is credited with what it used up to now (for
+    /// the next window), and the ticker sleeps until the next arm.
+    pub(super) fn disarm(&self) {
+        let mut st = lock(&self.shared.state);
+        if st.armed {
+            for t in st.threads.values_mut() {
+                t.credit_since_last();
+            }
+        }
+        st.armed = false;
+    }
+
+    /// The ticker thread's CPU time so far, ns.
+    pub(super) fn cpu_ns(&self) -> Option<u64> {
+        self.clock.and_then(signal::clock_ns)
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        lock(&self.shared.state).armed = false;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The live threads of the process, but the sampler's two.
+fn live_threads(me: u64) -> Vec<u64> {
+    let skip = SELF_TID.load(Ordering::Relaxed);
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .filter(|&t| t != me && t != skip)
+        .collect()
+}
+
+/// The ticker thread: sleeps while disarmed, ticks every period while armed.
+fn tick_loop(sh: &Shared) {
+    let me = signal::gettid();
+    // Woken on time: the default slack (50 µs) is a fifth of a period at 4 kHz.
+    signal::tight_timer_slack();
+    let period = Duration::from_nanos(sh.period_ns);
+    loop {
+        {
+            let mut st = lock(&sh.state);
+            while !st.armed && !sh.stop.load(Ordering::Acquire) {
+                st = sh
+                    .wake
+                    .wait(st)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        }
+        if sh.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let mut next = Instant::now();
+        let mut scanned: Option<Instant> = None;
+        loop {
+            // The listing is read outside the lock: arming and disarming never wait for it.
+            let live = scanned
+                .is_none_or(|s| s.elapsed() >= RESCAN_EVERY)
+                .then(|| live_threads(me));
+            {
+                let mut st = lock(&sh.state);
+                if !st.armed || sh.stop.load(Ordering::Acquire) {
+                    break;
+                }
+                if let Some(live) = live {
+                    rescan(&mut st, &live);
+                    scanned = Some(Instant::now());
+                }
+                tick(sh, &mut st);
+            }
+            next += period;
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep(next - now);
+            } else {
+                // Late (not scheduled for a while): the next tick is a period from now.
+                next = now;
+            }
+        }
+    }
+}
+
+/// Opens slots for threads started since the last listing, frees those of threads gone.
+fn rescan(st: &mut State, live: &[u64]) {
+    let State { threads, free, .. } = st;
+    threads.retain(|tid, t| {
+        let keep = live.contains(tid);
+        if !keep && t.slot < TICK_SLOTS - 1 {
+            free.push(t.slot);
+        }
+        keep
+    });
+    for &tid in live {
+        if threads.contains_key(&tid) {
+            continue;
+        }
+        let Some(clock) = signal::tid_cpu_clock(tid) else {
+            continue;
+        };
+        // A thread that exited since the listing has no clock: tried at the next listing.
+        let Some(now) = signal::clock_ns(clock) else {
+            continue;
+        };
+        let slot = free.pop().unwrap_or(TICK_SLOTS - 1);
+        BLOCKED[slot].store(0, Ordering::Relaxed);
+        let sent = HANDLED[slot].load(Ordering::Acquire);
+        threads.insert(
+            tid,
+            Tracked {
+                clock,
+                slot,
+                last: now,
+                credit: 0,
+                moved: Some(Instant::now()),
+                sent,
+            },
+        );
+    }
+}
+
+/// One tick: credit every thread with the CPU time it used, signal those owed a sample that
+/// ran lately.
+fn tick(sh: &Shared, st: &mut State) {
+    let p = sh.period_ns;
+    let now = Instant::now();
+    for (&tid, t) in st.threads.iter_mut() {
+        let used = t.credit_since_last();
+        let refunds = BLOCKED[t.slot].swap(0, Ordering::Relaxed);
+        t.credit = t
+            .credit
+            .saturating_add(refunds.saturating_mul(p))
+            .min((MAX_CREDIT_PERIODS * p).max(MAX_CREDIT_NS));
+        // Only a thread whose clock moved lately: a parked one is not woken to be told it is
+        // waiting. (The kernel brings another thread's CPU time up to date only at its own
+        // tick or when the thread is switched, every few milliseconds, so "lately" spans a
+        // few ticks; a signal that finds the thread asleep anyway takes no sample and is
+        // credited back above.)
+        if used > 0 {
+            t.moved = Some(now);
+        } else if refunds > 0 {
+            // Found asleep: asked again once its clock has moved since.
+            t.moved = None;
+        }
+        let recent = t
+            .moved
+            .is_some_and(|m| now.saturating_duration_since(m) <= RECENT);
+        // The last signal handled (none pending, which the kernel would merge this one into).
+        let idle = HANDLED[t.slot].load(Ordering::Acquire) >= t.sent;
+        if recent && idle && t.credit >= p && signal::queue_sigprof(tid, t.slot).is_ok() {
+            t.credit -= p;
+            t.sent += 1;
+        }
+    }
+}
