@@ -10,6 +10,10 @@ use crate::reader::{LineEvent, ReadError, TraceReader};
 const BATCH: usize = 4096;
 /// Batches in flight between the threads (bounds the memory held to a few MB).
 const BATCHES_IN_FLIGHT: usize = 4;
+/// Batches ever made: those in flight, the one being parsed and the one being consumed. The
+/// parser waits for one to come back rather than make more, so steady state allocates and
+/// frees none (and none of their events' memory).
+const BATCHES: usize = BATCHES_IN_FLIGHT + 2;
 
 impl<R: BufRead + Send> TraceReader<R> {
     /// Calls `f` on every remaining event, in file order, with parsing on a second thread.
@@ -115,19 +119,21 @@ impl<R: BufRead + Send> TraceReader<R> {
             let (tx, rx) = sync_channel::<Batch>(BATCHES_IN_FLIGHT);
             // Emptied batches go back to the parser with their events, so steady state
             // allocates no batches and (when `consume` leaves the events in place) no events.
-            let (recycle_tx, recycle_rx) = sync_channel::<Batch>(BATCHES_IN_FLIGHT + 1);
+            let (recycle_tx, recycle_rx) = sync_channel::<Batch>(BATCHES);
             let parser = scope.spawn(move || parse_batches(self, &tx, &recycle_rx));
             let consumed = (|| -> Result<(), E> {
                 for mut batch in &rx {
                     let len = batch.len;
                     consume(&mut batch.events[..len])?;
-                    // Full when the parser is slow to take them back; then the batch is freed.
+                    // Never full (it holds every batch); gone only when the parser stopped.
                     let _ = recycle_tx.try_send(batch);
                 }
                 Ok(())
             })();
-            // Dropping the receiver stops a parser still sending (after `consume` failed).
+            // Dropping the receiver stops a parser still sending (after `consume` failed), and
+            // dropping the recycler one waiting for a batch to come back.
             drop(rx);
+            drop(recycle_tx);
             let parsed = match parser.join() {
                 Ok(r) => r,
                 Err(panic) => std::panic::resume_unwind(panic),
@@ -152,14 +158,25 @@ fn parse_batches<R: BufRead>(
     tx: &SyncSender<Batch>,
     recycle: &Receiver<Batch>,
 ) -> Result<(), ReadError> {
-    let fresh = || {
-        recycle.try_recv().unwrap_or_else(|_| Batch {
-            events: Vec::with_capacity(BATCH),
-            len: 0,
-        })
+    let mut made = 0;
+    // A batch to parse into: one that came back, a new one while fewer than `BATCHES` were
+    // made, else the next to come back (`None` when the consumer is gone).
+    let mut fresh = || match recycle.try_recv() {
+        Ok(b) => Some(b),
+        Err(_) if made < BATCHES => {
+            made += 1;
+            Some(Batch {
+                events: Vec::with_capacity(BATCH),
+                len: 0,
+            })
+        }
+        Err(_) => recycle.recv().ok(),
     };
     let mut spare = Spare::default();
-    let mut batch = fresh();
+    let Some(mut batch) = fresh() else {
+        return Ok(());
+    };
+    batch.len = 0;
     let result = loop {
         if batch.len == batch.events.len() {
             batch.events.push(LineEvent {
@@ -173,11 +190,21 @@ fn parse_batches<R: BufRead>(
                 slot.line = line;
                 batch.len += 1;
                 if batch.len == BATCH {
-                    let mut next = fresh();
-                    next.len = 0;
-                    if tx.send(std::mem::replace(&mut batch, next)).is_err() {
+                    let full = std::mem::replace(
+                        &mut batch,
+                        Batch {
+                            events: Vec::new(),
+                            len: 0,
+                        },
+                    );
+                    if tx.send(full).is_err() {
                         return Ok(());
                     }
+                    match fresh() {
+                        Some(b) => batch = b,
+                        None => return Ok(()),
+                    }
+                    batch.len = 0;
                 }
             }
             Ok(None) => break Ok(()),
