@@ -279,6 +279,20 @@ impl<R: BufRead> TraceReader<R> {
             .map(|line| f(line, slot)))
     }
 
+    /// Calls `f` on every remaining event, in file order, on this thread, reading each into
+    /// the memory of the one before (nothing is allocated per event in steady state).
+    pub(crate) fn for_each_in_place(
+        &mut self,
+        mut f: impl FnMut(u64, &Event),
+    ) -> Result<(), ReadError> {
+        let mut slot = PLACEHOLDER;
+        let mut spare = Spare::default();
+        while let Some(line) = self.next_into(&mut slot, &mut spare)? {
+            f(line, &slot);
+        }
+        Ok(())
+    }
+
     /// Reads the next event into `slot`, reusing the memory of the event it holds (and of
     /// `spare`'s); returns its line, `None` at the end (then `slot` holds an unspecified
     /// event).

@@ -657,13 +657,10 @@ pub struct Validation {
 pub fn validate_reader<R: BufRead>(mut reader: TraceReader<R>) -> Result<Validation, ReadError> {
     let mut v = Validator::new();
     let mut counts = EventCounts::default();
-    while reader
-        .next_with(|line, event| {
-            counts.add(event.event_type(), 1);
-            v.check(line, &event);
-        })?
-        .is_some()
-    {}
+    reader.for_each_in_place(|line, event| {
+        counts.add(event.event_type(), 1);
+        v.check(line, event);
+    })?;
     Ok(Validation {
         incomplete: reader.is_incomplete(),
         partial_line: reader.partial_line(),
