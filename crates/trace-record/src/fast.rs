@@ -11,8 +11,8 @@
 //! hands its events out by reference allocates nothing per line in steady state.
 
 use crate::schema::{
-    AllocKind, Event, ExecStep, MemoryCategory, MemoryEvent, OUT_BYTES_UNSET, OpEvent, SpanEnd, SpanKind,
-    SpanStart, StepEvent, TensorEvent,
+    AllocKind, Event, ExecStep, MemoryCategory, MemoryEvent, OUT_BYTES_UNSET, OpEvent, SpanEnd,
+    SpanKind, SpanStart, StepEvent, TensorEvent,
 };
 
 /// Events of each hot type, and lists, no longer in use: a parsing thread takes from here
@@ -30,6 +30,11 @@ pub(crate) struct Spare {
 
 /// The most items one [`Spare`] pool keeps (more are freed).
 const SPARE_MAX: usize = 8192;
+
+/// The most bytes a reused string or list keeps between lines: a longer line's memory is
+/// given back when the next line reuses it, so what a reader keeps stays a few KB per event
+/// however long a hostile line was.
+const RETAIN_BYTES: usize = 4096;
 
 fn keep<T>(pool: &mut Vec<T>, item: T) {
     if pool.len() < SPARE_MAX {
@@ -53,6 +58,7 @@ impl Spare {
     pub(crate) fn dtypes(&mut self, dtype: &str, n: usize) -> Vec<String> {
         let mut v = self.dtypes.pop().unwrap_or_default();
         v.truncate(n);
+        v.shrink_to(RETAIN_BYTES / std::mem::size_of::<String>());
         for s in &mut v {
             s.clear();
             s.push_str(dtype);
@@ -213,6 +219,7 @@ impl<'a> Cur<'a> {
     fn str_into(&mut self, out: &mut String) -> Option<()> {
         let s = self.str()?;
         out.clear();
+        out.shrink_to(RETAIN_BYTES);
         out.push_str(s);
         Some(())
     }
@@ -232,6 +239,7 @@ impl<'a> Cur<'a> {
     fn list_of_into<T>(&mut self, out: &mut Vec<T>, conv: impl Fn(u64) -> Option<T>) -> Option<()> {
         self.lit(b"[")?;
         out.clear();
+        out.shrink_to(RETAIN_BYTES / std::mem::size_of::<T>().max(1));
         if self.opt(b"]") {
             return Some(());
         }
@@ -258,7 +266,10 @@ impl<'a> Cur<'a> {
         self.lit(b"\"")?;
         let rest = self.b.get(self.i..)?;
         let len = rest.iter().position(|&c| c == b'"')?;
-        let found = all.iter().copied().find(|&v| wire(v).as_bytes() == &rest[..len])?;
+        let found = all
+            .iter()
+            .copied()
+            .find(|&v| wire(v).as_bytes() == &rest[..len])?;
         self.i += len + 1;
         Some(found)
     }
@@ -414,6 +425,7 @@ fn op(c: &mut Cur<'_>, o: &mut OpEvent, spare: &mut Spare) -> Option<()> {
             }
         }
         shapes.truncate(n);
+        shapes.shrink_to(RETAIN_BYTES / std::mem::size_of::<Vec<usize>>());
         o.in_shapes = Some(shapes);
     } else if let Some(v) = o.in_shapes.take() {
         keep(&mut spare.shapes, v);
@@ -439,6 +451,7 @@ fn op(c: &mut Cur<'_>, o: &mut OpEvent, spare: &mut Spare) -> Option<()> {
             }
         }
         dtypes.truncate(n);
+        dtypes.shrink_to(RETAIN_BYTES / std::mem::size_of::<String>());
         o.in_dtypes = Some(dtypes);
     } else if let Some(v) = o.in_dtypes.take() {
         keep(&mut spare.dtypes, v);
@@ -563,6 +576,33 @@ mod tests {
                 let got = parse_into(second, &mut slot, &mut spare).map(|()| slot);
                 assert_eq!(got, parse(second), "line {j} after line {i}");
             }
+        }
+    }
+
+    /// A long line's memory is not kept once the next line reuses its event.
+    #[test]
+    fn a_long_lines_memory_is_given_back() {
+        let name = "n".repeat(1 << 20);
+        let ids = vec!["7"; 100_000].join(",");
+        let long = format!(
+            r#"{{"type":"op","name":"{name}","in":[{ids}],"out":[],"shape":[],"dtype":"f32","ts":0,"dur":0,"in_b":0}}"#
+        );
+        let short = br#"{"type":"op","name":"relu","in":[1],"out":[2],"shape":[4],"dtype":"f32","ts":0,"dur":0,"in_b":0}"#;
+        let mut slot = PLACEHOLDER;
+        let mut spare = Spare::default();
+        assert!(parse_into(long.as_bytes(), &mut slot, &mut spare).is_some());
+        assert!(parse_into(short, &mut slot, &mut spare).is_some());
+        match &slot {
+            crate::schema::Event::Op(o) => {
+                assert_eq!((o.name.as_str(), o.inputs.as_slice()), ("relu", &[1][..]));
+                assert!(
+                    o.name.capacity() <= super::RETAIN_BYTES,
+                    "{}",
+                    o.name.capacity()
+                );
+                assert!(o.inputs.capacity() * 8 <= super::RETAIN_BYTES);
+            }
+            other => panic!("{other:?}"),
         }
     }
 }
