@@ -647,11 +647,14 @@ impl Capture {
         self.end_step_records(true);
         self.release_buffers();
         self.record_layer_count();
-        self.record_overhead();
         self.inner.sampler.stop(&self.inner.session);
         // The heap tracker's last lines and account are written before the trailer.
         #[cfg(feature = "heap")]
         trace_heap::stop(&self.inner.session);
+        // After the sampler and the heap tracker stopped: timing the capture's own work
+        // allocates a few megabytes and opens scratch spans, which neither may see as the
+        // program's.
+        self.record_overhead();
         Ok(self.inner.session.finish()?)
     }
 
