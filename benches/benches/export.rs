@@ -8,7 +8,9 @@
 //! user runs it: `tracegraph export TRACE --format chrome -o OUT.json` with the release CLI,
 //! as a child process — wall time, and peak RSS of that process (`/usr/bin/time -v` when
 //! present, else the child's `VmHWM` polled every 5 ms). Targets: ≤ 5 s and ≤ 500 MB at 1M
-//! ops; the rows compare against the targets (ratio ≤ 1 meets them).
+//! ops; the rows compare against the targets (ratio ≤ 1 meets them). `bytes_per_op` is the
+//! Chrome file's size per op event with default args (target ≤ 250 B, about what
+//! torch.profiler writes per op event).
 //!
 //! Quick mode (`cargo xtask bench --quick export`) exports a 100k-op trace instead (rows named
 //! `..._100k_ops (quick)`), once. The full run exports the 1M-op trace 3 times (median time,
@@ -33,6 +35,8 @@ use tracegraph_benches::{Row, emit, emit_time, measure_child, quick, release_cli
 const OPS_PER_STEP: usize = 1000;
 const TARGET_SECONDS: f64 = 5.0;
 const TARGET_MB: f64 = 500.0;
+/// Chrome file bytes per op event with default args.
+const TARGET_BYTES_PER_OP: f64 = 250.0;
 
 /// Records a trace of `ops` ops with a real `TraceSession`; returns the events written.
 fn record(path: &Path, ops: usize) -> u64 {
@@ -213,6 +217,12 @@ fn main() {
         "events/s",
     ));
     emit(Row::new(&bench, "output_size", out_mb, "MB"));
+    // Bytes of the Chrome file per op event with default args (torch.profiler writes about
+    // 249 B per op event into its Chrome trace).
+    emit(
+        Row::new(&bench, "bytes_per_op", out_mb * 1e6 / ops as f64, "B")
+            .vs("target", TARGET_BYTES_PER_OP),
+    );
 
     // The same trace as Parquet tables, with the release CLI.
     let label = if quick() {

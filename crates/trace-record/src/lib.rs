@@ -4,7 +4,9 @@
 //! - [`TraceSession`]: records spans, ops, tensors, memory, gradients, steps into a JSONL
 //!   trace with a PyTorch-style [`schema::Schedule`]; cheap when on, free when off.
 //! - [`TraceReader`] / [`read_trace`] ([`ParsedTrace`]): a streaming reader with typed errors
-//!   ([`ReadError`]); [`TraceReader::for_each_batched`] parses on a second thread.
+//!   ([`ReadError`]); [`TraceReader::for_each_batched`] parses on a second thread, and
+//!   [`TraceReader::for_each_batched_ref`] too, into reused events it lends the caller (no
+//!   allocation per event: what the loader uses).
 //! - [`TraceInput`] / [`Compression`]: zstd-compressed traces, written by a session's writer
 //!   thread and read transparently by every reader (detected by their magic bytes).
 //! - [`Validator`] / [`validate()`] / [`validate_file`]: structural checks with line numbers.
