@@ -16,7 +16,7 @@
 //! caches around them is not seen, so the estimate is a floor.
 //!
 //! The calls are timed cold, each one after the caches it would use were flushed by writing a
-//! buffer larger than a core's L2 cache: inside a model, the model's own work runs between two
+//! static buffer larger than a core's L2 cache (2 MiB, resident from the first finish on): inside a model, the model's own work runs between two
 //! of the capture's calls and evicts what the last one used. Timed hot (in a tight loop, best
 //! of three), a tiny Llama's decode step's calls came to 6.7 µs where a `perf` profile of the
 //! same loop put 16.7 µs in them, a quarter of the 26 µs the step measurably paid. Timing
@@ -25,6 +25,7 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
@@ -72,21 +73,31 @@ fn ns_per_call(iters: u32, mut f: impl FnMut()) -> f64 {
 /// Bytes written between two cold calls: more than a core's L2 cache (512 KiB to 2 MiB on
 /// current x86 and Arm servers), less than the shared L3 a model's working set would leave
 /// the capture's data in.
-const EVICT_BYTES: usize = 4 << 20;
+const EVICT_BYTES: usize = 2 << 20;
 
-/// The median time of `iters` calls of `f`, each timed alone after `evict` has written a
-/// buffer of [`EVICT_BYTES`], less the cost of reading the clock twice.
-fn ns_per_call_cold(iters: u32, evict: &mut [u8], mut f: impl FnMut()) -> f64 {
+/// The buffer written between cold calls: static (zeroed, resident once first written), not
+/// allocated, because freeing a block this large moves glibc's adaptive mmap threshold, and
+/// with it how fast every later tensor allocation of the user's program is (a tiny Llama's
+/// training step measured 1.5 ms against 7.4 ms on either side of the threshold).
+static EVICT: [AtomicU8; EVICT_BYTES] = [const { AtomicU8::new(0) }; EVICT_BYTES];
+
+/// Writes one byte of every cache line of [`EVICT`].
+fn evict() {
+    for b in EVICT.iter().step_by(64) {
+        b.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The median time of `iters` calls of `f`, each timed alone after [`evict`], less the cost
+/// of reading the clock twice.
+fn ns_per_call_cold(iters: u32, mut f: impl FnMut()) -> f64 {
     f();
     let mut clock = Vec::with_capacity(iters as usize);
     let mut times = Vec::with_capacity(iters as usize);
     for _ in 0..iters {
         let t = Instant::now();
         clock.push(black_box(t).elapsed().as_nanos() as f64);
-        for line in evict.chunks_mut(64) {
-            line[0] = line[0].wrapping_add(1);
-        }
-        black_box(&mut *evict);
+        evict();
         let t = Instant::now();
         f();
         times.push(t.elapsed().as_nanos() as f64);
@@ -109,18 +120,17 @@ fn scratch() -> Capture {
 
 /// Times each kind of recording work on this thread, cold (about ten milliseconds).
 pub(crate) fn unit_costs(samples_memory: bool) -> UnitCosts {
-    let mut evict = vec![0u8; EVICT_BYTES];
     let spans = scratch();
     let session = spans.session();
-    let span = ns_per_call_cold(64, &mut evict, || {
+    let span = ns_per_call_cold(64, || {
         let guard = session.span_numbered_by("calibrate", SpanKind::Module, None, |_| Some(0));
         drop(black_box(guard));
     });
-    let line = ns_per_call_cold(64, &mut evict, || session.record_counter("calibrate", 1.0));
-    let step = ns_per_call_cold(32, &mut evict, || {
+    let line = ns_per_call_cold(64, || session.record_counter("calibrate", 1.0));
+    let step = ns_per_call_cold(32, || {
         black_box(spans.step());
     });
-    let op = op_cost(&scratch(), &mut evict);
+    let op = op_cost(&scratch());
     let memory_sample = if samples_memory {
         ns_per_call(16, || {
             black_box(process_resident_bytes());
@@ -135,22 +145,22 @@ pub(crate) fn unit_costs(samples_memory: bool) -> UnitCosts {
         line,
         step,
         memory_sample,
-        tracing_span: tracing_span_cost(&mut evict),
+        tracing_span: tracing_span_cost(),
     }
 }
 
 /// A captured op over a 4-element tensor beyond the bare op (its op, tensor and allocation
 /// lines; its free at the step's end is a line, counted with the other lines), both timed
 /// cold; 0 when Candle fails.
-fn op_cost(capture: &Capture, evict: &mut [u8]) -> f64 {
+fn op_cost(capture: &Capture) -> f64 {
     let Ok(x) = Tensor::new(&[1f32, 2.0, 3.0, 4.0], &Device::Cpu) else {
         return 0.0;
     };
-    let bare = ns_per_call_cold(64, evict, || {
+    let bare = ns_per_call_cold(64, || {
         let _ = black_box(black_box(&x).affine(2.0, 1.0));
     });
     let mut n = 0u32;
-    let with = ns_per_call_cold(64, evict, || {
+    let with = ns_per_call_cold(64, || {
         let _ = black_box(capture.op("calibrate", &[&x], || black_box(&x).affine(2.0, 1.0)));
         n += 1;
         // The outputs' frees, at a step's end, every 16th call (the median leaves those out).
@@ -168,7 +178,7 @@ fn op_cost(capture: &Capture, evict: &mut [u8]) -> f64 {
 /// closes). The layer records into a scratch session kept for the process (a layer holds a
 /// `'static` session), so calibrating leaks nothing per capture.
 #[cfg(feature = "tracing")]
-fn tracing_span_cost(evict: &mut [u8]) -> f64 {
+fn tracing_span_cost() -> f64 {
     use std::sync::OnceLock;
     use tracing_subscriber::layer::SubscriberExt;
     static CALIBRATION: OnceLock<TraceSession> = OnceLock::new();
@@ -181,7 +191,7 @@ fn tracing_span_cost(evict: &mut [u8]) -> f64 {
         let outer = tracing::info_span!("calibrate_outer");
         let inner = tracing::info_span!("calibrate");
         let _outer = outer.enter();
-        ns_per_call_cold(64, evict, || {
+        ns_per_call_cold(64, || {
             let entered = inner.enter();
             drop(black_box(entered));
         })
@@ -189,7 +199,7 @@ fn tracing_span_cost(evict: &mut [u8]) -> f64 {
 }
 
 #[cfg(not(feature = "tracing"))]
-fn tracing_span_cost(_evict: &mut [u8]) -> f64 {
+fn tracing_span_cost() -> f64 {
     0.0
 }
 
