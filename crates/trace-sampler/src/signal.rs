@@ -48,7 +48,7 @@ pub(super) static SELF_TID: AtomicU64 = AtomicU64::new(0);
 /// Threads the ticked source keeps a slot for (a thread past this many shares the last one).
 pub(super) const TICK_SLOTS: usize = 512;
 /// Marks a queued signal's value as the ticker's: `TICK_TAG | slot`.
-const TICK_TAG: usize = 0x7467_0000_0000;
+const TICK_TAG: usize = 0x7467_0000;
 /// Per ticker slot: the ticker's signals that found their thread blocked in a system call
 /// (no sample taken), which the ticker credits back to the thread.
 pub(super) static BLOCKED: [AtomicU64; TICK_SLOTS] = [const { AtomicU64::new(0) }; TICK_SLOTS];
@@ -147,11 +147,13 @@ unsafe fn ticker_slot(info: *const libc::siginfo_t) -> Option<usize> {
     }
 }
 
-/// Whether the interrupted thread was blocked in a system call: the kernel leaves a call it
-/// will restart (`SA_RESTART`) pointing back at its `syscall` / `svc` instruction, and one
-/// it ends with `EINTR` for the handler (sleeps, waits with a timeout) just past it with
-/// `-EINTR` in the return register. Only called for the ticker's signals; a running thread
-/// is almost never exactly there.
+/// Whether the interrupted thread was in a system call, not running its own code: the kernel
+/// leaves a call it will restart (`SA_RESTART`) pointing back at its `syscall` / `svc`
+/// instruction, and one that ended (with `EINTR` for the handler, or done: a sleep that ran
+/// out while the thread waited for a CPU) just past it. Only called for the ticker's
+/// signals, which are credited back and asked again while the thread runs its own code; a
+/// running thread is almost never exactly there. (As with perf events counting user space
+/// only, time in the kernel is not sampled.)
 ///
 /// # Safety
 /// `ctx` is the `ucontext_t` the kernel passed to an SA_SIGINFO handler.
@@ -165,26 +167,22 @@ unsafe fn in_syscall(ctx: *const libc::c_void) -> bool {
         // SAFETY: the context is valid per the caller. The instruction pointer points at
         // mapped code; a byte after it is read only after a first byte of 0x0f, which begins
         // an instruction of at least two bytes. The two bytes before it are read only when
-        // the return register holds -EINTR, that is, when a system call instruction has just
-        // returned there, so they are that instruction.
+        // they are in the instruction pointer's own page, which is mapped.
         unsafe {
-            let gregs = &(*uc).uc_mcontext.gregs;
-            let rip = gregs[libc::REG_RIP as usize] as usize as *const u8;
+            let rip = (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] as usize as *const u8;
             let is_syscall =
                 |p: *const u8| p.read_volatile() == 0x0f && p.add(1).read_volatile() == 0x05;
-            is_syscall(rip)
-                || (gregs[libc::REG_RAX as usize] == -i64::from(libc::EINTR)
-                    && is_syscall(rip.wrapping_sub(2)))
+            is_syscall(rip) || ((rip as usize) & 0xfff >= 2 && is_syscall(rip.wrapping_sub(2)))
         }
     }
     #[cfg(target_arch = "aarch64")]
     {
-        // SAFETY: as above; aarch64 instructions are 4 aligned bytes (`svc #0` is d4000001).
+        // SAFETY: as above; aarch64 instructions are 4 aligned bytes (`svc #0` is d4000001),
+        // and the one before the program counter is read only within its page.
         unsafe {
-            let mc = &(*uc).uc_mcontext;
-            let pc = mc.pc as usize;
-            let svc = |p: usize| p % 4 == 0 && (p as *const u32).read_volatile() == 0xd400_0001;
-            svc(pc) || (mc.regs[0] as i64 == -i64::from(libc::EINTR) && svc(pc.wrapping_sub(4)))
+            let pc = (*uc).uc_mcontext.pc as usize;
+            let svc = |p: usize| (p as *const u32).read_volatile() == 0xd400_0001;
+            pc % 4 == 0 && (svc(pc) || (pc & 0xfff >= 4 && svc(pc - 4)))
         }
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -213,19 +211,25 @@ pub(super) fn tight_timer_slack() {
 
 /// Queues `SIGPROF` to thread `tid` of this process, carrying the ticker's `slot`.
 pub(super) fn queue_sigprof(tid: u64, slot: usize) -> io::Result<()> {
-    // The kernel's `siginfo` for `SI_QUEUE` on 64-bit Linux: signo, errno, code, padding to
-    // the union, then pid, uid and the value (the union is 8-byte aligned); 128 bytes in all.
+    // The kernel's `siginfo` for `SI_QUEUE`: signo, errno, code, then the union (pid, uid,
+    // value), aligned to a pointer (so after 4 bytes of padding on 64-bit Linux); 128 bytes
+    // in all.
     #[repr(C)]
     struct Queued {
         signo: libc::c_int,
         errno: libc::c_int,
         code: libc::c_int,
+        #[cfg(target_pointer_width = "64")]
         _pad: libc::c_int,
         pid: libc::pid_t,
         uid: libc::uid_t,
         value: usize,
-        _rest: [u64; 12],
+        _rest: [u8; REST],
     }
+    #[cfg(target_pointer_width = "64")]
+    const REST: usize = 128 - 32;
+    #[cfg(not(target_pointer_width = "64"))]
+    const REST: usize = 128 - 24;
     const _: () = assert!(std::mem::size_of::<Queued>() == 128);
     // SAFETY: getpid and getuid take no arguments and cannot fail.
     let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
@@ -233,11 +237,12 @@ pub(super) fn queue_sigprof(tid: u64, slot: usize) -> io::Result<()> {
         signo: libc::SIGPROF,
         errno: 0,
         code: libc::SI_QUEUE,
+        #[cfg(target_pointer_width = "64")]
         _pad: 0,
         pid,
         uid,
         value: TICK_TAG | slot.min(TICK_SLOTS - 1),
-        _rest: [0; 12],
+        _rest: [0; REST],
     };
     let tid = libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
     // SAFETY: `info` is a valid 128-byte siginfo for the call; the target is a thread of

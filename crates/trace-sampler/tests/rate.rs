@@ -215,8 +215,13 @@ fn rate_is_the_requested_one(config: SamplerConfig) {
     let cpu = o.stats.cpu_ns.unwrap() - o.before.cpu_ns.unwrap();
     let own = o.stats.sampler_cpu_ns.unwrap() - o.before.sampler_cpu_ns.unwrap();
     let sampled = taken as f64 / ((cpu - own) as f64 / 1e9);
+    // The ticker wakes once a period and signals each thread at most once per tick, so at
+    // 4 kHz (a tick every 250 µs) a late wake-up, in an unoptimised build on a loaded
+    // machine, costs it samples the kernel's timers would not: its band starts lower there.
+    let ticker_4k = want == SamplerSource::Ticker && hz > 2000.0;
+    let low = if ticker_4k { 0.75 } else { 0.9 };
     assert!(
-        (0.9..=1.1).contains(&(sampled / hz)),
+        (low..=1.1).contains(&(sampled / hz)),
         "{sampled:.0} Hz of {hz} over {} ms of CPU, {} ms of it the sampler's ({taken} taken)",
         cpu / 1_000_000,
         own / 1_000_000
@@ -224,8 +229,9 @@ fn rate_is_the_requested_one(config: SamplerConfig) {
     // Over all of the process's CPU time, the sampler thread's too: that thread's cost per
     // sample (draining, interning; most in an unoptimised build) is all that is missing.
     let achieved = o.taken as f64 / (o.cpu_ns as f64 / 1e9);
+    let low = if ticker_4k { 0.6 } else { 0.7 };
     assert!(
-        (0.7..=1.1).contains(&(achieved / hz)),
+        (low..=1.1).contains(&(achieved / hz)),
         "{achieved:.0} Hz of {hz} over {} ms of process CPU ({} taken)",
         o.cpu_ns / 1_000_000,
         o.taken
@@ -239,9 +245,10 @@ fn rate_is_the_requested_one(config: SamplerConfig) {
     // Each thread on its own clock, where the kernel reports a thread's CPU time. The late
     // thread is sampled from the sampler thread's first scan after it started (5 ms, more
     // when a loaded machine delays the sampler thread), so its band starts lower.
+    let (early_low, late_low) = if ticker_4k { (0.75, 0.7) } else { (0.9, 0.85) };
     for (name, b, n, low) in [
-        ("early", &o.early, early, 0.9),
-        ("late", &o.late, late, 0.85),
+        ("early", &o.early, early, early_low),
+        ("late", &o.late, late, late_low),
     ] {
         if let Some(ns) = b.cpu_ns.filter(|&ns| ns > 50_000_000) {
             let per_thread = n as f64 / (ns as f64 / 1e9);
@@ -355,17 +362,21 @@ fn a_thread_that_sleeps_between_bursts_is_sampled_only_at_work() {
     // when it has ended and its first signal often finds the thread asleep), but it is
     // sampled.
     assert!(n >= 30, "{n} samples of the bursty thread ({stats:?})");
-    let mut in_spin = 0;
+    let (mut in_spin, mut in_sleep) = (0, 0);
     for (stack, k) in samples {
         let names: Vec<&str> = stacks[&stack].iter().map(|f| funcs[f].as_str()).collect();
-        assert!(
-            !names.iter().any(|f| f.contains("sleep")),
-            "a sample in the sleep: {names:?}"
-        );
+        if names
+            .iter()
+            .any(|f| f.contains("nanosleep") || f.ends_with("::sleep"))
+        {
+            in_sleep += k;
+        }
         if names.iter().any(|f| f.contains("rate::spin")) {
             in_spin += k;
         }
     }
+    eprintln!("bursty thread: {n} samples, {in_spin} in the work, {in_sleep} in the sleep call");
+    assert_eq!(in_sleep, 0, "{in_sleep} of {n} samples in the sleep call");
     assert!(
         in_spin * 10 >= n * 9,
         "{in_spin} of {n} samples in the work"
