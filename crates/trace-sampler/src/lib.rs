@@ -132,7 +132,7 @@ pub enum SamplerSource {
     /// and signals (`rt_tgsigqueueinfo`) each thread that has used a period of CPU time since
     /// its last sample and ran since the last tick: the rate is the requested one, and a
     /// context switch costs nothing extra (the perf events' per-thread timers are restarted
-    /// at every switch). A signal that finds its thread blocked in a system call takes no
+    /// at every switch). A signal that finds its thread in a system call takes no
     /// sample and is asked again while the thread runs its own code. A thread that works in
     /// short bursts between sleeps is sampled less than its CPU time asks for.
     Ticker,
