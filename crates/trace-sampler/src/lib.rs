@@ -130,7 +130,7 @@ pub const DEFAULT_HZ: u32 = 1000;
 pub enum SamplerSource {
     /// A thread of the sampler's own that, every period, reads each thread's CPU-time clock
     /// and signals (`rt_tgsigqueueinfo`) each thread that has used a period of CPU time since
-    /// its last sample and ran since the last tick: the rate is the requested one, and a
+    /// its last sample and ran lately: the rate is the requested one for busy threads, and a
     /// context switch costs nothing extra (the perf events' per-thread timers are restarted
     /// at every switch). A signal that finds its thread in a system call takes no
     /// sample and is asked again while the thread runs its own code. A thread that works in
