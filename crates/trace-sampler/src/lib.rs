@@ -12,8 +12,8 @@
 //! CPU-time clock of every thread of the process, and signals (`SIGPROF`, queued to that
 //! thread alone) each thread that has used a period of CPU time since its last sample and
 //! ran lately: each thread is sampled once per period of its own CPU time, from 1 to
-//! 10,000 Hz, and a signal that finds its thread in a system call (blocked, or just out of
-//! one) takes no sample, so waiting is not sampled as work ([`SamplerSource::Ticker`]). Threads are listed from
+//! 10,000 Hz, and a signal that finds its thread blocked in a system call takes no sample
+//! ([`SamplerSource::Ticker`]). Threads are listed from
 //! `/proc/self/task` when sampling is armed and every 5 ms while it stays armed (Candle's,
 //! gemm's and rayon's workers, whenever they start).
 //!
@@ -132,8 +132,8 @@ pub enum SamplerSource {
     /// and signals (`rt_tgsigqueueinfo`) each thread that has used a period of CPU time since
     /// its last sample and ran lately: the rate is the requested one for busy threads, and a
     /// context switch costs nothing extra (the perf events' per-thread timers are restarted
-    /// at every switch). A signal that finds its thread in a system call takes no
-    /// sample and is asked again while the thread runs its own code. A thread that works in
+    /// at every switch). A signal that finds its thread blocked in a system call takes no
+    /// sample and is asked again while the thread runs. A thread that works in
     /// short bursts between sleeps is sampled less than its CPU time asks for.
     Ticker,
     /// One software task-clock perf event per thread (`perf_event_open`): each thread is

@@ -147,13 +147,14 @@ unsafe fn ticker_slot(info: *const libc::siginfo_t) -> Option<usize> {
     }
 }
 
-/// Whether the interrupted thread was in a system call, not running its own code: the kernel
-/// leaves a call it will restart (`SA_RESTART`) pointing back at its `syscall` / `svc`
-/// instruction, and one that ended (with `EINTR` for the handler, or done: a sleep that ran
-/// out while the thread waited for a CPU) just past it. Only called for the ticker's
-/// signals, which are credited back and asked again while the thread runs its own code; a
-/// running thread is almost never exactly there. (As with perf events counting user space
-/// only, time in the kernel is not sampled.)
+/// Whether the interrupted thread was blocked in a system call: the kernel leaves a call it
+/// will restart (`SA_RESTART`) pointing back at its `syscall` / `svc` instruction, and one
+/// it ends with `EINTR` for the handler (sleeps, waits with a timeout) just past it with
+/// `-EINTR` in the return register. Only called for the ticker's signals, which are
+/// credited back and asked again while the thread runs; a running thread is almost never
+/// exactly there. (A call that had just ended on its own, say a sleep that ran out while
+/// the thread waited for a CPU, is sampled in that call, which the analysis counts as
+/// waiting.)
 ///
 /// # Safety
 /// `ctx` is the `ucontext_t` the kernel passed to an SA_SIGINFO handler.
@@ -167,22 +168,27 @@ unsafe fn in_syscall(ctx: *const libc::c_void) -> bool {
         // SAFETY: the context is valid per the caller. The instruction pointer points at
         // mapped code; a byte after it is read only after a first byte of 0x0f, which begins
         // an instruction of at least two bytes. The two bytes before it are read only when
-        // they are in the instruction pointer's own page, which is mapped.
+        // the return register holds -EINTR, that is, when a system call instruction has just
+        // returned there, so they are that instruction.
         unsafe {
-            let rip = (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] as usize as *const u8;
+            let gregs = &(*uc).uc_mcontext.gregs;
+            let rip = gregs[libc::REG_RIP as usize] as usize as *const u8;
             let is_syscall =
                 |p: *const u8| p.read_volatile() == 0x0f && p.add(1).read_volatile() == 0x05;
-            is_syscall(rip) || ((rip as usize) & 0xfff >= 2 && is_syscall(rip.wrapping_sub(2)))
+            is_syscall(rip)
+                || (gregs[libc::REG_RAX as usize] == -i64::from(libc::EINTR)
+                    && is_syscall(rip.wrapping_sub(2)))
         }
     }
     #[cfg(target_arch = "aarch64")]
     {
-        // SAFETY: as above; aarch64 instructions are 4 aligned bytes (`svc #0` is d4000001),
-        // and the one before the program counter is read only within its page.
+        // SAFETY: as above; aarch64 instructions are 4 aligned bytes (`svc #0` is d4000001).
         unsafe {
-            let pc = (*uc).uc_mcontext.pc as usize;
+            let mc = &(*uc).uc_mcontext;
+            let pc = mc.pc as usize;
             let svc = |p: usize| (p as *const u32).read_volatile() == 0xd400_0001;
-            pc % 4 == 0 && (svc(pc) || (pc & 0xfff >= 4 && svc(pc - 4)))
+            pc % 4 == 0
+                && (svc(pc) || (mc.regs[0] as i64 == -i64::from(libc::EINTR) && svc(pc - 4)))
         }
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]

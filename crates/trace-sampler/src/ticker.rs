@@ -22,13 +22,13 @@
 //!   CPU time up to date only at that thread's scheduler tick or switch (every 4 ms at
 //!   250 Hz, measured here), not when it is read, so credit arrives in chunks and "lately"
 //!   spans a few ticks.
-//! - **A signal that finds its thread in a system call takes no sample**: the handler sees
-//!   the system call's instruction at or just before the interrupted one (see `signal`: a
-//!   call blocked and to be restarted, or one that just ended, a sleep that ran out while
-//!   the thread waited for a CPU), counts it in the slot's `BLOCKED` counter, and the ticker
+//! - **A signal that finds its thread blocked takes no sample**: the handler sees the system
+//!   call's instruction (see `signal`: a call blocked and to be restarted, or one ended
+//!   with `EINTR` by the signal), counts it in the slot's `BLOCKED` counter, and the ticker
 //!   credits the period back and waits for the thread's clock to move again before asking
-//!   again. Waiting is never sampled as work; as with perf events counting user space
-//!   only, time in the kernel is not sampled either.
+//!   again. A signal that arrives as a call ends on its own (a sleep that ran out while the
+//!   thread waited for a CPU) is sampled in that call, which the analysis counts as waiting
+//!   (sleeping, parking, yielding); so no sample of waiting is shown as work.
 //! - **One signal in flight per thread**: a standard signal queued while the same one is
 //!   pending is merged into it, so a thread is sent the next signal only once the handler
 //!   has counted the last one (`HANDLED`); a thread kept off the CPU is not charged samples
