@@ -760,11 +760,34 @@ fn raw_trace_members(model: &str) -> (BTreeSet<String>, BTreeSet<String>, BTreeS
             continue;
         };
         let ty = ty.trim_end_matches(',');
-        if ty.starts_with("Vec<") || ty.contains("Map<") || ty.ends_with("SampledStacks") {
+        if ty.starts_with("Vec<")
+            || ty.contains("Map<")
+            || ty.ends_with("SampledStacks")
+            || ty.ends_with("TensorTable")
+        {
             fields.insert(name.to_string());
             let last = ty.rsplit("::").next().unwrap_or(ty);
             for word in ty.split(|c: char| !c.is_alphanumeric() && c != '_') {
                 if defined.contains(word) || word == last {
+                    types.insert(word.to_string());
+                }
+            }
+        }
+    }
+    // A record table of model.rs's own (a `TensorTable`) holds raw records too: the types
+    // its fields name are raw record types.
+    let tables: Vec<String> = types
+        .iter()
+        .filter(|t| t.ends_with("Table") && defined.contains(t.as_str()))
+        .cloned()
+        .collect();
+    for table in tables {
+        for line in body(&format!("pub struct {table} {{")) {
+            let Some((_, ty)) = line.split_once(": ") else {
+                continue;
+            };
+            for word in ty.split(|c: char| !c.is_alphanumeric() && c != '_') {
+                if defined.contains(word) {
                     types.insert(word.to_string());
                 }
             }

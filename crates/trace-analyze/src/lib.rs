@@ -134,7 +134,7 @@ pub use spans::{
 };
 pub use stacks::{
     STACK_PHASES, SampledStackCounts, SampledStackReport, StackCounts, StackFrame, StackSamples,
-    is_entry_frame, stack_counts, stack_samples,
+    frame_label, is_entry_frame, stack_counts, stack_samples,
 };
 pub use stats::{
     BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, Verdict, compare_run_samples,

@@ -126,6 +126,16 @@ fn sum(c: &[u64; 4]) -> u64 {
     c.iter().fold(0u64, |a, &b| a.saturating_add(b))
 }
 
+/// Frame `f` of the trace's sampled stacks as a flame graph labels it: its shown name (the
+/// function, with its file where `hot` shows one) and its function
+/// ([`SampledStacks::frame_name`](crate::SampledStacks::frame_name) and the frame's `func`;
+/// the shown name twice for an index the trace does not define).
+pub fn frame_label(trace: &Trace, f: u32) -> (&str, &str) {
+    let s = &trace.sampled;
+    let name = s.frame_name(f);
+    (name, s.frame(f).map_or(name, |fr| fr.func))
+}
+
 /// Samples per distinct stack and phase, frames as indices; `None` when the trace has no
 /// sampled stacks. Counts saturate (a trace's numbers may be hostile). O(n log n) in the
 /// distinct stacks plus the entry frames cut, O(n) in the sample rows; no frame is copied.

@@ -3,8 +3,8 @@
 //! The page draws it (click to zoom, hover for details, a phase filter).
 
 use trace_analyze::{
-    FastMap, SamplerAccount, Trace, format_ns, function_groups, sampler_totals, short_func,
-    stack_counts,
+    FastMap, SamplerAccount, Trace, format_ns, frame_label, function_groups, sampler_totals,
+    short_func, stack_counts,
 };
 
 use crate::model::FlameData;
@@ -93,7 +93,6 @@ pub(crate) fn flame_data(
     caps: &mut Vec<String>,
 ) -> Option<FlameData> {
     let sampled = stack_counts(trace)?;
-    let s = &trace.sampled;
     // Crate groups (colours) as `tracegraph hot` assigns them, by the frame's shown name.
     let groups = function_groups(trace);
     let group_of = |f: u32| groups.get(f as usize).map_or("other", |g| g.as_str());
@@ -138,8 +137,7 @@ pub(crate) fn flame_data(
                 path.push(names.get("[deeper frames]", || "[deeper frames]".into(), "other"));
                 break;
             }
-            let name = s.frame_name(f);
-            let func = s.frame(f).map_or(name, |fr| fr.func);
+            let (name, func) = frame_label(trace, f);
             path.push(names.get(name, || short_func(func, LABEL_CHARS), group_of(f)));
         }
         // A thread pool spinning or parked: a bar of its own on top, drawn apart.
