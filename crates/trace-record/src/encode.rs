@@ -87,10 +87,7 @@ pub(crate) fn heap(out: &mut LineBuf, event: &Event) {
             c.uint(e.thread);
             c.raw(b",\"ts\":");
             c.uint(e.ts);
-            if let Some(p) = e.phase {
-                c.raw(b",\"phase\":");
-                p.with_str(|s| c.name(s.as_bytes()));
-            }
+            c.opt_phase(e.phase);
             c.opt_span(e.span);
             c.raw(b"}\n");
         }),
@@ -102,10 +99,7 @@ pub(crate) fn heap(out: &mut LineBuf, event: &Event) {
         Event::HeapSmall(e) => out.write(96 + 4 * INT, |c| {
             c.raw(b"{\"type\":\"heap_small\",\"step\":");
             c.uint(e.step);
-            if let Some(p) = e.phase {
-                c.raw(b",\"phase\":");
-                p.with_str(|s| c.name(s.as_bytes()));
-            }
+            c.opt_phase(e.phase);
             c.opt_span(e.span);
             c.raw(b",\"count\":");
             c.uint(e.count);
@@ -220,6 +214,14 @@ impl Cur<'_> {
         if !device.is_empty() && device != default_device {
             self.raw(b",\"dev\":");
             self.string(device);
+        }
+    }
+
+    #[inline]
+    fn opt_phase(&mut self, phase: Option<crate::schema::ExecStep>) {
+        if let Some(p) = phase {
+            self.raw(b",\"phase\":");
+            p.with_str(|s| self.name(s.as_bytes()));
         }
     }
 
