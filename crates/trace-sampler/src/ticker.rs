@@ -51,6 +51,7 @@
 //! sleeps, since its credit is often learnt after the burst ended.
 
 use std::collections::HashMap;
+use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -149,15 +150,12 @@ impl Ticker {
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
         });
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let run = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("tg-sampler-tick".into())
-            .spawn(move || {
-                let _ = tid_tx.send(signal::gettid());
-                tick_loop(&run);
-            })?;
-        let clock = tid_rx.recv().ok().and_then(signal::tid_cpu_clock);
+            .spawn(move || tick_loop(&run))?;
+        // The same clock the sampler thread's own cost is read from (its join handle is held).
+        let clock = signal::thread_cpu_clock(thread.as_pthread_t());
         Ok(Ticker {
             shared,
             thread: Some(thread),

@@ -100,19 +100,24 @@ struct Outcome {
     late: Busy,
 }
 
+/// An in-memory session whose first `active` steps are recorded, then none.
+fn recorded_steps(name: &str, active: u64) -> (Arc<TraceSession>, MemorySink) {
+    let run = Run::new(name, Phase::Train, "cpu").schedule(Schedule {
+        skip_first: 0,
+        wait: 0,
+        warmup: 0,
+        active,
+        repeat: 1,
+    });
+    let (session, sink) = TraceSession::in_memory(run);
+    (Arc::new(session), sink)
+}
+
 /// Samples at `config` while two threads spin: one started before the sampler, one after.
 /// Step 0 warms up (the symbolizer loads the debug information when it writes step 0), step
 /// 1 waits for that write, step 2 is the busy step measured.
 fn two_busy_threads(config: SamplerConfig, for_: Duration) -> Option<Outcome> {
-    let run = Run::new("trace-sampler::rate", Phase::Train, "cpu").schedule(Schedule {
-        skip_first: 0,
-        wait: 0,
-        warmup: 0,
-        active: 4,
-        repeat: 1,
-    });
-    let (session, sink): (TraceSession, MemorySink) = TraceSession::in_memory(run);
-    let session = Arc::new(session);
+    let (session, sink) = recorded_steps("trace-sampler::rate", 4);
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let early = std::thread::spawn(move || {
         let _ = go_rx.recv();
@@ -331,15 +336,7 @@ fn the_forced_timer_fallback_samples_both_threads_and_says_so() {
 #[test]
 fn a_thread_that_sleeps_between_bursts_is_sampled_in_its_work_or_its_sleep_call() {
     let _turn = turn();
-    let run = Run::new("trace-sampler::bursts", Phase::Train, "cpu").schedule(Schedule {
-        skip_first: 0,
-        wait: 0,
-        warmup: 0,
-        active: 2,
-        repeat: 1,
-    });
-    let (session, sink): (TraceSession, MemorySink) = TraceSession::in_memory(run);
-    let session = Arc::new(session);
+    let (session, sink) = recorded_steps("trace-sampler::bursts", 2);
     let sampler = Sampler::new();
     sampler.start(&session, SamplerConfig::hz(1000)).unwrap();
     let (tid_tx, tid_rx) = mpsc::channel();
