@@ -104,42 +104,79 @@ pub struct CanonOp {
 
 /// The canonical ops of a step (`ops`: the step's ops in recorded order).
 pub fn canonical_ops(trace: &Trace, ops: &[Op]) -> Vec<CanonOp> {
-    let mut produced: FastMap<u64, CanonInput> = FastMap::default();
-    let mut external: FastMap<u64, u32> = FastMap::default();
-    let mut out = Vec::with_capacity(ops.len());
-    for (i, op) in ops.iter().enumerate() {
-        let inputs = trace
-            .op_inputs(op)
-            .iter()
-            .map(|t| match produced.get(t) {
-                Some(&c) => c,
-                None => {
-                    let n = external.len() as u32;
-                    CanonInput::External(*external.entry(*t).or_insert(n))
-                }
-            })
-            .collect();
-        let outs = trace.op_outputs(op);
-        for (slot, t) in outs.iter().enumerate() {
-            produced.insert(
-                *t,
-                CanonInput::Produced {
-                    op: i as u32,
-                    slot: slot as u32,
-                },
-            );
-        }
-        out.push(CanonOp {
+    let canon = CanonInputs::of(trace, ops);
+    ops.iter()
+        .enumerate()
+        .map(|(i, op)| CanonOp {
             name: op.name,
             shape: op.shape,
             dtype: op.dtype,
-            outputs: outs.len().max(1) as u32,
-            inputs,
+            outputs: trace.op_outputs(op).len().max(1) as u32,
+            inputs: canon.of_op(i).to_vec(),
             input_meta: trace.op_input_meta(op).to_vec(),
-        });
+        })
+        .collect()
+}
+
+/// Every op's inputs of a step in canonical form, in one list: what a step graph is built
+/// from (name, shapes and dtypes come from the ops themselves). A few bytes per input and
+/// one offset per op, where [`CanonOp`]s hold two lists per op; those are made only to name
+/// the first difference of two steps.
+struct CanonInputs {
+    /// Every op's inputs, op after op.
+    inputs: Vec<CanonInput>,
+    /// Where each op's inputs end in `inputs`.
+    ends: Vec<u32>,
+    /// Distinct tensors the step read from outside.
+    externals: usize,
+}
+
+impl CanonInputs {
+    fn of(trace: &Trace, ops: &[Op]) -> CanonInputs {
+        let mut produced: FastMap<u64, CanonInput> = FastMap::default();
+        let mut external: FastMap<u64, u32> = FastMap::default();
+        let mut inputs = Vec::new();
+        let mut ends = Vec::with_capacity(ops.len());
+        for (i, op) in ops.iter().enumerate() {
+            for t in trace.op_inputs(op) {
+                inputs.push(match produced.get(t) {
+                    Some(&c) => c,
+                    None => {
+                        let n = external.len() as u32;
+                        CanonInput::External(*external.entry(*t).or_insert(n))
+                    }
+                });
+            }
+            // Fits: an op's inputs are a `u32` range of the trace's tensor references, and
+            // a step's inputs no more than those.
+            ends.push(u32::try_from(inputs.len()).unwrap_or(u32::MAX));
+            for (slot, t) in trace.op_outputs(op).iter().enumerate() {
+                produced.insert(
+                    *t,
+                    CanonInput::Produced {
+                        op: i as u32,
+                        slot: slot as u32,
+                    },
+                );
+            }
+        }
+        trace.work.add(ops.len() as u64);
+        CanonInputs {
+            inputs,
+            ends,
+            externals: external.len(),
+        }
     }
-    trace.work.add(ops.len() as u64);
-    out
+
+    /// The inputs of the step's `i`-th op.
+    fn of_op(&self, i: usize) -> &[CanonInput] {
+        let start = match i.checked_sub(1) {
+            Some(p) => self.ends.get(p).map_or(0, |&e| e as usize),
+            None => 0,
+        };
+        let end = self.ends.get(i).map_or(start, |&e| e as usize);
+        self.inputs.get(start..end).unwrap_or(&[])
+    }
 }
 
 /// Shared payload strings so that building a graph allocates no string per op.
@@ -151,27 +188,27 @@ pub(crate) struct PayloadPool {
 }
 
 impl PayloadPool {
-    fn op(&mut self, trace: &Trace, c: &CanonOp) -> StepOp {
+    fn op(&mut self, trace: &Trace, op: &Op) -> StepOp {
+        let input_meta = trace.op_input_meta(op);
         let name = self
             .names
-            .entry(c.name)
-            .or_insert_with(|| Arc::from(trace.str(c.name)))
+            .entry(op.name)
+            .or_insert_with(|| Arc::from(trace.str(op.name)))
             .clone();
         let dtype = self
             .names
-            .entry(c.dtype)
-            .or_insert_with(|| Arc::from(trace.str(c.dtype)))
+            .entry(op.dtype)
+            .or_insert_with(|| Arc::from(trace.str(op.dtype)))
             .clone();
         let shape = self
             .shapes
-            .entry(c.shape)
-            .or_insert_with(|| Arc::from(trace.shapes.resolve(c.shape)))
+            .entry(op.shape)
+            .or_insert_with(|| Arc::from(trace.shapes.resolve(op.shape)))
             .clone();
-        let inputs = match self.input_lists.get(&c.input_meta) {
+        let inputs = match self.input_lists.get(input_meta) {
             Some(l) => Arc::clone(l),
             None => {
-                let l: InputMetaList = c
-                    .input_meta
+                let l: InputMetaList = input_meta
                     .iter()
                     .map(|&(sh, dt)| {
                         let shape = self
@@ -187,8 +224,7 @@ impl PayloadPool {
                         (shape, dtype)
                     })
                     .collect();
-                self.input_lists
-                    .insert(c.input_meta.clone(), Arc::clone(&l));
+                self.input_lists.insert(input_meta.to_vec(), Arc::clone(&l));
                 l
             }
         };
@@ -201,53 +237,62 @@ impl PayloadPool {
     }
 }
 
-/// Builds the graph of a step from its canonical ops.
+/// Builds the graph of a step from its ops (in recorded order), in canonical form.
 pub(crate) fn build_step_graph(
     trace: &Trace,
-    canon: &[CanonOp],
+    ops: &[Op],
     pool: &mut PayloadPool,
 ) -> Result<Graph<StepOp>, AnalyzeError> {
-    let n_ext = canon
-        .iter()
-        .flat_map(|c| c.inputs.iter())
-        .filter_map(|i| match i {
-            CanonInput::External(n) => Some(*n as usize + 1),
-            CanonInput::Produced { .. } => None,
-        })
-        .max()
-        .unwrap_or(0);
-    let mut b = GraphBuilder::with_capacity(canon.len(), canon.len() + n_ext);
+    let canon = CanonInputs::of(trace, ops);
+    let n_ext = canon.externals;
+    let mut b = GraphBuilder::with_capacity(ops.len(), ops.len() + n_ext);
     let ext: Vec<ValueId> = (0..n_ext).map(|k| b.add_input(k as u64)).collect();
-    let mut outs: Vec<Vec<ValueId>> = Vec::with_capacity(canon.len());
+    // Every op's first output value: an op's outputs are consecutive values (`add_value`
+    // numbers them in order), so output `slot` of op `k` is `first_out[k] + slot`.
+    let mut first_out: Vec<ValueId> = Vec::with_capacity(ops.len());
     let mut used: Vec<bool> = Vec::new();
     let mut refs: Vec<ValueRef> = Vec::new();
-    for c in canon {
+    let mut vs: Vec<ValueId> = Vec::new();
+    for (k, op) in ops.iter().enumerate() {
         refs.clear();
-        for i in &c.inputs {
+        for i in canon.of_op(k) {
             let v = match *i {
                 CanonInput::External(n) => ext[n as usize],
-                CanonInput::Produced { op, slot } => outs[op as usize][slot as usize],
+                CanonInput::Produced { op, slot } => nth_value(first_out[op as usize], slot),
             };
             if let Some(u) = used.get_mut(v.index()) {
                 *u = true;
             }
             refs.push(v.into());
         }
-        let (_, vs) = b.add_op(pool.op(trace, c), &refs, c.outputs as usize, Role::Primary);
+        vs.clear();
+        for _ in 0..trace.op_outputs(op).len().max(1) {
+            vs.push(b.add_value());
+        }
+        b.add_op_with_outputs(pool.op(trace, op), &refs, &vs, Role::Primary);
         if used.len() < b.num_values() {
             used.resize(b.num_values(), false);
         }
-        outs.push(vs);
+        first_out.push(vs[0]);
     }
-    let sinks: Vec<ValueId> = outs
+    drop(canon);
+    let sinks: Vec<ValueId> = ops
         .iter()
-        .flatten()
-        .copied()
+        .zip(&first_out)
+        .flat_map(|(op, &first)| {
+            (0..trace.op_outputs(op).len().max(1) as u32).map(move |slot| nth_value(first, slot))
+        })
         .filter(|v| !used.get(v.index()).copied().unwrap_or(false))
         .collect();
     b.set_outputs(&sinks);
-    trace.work.add(2 * canon.len() as u64);
+    trace.work.add(2 * ops.len() as u64);
     b.build().map_err(AnalyzeError::Graph)
+}
+
+/// The value `slot` places after `first`; [`ValueId`]`(u32::MAX)` (what the builder gives
+/// every value past its limit, and then refuses to build) when that does not fit.
+fn nth_value(first: ValueId, slot: u32) -> ValueId {
+    ValueId(first.0.saturating_add(slot))
 }
 
 /// What is computed once per distinct step graph.
@@ -528,16 +573,16 @@ pub(crate) fn group_label(mut i: usize) -> String {
 }
 
 /// The graph's first op and its input shapes, else its output shape.
-fn signature(trace: &Trace, canon: &[CanonOp]) -> String {
-    let Some(first) = canon.first() else {
+fn signature(trace: &Trace, ops: &[Op]) -> String {
+    let Some(first) = ops.first() else {
         return "no ops".to_string();
     };
     let name = trace.str(first.name);
-    if first.input_meta.is_empty() {
+    let input_meta = trace.op_input_meta(first);
+    if input_meta.is_empty() {
         format!("{name} → {}", trace.shapes.display(first.shape))
     } else {
-        let shapes: Vec<String> = first
-            .input_meta
+        let shapes: Vec<String> = input_meta
             .iter()
             .map(|&(sh, _)| trace.shapes.display(sh).to_string())
             .collect();
@@ -730,7 +775,8 @@ pub(crate) fn first_difference(
 pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, AnalyzeError> {
     let mut pool = PayloadPool::default();
     let mut steps = Vec::with_capacity(trace.steps.len());
-    let mut prev: Option<(u64, graph_core::Fingerprint, Vec<CanonOp>)> = None;
+    // The step before: its index, fingerprint and position in `trace.steps`.
+    let mut prev: Option<(u64, graph_core::Fingerprint, usize)> = None;
     // Fingerprint → group index, for whole steps with ops.
     let mut distinct: FastMap<u128, usize> = FastMap::default();
     let mut groups: Vec<GraphGroup> = Vec::new();
@@ -739,17 +785,17 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
     let whole = trace.complete_steps().len();
     for (i, st) in trace.steps.iter().enumerate() {
         let partial = i >= whole;
-        let canon = canonical_ops(trace, trace.step_ops(i));
-        let g = Arc::new(build_step_graph(trace, &canon, &mut pool)?);
+        let ops = trace.step_ops(i);
+        let g = Arc::new(build_step_graph(trace, ops, &mut pool)?);
         let fp = g.fingerprint();
         if !partial {
-            let group = (!canon.is_empty()).then(|| {
+            let group = (!ops.is_empty()).then(|| {
                 *distinct.entry(fp.0).or_insert_with(|| {
                     groups.push(GraphGroup {
                         label: group_label(groups.len()),
                         fingerprint: fp.to_string(),
-                        signature: signature(trace, &canon),
-                        ops: canon.len(),
+                        signature: signature(trace, ops),
+                        ops: ops.len(),
                         first_step: st.index,
                         // Filled in from `times` once every step is seen.
                         step_time: crate::stats::Spread {
@@ -778,16 +824,20 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
             // the cache: analyse without it should that ever change.
             Err(_) => Arc::new(analyse_step_graph(&g)),
         };
+        drop(g);
         let (changed, diff) = match &prev {
             _ if partial => (false, None),
             None => (false, None),
-            Some((pidx, pfp, pcanon)) => {
+            Some((pidx, pfp, pi)) => {
                 if *pfp == fp {
                     (false, None)
                 } else {
+                    // Both steps in full canonical form only here, to name the difference.
+                    let pcanon = canonical_ops(trace, trace.step_ops(*pi));
+                    let canon = canonical_ops(trace, ops);
                     trace.work.add((pcanon.len() + canon.len()) as u64);
                     let d =
-                        first_difference(trace, pcanon, &canon).map(|(op_index, what)| StepDiff {
+                        first_difference(trace, &pcanon, &canon).map(|(op_index, what)| StepDiff {
                             against_step: *pidx,
                             op_index,
                             before: pcanon.get(op_index).map(|c| describe(trace, c)),
@@ -801,14 +851,14 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
         steps.push(StepGraph {
             step: st.index,
             fingerprint: fp.to_string(),
-            ops: canon.len(),
+            ops: ops.len(),
             duration_ns: st.duration_ns(),
             changed,
             partial,
             diff,
             analysis,
         });
-        prev = Some((st.index, fp, canon));
+        prev = Some((st.index, fp, i));
     }
     for (g, t) in groups.iter_mut().zip(&times) {
         if let Some(sp) = t.finish() {
