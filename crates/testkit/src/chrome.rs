@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
+use trace_record::schema::MemoryCategory;
 
 /// One complete (`"ph":"X"`) event, times in integer nanoseconds.
 #[derive(Debug, Clone)]
@@ -28,6 +29,11 @@ pub struct ChromeCheck {
     pub complete: Vec<XEvent>,
     /// Number of counter (`"ph":"C"`) samples.
     pub counters: usize,
+    /// What the logical memory counters (`logical memory DEVICE CATEGORY`, one argument
+    /// `bytes`) show: after each of their samples, in file order, the sample's device and
+    /// time (ns) and the bytes of every category of that device then, as a viewer holds them
+    /// (each category's last sample; a category without a sample yet is absent, 0).
+    pub logical_memory: Vec<(String, u64, BTreeMap<String, u64>)>,
     /// Total duration of the outermost complete events of every thread, the step track
     /// (`cat == "step"`) left out: the time the spans and ops cover.
     pub outermost_ns: u64,
@@ -47,10 +53,12 @@ pub fn ns(v: &Value) -> Option<u64> {
 }
 
 /// Checks a parsed Chrome trace: `displayTimeUnit` is `ns`, `traceEvents` is a non-empty
-/// array, every event has a string name and integer pid and tid, complete events have
-/// non-negative times and nest per thread, counters carry finite values (memory counters
-/// never negative), instant events have a scope, metadata events carry a name or a sort
-/// index. Nothing panics: every problem is a line of [`ChromeCheck::failures`].
+/// array, every event has a string name and integer pid, and an integer tid unless it is a
+/// counter (counters are process counters), complete events have non-negative times and nest
+/// per thread, counters carry finite values (memory counters never negative; a logical memory
+/// counter is named `logical memory DEVICE CATEGORY`, a category of the schema, and carries
+/// `bytes` alone), instant events have a scope, metadata events carry a name or a sort index.
+/// Nothing panics: every problem is a line of [`ChromeCheck::failures`].
 pub fn check_chrome(v: &Value) -> ChromeCheck {
     let mut check = ChromeCheck::default();
     let fail = |c: &mut ChromeCheck, m: String| c.failures.push(m);
@@ -64,10 +72,17 @@ pub fn check_chrome(v: &Value) -> ChromeCheck {
     if events.is_empty() {
         fail(&mut check, "no traceEvents".to_string());
     }
+    let mut shown: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     for e in events {
-        let (Some(name), Some(_), Some(tid)) =
-            (e["name"].as_str(), e["pid"].as_u64(), e["tid"].as_u64())
-        else {
+        let counter = e["ph"] == "C";
+        let (Some(name), Some(_), Some(tid)) = (
+            e["name"].as_str(),
+            e["pid"].as_u64(),
+            match &e["tid"] {
+                Value::Null if counter => Some(0),
+                t => t.as_u64(),
+            },
+        ) else {
             fail(&mut check, format!("event without name/pid/tid: {e}"));
             continue;
         };
@@ -106,6 +121,29 @@ pub fn check_chrome(v: &Value) -> ChromeCheck {
                     });
                 if !ok {
                     fail(&mut check, format!("bad, empty or negative counter: {e}"));
+                }
+                if let Some(device_category) = name.strip_prefix("logical memory ") {
+                    let parts = device_category.rsplit_once(' ');
+                    let bytes = e["args"]["bytes"].as_u64();
+                    let alone = e["args"].as_object().is_some_and(|a| a.len() == 1);
+                    match (parts, bytes, ns(&e["ts"])) {
+                        (Some((device, category)), Some(b), Some(ts))
+                            if alone
+                                && MemoryCategory::ALL.iter().any(|c| c.as_str() == category) =>
+                        {
+                            let now = shown.entry(device.to_string()).or_default();
+                            now.insert(category.to_string(), b);
+                            check
+                                .logical_memory
+                                .push((device.to_string(), ts, now.clone()));
+                        }
+                        _ => fail(
+                            &mut check,
+                            format!(
+                                "logical memory counter not of one device and category with bytes alone: {e}"
+                            ),
+                        ),
+                    }
                 }
             }
             "i" => {

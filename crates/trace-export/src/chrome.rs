@@ -6,7 +6,7 @@
 //! {"traceEvents":[
 //! {"ph":"M","name":"process_name","pid":41,"tid":0,"args":{"name":"..."}},
 //! {"ph":"X","cat":"op","name":"matmul","pid":41,"tid":0,"ts":12.345,"dur":0.250,"args":{...}},
-//! {"ph":"C","name":"logical memory cpu","pid":41,"tid":0,"ts":12.595,"args":{"activation":4096}},
+//! {"ph":"C","name":"logical memory cpu activation","pid":41,"ts":12.595,"args":{"bytes":4096}},
 //! ...
 //! ],
 //! "displayTimeUnit":"ns",
@@ -16,14 +16,16 @@
 //! - Spans and ops are complete events (`"ph":"X"`) with `ts`/`dur` in microseconds and three
 //!   decimals (exact nanoseconds), one `tid` per recorded thread, nested per thread (see
 //!   [`Nester`](crate::nest::Nester); what had to be adjusted is counted in `otherData.adjustments`).
-//! - Live logical bytes per category per device are counter events (`"ph":"C"`) named
-//!   `logical memory DEVICE` with one argument per category, so viewers stack them. Physical
-//!   samples are separate counters (`physical memory used DEVICE`, ...), never mixed in.
-//!   Memory events of one device at one time make one sample (the bytes after the last of
-//!   them: viewers draw counters as steps, and a second sample at the same time hides the
-//!   first), and a sample equal to the device's previous one is not written. When the bytes
-//!   in between reached more than any sample so far, that moment is written too, first, at
-//!   the same time: the samples' largest total is the peak `tracegraph memory` reports.
+//! - Live logical bytes per category per device are counter events (`"ph":"C"`), one counter
+//!   per device and category (`logical memory DEVICE CATEGORY`, one argument `bytes`), and a
+//!   sample only when that category's bytes change: viewers hold a counter's value until its
+//!   next sample. Physical samples are separate counters (`physical memory used DEVICE`,
+//!   ...), never mixed in. Counters are process counters and carry no `tid`. Memory events
+//!   of one device at one time make one sample per category that changed (the bytes after
+//!   the last of them: viewers draw counters as steps, and a second sample at the same time
+//!   hides the first). When the device's total in between reached more than any total shown
+//!   so far, that moment is written too, first, at the same time: the largest total of what
+//!   the samples show is the peak `tracegraph memory` reports.
 //! - Steps are global instant events (`step N`) and complete events on a `steps` track, one
 //!   of each per step of the trace as trace-record's [`StepTracker`] numbers and bounds them
 //!   (the rule every analysis uses): step 0 holds what ran before the first `step` event, a
@@ -200,19 +202,24 @@ impl<W: Write> Out<W> {
     }
 }
 
+/// Bytes per memory category, in [`MemoryCategory::ALL`] order.
+type PerCategory = [u64; MemoryCategory::ALL.len()];
+
 /// Live logical bytes of one device.
 struct DeviceLive {
     name: String,
-    /// `{"ph":"C","name":"logical memory DEVICE","pid":P,"tid":0,"ts":` ready to copy.
-    head: Vec<u8>,
-    bytes: [u64; MemoryCategory::ALL.len()],
-    /// The values of the last sample written, once one is.
-    written: Option<[u64; MemoryCategory::ALL.len()]>,
-    /// The largest total of a sample written.
+    /// Per category, `{"ph":"C","name":"logical memory DEVICE CATEGORY","pid":P,"ts":` ready
+    /// to copy.
+    heads: Vec<Vec<u8>>,
+    bytes: PerCategory,
+    /// What a viewer shows now: per category, the bytes of its last sample written (0 before
+    /// its first, when its track has no sample yet).
+    written: PerCategory,
+    /// The largest total of `written` so far.
     peak_written: u64,
     /// While a sample of this device is pending: the bytes when their total was largest, if
     /// that is above every sample written.
-    group_peak: Option<[u64; MemoryCategory::ALL.len()]>,
+    group_peak: Option<PerCategory>,
 }
 
 /// The exporter's state besides the nester.
@@ -387,16 +394,22 @@ impl<W: Write> Chrome<W> {
             Some(i) => *i,
             None => {
                 let i = self.devices.len();
-                let mut head = b"{\"ph\":\"C\",\"name\":".to_vec();
-                json::push_str(&mut head, &format!("logical memory {name}"));
-                head.extend_from_slice(b",\"pid\":");
-                json::push_u64(&mut head, self.pid);
-                head.extend_from_slice(b",\"tid\":0,\"ts\":");
+                let heads = MemoryCategory::ALL
+                    .iter()
+                    .map(|c| {
+                        let mut head = b"{\"ph\":\"C\",\"name\":".to_vec();
+                        json::push_str(&mut head, &format!("logical memory {name} {}", c.as_str()));
+                        head.extend_from_slice(b",\"pid\":");
+                        json::push_u64(&mut head, self.pid);
+                        head.extend_from_slice(b",\"ts\":");
+                        head
+                    })
+                    .collect();
                 self.devices.push(DeviceLive {
                     name: name.to_string(),
-                    head,
+                    heads,
                     bytes: [0; MemoryCategory::ALL.len()],
-                    written: None,
+                    written: [0; MemoryCategory::ALL.len()],
                     peak_written: 0,
                     group_peak: None,
                 });
@@ -408,8 +421,8 @@ impl<W: Write> Chrome<W> {
         i
     }
 
-    /// Writes the pending memory counter sample, unless it equals the device's last one;
-    /// first the moment in between that went above every sample, if there was one.
+    /// Writes the pending memory counter samples (the categories that changed); first the
+    /// moment in between that went above every total shown so far, if there was one.
     fn flush_counter(&mut self) -> Result<(), ExportError> {
         let Some((dev, ts)) = self.pending_counter.take() else {
             return Ok(());
@@ -423,10 +436,7 @@ impl<W: Write> Chrome<W> {
         {
             self.write_counter(dev, ts, peak)?;
         }
-        match self.devices.get(dev) {
-            Some(d) if d.written != Some(now) => self.write_counter(dev, ts, now),
-            _ => Ok(()),
-        }
+        self.write_counter(dev, ts, now)
     }
 
     /// Notes the bytes of device `dev` after a memory event of its pending sample.
@@ -440,7 +450,8 @@ impl<W: Write> Chrome<W> {
         }
     }
 
-    /// Writes a memory counter sample of device `dev` at `ts` with its bytes now.
+    /// Writes the memory counter samples of device `dev` at `ts` that bring what a viewer
+    /// shows to its bytes now.
     fn memory_counter(&mut self, dev: usize, ts: u64) -> Result<(), ExportError> {
         match self.devices.get(dev) {
             Some(d) => self.write_counter(dev, ts, d.bytes),
@@ -448,40 +459,46 @@ impl<W: Write> Chrome<W> {
         }
     }
 
-    /// Writes a memory counter sample of device `dev` at `ts` with `values` per category.
+    /// Writes the samples of device `dev` at `ts` that make what a viewer shows `values`:
+    /// one per category whose bytes differ from its last sample, on that category's own
+    /// counter with one argument (`bytes`). A viewer holds a counter's value until its next
+    /// sample, so a category that did not change needs none. One counter per category and
+    /// not one with an argument per category: Catapult (chrome://tracing) fixes a counter's
+    /// series from its first sample and reads a series missing from a later sample as 0, so
+    /// a shared counter would need every category in every sample; Perfetto makes a track of
+    /// every argument either way. The categories that went down are written first, so that
+    /// no total shown between two of these samples is above both the one before and after.
     fn write_counter(
         &mut self,
         dev: usize,
         ts: u64,
-        values: [u64; MemoryCategory::ALL.len()],
+        values: PerCategory,
     ) -> Result<(), ExportError> {
         let Some(d) = self.devices.get_mut(dev) else {
             return Ok(());
         };
-        d.written = Some(values);
-        d.peak_written = d.peak_written.max(total(&values));
         let o = &mut self.out;
-        o.begin();
-        o.line.extend_from_slice(&d.head);
-        o.us(ts);
-        o.raw(",\"args\":{");
-        // Every category, zeros included: Catapult fixes a counter's series from its first
-        // sample and drops the rest, so every sample names all of them.
-        for (i, c) in MemoryCategory::ALL.iter().enumerate() {
-            if i > 0 {
-                o.raw(",");
+        for down in [true, false] {
+            for ((shown, &v), head) in d.written.iter_mut().zip(&values).zip(&d.heads) {
+                if *shown == v || (v < *shown) != down {
+                    continue;
+                }
+                *shown = v;
+                o.begin();
+                o.line.extend_from_slice(head);
+                o.us(ts);
+                o.raw(",\"args\":{\"bytes\":");
+                o.u64(v);
+                o.raw("}}");
+                o.end()?;
+                self.summary.memory_counters += 1;
             }
-            o.raw("\"");
-            o.raw(c.as_str());
-            o.raw("\":");
-            o.u64(values.get(i).copied().unwrap_or(0));
         }
-        o.raw("}}");
-        o.end()?;
-        self.summary.memory_counters += 1;
+        d.peak_written = d.peak_written.max(total(&d.written));
         Ok(())
     }
 
+    /// Writes a counter sample of one argument `key` (physical memory, user counters).
     fn simple_counter(
         &mut self,
         name: &str,
@@ -495,7 +512,7 @@ impl<W: Write> Chrome<W> {
         o.str(name);
         o.raw(",\"pid\":");
         o.u64(self.pid);
-        o.raw(",\"tid\":0,\"ts\":");
+        o.raw(",\"ts\":");
         o.us(ts);
         o.raw(",\"args\":{");
         o.str(key);
@@ -591,6 +608,10 @@ impl<W: Write> Chrome<W> {
                             self.summary.memory.duplicate_allocs += 1;
                             if let Some(old) = self.devices.get_mut(d) {
                                 old.bytes[c] = old.bytes[c].saturating_sub(b);
+                            }
+                            // The replaced storage was on another device: its counters now.
+                            if d != dev && self.keep(step) {
+                                self.memory_counter(d, m.ts)?;
                             }
                         }
                         if let Some(d) = self.devices.get_mut(dev) {

@@ -3,8 +3,8 @@
 //! It never sees analysis types.
 //!
 //! - [`write_chrome`]: Chrome Trace Event Format JSON for Perfetto UI, chrome://tracing and
-//!   speedscope (spans and ops as nested complete events, memory as stacked counters, steps,
-//!   markers), streamed event by event.
+//!   speedscope (spans and ops as nested complete events, memory as one counter per device
+//!   and category, steps, markers), streamed event by event.
 //! - [`folded_stacks`]: `span;span;op self_ns` lines for flamegraph.pl, inferno and speedscope.
 //! - [`folded_samples`]: a CPU sampler's call stacks under the span they were taken in,
 //!   `span;span;frame;frame samples`, weighted by sample count (never mixed with the ns of

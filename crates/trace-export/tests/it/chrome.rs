@@ -1,10 +1,11 @@
 //! Chrome trace export: structure, adjustments, step filter, escaping, streaming, errors.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use proptest::prelude::*;
 use trace_export::{ArgsMode, ChromeOptions, ExportError, step_bar_us, write_chrome};
-use trace_record::schema::{Phase, SpanKind};
+use trace_record::schema::{AllocKind, Event, MemoryCategory, Phase, SpanKind};
 use trace_record::{OpRecord, ReadOptions, Run, TraceReader, TraceSession};
 
 use crate::common::{check_nesting, check_structure, chrome, chrome_with};
@@ -114,7 +115,52 @@ fn memory_counters_never_go_negative() {
     assert_eq!(summary.memory.frees_without_alloc, 1);
     assert_eq!(summary.memory.duplicate_allocs, 1);
     assert_eq!(summary.memory.free_size_mismatches, 1);
-    let counters: Vec<(String, u64, serde_json::Value)> = v["traceEvents"]
+    let counters = counter_samples(&v);
+    // One counter per category, a sample only when its bytes change; counters carry no tid.
+    let cpu: Vec<(&str, u64, u64)> = counters
+        .iter()
+        .filter(|c| c.0.starts_with("logical memory cpu "))
+        .map(|c| (c.0.as_str(), c.1, c.2["bytes"].as_u64().unwrap_or(u64::MAX)))
+        .collect();
+    assert_eq!(
+        cpu,
+        vec![
+            ("logical memory cpu activation", 2, 100),
+            // The duplicate allocation replaces storage 6: activation 0, gradient 40.
+            ("logical memory cpu activation", 3, 0),
+            ("logical memory cpu gradient", 3, 40),
+            ("logical memory cpu gradient", 5, 0),
+        ]
+    );
+    assert!(
+        counters
+            .iter()
+            .any(|c| c.0 == "logical memory cuda:0 parameter" && c.2["bytes"] == 10)
+    );
+    assert!(
+        v["traceEvents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["ph"] == "C")
+            .all(|e| e.get("tid").is_none())
+    );
+    // Physical samples are separate counters, never added to the logical ones.
+    assert!(
+        counters
+            .iter()
+            .any(|c| c.0 == "physical memory used cuda:0" && c.2["used"] == 1000)
+    );
+    assert!(
+        !counters
+            .iter()
+            .any(|c| c.0.contains("physical") && c.2.get("bytes").is_some())
+    );
+}
+
+/// Every counter sample: (name, ts in ns, args), in file order.
+fn counter_samples(v: &serde_json::Value) -> Vec<(String, u64, serde_json::Value)> {
+    v["traceEvents"]
         .as_array()
         .into_iter()
         .flatten()
@@ -126,83 +172,181 @@ fn memory_counters_never_go_negative() {
                 e["args"].clone(),
             )
         })
-        .collect();
-    let cpu: Vec<&serde_json::Value> = counters
-        .iter()
-        .filter(|c| c.0 == "logical memory cpu")
-        .map(|c| &c.2)
-        .collect();
-    // Every sample names every category, zeros included (Catapult keeps only the series of
-    // a counter's first sample).
-    let all = |a: u64, g: u64| {
-        serde_json::json!({"parameter": 0, "activation": a, "gradient": g, "optimizer_state": 0,
-            "input": 0, "temporary": 0, "other": 0})
-    };
-    assert_eq!(cpu, vec![&all(100, 0), &all(0, 40), &all(0, 0)]);
-    assert!(counters.iter().any(|c| c.0 == "logical memory cuda:0"));
-    // Physical samples are separate counters, never added to the logical ones.
-    assert!(
-        counters
-            .iter()
-            .any(|c| c.0 == "physical memory used cuda:0" && c.2["used"] == 1000)
-    );
-    assert!(
-        !counters
-            .iter()
-            .any(|c| c.0.contains("physical") && c.2.get("parameter").is_some())
-    );
+        .collect()
 }
 
-/// Memory events of one device at one time make one counter sample, with the bytes after
-/// the last of them, and a sample equal to the previous one is left out; a moment between
-/// them above every sample so far is written first, at the same time (the samples reach the
-/// peak).
+/// Memory events of one device at one time make one sample per category that changed, with
+/// the bytes after the last of them, and a category that did not change gets none; a moment
+/// between them whose total is above every total shown so far is written first, at the same
+/// time (what the samples show reaches the peak).
 #[test]
 fn memory_events_at_one_time_make_one_sample() {
     let bytes = hand_trace(&[
         r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":100,"cat":"activation","ts":1}"#,
         r#"{"type":"memory","action":"alloc","storage":2,"tensor":2,"bytes":50,"cat":"activation","ts":1}"#,
-        r#"{"type":"memory","action":"alloc","storage":3,"tensor":3,"bytes":8,"cat":"activation","ts":2}"#,
+        r#"{"type":"memory","action":"alloc","storage":3,"tensor":3,"bytes":8,"cat":"gradient","ts":2}"#,
         r#"{"type":"memory","action":"free","storage":1,"tensor":1,"bytes":100,"cat":"activation","ts":2}"#,
         r#"{"type":"memory","action":"alloc","storage":4,"tensor":4,"bytes":100,"cat":"activation","ts":3}"#,
         r#"{"type":"memory","action":"free","storage":4,"tensor":4,"bytes":100,"cat":"activation","ts":3}"#,
         r#"{"type":"memory","action":"alloc","storage":5,"tensor":5,"bytes":7,"dev":"cuda:0","cat":"parameter","ts":3}"#,
         r#"{"type":"memory","action":"free","storage":2,"tensor":2,"bytes":50,"cat":"activation","ts":3}"#,
-        r#"{"type":"memory","action":"free","storage":3,"tensor":3,"bytes":8,"cat":"activation","ts":4}"#,
+        r#"{"type":"memory","action":"free","storage":3,"tensor":3,"bytes":8,"cat":"gradient","ts":4}"#,
     ]);
     let (v, summary) = chrome(&bytes, None);
     check_structure(&v);
-    let samples: Vec<(String, u64, u64)> = v["traceEvents"]
-        .as_array()
+    let samples: Vec<(String, u64, u64)> = counter_samples(&v)
         .into_iter()
-        .flatten()
-        .filter(|e| e["ph"] == "C")
-        .map(|e| {
-            (
-                e["name"].as_str().unwrap_or_default().to_string(),
-                crate::common::ns(&e["ts"]),
-                e["args"]["activation"].as_u64().unwrap_or(0)
-                    + e["args"]["parameter"].as_u64().unwrap_or(0),
-            )
-        })
+        .map(|(name, ts, args)| (name, ts, args["bytes"].as_u64().unwrap_or(u64::MAX)))
         .collect();
-    let cpu = |ts: u64, b: u64| ("logical memory cpu".to_string(), ts, b);
-    // ts 1: one sample after both allocations; ts 2: after the free (158 in between is above
-    // 150, the peak so far: written first); ts 3: the alloc and free of storage 4 cancel
+    let cpu = |cat: &str, ts: u64, b: u64| (format!("logical memory cpu {cat}"), ts, b);
+    // ts 1: one sample after both allocations; ts 2: after the free (activation 150 and
+    // gradient 8 in between, 158 in all, is above 150, the peak so far: written first, only
+    // the gradient changed), then activation 50; ts 3: the alloc and free of storage 4 cancel
     // (158 in between is no new peak: no sample until the other device's event), then
     // storage 2's free is a sample of its own; ts 4: the last free.
     assert_eq!(
         samples,
         vec![
-            cpu(1, 150),
-            cpu(2, 158),
-            cpu(2, 58),
-            ("logical memory cuda:0".to_string(), 3, 7),
-            cpu(3, 8),
-            cpu(4, 0),
+            cpu("activation", 1, 150),
+            cpu("gradient", 2, 8),
+            cpu("activation", 2, 50),
+            ("logical memory cuda:0 parameter".to_string(), 3, 7),
+            cpu("activation", 3, 0),
+            cpu("gradient", 4, 0),
         ]
     );
     assert_eq!(summary.memory_counters, 6);
+    // What a viewer shows of the cpu: its totals after each sample reach the peak, 158.
+    let totals: Vec<u64> = testkit::check_chrome(&v)
+        .logical_memory
+        .iter()
+        .filter(|(device, _, _)| device == "cpu")
+        .map(|(_, _, b)| b.values().sum())
+        .collect();
+    assert_eq!(totals, vec![150, 158, 58, 8, 0]);
+}
+
+/// A random run of memory events on two devices (allocations, frees of live and unknown
+/// storages, duplicate allocations, several at one time): (action, storage, bytes, device,
+/// category, time step).
+fn random_memory_trace(items: &[(bool, u8, u16, bool, u8, u8)]) -> (Vec<u8>, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut ts = 0u64;
+    for &(alloc, storage, bytes, cuda, cat, dt) in items {
+        ts += u64::from(dt % 3);
+        let action = if alloc { "alloc" } else { "free" };
+        let dev = if cuda { r#","dev":"cuda:0""# } else { "" };
+        let category = MemoryCategory::ALL[usize::from(cat) % MemoryCategory::ALL.len()].as_str();
+        lines.push(format!(
+            r#"{{"type":"memory","action":"{action}","storage":{},"tensor":1,"bytes":{}{dev},"cat":"{category}","ts":{ts}}}"#,
+            storage % 6,
+            bytes % 300
+        ));
+    }
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    (hand_trace(&refs), lines)
+}
+
+/// The live bytes per device and category after each memory event, replayed from the trace
+/// by the rules the export documents (a free takes its allocation's device, category and
+/// bytes; a free of a storage not live changes nothing; an allocation of a live storage
+/// replaces it): (device, time, nonzero bytes per category) for each device the event
+/// changed.
+fn replay_memory(trace: &[u8]) -> Vec<(String, u64, BTreeMap<String, u64>)> {
+    let mut reader = TraceReader::new(trace, ReadOptions::default()).expect("header");
+    let mut live: BTreeMap<u64, (String, String, u64)> = BTreeMap::new();
+    let mut bytes: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut after = Vec::new();
+    while let Some(line) = reader.next_event().expect("event") {
+        let Event::Memory(m) = line.event else {
+            continue;
+        };
+        let cat = m.category.as_str().to_string();
+        let mut touched = Vec::new();
+        let sub = |bytes: &mut BTreeMap<String, BTreeMap<String, u64>>, (d, c, b)| {
+            let v = bytes.entry(d).or_default().entry(c).or_default();
+            *v = v.saturating_sub(b);
+        };
+        match m.kind {
+            AllocKind::Alloc => {
+                let new = (m.device.clone(), cat.clone(), m.bytes);
+                if let Some(old) = live.insert(m.storage, new) {
+                    touched.push(old.0.clone());
+                    sub(&mut bytes, old);
+                }
+                *bytes
+                    .entry(m.device.clone())
+                    .or_default()
+                    .entry(cat)
+                    .or_default() += m.bytes;
+                touched.push(m.device.clone());
+            }
+            AllocKind::Free => {
+                if let Some(old) = live.remove(&m.storage) {
+                    touched.push(old.0.clone());
+                    sub(&mut bytes, old);
+                }
+            }
+        }
+        touched.dedup();
+        for d in touched {
+            let now = bytes[&d]
+                .iter()
+                .filter(|(_, b)| **b > 0)
+                .map(|(c, b)| (c.clone(), *b))
+                .collect();
+            after.push((d, m.ts, now));
+        }
+    }
+    after
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// What the memory counters show (each category holding its last sample) is, at every
+    /// time of a memory event, the live bytes per category after the last event at that
+    /// time; samples are only at those times; and the largest total shown is the largest
+    /// total after any one event (the peak `tracegraph memory` reports).
+    #[test]
+    fn memory_counters_show_the_live_bytes_at_every_time(
+        items in proptest::collection::vec((any::<bool>(), any::<u8>(), any::<u16>(), any::<bool>(), any::<u8>(), any::<u8>()), 1..80)
+    ) {
+        let (trace, lines) = random_memory_trace(&items);
+        let (v, _) = chrome(&trace, None);
+        let check = testkit::check_chrome(&v);
+        prop_assert!(check.failures.is_empty(), "{:#?}", check.failures);
+        let replayed = replay_memory(&trace);
+        for device in ["cpu", "cuda:0"] {
+            let shown: Vec<(u64, &BTreeMap<String, u64>)> = check
+                .logical_memory
+                .iter()
+                .filter(|(d, _, _)| d == device)
+                .map(|(_, ts, b)| (*ts, b))
+                .collect();
+            let events: Vec<&(String, u64, BTreeMap<String, u64>)> =
+                replayed.iter().filter(|e| e.0 == device).collect();
+            let shown_at = |t: u64| -> BTreeMap<String, u64> {
+                shown
+                    .iter()
+                    .take_while(|(ts, _)| *ts <= t)
+                    .last()
+                    .map(|(_, b)| b.iter().filter(|(_, b)| **b > 0).map(|(c, b)| (c.clone(), *b)).collect())
+                    .unwrap_or_default()
+            };
+            for (i, (_, t, now)) in events.iter().enumerate() {
+                if events.get(i + 1).is_some_and(|next| next.1 == *t) {
+                    continue;
+                }
+                prop_assert_eq!(&shown_at(*t), now, "{} at {}: {:#?}", device, t, lines);
+            }
+            prop_assert!(shown.iter().all(|(ts, _)| events.iter().any(|e| e.1 == *ts)));
+            let total = |b: &BTreeMap<String, u64>| b.values().sum::<u64>();
+            let peak_shown = shown.iter().map(|(_, b)| total(b)).max().unwrap_or(0);
+            let peak = events.iter().map(|e| total(&e.2)).max().unwrap_or(0);
+            prop_assert_eq!(peak_shown, peak, "{}: {:#?}", device, lines);
+        }
+    }
 }
 
 #[test]
