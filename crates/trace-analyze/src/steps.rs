@@ -104,78 +104,66 @@ pub struct CanonOp {
 
 /// The canonical ops of a step (`ops`: the step's ops in recorded order).
 pub fn canonical_ops(trace: &Trace, ops: &[Op]) -> Vec<CanonOp> {
-    let canon = CanonInputs::of(trace, ops);
-    ops.iter()
-        .enumerate()
-        .map(|(i, op)| CanonOp {
+    let mut canon = Canonical::default();
+    let mut out = Vec::with_capacity(ops.len());
+    for (i, op) in ops.iter().enumerate() {
+        let inputs = trace
+            .op_inputs(op)
+            .iter()
+            .map(|&t| canon.input(t))
+            .collect();
+        let outs = trace.op_outputs(op);
+        canon.outputs(i, outs);
+        out.push(CanonOp {
             name: op.name,
             shape: op.shape,
             dtype: op.dtype,
-            outputs: trace.op_outputs(op).len().max(1) as u32,
-            inputs: canon.of_op(i).to_vec(),
-            input_meta: trace.op_input_meta(op).to_vec(),
-        })
-        .collect()
-}
-
-/// Every op's inputs of a step in canonical form, in one list: what a step graph is built
-/// from (name, shapes and dtypes come from the ops themselves). A few bytes per input and
-/// one offset per op, where [`CanonOp`]s hold two lists per op; those are made only to name
-/// the first difference of two steps.
-struct CanonInputs {
-    /// Every op's inputs, op after op.
-    inputs: Vec<CanonInput>,
-    /// Where each op's inputs end in `inputs`.
-    ends: Vec<u32>,
-    /// Distinct tensors the step read from outside.
-    externals: usize,
-}
-
-impl CanonInputs {
-    fn of(trace: &Trace, ops: &[Op]) -> CanonInputs {
-        let mut produced: FastMap<u64, CanonInput> = FastMap::default();
-        let mut external: FastMap<u64, u32> = FastMap::default();
-        let mut inputs = Vec::new();
-        let mut ends = Vec::with_capacity(ops.len());
-        for (i, op) in ops.iter().enumerate() {
-            for t in trace.op_inputs(op) {
-                inputs.push(match produced.get(t) {
-                    Some(&c) => c,
-                    None => {
-                        let n = external.len() as u32;
-                        CanonInput::External(*external.entry(*t).or_insert(n))
-                    }
-                });
-            }
-            // Fits: an op's inputs are a `u32` range of the trace's tensor references, and
-            // a step's inputs no more than those.
-            ends.push(u32::try_from(inputs.len()).unwrap_or(u32::MAX));
-            for (slot, t) in trace.op_outputs(op).iter().enumerate() {
-                produced.insert(
-                    *t,
-                    CanonInput::Produced {
-                        op: i as u32,
-                        slot: slot as u32,
-                    },
-                );
-            }
-        }
-        trace.work.add(ops.len() as u64);
-        CanonInputs {
+            outputs: outs.len().max(1) as u32,
             inputs,
-            ends,
-            externals: external.len(),
+            input_meta: trace.op_input_meta(op).to_vec(),
+        });
+    }
+    trace.work.add(ops.len() as u64);
+    out
+}
+
+/// The canonical form of a step's tensors, op after op: which op's output each tensor is,
+/// and the first-use position of each tensor the step read from outside.
+#[derive(Default)]
+struct Canonical {
+    produced: FastMap<u64, CanonInput>,
+    external: FastMap<u64, u32>,
+}
+
+impl Canonical {
+    /// The canonical form of input tensor `t` of the next op.
+    fn input(&mut self, t: u64) -> CanonInput {
+        match self.produced.get(&t) {
+            Some(&c) => c,
+            None => {
+                let n = self.external.len() as u32;
+                CanonInput::External(*self.external.entry(t).or_insert(n))
+            }
         }
     }
 
-    /// The inputs of the step's `i`-th op.
-    fn of_op(&self, i: usize) -> &[CanonInput] {
-        let start = match i.checked_sub(1) {
-            Some(p) => self.ends.get(p).map_or(0, |&e| e as usize),
-            None => 0,
-        };
-        let end = self.ends.get(i).map_or(start, |&e| e as usize);
-        self.inputs.get(start..end).unwrap_or(&[])
+    /// Records the output tensors `outs` of the step's `i`-th op (after its inputs).
+    fn outputs(&mut self, i: usize, outs: &[u64]) {
+        for (slot, t) in outs.iter().enumerate() {
+            self.produced.insert(
+                *t,
+                CanonInput::Produced {
+                    op: i as u32,
+                    slot: slot as u32,
+                },
+            );
+        }
+    }
+
+    /// Forgets every tensor (keeping the maps' memory for another pass).
+    fn clear(&mut self) {
+        self.produced.clear();
+        self.external.clear();
     }
 }
 
@@ -238,13 +226,26 @@ impl PayloadPool {
 }
 
 /// Builds the graph of a step from its ops (in recorded order), in canonical form.
+///
+/// Two passes over the ops: the first counts the tensors the step reads from outside (they
+/// are the graph's first values), the second adds the ops. Nothing per op is kept between
+/// them but each op's first output value, so building a step's graph holds little more
+/// than the graph.
 pub(crate) fn build_step_graph(
     trace: &Trace,
     ops: &[Op],
     pool: &mut PayloadPool,
 ) -> Result<Graph<StepOp>, AnalyzeError> {
-    let canon = CanonInputs::of(trace, ops);
-    let n_ext = canon.externals;
+    let mut canon = Canonical::default();
+    for (i, op) in ops.iter().enumerate() {
+        for &t in trace.op_inputs(op) {
+            canon.input(t);
+        }
+        canon.outputs(i, trace.op_outputs(op));
+    }
+    trace.work.add(ops.len() as u64);
+    let n_ext = canon.external.len();
+    canon.clear();
     let mut b = GraphBuilder::with_capacity(ops.len(), ops.len() + n_ext);
     let ext: Vec<ValueId> = (0..n_ext).map(|k| b.add_input(k as u64)).collect();
     // Every op's first output value: an op's outputs are consecutive values (`add_value`
@@ -255,8 +256,8 @@ pub(crate) fn build_step_graph(
     let mut vs: Vec<ValueId> = Vec::new();
     for (k, op) in ops.iter().enumerate() {
         refs.clear();
-        for i in canon.of_op(k) {
-            let v = match *i {
+        for &t in trace.op_inputs(op) {
+            let v = match canon.input(t) {
                 CanonInput::External(n) => ext[n as usize],
                 CanonInput::Produced { op, slot } => nth_value(first_out[op as usize], slot),
             };
@@ -265,8 +266,10 @@ pub(crate) fn build_step_graph(
             }
             refs.push(v.into());
         }
+        let outs = trace.op_outputs(op);
+        canon.outputs(k, outs);
         vs.clear();
-        for _ in 0..trace.op_outputs(op).len().max(1) {
+        for _ in 0..outs.len().max(1) {
             vs.push(b.add_value());
         }
         b.add_op_with_outputs(pool.op(trace, op), &refs, &vs, Role::Primary);

@@ -245,3 +245,55 @@ fn one_graph_is_stable_from_its_first_step() {
         "1 distinct graph, stable from step 0: A fwd([2, 3]) × 4"
     );
 }
+
+/// A step with an op of two outputs, an op that records none (it gets one value) and a
+/// tensor read from outside after the step's own outputs: its graph has the values, inputs,
+/// outputs and depth the canonical form says, and a second step doing the same with other
+/// tensor ids is the same graph (one analysis, reused).
+#[test]
+fn multi_output_and_output_less_ops_are_wired_by_slot() {
+    let step = |k: u64, base: u64, t: u64| {
+        let op = |name: &str, ins: &[u64], outs: &[u64], ts: u64| {
+            let list = |v: &[u64]| {
+                v.iter()
+                    .map(|i| (base + i).to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            format!(
+                r#"{{"type":"op","name":"{name}","in":[{}],"out":[{}],"shape":[2],"dtype":"f32","ts":{ts},"dur":1}}"#,
+                list(ins),
+                list(outs)
+            )
+        };
+        vec![
+            format!(r#"{{"type":"step","index":{k},"ts":{t}}}"#),
+            // Reads two tensors from outside (the graph's values 0 and 1).
+            op("add", &[1, 2], &[10], t + 1),
+            // Two outputs: slot 0 read by `log`, slot 1 by `mul`.
+            op("split", &[10], &[11, 12], t + 2),
+            // A third outside tensor, read after the step's own outputs.
+            op("mul", &[12, 3], &[13], t + 3),
+            // No outputs recorded: one value, read by nothing (a graph output).
+            op("log", &[11], &[], t + 4),
+            op("relu", &[13], &[14], t + 5),
+        ]
+    };
+    let mut lines = step(0, 0, 0);
+    lines.extend(step(1, 100, 10));
+    lines.push(r#"{"type":"step","index":2,"ts":20}"#.to_string());
+    let t = crate::common::from_lines(&lines);
+    let cache = new_step_cache();
+    let r = graph_report(&t, &cache).unwrap();
+    let a = &r.steps[0].analysis;
+    // 3 outside tensors, then 1 + 2 + 1 + 1 + 1 op outputs.
+    assert_eq!((a.ops, a.values, a.inputs), (5, 9, 3));
+    // `log`'s value and `relu`'s output: `mul` reads the split's slot 1, so neither slot is
+    // left unread.
+    assert_eq!(a.outputs, 2);
+    // add, split, mul, relu.
+    assert_eq!(a.depth, 4);
+    assert_eq!(r.steps[0].fingerprint, r.steps[1].fingerprint);
+    assert!(!r.steps[1].changed);
+    assert_eq!((r.cache.misses, r.cache.hits), (1, 1));
+}
