@@ -177,7 +177,6 @@ fn generate(
 }
 
 fn llama_rows() {
-    use tracing_subscriber::layer::SubscriberExt;
     let dir = tempfile::tempdir().expect("temp dir");
     let run = Run::new("benches::heap::llama", Phase::Infer, "cpu");
     let capture = Capture::open(dir.path().join("llama.jsonl"), run).expect("trace file");
@@ -188,12 +187,10 @@ fn llama_rows() {
         candle_core::DType::F32,
         &candle_core::Device::Cpu,
     );
-    let layer = trace_candle::TraceLayer::for_capture(&capture);
-    let llama =
-        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
-            candle_transformers::models::llama::Llama::load(vb, &cfg)
-        })
-        .expect("the tiny Llama");
+    let llama = tracing::subscriber::with_default(capture.tracing_subscriber(), || {
+        candle_transformers::models::llama::Llama::load(vb, &cfg)
+    })
+    .expect("the tiny Llama");
     let (warmup, rounds) = if quick() {
         (3, rounds(10, 20, 2000))
     } else {

@@ -7,14 +7,20 @@
 //! (candle-transformers' `Llama`, hidden 128, 2 layers, 4 heads / 2 KV heads, vocabulary
 //! 1000, random weights from a `VarMap`; `crates/trace-candle/examples/profile_llama.rs`,
 //! included below for its configuration and sizes). The profiled model carries exactly the
-//! example's capture lines: its `tracing` spans go to the capture's layer
-//! (`TraceLayer::for_capture`, what `Capture::install_tracing` installs, here as a scoped
-//! default while the model is built, so the unprofiled model has no subscriber at all),
+//! example's capture lines: its `tracing` spans go to the capture's subscriber
+//! (`Capture::tracing_subscriber`, what `Capture::install_tracing` installs, here as a scoped
+//! default while the model is built, so the unprofiled model has no subscriber at all; with
+//! `TRACEGRAPH_LLAMA_TRACING=layer` a registry with `TraceLayer::for_capture` instead, to
+//! compare the two),
 //! parameters are registered, each forward is `capture.op("llama.forward", ..)`, the KV
 //! cache is declared per step (`buffer_shape`), training runs `capture.backward(&loss)`
 //! (autograd memory, every parameter's gradient state and norm), the process's resident
 //! memory is sampled at step ends (at most once a millisecond), and the trace is written to a
 //! file.
+//!
+//! With `TRACEGRAPH_LLAMA_SCHED` set, each row also prints (to stderr) the main thread's run
+//! time and run-queue wait and every thread's run time per call, profiled and plain
+//! (`/proc/thread-self/schedstat`), telling the capture's own CPU time from scheduling.
 //!
 //! **Two paths.** candle-core reads `RAYON_NUM_THREADS` for the thread count of every matmul
 //! and, when it is unset, reads /proc on each call (about 8× slower for a decode step here),
@@ -92,8 +98,13 @@ impl Model {
         let load = || Llama::load(VarBuilder::from_varmap(&varmap, DType::F32, &device), &cfg);
         let llama = match &capture {
             Some(c) => {
-                let subscriber = tracing_subscriber::registry().with(TraceLayer::for_capture(c));
-                tracing::subscriber::with_default(subscriber, load)?
+                if std::env::var("TRACEGRAPH_LLAMA_TRACING").as_deref() == Ok("layer") {
+                    let subscriber =
+                        tracing_subscriber::registry().with(TraceLayer::for_capture(c));
+                    tracing::subscriber::with_default(subscriber, load)?
+                } else {
+                    tracing::subscriber::with_default(c.tracing_subscriber(), load)?
+                }
             }
             None => load()?,
         };
@@ -220,10 +231,22 @@ fn alternate(
             work(off)?;
         }
     }
+    let sched = std::env::var("TRACEGRAPH_LLAMA_SCHED").is_ok();
+    let mut acc = [[0u64; 4]; 2];
     let mut time = |m: &mut Model| -> Res<f64> {
+        let before = if sched { sched_now() } else { [0; 3] };
         let start = Instant::now();
         work(m)?;
-        Ok(start.elapsed().as_nanos() as f64)
+        let t = start.elapsed().as_nanos() as f64;
+        if sched {
+            let after = sched_now();
+            let a = &mut acc[usize::from(m.capture.is_some())];
+            for i in 0..3 {
+                a[i] += after[i] - before[i];
+            }
+            a[3] += 1;
+        }
+        Ok(t)
     };
     let (mut t_on, mut t_off) = (Vec::new(), Vec::new());
     let started = Instant::now();
@@ -239,7 +262,36 @@ fn alternate(
         }
         round += 1;
     }
+    if sched {
+        for (k, a) in acc.iter().enumerate() {
+            let n = a[3].max(1);
+            eprintln!(
+                "sched {}: main run {} ns, main wait {} ns, all threads run {} ns per call",
+                if k == 1 { "profiled" } else { "plain" },
+                a[0] / n,
+                a[1] / n,
+                a[2] / n
+            );
+        }
+    }
     Ok((t_on, t_off))
+}
+
+/// Main thread's run and run-queue wait time, and all threads' run time (schedstat, ns).
+fn sched_now() -> [u64; 3] {
+    let read = |p: &str| -> (u64, u64) {
+        let s = std::fs::read_to_string(p).unwrap_or_default();
+        let mut it = s.split_whitespace().map(|x| x.parse::<u64>().unwrap_or(0));
+        (it.next().unwrap_or(0), it.next().unwrap_or(0))
+    };
+    let (run, wait) = read("/proc/thread-self/schedstat");
+    let mut all = 0;
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for e in dir.flatten() {
+            all += read(&format!("{}/schedstat", e.path().display())).0;
+        }
+    }
+    [run, wait, all]
 }
 
 /// Ends both captures and checks that they recorded the model: ops, the model's own spans,

@@ -1,7 +1,9 @@
 //! [`TraceLayer`] (feature `tracing`): `tracing` spans as trace spans, and `install_tracing`.
 //!
 //! [`TraceLayer`] is a `tracing_subscriber::Layer` that turns `tracing` spans into trace spans;
-//! [`Capture::install_tracing`] is the one call that installs it.
+//! [`Capture::install_tracing`] is the one call that installs the same recording, through
+//! the capture's own subscriber ([`crate::CaptureSubscriber`], which shares this file's
+//! per-thread span state and enter/exit path).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use trace_record::{SpanGuard, SpanId, TraceSession};
 use tracing::span::Id;
 use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber};
-use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::exec_scope::current_exec_step;
@@ -29,7 +31,8 @@ struct Open {
     span: u64,
     /// The trace span it opened (`None` outside an active window).
     trace_span: Option<SpanId>,
-    children: Siblings,
+    /// Where its children's sibling counts begin in [`Opened::counts`].
+    counts_start: usize,
     _guard: SpanGuard<'static>,
 }
 
@@ -41,22 +44,56 @@ struct Roots {
 
 const ROOTS_KEPT: usize = 32;
 
-/// The spans this thread has open through any layer, innermost last, and emptied sibling
-/// lists of closed ones, reused so that entering a span allocates nothing in steady state.
+/// The spans this thread has open through any layer, innermost last, and their children's
+/// sibling counts in one flat list: each open span's counts run from its `counts_start` to
+/// the next open span's (the innermost's to the end), so entering and exiting touch the end
+/// of two vectors and allocate nothing in steady state.
 struct Opened {
     open: Vec<Open>,
-    spare: Vec<Siblings>,
+    counts: Siblings,
+}
+
+impl Opened {
+    /// The end of the sibling counts of the open span at `pos`.
+    fn counts_end(&self, pos: usize) -> usize {
+        self.open
+            .get(pos + 1)
+            .map_or(self.counts.len(), |o| o.counts_start)
+    }
+
+    /// The next index of `name` among the children of the open span at `pos`.
+    fn next_child_index(&mut self, pos: usize, name: &'static str) -> u32 {
+        let (start, end) = (self.open[pos].counts_start, self.counts_end(pos));
+        if let Some((_, k)) = self.counts[start..end].iter_mut().find(|(n, _)| *n == name) {
+            *k += 1;
+            return *k;
+        }
+        // A new name: at the end of this span's counts (the list's end unless spans of
+        // another layer are open inside it).
+        self.counts.insert(end, (name, 0));
+        for o in &mut self.open[pos + 1..] {
+            o.counts_start += 1;
+        }
+        0
+    }
+
+    /// Removes the open span at `pos` with its children's counts.
+    fn remove(&mut self, pos: usize) -> Open {
+        let (start, end) = (self.open[pos].counts_start, self.counts_end(pos));
+        self.counts.drain(start..end);
+        for o in &mut self.open[pos + 1..] {
+            o.counts_start -= end - start;
+        }
+        self.open.remove(pos)
+    }
 }
 
 thread_local! {
     static OPEN: RefCell<Opened> = const {
-        RefCell::new(Opened { open: Vec::new(), spare: Vec::new() })
+        RefCell::new(Opened { open: Vec::new(), counts: Vec::new() })
     };
     static ROOTS: RefCell<Roots> = const { RefCell::new(Roots { entries: Vec::new() }) };
 }
-
-/// Spare sibling lists kept per thread (deeper nesting than this allocates).
-const SPARE_KEPT: usize = 64;
 
 /// The next index of `name` among `siblings` (0 for the first).
 fn next_index(siblings: &mut Siblings, name: &'static str) -> u32 {
@@ -94,8 +131,9 @@ fn next_index(siblings: &mut Siblings, name: &'static str) -> u32 {
 /// plain layer, such as `EnvFilter` without `with_filter`, or a `max_level_*` feature of
 /// `tracing`) disables spans for every layer, and spans created while no subscriber wanted
 /// them (a model built before the layer was installed: candle-transformers creates its spans
-/// at construction) stay disabled forever. [`Capture::install_tracing`] installs the layer as
-/// the global subscriber in one call; call it before building the model. The trace then
+/// at construction) stay disabled forever. [`Capture::install_tracing`] installs the same
+/// recording (through [`crate::CaptureSubscriber`], without a registry) as the global
+/// subscriber in one call; call it before building the model. The trace then
 /// says how many spans the layer saw (counter [`trace_record::schema::TRACING_SPANS_COUNTER`], written by
 /// [`Capture::finish`]), so a layer that saw none is reported rather than silent.
 ///
@@ -149,7 +187,7 @@ impl TraceLayer {
     }
 
     /// A layer recording into `capture`'s session (kind `module`), whose span count
-    /// [`Capture::finish`] writes into the trace. [`Capture::install_tracing`] installs one.
+    /// [`Capture::finish`] writes into the trace. [`Capture::tracing_subscriber`] wraps one.
     pub fn for_capture(capture: &Capture) -> Self {
         let seen = Arc::new(AtomicU64::new(0));
         capture.inner().persist().layer_spans = Some(Arc::clone(&seen));
@@ -170,6 +208,72 @@ impl TraceLayer {
         self
     }
 
+    /// A `tracing` span (`span`, the subscriber's id of it) named `name` was entered on this
+    /// thread: opens its trace span while the session is active (the layer's and
+    /// [`CaptureSubscriber`](crate::CaptureSubscriber)'s shared path).
+    pub(crate) fn enter_span(&self, span: u64, name: &'static str) {
+        if let Some(seen) = &self.seen {
+            seen.fetch_add(1, Ordering::Relaxed);
+        }
+        if !self.session.is_active() {
+            return;
+        }
+        // A captured op running this span becomes its parent span first.
+        op_spans::materialize(self.session);
+        let step = current_exec_step();
+        let guard = self
+            .session
+            .span_numbered_by(name, self.kind, step, |parent| {
+                self.sibling_index(name, parent)
+            });
+        let trace_span = guard.id();
+        OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            let counts_start = open.counts.len();
+            open.open.push(Open {
+                layer: self.id,
+                span,
+                trace_span,
+                counts_start,
+                _guard: guard,
+            });
+        });
+        crate::exec_scope::publish(self.session);
+    }
+
+    /// The `tracing` span `span` was exited on this thread: ends the trace span its enter
+    /// opened, if any.
+    pub(crate) fn exit_span(&self, span: u64) {
+        let closed = OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            let pos = open
+                .open
+                .iter()
+                .rposition(|o| o.layer == self.id && o.span == span)?;
+            let Open { _guard: guard, .. } = open.remove(pos);
+            Some(guard)
+        });
+        // Dropping the guard (outside the borrow) writes `span_end`; the sampler's scope is
+        // then the innermost span still open.
+        if let Some(guard) = closed {
+            drop(guard);
+            crate::exec_scope::publish(self.session);
+        }
+    }
+
+    /// The subscriber's id of the innermost `tracing` span this layer has open on this
+    /// thread.
+    pub(crate) fn innermost_span(&self) -> Option<u64> {
+        OPEN.with(|open| {
+            let open = open.borrow();
+            open.open
+                .iter()
+                .rev()
+                .find(|o| o.layer == self.id)
+                .map(|o| o.span)
+        })
+    }
+
     /// The sibling index `k` of a span named `name` entered now on this thread under the
     /// trace span `parent` (its trace name is `name#k`, see the type docs), or `None` for
     /// the plain name.
@@ -179,12 +283,11 @@ impl TraceLayer {
         }
         let in_open = OPEN.with(|open| {
             let mut open = open.borrow_mut();
-            let top = open
+            let pos = open
                 .open
-                .iter_mut()
-                .rev()
-                .find(|o| o.layer == self.id && o.trace_span.is_some())?;
-            (top.trace_span == parent).then(|| next_index(&mut top.children, name))
+                .iter()
+                .rposition(|o| o.layer == self.id && o.trace_span.is_some())?;
+            (open.open[pos].trace_span == parent).then(|| open.next_child_index(pos, name))
         });
         let k = in_open.unwrap_or_else(|| {
             ROOTS.with(|roots| {
@@ -231,79 +334,28 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        let Some(meta) = ctx.metadata(id) else {
-            return;
-        };
-        if let Some(seen) = &self.seen {
-            seen.fetch_add(1, Ordering::Relaxed);
+        if let Some(meta) = ctx.metadata(id) {
+            self.enter_span(id.into_u64(), meta.name());
         }
-        if !self.session.is_active() {
-            return;
-        }
-        // A captured op running this span becomes its parent span first.
-        op_spans::materialize(self.session);
-        let name = meta.name();
-        let step = current_exec_step();
-        let guard = self
-            .session
-            .span_numbered_by(name, self.kind, step, |parent| {
-                self.sibling_index(name, parent)
-            });
-        let trace_span = guard.id();
-        OPEN.with(|open| {
-            let mut open = open.borrow_mut();
-            let children = open.spare.pop().unwrap_or_default();
-            open.open.push(Open {
-                layer: self.id,
-                span: id.into_u64(),
-                trace_span,
-                children,
-                _guard: guard,
-            });
-        });
-        crate::exec_scope::publish(self.session);
     }
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
-        let span = id.into_u64();
-        let closed = OPEN.with(|open| {
-            let mut open = open.borrow_mut();
-            let pos = open
-                .open
-                .iter()
-                .rposition(|o| o.layer == self.id && o.span == span)?;
-            let Open {
-                mut children,
-                _guard: guard,
-                ..
-            } = open.open.remove(pos);
-            if open.spare.len() < SPARE_KEPT {
-                children.clear();
-                open.spare.push(children);
-            }
-            Some(guard)
-        });
-        // Dropping the guard (outside the borrow) writes `span_end`; the sampler's scope is
-        // then the innermost span still open.
-        if let Some(guard) = closed {
-            drop(guard);
-            crate::exec_scope::publish(self.session);
-        }
+        self.exit_span(id.into_u64());
     }
 }
 
 impl Capture {
-    /// Installs capture of `tracing` spans for the whole process in one call: a
-    /// `tracing_subscriber` registry with this capture's [`TraceLayer`] (kind `module`,
-    /// sibling indices on) as the global default subscriber. Call it **before building the
-    /// model**: candle-transformers creates its spans at construction, and spans created
-    /// before a subscriber wanted them stay disabled. The layer enables every span at
-    /// `TRACE` level. Fails when a global subscriber is already set; then add
+    /// Installs capture of `tracing` spans for the whole process in one call: this capture's
+    /// [`CaptureSubscriber`](crate::CaptureSubscriber) (what a registry with
+    /// [`TraceLayer::for_capture`] records — kind `module`, sibling indices on — without the
+    /// registry's per-span cost) as the global default subscriber. Call it **before building
+    /// the model**: candle-transformers creates its spans at construction, and spans created
+    /// before a subscriber wanted them stay disabled. It enables every span at `TRACE` level
+    /// and no events. Fails when a global subscriber is already set; then add
     /// [`TraceLayer::for_capture`] to that subscriber instead (with per-layer filters on
     /// the other layers, so none disables spans for all).
     pub fn install_tracing(&self) -> Result<(), CaptureError> {
-        let subscriber = tracing_subscriber::registry().with(TraceLayer::for_capture(self));
-        tracing::subscriber::set_global_default(subscriber)?;
+        tracing::subscriber::set_global_default(self.tracing_subscriber())?;
         Ok(())
     }
 }

@@ -17,7 +17,8 @@
 //! - [`TrainingCapture`] (feature `nn`): parameters of a `VarMap`, gradients of a
 //!   `GradStore`, optimizer state, forward / backward / optimizer spans.
 //! - [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` turning `tracing`
-//!   spans into trace spans.
+//!   spans into trace spans; [`CaptureSubscriber`], the subscriber of its own that
+//!   [`Capture::install_tracing`] installs, does the same without a registry.
 //! - [`Capture::sample_stacks`] (feature `sampler`, Linux): sampled call stacks of every
 //!   thread inside the schedule's windows, attributed to step, phase and span (trace-sampler).
 //! - Owned tensor metadata: [`tensor_id`] (process-unique, never a raw address),
@@ -30,7 +31,8 @@
 //! # Features
 //!
 //! - `nn` (default): [`TrainingCapture`], on candle-nn.
-//! - `tracing` (default): [`TraceLayer`], on tracing and tracing-subscriber.
+//! - `tracing` (default): [`TraceLayer`] and [`CaptureSubscriber`], on tracing and
+//!   tracing-subscriber.
 //! - `sampler` (off): the CPU sampler behind [`Capture::sample_stacks`] (trace-sampler's
 //!   `enabled`; Linux, elsewhere it reports [`SamplerError::Unavailable`]); off, the capture
 //!   has no signal handler, no unwinder dependency and no sampler thread, and
@@ -88,6 +90,8 @@ mod sampling;
 mod heap;
 #[cfg(feature = "tracing")]
 mod layer;
+#[cfg(feature = "tracing")]
+mod subscriber;
 #[cfg(feature = "nn")]
 mod train;
 
@@ -104,6 +108,8 @@ pub use meta::{
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
 pub use resident::{MEMORY_SAMPLE_EVERY_NS, process_resident_bytes};
+#[cfg(feature = "tracing")]
+pub use subscriber::{CaptureSubscriber, MAX_CALLSITES};
 #[cfg(feature = "heap")]
 pub use trace_heap::{DEFAULT_THRESHOLD, HeapConfig, HeapError, HeapStats, TrackingAlloc};
 pub use trace_sampler::{

@@ -34,7 +34,7 @@ struct Stack {
 }
 
 thread_local! {
-    static SCOPES: RefCell<Stack> = RefCell::new(Stack::default());
+    static SCOPES: RefCell<Stack> = const { RefCell::new(Stack { entries: Vec::new(), len: 0 }) };
 }
 
 fn key(session: &TraceSession) -> usize {

@@ -172,21 +172,20 @@ fn op_cost(capture: &Capture) -> f64 {
     (with - bare).max(0.0)
 }
 
-/// A `tracing` span entered and exited inside another through the capture's own layer over
-/// `tracing-subscriber`'s registry, timed cold: all a model's instrumented span costs (the
-/// registry's lookups, the layer's sibling numbering and scope, the trace span it opens and
-/// closes). The layer records into a scratch session kept for the process (a layer holds a
+/// A `tracing` span entered and exited inside another through the capture's own subscriber
+/// (what `Capture::install_tracing` installs), timed cold: all a model's instrumented span
+/// costs (the subscriber's callsite lookup, the sibling numbering and scope, the trace span it
+/// opens and closes). The layer records into a scratch session kept for the process (a layer holds a
 /// `'static` session), so calibrating leaks nothing per capture.
 #[cfg(feature = "tracing")]
 fn tracing_span_cost() -> f64 {
     use std::sync::OnceLock;
-    use tracing_subscriber::layer::SubscriberExt;
     static CALIBRATION: OnceLock<TraceSession> = OnceLock::new();
     let session = CALIBRATION.get_or_init(|| {
         let run = Run::new("trace_candle::overhead", Phase::Infer, "cpu").flush_interval(None);
         TraceSession::from_writer(std::io::sink(), run)
     });
-    let subscriber = tracing_subscriber::registry().with(crate::TraceLayer::new(session));
+    let subscriber = crate::CaptureSubscriber::new(crate::TraceLayer::new(session));
     tracing::subscriber::with_default(subscriber, || {
         let outer = tracing::info_span!("calibrate_outer");
         let inner = tracing::info_span!("calibrate");
