@@ -10,7 +10,10 @@
 //! present, else the child's `VmHWM` polled every 5 ms). Targets: ≤ 5 s and ≤ 500 MB at 1M
 //! ops; the rows compare against the targets (ratio ≤ 1 meets them). `bytes_per_op` is the
 //! Chrome file's size per op event with default args (target ≤ 250 B, about what
-//! torch.profiler writes per op event).
+//! torch.profiler writes per op event), and beside it where those bytes are: op events, logical
+//! memory counter samples and the rest, per op event. Each op of this trace allocates its
+//! output and frees its input at another time, so it changes the live bytes twice and its
+//! export carries two memory samples (about 100 B each) beside its op event (about 160 B).
 //!
 //! Quick mode (`cargo xtask bench --quick export`) exports a 100k-op trace instead (rows named
 //! `..._100k_ops (quick)`), once. The full run exports the 1M-op trace 3 times (median time,
@@ -223,6 +226,14 @@ fn main() {
         Row::new(&bench, "bytes_per_op", out_mb * 1e6 / ops as f64, "B")
             .vs("target", TARGET_BYTES_PER_OP),
     );
+    let kinds = bytes_by_kind(&out);
+    for (metric, bytes) in [
+        ("op_event_bytes_per_op", kinds.ops),
+        ("memory_counter_bytes_per_op", kinds.memory),
+        ("other_bytes_per_op", kinds.other),
+    ] {
+        emit(Row::new(&bench, metric, bytes as f64 / ops as f64, "B"));
+    }
 
     // The same trace as Parquet tables, with the release CLI.
     let label = if quick() {
@@ -266,6 +277,46 @@ fn main() {
         bytes as f64 / ops as f64,
         "B",
     ));
+}
+
+/// The bytes of a Chrome export by kind of line.
+struct ChromeBytes {
+    /// Op complete events (`"cat":"op"`).
+    ops: u64,
+    /// Logical memory counter samples.
+    memory: u64,
+    /// Everything else: spans, steps, instants, metadata, the frame of the file.
+    other: u64,
+}
+
+/// Reads the Chrome export at `path` (one event a line) and sums its bytes by kind.
+fn bytes_by_kind(path: &Path) -> ChromeBytes {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).expect("open the export");
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut sums = ChromeBytes {
+        ops: 0,
+        memory: 0,
+        other: 0,
+    };
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .expect("read the export") as u64;
+        if n == 0 {
+            return sums;
+        }
+        let has = |needle: &[u8]| line.windows(needle.len()).any(|w| w == needle);
+        if line.starts_with(b"{\"ph\":\"X\"") && has(b"\"cat\":\"op\"") {
+            sums.ops += n;
+        } else if line.starts_with(b"{\"ph\":\"C\",\"name\":\"logical memory ") {
+            sums.memory += n;
+        } else {
+            sums.other += n;
+        }
+    }
 }
 
 /// The bytes of every file under `dir` (the Parquet dataset's partitions).
