@@ -226,6 +226,36 @@ fn memory_events_at_one_time_make_one_sample() {
     assert_eq!(totals, vec![150, 158, 58, 8, 0]);
 }
 
+/// A storage allocated again replaces the old allocation: on another device, that device's
+/// counter drops at once; and of the samples at one time, the categories that went down come
+/// first, so no total shown in between is above both ends.
+#[test]
+fn a_storage_allocated_again_moves_its_bytes_at_once() {
+    let bytes = hand_trace(&[
+        r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":73,"cat":"optimizer_state","ts":1}"#,
+        r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":5,"cat":"parameter","ts":2}"#,
+        r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":9,"dev":"cuda:0","cat":"parameter","ts":3}"#,
+    ]);
+    let (v, summary) = chrome(&bytes, None);
+    check_structure(&v);
+    assert_eq!(summary.memory.duplicate_allocs, 2);
+    let samples: Vec<(String, u64, u64)> = counter_samples(&v)
+        .into_iter()
+        .map(|(name, ts, args)| (name, ts, args["bytes"].as_u64().unwrap_or(u64::MAX)))
+        .collect();
+    let s = |name: &str, ts: u64, b: u64| (format!("logical memory {name}"), ts, b);
+    assert_eq!(
+        samples,
+        vec![
+            s("cpu optimizer_state", 1, 73),
+            s("cpu optimizer_state", 2, 0),
+            s("cpu parameter", 2, 5),
+            s("cpu parameter", 3, 0),
+            s("cuda:0 parameter", 3, 9),
+        ]
+    );
+}
+
 /// A random run of memory events on two devices (allocations, frees of live and unknown
 /// storages, duplicate allocations, several at one time): (action, storage, bytes, device,
 /// category, time step).
