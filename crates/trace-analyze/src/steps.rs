@@ -84,8 +84,8 @@ pub enum CanonInput {
     },
 }
 
-/// One op of a step in canonical form (what the graph is built from and what steps are diffed
-/// on).
+/// One op of a step in canonical form (what steps are diffed on; the step graph is built
+/// from the same canonical inputs, without keeping them per op).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CanonOp {
     /// The op name.
