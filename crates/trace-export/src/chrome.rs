@@ -25,7 +25,9 @@
 //!   the last of them: viewers draw counters as steps, and a second sample at the same time
 //!   hides the first). When the device's total in between reached more than any total shown
 //!   so far, that moment is written too, first, at the same time: the largest total of what
-//!   the samples show is the peak `tracegraph memory` reports.
+//!   the samples show is the peak `tracegraph memory` reports. At a memory resolution of
+//!   `N` ns (default 1 µs, [`ChromeOptions::memory_resolution_ns`]) the states of one device
+//!   in one window of `N` ns are cut to its peaks and its end ([`crate::memory_window`]).
 //! - Steps are global instant events (`step N`) and complete events on a `steps` track, one
 //!   of each per step of the trace as trace-record's [`StepTracker`] numbers and bounds them
 //!   (the rule every analysis uses): step 0 holds what ran before the first `step` event, a
@@ -43,13 +45,18 @@ use trace_record::{ClosedStep, StepTracker, TraceReader, json};
 
 use crate::ExportError;
 use crate::FastMap;
+use crate::memory_window::{PerCategory, Window, total};
 use crate::nest::{Adjustments, Interval, Nester, OUTSIDE_SPANS_TID};
 
 /// The thread id of the `steps` track.
 pub(crate) const STEPS_TID: u64 = 999_998;
 
+/// The default time resolution of the logical memory counters, ns: one microsecond, the
+/// Trace Event Format's own unit of time.
+pub const DEFAULT_MEMORY_RESOLUTION_NS: u64 = 1_000;
+
 /// Options of [`write_chrome`].
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct ChromeOptions {
     /// Export only the spans, ops, counters and instants of this step: 0 for what ran before
     /// the first `step` event, else the index of its `step` event (the numbering of
@@ -57,6 +64,26 @@ pub struct ChromeOptions {
     pub step: Option<u64>,
     /// Which arguments spans and ops carry (default [`ArgsMode::Compact`]).
     pub args: ArgsMode,
+    /// Time resolution of the logical memory counters, ns (default
+    /// [`DEFAULT_MEMORY_RESOLUTION_NS`]). 0 writes every change. Otherwise, per device, the
+    /// changes whose times fall in one window `[k·N, (k+1)·N)` are written as at most: the
+    /// state at which the device's total was highest in the window, the state at which a
+    /// category was highest when that is above every value of it written before, and the
+    /// state at the window's end, each at its own time. Every peak (per window, per
+    /// category, per device) and the value after every window are those of the exact export;
+    /// only the order of changes inside a window is simplified. A step boundary also ends a
+    /// window.
+    pub memory_resolution_ns: u64,
+}
+
+impl Default for ChromeOptions {
+    fn default() -> Self {
+        ChromeOptions {
+            step: None,
+            args: ArgsMode::default(),
+            memory_resolution_ns: DEFAULT_MEMORY_RESOLUTION_NS,
+        }
+    }
 }
 
 /// Which `args` the span and op complete events carry.
@@ -202,9 +229,6 @@ impl<W: Write> Out<W> {
     }
 }
 
-/// Bytes per memory category, in [`MemoryCategory::ALL`] order.
-type PerCategory = [u64; MemoryCategory::ALL.len()];
-
 /// Live logical bytes of one device.
 struct DeviceLive {
     name: String,
@@ -212,14 +236,22 @@ struct DeviceLive {
     /// to copy.
     heads: Vec<Vec<u8>>,
     bytes: PerCategory,
-    /// What a viewer shows now: per category, the bytes of its last sample written (0 before
-    /// its first, when its track has no sample yet).
-    written: PerCategory,
-    /// The largest total of `written` so far.
-    peak_written: u64,
+    /// What the exact export (every change) shows now: per category, the bytes of its last
+    /// sample (0 before its first, when its track has no sample yet). The states it goes
+    /// through are what a memory resolution reduces.
+    exact: PerCategory,
+    /// The largest total of `exact` so far.
+    peak_exact: u64,
     /// While a sample of this device is pending: the bytes when their total was largest, if
-    /// that is above every sample written.
+    /// that is above every total of `exact` so far.
     group_peak: Option<PerCategory>,
+    /// What a viewer shows now: per category, the bytes of its last sample written. Equal to
+    /// `exact` at resolution 0 and after every window.
+    shown: PerCategory,
+    /// Per category, the largest bytes written.
+    shown_max: PerCategory,
+    /// The exact states of the window now open (resolution above 0).
+    window: Window,
 }
 
 /// The exporter's state besides the nester.
@@ -245,6 +277,8 @@ struct Chrome<W: Write> {
     steps_track_us: u64,
     /// Which args spans and ops carry.
     args: ArgsMode,
+    /// Time resolution of the logical memory counters, ns (0: every change).
+    resolution: u64,
     error: Option<ExportError>,
 }
 
@@ -409,9 +443,12 @@ impl<W: Write> Chrome<W> {
                     name: name.to_string(),
                     heads,
                     bytes: [0; MemoryCategory::ALL.len()],
-                    written: [0; MemoryCategory::ALL.len()],
-                    peak_written: 0,
+                    exact: [0; MemoryCategory::ALL.len()],
+                    peak_exact: 0,
                     group_peak: None,
+                    shown: [0; MemoryCategory::ALL.len()],
+                    shown_max: [0; MemoryCategory::ALL.len()],
+                    window: Window::default(),
                 });
                 self.device_index.insert(name.to_string(), i);
                 i
@@ -443,7 +480,7 @@ impl<W: Write> Chrome<W> {
     fn note_pending(&mut self, dev: usize) {
         if let Some(d) = self.devices.get_mut(dev) {
             let now = total(&d.bytes);
-            let above = d.group_peak.as_ref().map_or(d.peak_written, |p| total(p));
+            let above = d.group_peak.as_ref().map_or(d.peak_exact, |p| total(p));
             if now > above {
                 d.group_peak = Some(d.bytes);
             }
@@ -459,6 +496,59 @@ impl<W: Write> Chrome<W> {
         }
     }
 
+    /// Makes `values` the state of device `dev` from `ts` on, as the exact export shows it:
+    /// at resolution 0 its samples are written at once ([`Chrome::write_state`]); otherwise
+    /// the state joins its window, which is written when a state of another window comes
+    /// ([`Chrome::flush_window`]). A state equal to the one before changes nothing.
+    fn write_counter(
+        &mut self,
+        dev: usize,
+        ts: u64,
+        values: PerCategory,
+    ) -> Result<(), ExportError> {
+        let resolution = self.resolution;
+        let Some(d) = self.devices.get_mut(dev) else {
+            return Ok(());
+        };
+        if d.exact == values {
+            return Ok(());
+        }
+        d.exact = values;
+        d.peak_exact = d.peak_exact.max(total(&values));
+        if resolution == 0 {
+            return self.write_state(dev, ts, values);
+        }
+        let index = Window::index_of(ts, resolution);
+        if d.window.is_other(index) {
+            self.flush_window(dev)?;
+        }
+        if let Some(d) = self.devices.get_mut(dev) {
+            d.window.push(index, ts, values);
+        }
+        Ok(())
+    }
+
+    /// Writes the states that device `dev`'s open window keeps (its peaks and its end, see
+    /// [`crate::memory_window`]), each at its own time.
+    fn flush_window(&mut self, dev: usize) -> Result<(), ExportError> {
+        let Some(d) = self.devices.get_mut(dev) else {
+            return Ok(());
+        };
+        let kept = d.window.take(&d.shown_max);
+        for s in kept.states() {
+            self.write_state(dev, s.ts, s.bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Writes every device's open window (at a step boundary and at the end).
+    fn flush_windows(&mut self) -> Result<(), ExportError> {
+        for dev in 0..self.devices.len() {
+            self.flush_window(dev)?;
+        }
+        Ok(())
+    }
+
     /// Writes the samples of device `dev` at `ts` that make what a viewer shows `values`:
     /// one per category whose bytes differ from its last sample, on that category's own
     /// counter with one argument (`bytes`). A viewer holds a counter's value until its next
@@ -468,18 +558,13 @@ impl<W: Write> Chrome<W> {
     /// a shared counter would need every category in every sample; Perfetto makes a track of
     /// every argument either way. The categories that went down are written first, so that
     /// no total shown between two of these samples is above both the one before and after.
-    fn write_counter(
-        &mut self,
-        dev: usize,
-        ts: u64,
-        values: PerCategory,
-    ) -> Result<(), ExportError> {
+    fn write_state(&mut self, dev: usize, ts: u64, values: PerCategory) -> Result<(), ExportError> {
         let Some(d) = self.devices.get_mut(dev) else {
             return Ok(());
         };
         let o = &mut self.out;
         for down in [true, false] {
-            for ((shown, &v), head) in d.written.iter_mut().zip(&values).zip(&d.heads) {
+            for ((shown, &v), head) in d.shown.iter_mut().zip(&values).zip(&d.heads) {
                 if *shown == v || (v < *shown) != down {
                     continue;
                 }
@@ -494,7 +579,9 @@ impl<W: Write> Chrome<W> {
                 self.summary.memory_counters += 1;
             }
         }
-        d.peak_written = d.peak_written.max(total(&d.written));
+        for (m, &v) in d.shown_max.iter_mut().zip(&values) {
+            *m = (*m).max(v);
+        }
         Ok(())
     }
 
@@ -696,6 +783,8 @@ impl<W: Write> Chrome<W> {
             }
             Event::Step(s) => {
                 self.flush_counter()?;
+                // A window ends at a step boundary: each step ends on its exact bytes.
+                self.flush_windows()?;
                 // The step's instant and bar are written when it ends, once it is known to
                 // be a step.
                 if self.filter.is_some() && self.keep(Some(s.index)) {
@@ -717,11 +806,6 @@ impl<W: Write> Chrome<W> {
         }
         Ok(())
     }
-}
-
-/// The bytes of every category together (saturating).
-fn total(bytes: &[u64]) -> u64 {
-    bytes.iter().fold(0u64, |a, &b| a.saturating_add(b))
 }
 
 enum CounterValue {
@@ -846,6 +930,7 @@ where
         steps: StepTracker::new(),
         steps_track_us: 0,
         args: opts.args,
+        resolution: opts.memory_resolution_ns,
         error: None,
     };
     c.out
@@ -894,6 +979,7 @@ where
         return Err(e);
     }
     c.flush_counter()?;
+    c.flush_windows()?;
     if let Some(last) = c.steps.finish() {
         c.close_step(last)?;
     }

@@ -4,7 +4,8 @@
 //!
 //! - [`write_chrome`]: Chrome Trace Event Format JSON for Perfetto UI, chrome://tracing and
 //!   speedscope (spans and ops as nested complete events, memory as one counter per device
-//!   and category, steps, markers), streamed event by event.
+//!   and category at a time resolution that keeps every peak, steps, markers), streamed
+//!   event by event.
 //! - [`folded_stacks`]: `span;span;op self_ns` lines for flamegraph.pl, inferno and speedscope.
 //! - [`folded_samples`]: a CPU sampler's call stacks under the span they were taken in,
 //!   `span;span;frame;frame samples`, weighted by sample count (never mixed with the ns of
@@ -21,9 +22,12 @@
 mod chrome;
 mod folded;
 mod folded_samples;
+mod memory_window;
 mod nest;
 
-pub use chrome::{ArgsMode, ChromeOptions, ChromeSummary, step_bar_us, write_chrome};
+pub use chrome::{
+    ArgsMode, ChromeOptions, ChromeSummary, DEFAULT_MEMORY_RESOLUTION_NS, step_bar_us, write_chrome,
+};
 pub use folded::{DEEPER_FRAMES, FoldedStacks, MAX_FOLDED_FRAMES, folded_stacks};
 pub use folded_samples::{
     FoldedSamples, MAX_SAMPLED_FRAMES, NO_SPAN, SamplerTotals, UNKNOWN_STACK, folded_samples,

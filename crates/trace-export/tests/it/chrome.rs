@@ -8,7 +8,9 @@ use trace_export::{ArgsMode, ChromeOptions, ExportError, step_bar_us, write_chro
 use trace_record::schema::{AllocKind, Event, MemoryCategory, Phase, SpanKind};
 use trace_record::{OpRecord, ReadOptions, Run, TraceReader, TraceSession};
 
-use crate::common::{check_nesting, check_structure, chrome, chrome_with};
+use crate::common::{
+    check_nesting, check_structure, chrome, chrome_bytes, chrome_exact, chrome_with,
+};
 use testkit::{SynthConfig, XEvent, hand_trace, write_synthetic};
 
 #[test]
@@ -110,7 +112,7 @@ fn memory_counters_never_go_negative() {
         r#"{"type":"memory","action":"free","storage":6,"tensor":6,"bytes":99,"cat":"gradient","ts":5}"#,
         r#"{"type":"device_memory","dev":"cuda:0","used":1000,"reserved":2000,"ts":6}"#,
     ]);
-    let (v, summary) = chrome(&bytes, None);
+    let (v, summary) = chrome_exact(&bytes, None);
     check_structure(&v);
     assert_eq!(summary.memory.frees_without_alloc, 1);
     assert_eq!(summary.memory.duplicate_allocs, 1);
@@ -192,7 +194,7 @@ fn memory_events_at_one_time_make_one_sample() {
         r#"{"type":"memory","action":"free","storage":2,"tensor":2,"bytes":50,"cat":"activation","ts":3}"#,
         r#"{"type":"memory","action":"free","storage":3,"tensor":3,"bytes":8,"cat":"gradient","ts":4}"#,
     ]);
-    let (v, summary) = chrome(&bytes, None);
+    let (v, summary) = chrome_exact(&bytes, None);
     check_structure(&v);
     let samples: Vec<(String, u64, u64)> = counter_samples(&v)
         .into_iter()
@@ -236,7 +238,7 @@ fn a_storage_allocated_again_moves_its_bytes_at_once() {
         r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":5,"cat":"parameter","ts":2}"#,
         r#"{"type":"memory","action":"alloc","storage":1,"tensor":1,"bytes":9,"dev":"cuda:0","cat":"parameter","ts":3}"#,
     ]);
-    let (v, summary) = chrome(&bytes, None);
+    let (v, summary) = chrome_exact(&bytes, None);
     check_structure(&v);
     assert_eq!(summary.memory.duplicate_allocs, 2);
     let samples: Vec<(String, u64, u64)> = counter_samples(&v)
@@ -343,7 +345,7 @@ proptest! {
         items in proptest::collection::vec((any::<bool>(), any::<u8>(), any::<u16>(), any::<bool>(), any::<u8>(), any::<u8>()), 1..80)
     ) {
         let (trace, lines) = random_memory_trace(&items);
-        let (v, _) = chrome(&trace, None);
+        let (v, _) = chrome_exact(&trace, None);
         let check = testkit::check_chrome(&v);
         prop_assert!(check.failures.is_empty(), "{:#?}", check.failures);
         let replayed = replay_memory(&trace);
@@ -375,6 +377,184 @@ proptest! {
             let peak_shown = shown.iter().map(|(_, b)| total(b)).max().unwrap_or(0);
             let peak = events.iter().map(|e| total(&e.2)).max().unwrap_or(0);
             prop_assert_eq!(peak_shown, peak, "{}: {:#?}", device, lines);
+        }
+    }
+}
+
+/// The Chrome export of `trace` at memory resolution `ns`, every arg, parsed back.
+fn chrome_at(trace: &[u8], ns: u64) -> (serde_json::Value, trace_export::ChromeSummary) {
+    let opts = ChromeOptions {
+        args: ArgsMode::Full,
+        memory_resolution_ns: ns,
+        ..ChromeOptions::default()
+    };
+    let (out, summary) = chrome_bytes(trace, &opts);
+    (serde_json::from_slice(&out).expect("valid JSON"), summary)
+}
+
+/// The logical memory samples: (name, ts in ns, bytes), in file order.
+fn memory_samples(v: &serde_json::Value) -> Vec<(String, u64, u64)> {
+    counter_samples(v)
+        .into_iter()
+        .filter(|(name, _, _)| name.starts_with("logical memory "))
+        .map(|(name, ts, args)| (name, ts, args["bytes"].as_u64().unwrap_or(u64::MAX)))
+        .collect()
+}
+
+/// At a resolution of 1 µs (the default), an op's allocation and its input's free a few
+/// hundred ns apart are written as the window's peak and its end; a category that went above
+/// everything shown of it keeps its own peak; at resolution 0 every change is written.
+#[test]
+fn a_memory_resolution_keeps_each_windows_peaks_and_its_end() {
+    let line = |action: &str, storage: u64, bytes: u64, cat: &str, ts: u64| {
+        format!(
+            r#"{{"type":"memory","action":"{action}","storage":{storage},"tensor":{storage},"bytes":{bytes},"cat":"{cat}","ts":{ts}}}"#
+        )
+    };
+    let lines = [
+        line("alloc", 1, 100, "activation", 0),
+        line("alloc", 2, 100, "activation", 100),
+        line("free", 1, 100, "activation", 200),
+        line("alloc", 3, 100, "activation", 300),
+        line("free", 2, 100, "activation", 400),
+        line("alloc", 9, 40, "gradient", 420),
+        line("free", 9, 40, "gradient", 440),
+        line("alloc", 4, 100, "activation", 500),
+        line("free", 3, 100, "activation", 600),
+        line("alloc", 5, 100, "activation", 1_200),
+        line("free", 4, 100, "activation", 1_300),
+    ];
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let trace = hand_trace(&refs);
+    let s = |cat: &str, ts: u64, b: u64| (format!("logical memory cpu {cat}"), ts, b);
+    let (v, summary) = chrome_at(&trace, 1_000);
+    check_structure(&v);
+    // Window 0 (0..1000 ns): the highest total (200 at 100 ns, its first moment), the
+    // gradient's only peak (420 ns, the whole state then: activation 100 first, as it went
+    // down), the end (600 ns); window 1: its peak and its end.
+    assert_eq!(
+        memory_samples(&v),
+        vec![
+            s("activation", 100, 200),
+            s("activation", 420, 100),
+            s("gradient", 420, 40),
+            s("gradient", 600, 0),
+            s("activation", 1_200, 200),
+            s("activation", 1_300, 100),
+        ]
+    );
+    assert_eq!(summary.memory_counters, 6);
+    assert_eq!(chrome(&trace, None).0, v, "1 µs is the default");
+    let (exact, summary) = chrome_at(&trace, 0);
+    assert_eq!(summary.memory_counters, 11, "{:#?}", memory_samples(&exact));
+    assert_eq!(chrome_exact(&trace, None).0, exact);
+}
+
+/// At resolution 0 the logical memory counters are byte for byte those written before the
+/// export had a resolution (every change): the demo trace's, kept in
+/// `tests/data/sampled-demo.exact-memory.txt` as the samples' lines.
+#[test]
+fn resolution_zero_writes_the_exact_counters_byte_for_byte() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let trace = std::fs::read(data.join("sampled-demo.jsonl")).expect("trace");
+    let expected = std::fs::read_to_string(data.join("sampled-demo.exact-memory.txt"))
+        .expect("expected samples");
+    let opts = ChromeOptions {
+        memory_resolution_ns: 0,
+        ..ChromeOptions::default()
+    };
+    let (out, _) = chrome_bytes(&trace, &opts);
+    let out = String::from_utf8(out).expect("UTF-8");
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains(r#""name":"logical memory "#))
+        .collect();
+    assert_eq!(lines, expected.lines().collect::<Vec<_>>());
+    // The default resolution writes fewer of them, never more.
+    let (default, _) = chrome_bytes(&trace, &ChromeOptions::default());
+    let fewer = String::from_utf8(default)
+        .expect("UTF-8")
+        .lines()
+        .filter(|l| l.contains(r#""name":"logical memory "#))
+        .count();
+    assert!(fewer < lines.len(), "{fewer} of {}", lines.len());
+}
+
+/// What a viewer shows of one device: (ts, nonzero bytes per category) after each sample.
+fn shown_of(check: &testkit::ChromeCheck, device: &str) -> Vec<(u64, BTreeMap<String, u64>)> {
+    check
+        .logical_memory
+        .iter()
+        .filter(|(d, _, _)| d == device)
+        .map(|(_, ts, b)| {
+            let nonzero = b
+                .iter()
+                .filter(|(_, b)| **b > 0)
+                .map(|(c, b)| (c.clone(), *b))
+                .collect();
+            (*ts, nonzero)
+        })
+        .collect()
+}
+
+/// The largest total of `shown`, and the largest bytes of each category.
+fn peaks(shown: &[(u64, BTreeMap<String, u64>)]) -> (u64, BTreeMap<String, u64>) {
+    let mut categories: BTreeMap<String, u64> = BTreeMap::new();
+    let mut peak = 0;
+    for (_, b) in shown {
+        peak = peak.max(b.values().sum::<u64>());
+        for (c, v) in b {
+            let m = categories.entry(c.clone()).or_default();
+            *m = (*m).max(*v);
+        }
+    }
+    (peak, categories)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// At any resolution, what a viewer sees has the exact export's peaks (each device's
+    /// total, each category's), the live bytes at every window's end, samples only at times
+    /// of memory events and never more samples than the exact export.
+    #[test]
+    fn a_memory_resolution_keeps_every_peak_and_every_windows_end(
+        items in proptest::collection::vec((any::<bool>(), any::<u8>(), any::<u16>(), any::<bool>(), any::<u8>(), any::<u8>()), 1..120),
+        resolution in prop_oneof![Just(1u64), Just(2), Just(3), Just(7), Just(40), Just(1_000)],
+    ) {
+        let (trace, lines) = random_memory_trace(&items);
+        let (exact, exact_summary) = chrome_exact(&trace, None);
+        let (v, summary) = chrome_at(&trace, resolution);
+        let check = testkit::check_chrome(&v);
+        prop_assert!(check.failures.is_empty(), "{:#?}", check.failures);
+        prop_assert!(summary.memory_counters <= exact_summary.memory_counters);
+        let exact_check = testkit::check_chrome(&exact);
+        let replayed = replay_memory(&trace);
+        for device in ["cpu", "cuda:0"] {
+            let shown = shown_of(&check, device);
+            let exact_shown = shown_of(&exact_check, device);
+            prop_assert_eq!(peaks(&shown), peaks(&exact_shown), "{} at {} ns: {:#?}", device, resolution, lines);
+            let events: Vec<&(String, u64, BTreeMap<String, u64>)> =
+                replayed.iter().filter(|e| e.0 == device).collect();
+            prop_assert!(shown.iter().all(|(ts, _)| events.iter().any(|e| e.1 == *ts)));
+            // Each window with an event of this device ends on the live bytes then.
+            let ends: std::collections::BTreeSet<u64> =
+                events.iter().map(|e| (e.1 / resolution + 1) * resolution).collect();
+            for end in ends {
+                let live = events
+                    .iter()
+                    .take_while(|e| e.1 < end)
+                    .last()
+                    .map(|e| e.2.clone())
+                    .unwrap_or_default();
+                let seen = shown
+                    .iter()
+                    .take_while(|(ts, _)| *ts < end)
+                    .last()
+                    .map(|(_, b)| b.clone())
+                    .unwrap_or_default();
+                prop_assert_eq!(seen, live, "{} before {} at {} ns: {:#?}", device, end, resolution, lines);
+            }
         }
     }
 }

@@ -16,12 +16,35 @@ pub(crate) fn chrome_with(
     step: Option<u64>,
     args: ArgsMode,
 ) -> (Value, ChromeSummary) {
-    let mut reader = TraceReader::new(trace, ReadOptions::default()).expect("header");
-    let mut out = Vec::new();
-    let summary =
-        write_chrome(&mut reader, &mut out, &ChromeOptions { step, args }).expect("export");
+    let opts = ChromeOptions {
+        step,
+        args,
+        ..ChromeOptions::default()
+    };
+    let (out, summary) = chrome_bytes(trace, &opts);
     let v: Value = serde_json::from_slice(&out).expect("the export is valid JSON");
     (v, summary)
+}
+
+/// Exports `trace` as Chrome JSON with every arg and every memory change (resolution 0) and
+/// parses it back.
+pub(crate) fn chrome_exact(trace: &[u8], step: Option<u64>) -> (Value, ChromeSummary) {
+    let opts = ChromeOptions {
+        step,
+        args: ArgsMode::Full,
+        memory_resolution_ns: 0,
+    };
+    let (out, summary) = chrome_bytes(trace, &opts);
+    let v: Value = serde_json::from_slice(&out).expect("the export is valid JSON");
+    (v, summary)
+}
+
+/// The Chrome export of `trace` with `opts`, as written.
+pub(crate) fn chrome_bytes(trace: &[u8], opts: &ChromeOptions) -> (Vec<u8>, ChromeSummary) {
+    let mut reader = TraceReader::new(trace, ReadOptions::default()).expect("header");
+    let mut out = Vec::new();
+    let summary = write_chrome(&mut reader, &mut out, opts).expect("export");
+    (out, summary)
 }
 
 /// `ts` or `dur` (µs with three decimals) as integer ns.
