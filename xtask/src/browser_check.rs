@@ -156,6 +156,30 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         Ok(n > 0)
     };
     let (mlp_waited, llama_waited) = (waited(&trace)?, waited(&llama_trace)?);
+    // The sampler cuts its own frames (signal handler, unwinder, trampoline) from every
+    // stack: in this release build (line tables only, functions named without their path)
+    // as in a debug one.
+    for t in [&trace, &llama_trace] {
+        let v: Value = serde_json::from_str(&tracegraph_stdout(
+            root,
+            &["hot", "--json", &t.to_string_lossy()],
+        )?)
+        .context("`tracegraph hot --json` is not JSON")?;
+        let own: Vec<&str> = v["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str())
+            .filter(|n| n.contains("trace-sampler/src/") || n.contains("on_sigprof"))
+            .collect();
+        if !own.is_empty() {
+            failures.push(format!(
+                "{}: the sampler's own frames in sampled stacks: {}",
+                t.display(),
+                own.join(", ")
+            ));
+        }
+    }
     for (page, needs_comparison, waiting) in [
         (&page, false, mlp_waited),
         (&compare_page, true, mlp_waited),

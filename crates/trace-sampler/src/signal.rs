@@ -95,6 +95,12 @@ pub(super) fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
     secs.checked_mul(1_000_000_000)?.checked_add(nanos)
 }
 
+/// The address of the SIGPROF handler's first instruction, to recognise its frames in
+/// sampled stacks however the binary's debug info names it.
+pub(super) fn handler_address() -> usize {
+    on_sigprof as *const () as usize
+}
+
 /// The SIGPROF handler: one sample of the interrupted thread into the ring.
 extern "C" fn on_sigprof(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: __errno_location returns this thread's errno slot, valid for the thread's life.

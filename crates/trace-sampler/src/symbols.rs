@@ -21,11 +21,30 @@ struct IpInfo {
 /// Interns frames and stacks and queues the `frame` / `stack` events not yet written.
 #[derive(Debug, Default)]
 pub(super) struct Symbols {
+    /// The signal handler's own function as this binary's debug info names it (resolved from
+    /// its address once): with line tables only (`debug = "line-tables-only"`, what release
+    /// builds here use) a function is named without its path (`on_sigprof`), so the name
+    /// alone does not find it. `Some(None)` when it resolves to nothing known.
+    handler_fn: Option<Option<(String, Option<String>)>>,
     by_ip: HashMap<usize, IpInfo>,
     frames: HashMap<(String, Option<String>, bool), u64>,
     stacks: HashMap<Vec<u64>, u64>,
     /// Definitions not yet written, in definition order.
     pending: Vec<Event>,
+}
+
+/// What `ip` resolves to: innermost (inlined) function first, the containing function last;
+/// demangled names without their hash, shortened paths.
+fn resolved(ip: usize) -> Vec<(String, Option<String>)> {
+    let mut found = Vec::new();
+    backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
+        let func = sym
+            .name()
+            .map_or_else(|| "[unknown]".to_string(), |n| format!("{n:#}"));
+        let file = sym.filename().map(|f| short_path(&f.to_string_lossy()));
+        found.push((func, file));
+    });
+    found
 }
 
 /// A source path shortened to what identifies it: `candle-core-0.11.1/src/tensor.rs` for a
@@ -65,20 +84,25 @@ impl Symbols {
 
     fn resolve(&mut self, ip: usize) -> &IpInfo {
         if !self.by_ip.contains_key(&ip) {
-            // Innermost (inlined) function first, the containing function last.
-            let mut found: Vec<(String, Option<String>)> = Vec::new();
-            backtrace::resolve(ip as *mut std::ffi::c_void, |sym| {
-                let func = sym
-                    .name()
-                    .map_or_else(|| "[unknown]".to_string(), |n| format!("{n:#}"));
-                let file = sym.filename().map(|f| short_path(&f.to_string_lossy()));
-                found.push((func, file));
-            });
+            let handler_fn = self
+                .handler_fn
+                .get_or_insert_with(|| {
+                    // The first instruction: the containing function itself, nothing inlined
+                    // (one byte on: `resolve` looks up the byte before an address, as the
+                    // call instruction before a return address).
+                    let found = resolved(crate::signal::handler_address() + 1);
+                    found.into_iter().last().filter(|(f, _)| f != "[unknown]")
+                })
+                .clone();
+            let mut found = resolved(ip);
             if found.is_empty() {
                 found.push(("[unknown]".to_string(), None));
             }
-            let handler = found.iter().any(|(f, _)| {
-                f.contains("trace_sampler::signal::on_sigprof") || f.starts_with("backtrace::")
+            let handler = found.iter().any(|frame| {
+                let (f, _) = frame;
+                f.contains("trace_sampler::signal::on_sigprof")
+                    || f.starts_with("backtrace::")
+                    || handler_fn.as_ref() == Some(frame)
             });
             let trampoline = found
                 .iter()

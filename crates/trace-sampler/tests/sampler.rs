@@ -87,6 +87,58 @@ fn samples_land_in_recorded_steps_attributed_to_the_entered_scope() {
     let stats = sampler.stats().unwrap();
 
     let trace = read(&sink);
+    // The sampler's own frames (its signal handler, the unwinder, the signal trampoline) are
+    // cut from every stack, whatever the build's debug info names them (release builds here
+    // have line tables only, with functions named without their path): each stack starts
+    // at the thread's entry and ends in the interrupted code.
+    let mut frames = std::collections::HashMap::new();
+    let mut stacks = std::collections::HashMap::new();
+    for e in &trace.events {
+        match &e.event {
+            Event::Frame(f) => {
+                frames.insert(f.id, (f.func.clone(), f.file.clone().unwrap_or_default()));
+            }
+            Event::Stack(st) => {
+                stacks.insert(st.id, st.frames.clone());
+            }
+            _ => {}
+        }
+    }
+    let (mut sampled, mut in_spin, mut unknown_leaf) = (0u64, 0u64, 0u64);
+    for e in &trace.events {
+        if let Event::Samples(s) = &e.event {
+            let stack = &stacks[&s.stack];
+            for id in stack {
+                let (func, file) = &frames[id];
+                let own = file.ends_with("trace-sampler/src/signal.rs")
+                    || file.ends_with("trace-sampler/src/ring.rs")
+                    || func.contains("on_sigprof")
+                    || func.starts_with("backtrace::")
+                    || func == "__restore_rt";
+                assert!(
+                    !own,
+                    "the sampler's own frame {func} ({file}) in a sampled stack"
+                );
+            }
+            // An unnamed leaf is the vDSO's clock read (in `spin`'s `Instant::elapsed`), or
+            // the trampoline left on.
+            if stack.last().is_some_and(|id| frames[id].0 == "[unknown]") {
+                unknown_leaf += s.n;
+            }
+            sampled += s.n;
+            if stack.iter().any(|id| frames[id].0.contains("spin")) {
+                in_spin += s.n;
+            }
+        }
+    }
+    assert!(
+        in_spin * 10 >= sampled * 9,
+        "{in_spin} of {sampled} samples in spin"
+    );
+    assert!(
+        unknown_leaf * 10 <= sampled,
+        "{unknown_leaf} of {sampled} stacks end in an unnamed frame: the signal trampoline?"
+    );
     let (mut total, mut in_scope, mut taken) = (0u64, 0u64, 0u64);
     for e in &trace.events {
         match &e.event {
