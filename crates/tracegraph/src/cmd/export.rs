@@ -66,7 +66,17 @@ pub(crate) struct ExportArgs {
     /// bytes and step; speedscope then shows one frame per call), `none` (names only).
     #[arg(long, value_enum, default_value = "compact")]
     pub(crate) args: ChromeArgs,
+    /// Time resolution of the Chrome export's logical memory counters, in ns (default 1000,
+    /// one µs): per device, the changes within one window of N ns are written as the
+    /// window's peaks and its end, so every peak and the bytes after each window are exact;
+    /// 0 writes every change.
+    /// N is from 0 to 1000000000 (one second).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=MAX_MEMORY_RESOLUTION_NS))]
+    pub(crate) memory_resolution_ns: Option<u64>,
 }
+
+/// The coarsest `--memory-resolution-ns`: one second, already far coarser than a step.
+const MAX_MEMORY_RESOLUTION_NS: u64 = 1_000_000_000;
 
 /// `--args`: which args spans and ops carry in the Chrome export.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +107,11 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
     }
     if args.run.is_some() {
         return Err(UsageError("--run is an option of --format parquet".into()).into());
+    }
+    if args.memory_resolution_ns.is_some() && args.format != ExportFormat::Chrome {
+        return Err(
+            UsageError("--memory-resolution-ns is an option of --format chrome".into()).into(),
+        );
     }
     let [trace] = args.traces.as_slice() else {
         return Err(UsageError(format!(
@@ -176,6 +191,11 @@ fn run_parquet(args: &ExportArgs) -> anyhow::Result<()> {
     }
     if args.args != ChromeArgs::Compact {
         return Err(UsageError("--args is an option of --format chrome".into()).into());
+    }
+    if args.memory_resolution_ns.is_some() {
+        return Err(
+            UsageError("--memory-resolution-ns is an option of --format chrome".into()).into(),
+        );
     }
     let root = &args.output;
     if root.as_os_str() == "-" {
@@ -357,6 +377,9 @@ fn export<R: std::io::BufRead + Send, W: Write>(
             let opts = ChromeOptions {
                 step: args.step,
                 args: args.args.into(),
+                memory_resolution_ns: args
+                    .memory_resolution_ns
+                    .unwrap_or(trace_export::DEFAULT_MEMORY_RESOLUTION_NS),
             };
             let s = write_chrome(reader, out, &opts)?;
             let m = s.memory;

@@ -204,6 +204,55 @@ fn demo_rates_and_step_counts_out_of_range_are_usage_errors() {
 }
 
 #[test]
+fn memory_resolutions_out_of_range_or_off_chrome_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("t.jsonl"), small_text()).unwrap();
+    let export = |extra: &[&str]| {
+        let mut args = vec!["export", "t.jsonl", "-o", "out"];
+        args.extend_from_slice(extra);
+        run_in(dir.path(), &args)
+    };
+    for bad in ["-1", "1.5", "NaN", "inf", "1e3", "1000000001", "", "ten"] {
+        let arg = format!("--memory-resolution-ns={bad}");
+        let o = export(&[&arg]);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--memory-resolution-ns"),
+            "{bad:?}: {}",
+            stderr(&o)
+        );
+        assert!(!dir.path().join("out").exists(), "{bad:?}");
+    }
+    let o = export(&["--format", "folded", "--memory-resolution-ns", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("an option of --format chrome"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.path().join("out").exists());
+    // Every change (0), the default (1 µs) and the coarsest (1 s) are accepted; the default
+    // is 1000 ns, and a coarser resolution never writes more samples.
+    let mut samples = Vec::new();
+    for n in [Some("0"), None, Some("1000"), Some("1000000000")] {
+        let o = match n {
+            Some(n) => export(&["--memory-resolution-ns", n]),
+            None => export(&[]),
+        };
+        assert_eq!(o.status.code(), Some(0), "{n:?}: {}", stderr(&o));
+        let text = std::fs::read_to_string(dir.path().join("out")).unwrap();
+        samples.push((text.matches("\"logical memory ").count(), text));
+    }
+    assert_eq!(samples[1].1, samples[2].1, "the default is 1000 ns");
+    assert!(samples[0].0 > 0);
+    assert!(
+        samples.windows(2).all(|w| w[0].0 >= w[1].0),
+        "{:?}",
+        samples.iter().map(|s| s.0).collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn a_trace_without_samples_gets_the_same_no_samples_answer_from_every_sample_command() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.jsonl"), small_text()).unwrap();
