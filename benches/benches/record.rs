@@ -25,8 +25,9 @@
 //!   zstd level 3, one frame per written block), against the uncompressed bytes.
 //! - `record/zstd_recording_thread ns_per_event`: what a compressed session costs the thread
 //!   that records an op, against an uncompressed session on the same events (both to
-//!   `/dev/null`): the recording thread's own CPU time over the recording loop (Linux
-//!   `/proc/thread-self/schedstat`; wall time elsewhere). Compression runs on the session's
+//!   `/dev/null`): the recording thread's own CPU time over the recording loop
+//!   (`CLOCK_THREAD_CPUTIME_ID`; procfs's schedstat, read before, advanced only at the
+//!   scheduler's tick and made the row noise). Compression runs on the session's
 //!   writer thread; what the recording thread pays is the hand-off of each full block instead
 //!   of a `write` call. Target: within 1.1x.
 //! - `record/zstd_op_wall ns_per_event`: wall time per op of the compressed session, `finish`
@@ -41,6 +42,7 @@
 
 use std::hint::black_box;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -140,17 +142,31 @@ fn time_ours(iters: u64, body: impl Fn(&TraceSession, u64)) -> Duration {
     start.elapsed()
 }
 
-/// CPU time this thread has run, in ns, where the OS tells it (Linux schedstat).
+/// CPU time this thread has run, in ns (`CLOCK_THREAD_CPUTIME_ID`, exact to the call).
 fn thread_cpu_ns() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    text.split_whitespace().next()?.parse().ok()
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    let ns = u64::try_from(t.tv_sec).ok()? * 1_000_000_000;
+    Some(ns + u64::try_from(t.tv_nsec).ok()?)
 }
 
 /// The recording thread's own CPU time over the recording loop of `body`, on a fresh session
-/// of `run` writing to `/dev/null` (`finish` is outside it); wall time where the OS does not
-/// report a thread's CPU time.
-fn time_recording_thread(iters: u64, run: Run, body: impl Fn(&TraceSession, u64)) -> Duration {
-    let session = TraceSession::open(NULL, run).expect("/dev/null");
+/// of `run` writing a new file of extension `.1` in directory `.0` of `file` (removed after),
+/// else `/dev/null` (`finish` is outside it).
+fn time_recording_thread(
+    iters: u64,
+    run: Run,
+    file: Option<(&Path, &str)>,
+    body: impl Fn(&TraceSession, u64),
+) -> Duration {
+    static FILES: AtomicU64 = AtomicU64::new(0);
+    let path = file.map(|(dir, ext)| {
+        let n = FILES.fetch_add(1, Ordering::Relaxed);
+        dir.join(format!("recording-thread-{n}.{ext}"))
+    });
+    let session = match &path {
+        Some(p) => TraceSession::open(p, run).expect("a trace in the temp dir"),
+        None => TraceSession::open(NULL, run).expect("/dev/null"),
+    };
     let span = session.span("root", SpanKind::Function, None);
     let cpu0 = thread_cpu_ns();
     let start = Instant::now();
@@ -164,6 +180,9 @@ fn time_recording_thread(iters: u64, run: Run, body: impl Fn(&TraceSession, u64)
     };
     drop(span);
     session.finish().expect("finish");
+    if let Some(p) = path {
+        std::fs::remove_file(p).expect("remove the bench's own trace");
+    }
     took
 }
 
@@ -387,10 +406,24 @@ fn bench_record(c: &mut Criterion) {
             time_ours_with(iters, run().compression(Compression::zstd()), ours_op)
         })
     });
-    for (name, compression) in [("plain", Compression::None), ("zstd", Compression::zstd())] {
+    // Into files, as a user records, and into /dev/null, where a plain session's `write`
+    // copies nothing.
+    let files = tempfile::tempdir().expect("temp dir");
+    for (name, compression, dir) in [
+        ("plain", Compression::None, Some(files.path())),
+        ("zstd", Compression::zstd(), Some(files.path())),
+        ("plain_devnull", Compression::None, None),
+        ("zstd_devnull", Compression::zstd(), None),
+    ] {
         g.bench_function(BenchmarkId::new("op_recording_thread", name), |b| {
             b.iter_custom(|iters| {
-                time_recording_thread(iters, run().compression(compression), ours_op)
+                let ext = if compression == Compression::None {
+                    "jsonl"
+                } else {
+                    "jsonl.zst"
+                };
+                let path = dir.map(|d| (d, ext));
+                time_recording_thread(iters, run().compression(compression), path, ours_op)
             })
         });
     }
@@ -610,20 +643,29 @@ fn main() {
         )
         .vs("uncompressed JSONL", ours_bytes),
     );
-    match (
-        median_ns("record/op_recording_thread/zstd"),
-        median_ns("record/op_recording_thread/plain"),
-    ) {
-        (Some(z), Some(p)) => emit(
-            Row::new(
-                "record/zstd_recording_thread",
-                "ns_per_event_median",
-                z,
-                "ns",
-            )
-            .vs("uncompressed session", p),
+    for (row, z, p, baseline) in [
+        (
+            "record/zstd_recording_thread",
+            "zstd",
+            "plain",
+            "uncompressed session, both into a file",
         ),
-        _ => eprintln!("bench-row: record/zstd_recording_thread skipped (did not run)"),
+        (
+            "record/zstd_recording_thread_devnull",
+            "zstd_devnull",
+            "plain_devnull",
+            "uncompressed session, both into /dev/null",
+        ),
+    ] {
+        match (
+            median_ns(&format!("record/op_recording_thread/{z}")),
+            median_ns(&format!("record/op_recording_thread/{p}")),
+        ) {
+            (Some(z), Some(p)) => {
+                emit(Row::new(row, "ns_per_event_median", z, "ns").vs(baseline, p))
+            }
+            _ => eprintln!("bench-row: {row} skipped (did not run)"),
+        }
     }
     match (median_ns("record/op/zstd"), median_ns("record/op/ours")) {
         (Some(z), Some(p)) => emit(
