@@ -12,8 +12,12 @@
 //! Chrome file's size per op event with default args (target ≤ 250 B, about what
 //! torch.profiler writes per op event), and beside it where those bytes are: op events, logical
 //! memory counter samples and the rest, per op event. Each op of this trace allocates its
-//! output and frees its input at another time, so it changes the live bytes twice and its
-//! export carries two memory samples (about 100 B each) beside its op event (about 160 B).
+//! output and frees its input at another time, so it changes the live bytes twice: written
+//! change by change (`--memory-resolution-ns 0`, row `bytes_per_op_every_change`) that is two
+//! memory samples (about 100 B each) beside its op event (about 160 B). At the default
+//! resolution (1 µs) the changes within one µs are written as that µs's peak and its end, so
+//! the samples per op depend on how many ops one µs holds at the recording's pace: with ops
+//! 1 µs or more apart it is two again.
 //!
 //! Quick mode (`cargo xtask bench --quick export`) exports a 100k-op trace instead (rows named
 //! `..._100k_ops (quick)`), once. The full run exports the 1M-op trace 3 times (median time,
@@ -234,6 +238,27 @@ fn main() {
     ] {
         emit(Row::new(&bench, metric, bytes as f64 / ops as f64, "B"));
     }
+    // The same export with every memory change (resolution 0), once, for its size: what the
+    // default resolution saves.
+    let mut cmd = Command::new(&cli);
+    cmd.arg("export")
+        .arg(&trace)
+        .args(["--format", "chrome", "--memory-resolution-ns", "0", "-o"])
+        .arg(&out);
+    let m = measure_child(cmd, None).expect("no time limit");
+    assert!(
+        m.ok,
+        "tracegraph export --memory-resolution-ns 0 failed:\n{}",
+        m.stderr
+    );
+    let every_change = std::fs::metadata(&out).map_or(0, |m| m.len()) as f64;
+    emit(Row::new(
+        &bench,
+        "bytes_per_op_every_change",
+        every_change / ops as f64,
+        "B",
+    ));
+    let _ = std::fs::remove_file(&out);
 
     // The same trace as Parquet tables, with the release CLI.
     let label = if quick() {
