@@ -34,8 +34,9 @@
 //!   bar runs from its step's boundary to the next, and the empty boundary a loop's last
 //!   `step()` opens is neither drawn nor exportable with `--step`.
 //! - Markers and gradient facts are instant events; user counters are counter events.
-//! - Memory held while exporting: the open spans, one pending op per thread and the live
-//!   allocations (storage id → bytes). The output is written as it is produced.
+//! - Memory held while exporting: the open spans, one pending op per thread, the live
+//!   allocations (storage id → bytes) and per device the states of its open memory window.
+//!   The output is written as it is produced.
 
 use std::io::{BufRead, Write};
 
