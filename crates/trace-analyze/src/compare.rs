@@ -5,7 +5,8 @@
 use crate::intern::FastMap;
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::ser::SerializeSeq;
+use serde::{Serialize, Serializer};
 
 use crate::error::AnalyzeError;
 use crate::memory::{ByCategory, memory_report};
@@ -13,7 +14,8 @@ use trace_record::schema::TimingMode;
 
 use crate::intern::Sym;
 use crate::model::Trace;
-use crate::spans::{PathChain, PathTree, pair_paths, path_tree};
+use crate::path_table::PathTable;
+use crate::spans::{PathTree, pair_paths, path_tree};
 use crate::stats::{BOOTSTRAP_SEED, Change, Spread, SpreadAcc, Verdict, compare_run_samples};
 use crate::steps::{GraphReport, StepCache, graph_report};
 
@@ -52,25 +54,127 @@ impl Delta {
 }
 
 /// One span path in both traces.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct SpanDelta {
-    /// The span path.
-    pub path: String,
+    /// The span path: its text through [`SpanDeltas::path`] of the comparison that made the
+    /// row (the text is made when asked for, not kept a row).
+    pub path: SpanPath,
     /// Mean time per step (ns), over the steps where the path occurs; when the trace has no
     /// steps, the total.
     pub time_per_step_ns: Delta,
     /// Spread over steps in the base.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub base_spread: Option<Spread>,
     /// Spread over steps in the candidate.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate_spread: Option<Spread>,
     /// Logical bytes allocated directly in the path, in all.
     pub alloc_bytes: Delta,
     /// The change of the median time per step (steps where the path occurs, whole steps
     /// only) with its bootstrap interval; absent when a trace has no such step.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<Change>,
+}
+
+/// Which side's span tree a [`SpanPath`] is a node of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Base,
+    Candidate,
+}
+
+/// The display path of a [`SpanDelta`]: a node of the base's span tree (the candidate's for a
+/// path only the candidate has), read through [`SpanDeltas::path`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpanPath(Option<(Side, u32)>);
+
+/// The span rows of a [`Comparison`] with their display paths, which are kept as one small
+/// table of parent links per side and made a row at a time when asked for (a few words a
+/// span path instead of a string a row). Serialises as the list of rows, each with its
+/// `path` text.
+#[derive(Debug, Clone, Default)]
+pub struct SpanDeltas {
+    rows: Vec<SpanDelta>,
+    /// The base's paths, then the candidate's.
+    paths: [PathTable; 2],
+}
+
+impl SpanDeltas {
+    /// The rows, largest absolute time change first.
+    pub fn rows(&self) -> &[SpanDelta] {
+        &self.rows
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The rows in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, SpanDelta> {
+        self.rows.iter()
+    }
+
+    /// The display path of `row`, a row of these (e.g. `forward/model/layers.0`; a path of
+    /// more than [`crate::MAX_PATH_NAMES`] names is shown with its middle elided, as
+    /// [`crate::SpanNode::path`]). Empty for a row of another comparison that names no node
+    /// of these trees.
+    pub fn path(&self, row: &SpanDelta) -> String {
+        self.path_text(row.path)
+    }
+
+    fn path_text(&self, p: SpanPath) -> String {
+        let Some((side, node)) = p.0 else {
+            return String::new();
+        };
+        let table = match side {
+            Side::Base => &self.paths[0],
+            Side::Candidate => &self.paths[1],
+        };
+        table.path(node as usize).unwrap_or_default()
+    }
+}
+
+impl<'a> IntoIterator for &'a SpanDeltas {
+    type Item = &'a SpanDelta;
+    type IntoIter = std::slice::Iter<'a, SpanDelta>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.rows.iter()
+    }
+}
+
+/// A [`SpanDelta`] as written: its path as text, then its figures.
+#[derive(Serialize)]
+struct SpanDeltaOut<'a> {
+    path: String,
+    time_per_step_ns: &'a Delta,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_spread: Option<Spread>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    candidate_spread: Option<Spread>,
+    alloc_bytes: &'a Delta,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    change: Option<Change>,
+}
+
+impl Serialize for SpanDeltas {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.rows.len()))?;
+        for r in &self.rows {
+            seq.serialize_element(&SpanDeltaOut {
+                path: self.path(r),
+                time_per_step_ns: &r.time_per_step_ns,
+                base_spread: r.base_spread,
+                candidate_spread: r.candidate_spread,
+                alloc_bytes: &r.alloc_bytes,
+                change: r.change,
+            })?;
+        }
+        seq.end()
+    }
 }
 
 /// One op name in both traces.
@@ -184,7 +288,7 @@ pub struct Comparison {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_time_change: Option<Change>,
     /// Span paths in either trace, largest absolute time change first.
-    pub spans: Vec<SpanDelta>,
+    pub spans: SpanDeltas,
     /// Op names in both traces, largest absolute time change first.
     pub ops: Vec<OpDelta>,
     /// Op names only the base has.
@@ -245,7 +349,9 @@ impl Comparison {
             push(format!("op {}", o.name), &o.change);
         }
         for sp in &self.spans {
-            push(format!("span {}", sp.path), &sp.change);
+            if sp.change.is_some_and(|c| c.regresses_beyond(pct)) {
+                push(format!("span {}", self.spans.path(sp)), &sp.change);
+            }
         }
         out.sort_by(|a, b| {
             let r = |x: &Regression| x.change.ratio.unwrap_or(0.0);
@@ -590,7 +696,12 @@ pub fn compare_runs(
         let b = bi.and_then(|i| bn.get(i as usize));
         let c = ci.and_then(|i| cn.get(i as usize));
         spans.push(SpanDelta {
-            path: String::new(),
+            // A path of the base's tree, else of the candidate's.
+            path: SpanPath(match (bi, ci) {
+                (Some(i), _) => Some((Side::Base, i)),
+                (None, Some(j)) => Some((Side::Candidate, j)),
+                (None, None) => None,
+            }),
             time_per_step_ns: Delta::of(
                 b.map(|n| per_step_or_total(n.per_step, n.total_ns)),
                 c.map(|n| per_step_or_total(n.per_step, n.total_ns)),
@@ -607,21 +718,39 @@ pub fn compare_runs(
             ),
         });
     }
-    drop((bss, css, bn, cn, bx, cx));
-    // The display paths, once the figures are gone: rows are still in pair order, which is
-    // each tree's own order on its side.
-    let (mut b_paths, mut c_paths) = (PathChain::default(), PathChain::default());
-    let at = |names: &[(u32, Sym)], k: usize| names.get(k).copied();
-    for (row, &(bi, ci)) in spans.iter_mut().zip(&pairs) {
-        let path = match (bi, ci) {
-            (Some(i), _) => b_paths.path_of(base, i as usize, |k| at(&b_names, k)),
-            (None, Some(j)) => c_paths.path_of(candidate, j as usize, |k| at(&c_names, k)),
-            (None, None) => None,
+    drop((bss, css, bn, cn, bx, cx, pairs));
+    // The display paths as parent links, once the figures are gone.
+    let mut spans = SpanDeltas {
+        rows: spans,
+        paths: [
+            PathTable::new(base, &b_names),
+            PathTable::new(candidate, &c_names),
+        ],
+    };
+    drop((b_names, c_names));
+    {
+        let SpanDeltas { rows, paths } = &mut spans;
+        let view = SpanDeltas {
+            rows: Vec::new(),
+            paths: std::mem::take(paths),
         };
-        row.path = path.unwrap_or_default();
+        sort_by_abs(
+            rows,
+            |s| &s.time_per_step_ns,
+            |rows, run| {
+                // Equal changes by path: the texts of these rows only.
+                let texts: Vec<String> = run
+                    .iter()
+                    .map(|&i| view.path_text(rows[i as usize].path))
+                    .collect();
+                let mut order: Vec<u32> = (0..run.len() as u32).collect();
+                order.sort_by(|&a, &b| texts[a as usize].cmp(&texts[b as usize]));
+                let sorted: Vec<u32> = order.iter().map(|&k| run[k as usize]).collect();
+                run.copy_from_slice(&sorted);
+            },
+        );
+        *paths = view.paths;
     }
-    drop((b_paths, c_paths, pairs, b_names, c_names));
-    sort_by_abs(&mut spans, |s| &s.time_per_step_ns, |s| &s.path);
 
     // Ops (the other runs' samples by op name).
     let (bo, co) = (op_aggregates(base), op_aggregates(candidate));
@@ -675,7 +804,13 @@ pub fn compare_runs(
             only_c.push(name.clone());
         }
     }
-    sort_by_abs(&mut ops, |o| &o.time_per_step_ns, |o| &o.name);
+    sort_by_abs(
+        &mut ops,
+        |o| &o.time_per_step_ns,
+        |ops, run| {
+            run.sort_by(|&a, &b| ops[a as usize].name.cmp(&ops[b as usize].name));
+        },
+    );
 
     // Memory.
     let (bm, cm) = (memory_report(base), memory_report(candidate));
@@ -820,8 +955,10 @@ fn run_samples<'a>(
         .collect()
 }
 
-fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> &Delta, name: impl Fn(&T) -> &String) {
-    // Largest absolute change first; equal changes by size (base, else candidate), then name.
+/// Sorts `v` by largest absolute change first; equal changes by size (base, else candidate),
+/// then by name: `by_name` orders each run of rows (indices into `v`, in their order in `v`)
+/// whose change and size are equal, stably, so that only tied rows need their names.
+fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> &Delta, by_name: impl Fn(&[T], &mut [u32])) {
     let key = |x: &T| {
         let dd = d(x);
         (
@@ -831,15 +968,26 @@ fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> &Delta, name: impl Fn(&T) -> &S
     };
     // A stable sort of indices (its buffer is a few bytes a row, not a copy of the rows),
     // then each row moved to its place in place.
-    let mut order: Vec<u32> = (0..v.len() as u32).collect();
-    order.sort_by(|&ia, &ib| {
-        let (a, b) = (&v[ia as usize], &v[ib as usize]);
-        let (ka, kb) = (key(a), key(b));
+    let by_key = |ia: u32, ib: u32| {
+        let (ka, kb) = (key(&v[ia as usize]), key(&v[ib as usize]));
         kb.0.partial_cmp(&ka.0)
             .unwrap_or(std::cmp::Ordering::Equal)
             .then_with(|| kb.1.partial_cmp(&ka.1).unwrap_or(std::cmp::Ordering::Equal))
-            .then_with(|| name(a).cmp(name(b)))
-    });
+    };
+    let mut order: Vec<u32> = (0..v.len() as u32).collect();
+    order.sort_by(|&ia, &ib| by_key(ia, ib));
+    // Stable: each run of equal keys is in its rows' order in `v`, as `by_name` expects.
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start + 1;
+        while end < order.len() && by_key(order[start], order[end]).is_eq() {
+            end += 1;
+        }
+        if end - start > 1 {
+            by_name(v, &mut order[start..end]);
+        }
+        start = end;
+    }
     // `dest[i]`: where the row now at `i` goes.
     let mut dest: Vec<u32> = vec![0; v.len()];
     for (k, &i) in order.iter().enumerate() {

@@ -66,6 +66,7 @@ mod load;
 mod memory;
 mod model;
 mod ops;
+mod path_table;
 mod rank_views;
 mod ranks;
 mod sampled_ops;
@@ -80,7 +81,7 @@ mod summary;
 
 pub use compare::{
     Comparison, Delta, GraphGroupDelta, IntervalBasis, MemoryDelta, OpDelta, Regression, SpanDelta,
-    StepGraphPair, compare, compare_runs, significance_order,
+    SpanDeltas, SpanPath, StepGraphPair, compare, compare_runs, significance_order,
 };
 pub use error::AnalyzeError;
 pub use format::{format_bytes, format_ns, format_pct};

@@ -621,13 +621,30 @@ pub fn span_tree_ordered(trace: &Trace, order: SpanOrder) -> SpanTree {
 /// elided beyond [`MAX_PATH_NAMES`] names: O(`MAX_PATH_NAMES`) whatever the depth.
 fn display_path<'n, T: Copy>(chain: &[T], name_of: impl Fn(T) -> &'n str) -> String {
     let half = MAX_PATH_NAMES / 2;
-    let elided = chain.len() > MAX_PATH_NAMES;
-    let mid = elided.then(|| format!("…{} more…", chain.len() - 2 * half));
-    let (head, tail) = if elided {
-        (&chain[..half], &chain[chain.len() - half..])
+    if chain.len() > MAX_PATH_NAMES {
+        elided_path(
+            chain.len(),
+            &chain[..half],
+            &chain[chain.len() - half..],
+            name_of,
+        )
     } else {
-        (chain, &chain[..0])
-    };
+        elided_path(chain.len(), chain, &chain[..0], name_of)
+    }
+}
+
+/// The display path of a chain of `len` names of which only the first (`head`) and the last
+/// (`tail`) are given: the names missing between them are elided as `…N more…`. With all
+/// `len` names in `head`, the path in full. For callers that hold a path as parent links,
+/// not as a chain.
+pub(crate) fn elided_path<'n, T: Copy>(
+    len: usize,
+    head: &[T],
+    tail: &[T],
+    name_of: impl Fn(T) -> &'n str,
+) -> String {
+    let missing = len.saturating_sub(head.len() + tail.len());
+    let mid = (missing > 0).then(|| format!("…{missing} more…"));
     // Sized once (every separator counted), not grown by doubling: a deep tree has a path
     // of this length per node.
     let cap = head

@@ -131,7 +131,42 @@ fn compare_with_itself_has_zero_deltas() {
     let fwd = c
         .spans
         .iter()
-        .find(|s| s.path == "train_step/forward")
+        .find(|s| c.spans.path(s) == "train_step/forward")
         .unwrap();
     assert_eq!(fwd.time_per_step_ns.base, Some(115.0));
+}
+
+#[test]
+fn span_rows_carry_the_span_trees_display_paths() {
+    // A chain deeper than MAX_PATH_NAMES (elided paths) only the candidate has, against a
+    // branching trace only the base has: rows of both trees' paths.
+    let deep = trace_analyze::load_reader(
+        &testkit::deep_nesting(80)[..],
+        "deep",
+        trace_analyze::LoadOptions::default(),
+    )
+    .unwrap();
+    let base = small();
+    let c = compare(&base, &deep, &new_step_cache()).unwrap();
+    let mut got: Vec<String> = c.spans.iter().map(|s| c.spans.path(s)).collect();
+    let mut want: Vec<String> = trace_analyze::span_tree(&base)
+        .nodes
+        .into_iter()
+        .chain(trace_analyze::span_tree(&deep).nodes)
+        .map(|n| n.path)
+        .collect();
+    assert!(want.iter().any(|p| p.contains(" more…")));
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    // The JSON rows carry the same text, in row order.
+    let v = serde_json::to_value(&c).unwrap();
+    let json: Vec<&str> = v["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    let rows: Vec<String> = c.spans.iter().map(|s| c.spans.path(s)).collect();
+    assert_eq!(json, rows);
 }

@@ -279,14 +279,14 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         "verdict",
         ">alloc delta",
     ]);
-    for s in significance_order(&c.spans, |s| s.change.as_ref())
+    for s in significance_order(c.spans.rows(), |s| s.change.as_ref())
         .into_iter()
         .take(args.limit)
     {
         let ch = s.change.as_ref();
         let [r, ci, v] = change_cells(ch);
         t.row(vec![
-            s.path.clone(),
+            c.spans.path(s),
             ch.map_or_else(
                 || cell(s.time_per_step_ns.base, format_ns),
                 |_| median(ch, true),
