@@ -37,7 +37,14 @@
 //! - `capture/tracing_span ns_per_span`: a model's `tracing` span entered and exited through the
 //!   layer `Capture::install_tracing` installs (global subscriber, active session), against
 //!   the same span with no subscriber (disabled, as in an unprofiled model). Target: ≤ 250 ns.
-//!   It runs last, since it installs the process's global subscriber.
+//!   It runs last, since it installs the process's global subscriber
+//!   (`TRACEGRAPH_CAPTURE_TRACING=layer`: a registry with `TraceLayer::for_capture` instead,
+//!   to compare).
+//! - `capture/tracing_span_cold ns_per_span`: the same, but each timed enter/exit pair follows
+//!   a 4 MiB write that evicts the capture's data from the core's caches, as a model's work
+//!   between two of its spans does (the hot row's figure is what a tight loop pays; a decode
+//!   step pays this one), against the same cold pair with no subscriber (medians of pairs,
+//!   five rounds alternating).
 //!
 //! Set `RAYON_NUM_THREADS` for Candle's fast path (`cargo xtask bench` does): without it
 //! candle-core reads /proc on every matmul, which inflates the bare op these rows compare
@@ -448,9 +455,16 @@ fn tracing_groups(c: &mut Criterion) {
         Run::new("benches::capture::tracing", Phase::Infer, "cpu"),
     );
     let capture = Capture::new(Arc::new(session));
-    capture
-        .install_tracing()
-        .expect("the first global subscriber");
+    if std::env::var("TRACEGRAPH_CAPTURE_TRACING").as_deref() == Ok("layer") {
+        use tracing_subscriber::layer::SubscriberExt;
+        let layer = trace_candle::TraceLayer::for_capture(&capture);
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+            .expect("the first global subscriber");
+    } else {
+        capture
+            .install_tracing()
+            .expect("the first global subscriber");
+    }
     let outer = tracing::info_span!("block");
     let inner = tracing::info_span!("linear");
     let mut g = c.benchmark_group("capture_tracing");
@@ -466,6 +480,50 @@ fn tracing_groups(c: &mut Criterion) {
             let _i = black_box(&inner).enter();
         })
     });
+    // Cold (timed by hand: criterion would size its runs by the timed part alone, and each
+    // pair follows a 4 MiB write): the median of many pairs, each alone after the write.
+    let rounds = if tracegraph_benches::quick() {
+        300
+    } else {
+        2000
+    };
+    let mut evict = vec![0u8; 4 << 20];
+    let mut cold = |outer: &tracing::Span, inner: &tracing::Span| {
+        let mut took: Vec<f64> = (0..rounds)
+            .map(|i| {
+                evict.fill(i as u8);
+                black_box(&evict);
+                let t = Instant::now();
+                {
+                    let _o = black_box(outer).enter();
+                    let _i = black_box(inner).enter();
+                }
+                t.elapsed().as_nanos() as f64
+            })
+            .collect();
+        took.sort_by(f64::total_cmp);
+        took[took.len() / 2]
+    };
+    // Alternating, so that both see the machine alike.
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        off.push(cold(&bare_outer, &bare_inner));
+        on.push(cold(&outer, &inner));
+    }
+    on.sort_by(f64::total_cmp);
+    off.sort_by(f64::total_cmp);
+    emit(
+        Row::new(
+            "capture/tracing_span_cold",
+            "ns_per_span",
+            on[2] / 2.0,
+            "ns",
+        )
+        .vs(
+            "the same cold spans with no subscriber (disabled, as unprofiled)",
+            off[2] / 2.0,
+        ),
+    );
     g.finish();
     let counts = capture.finish().expect("finish").counts;
     assert!(counts.span_start > 0, "the layer recorded no span");
