@@ -54,54 +54,50 @@ impl Delta {
 }
 
 /// One span path in both traces.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SpanDelta {
-    /// The span path: its text through [`SpanDeltas::path`] of the comparison that made the
-    /// row (the text is made when asked for, not kept a row).
-    pub path: SpanPath,
+    /// The span path.
+    pub path: String,
     /// Mean time per step (ns), over the steps where the path occurs; when the trace has no
     /// steps, the total.
     pub time_per_step_ns: Delta,
     /// Spread over steps in the base.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub base_spread: Option<Spread>,
     /// Spread over steps in the candidate.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate_spread: Option<Spread>,
     /// Logical bytes allocated directly in the path, in all.
     pub alloc_bytes: Delta,
     /// The change of the median time per step (steps where the path occurs, whole steps
     /// only) with its bootstrap interval; absent when a trace has no such step.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<Change>,
 }
 
-/// Which side's span tree a [`SpanPath`] is a node of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
-    Base,
-    Candidate,
+/// A row of [`SpanDeltas`] as kept: the paired nodes of the two trees and the change.
+#[derive(Debug, Clone)]
+struct SpanRow {
+    base: Option<u32>,
+    candidate: Option<u32>,
+    change: Option<Change>,
 }
 
-/// The display path of a [`SpanDelta`]: a node of the base's span tree (the candidate's for a
-/// path only the candidate has), read through [`SpanDeltas::path`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpanPath(Option<(Side, u32)>);
-
-/// The span rows of a [`Comparison`] with their display paths, which are kept as one small
-/// table of parent links per side and made a row at a time when asked for (a few words a
-/// span path instead of a string a row). Serialises as the list of rows, each with its
-/// `path` text.
+/// The span rows of a [`Comparison`], largest absolute time change first. Kept as the figures
+/// of each tree's nodes, one table of display paths (parent links) per tree and, a row, the
+/// paired nodes and the change: a [`SpanDelta`] (its path text included) is made when asked
+/// for, so that a trace of many span paths is not held as rows and figures at once.
+/// Serialises as the list of [`SpanDelta`]s.
 #[derive(Debug, Clone, Default)]
 pub struct SpanDeltas {
-    rows: Vec<SpanDelta>,
-    /// The base's paths, then the candidate's.
+    rows: Vec<SpanRow>,
+    /// The base's node figures, then the candidate's.
+    nodes: [Vec<SlimNode>; 2],
+    /// The base's display paths, then the candidate's.
     paths: [PathTable; 2],
 }
 
 impl SpanDeltas {
-    /// The rows, largest absolute time change first.
-    pub fn rows(&self) -> &[SpanDelta] {
-        &self.rows
-    }
-
     /// How many rows.
     pub fn len(&self) -> usize {
         self.rows.len()
@@ -112,66 +108,72 @@ impl SpanDeltas {
         self.rows.is_empty()
     }
 
-    /// The rows in order.
-    pub fn iter(&self) -> std::slice::Iter<'_, SpanDelta> {
-        self.rows.iter()
+    /// Row `i`.
+    pub fn get(&self, i: usize) -> Option<SpanDelta> {
+        self.rows.get(i).map(|r| self.row(r))
     }
 
-    /// The display path of `row`, a row of these (e.g. `forward/model/layers.0`; a path of
-    /// more than [`crate::MAX_PATH_NAMES`] names is shown with its middle elided, as
-    /// [`crate::SpanNode::path`]). Empty for a row of another comparison that names no node
-    /// of these trees.
-    pub fn path(&self, row: &SpanDelta) -> String {
-        self.path_text(row.path)
+    /// The rows in order, each made as it is reached.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = SpanDelta> + '_ {
+        self.rows.iter().map(|r| self.row(r))
     }
 
-    fn path_text(&self, p: SpanPath) -> String {
-        let Some((side, node)) = p.0 else {
-            return String::new();
-        };
-        let table = match side {
-            Side::Base => &self.paths[0],
-            Side::Candidate => &self.paths[1],
-        };
-        table.path(node as usize).unwrap_or_default()
+    /// The rows' indices in [`significance_order`].
+    pub fn significance_order(&self) -> Vec<usize> {
+        significance_indices(&self.rows, |r| r.change.as_ref())
     }
-}
 
-impl<'a> IntoIterator for &'a SpanDeltas {
-    type Item = &'a SpanDelta;
-    type IntoIter = std::slice::Iter<'a, SpanDelta>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.rows.iter()
+    fn row(&self, r: &SpanRow) -> SpanDelta {
+        let (b, c) = row_nodes(&self.nodes, r);
+        SpanDelta {
+            path: row_path(&self.paths, r),
+            time_per_step_ns: row_time(&self.nodes, r),
+            base_spread: b.and_then(|n| n.per_step),
+            candidate_spread: c.and_then(|n| n.per_step),
+            alloc_bytes: Delta::of(
+                b.map(|n| n.alloc_bytes as f64),
+                c.map(|n| n.alloc_bytes as f64),
+            ),
+            change: r.change,
+        }
     }
 }
 
-/// A [`SpanDelta`] as written: its path as text, then its figures.
-#[derive(Serialize)]
-struct SpanDeltaOut<'a> {
-    path: String,
-    time_per_step_ns: &'a Delta,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    base_spread: Option<Spread>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    candidate_spread: Option<Spread>,
-    alloc_bytes: &'a Delta,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    change: Option<Change>,
+/// The nodes of a row: the base's, the candidate's.
+fn row_nodes<'a>(
+    nodes: &'a [Vec<SlimNode>; 2],
+    r: &SpanRow,
+) -> (Option<&'a SlimNode>, Option<&'a SlimNode>) {
+    (
+        r.base.and_then(|i| nodes[0].get(i as usize)),
+        r.candidate.and_then(|i| nodes[1].get(i as usize)),
+    )
+}
+
+/// A row's time per step.
+fn row_time(nodes: &[Vec<SlimNode>; 2], r: &SpanRow) -> Delta {
+    let (b, c) = row_nodes(nodes, r);
+    Delta::of(
+        b.map(|n| per_step_or_total(n.per_step, n.total_ns)),
+        c.map(|n| per_step_or_total(n.per_step, n.total_ns)),
+    )
+}
+
+/// A row's display path: its base node's, else its candidate node's.
+fn row_path(paths: &[PathTable; 2], r: &SpanRow) -> String {
+    match (r.base, r.candidate) {
+        (Some(i), _) => paths[0].path(i as usize),
+        (None, Some(j)) => paths[1].path(j as usize),
+        (None, None) => None,
+    }
+    .unwrap_or_default()
 }
 
 impl Serialize for SpanDeltas {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.rows.len()))?;
         for r in &self.rows {
-            seq.serialize_element(&SpanDeltaOut {
-                path: self.path(r),
-                time_per_step_ns: &r.time_per_step_ns,
-                base_spread: r.base_spread,
-                candidate_spread: r.candidate_spread,
-                alloc_bytes: &r.alloc_bytes,
-                change: r.change,
-            })?;
+            seq.serialize_element(&self.row(r))?;
         }
         seq.end()
     }
@@ -348,9 +350,12 @@ impl Comparison {
         for o in &self.ops {
             push(format!("op {}", o.name), &o.change);
         }
-        for sp in &self.spans {
-            if sp.change.is_some_and(|c| c.regresses_beyond(pct)) {
-                push(format!("span {}", self.spans.path(sp)), &sp.change);
+        for r in &self.spans.rows {
+            if r.change.is_some_and(|c| c.regresses_beyond(pct)) {
+                push(
+                    format!("span {}", row_path(&self.spans.paths, r)),
+                    &r.change,
+                );
             }
         }
         out.sort_by(|a, b| {
@@ -486,6 +491,7 @@ fn span_samples(tree: &PathTree<'_>) -> PathSamples {
 
 /// The figures the span comparison reads of a [`PathTree`] node (about half of it), so that
 /// the trees are dropped before the rows are made.
+#[derive(Debug, Clone)]
 struct SlimNode {
     path_id: u32,
     total_ns: u64,
@@ -681,7 +687,7 @@ pub fn compare_runs(
         );
     }
     // Spans: compact trees, paired by position (linear, no path strings), like paths; then
-    // only what the rows read is kept of them, and a display path is made for each row.
+    // only what the rows read is kept of them, and a row is made of it when asked for.
     let (bt, ct) = (path_tree(base), path_tree(candidate));
     let (bss, css) = (span_samples(&bt), span_samples(&ct));
     // The other runs of each side, their paths paired with the side's first run.
@@ -691,66 +697,43 @@ pub fn compare_runs(
     );
     let pairs = pair_paths(&bt, &ct);
     let ((bn, b_names), (cn, c_names)) = (SlimNode::of(bt), SlimNode::of(ct));
-    let mut spans: Vec<SpanDelta> = Vec::with_capacity(pairs.len());
+    let mut rows: Vec<SpanRow> = Vec::with_capacity(pairs.len());
     for &(bi, ci) in &pairs {
         let b = bi.and_then(|i| bn.get(i as usize));
         let c = ci.and_then(|i| cn.get(i as usize));
-        spans.push(SpanDelta {
-            // A path of the base's tree, else of the candidate's.
-            path: SpanPath(match (bi, ci) {
-                (Some(i), _) => Some((Side::Base, i)),
-                (None, Some(j)) => Some((Side::Candidate, j)),
-                (None, None) => None,
-            }),
-            time_per_step_ns: Delta::of(
-                b.map(|n| per_step_or_total(n.per_step, n.total_ns)),
-                c.map(|n| per_step_or_total(n.per_step, n.total_ns)),
-            ),
-            base_spread: b.and_then(|n| n.per_step),
-            candidate_spread: c.and_then(|n| n.per_step),
-            alloc_bytes: Delta::of(
-                b.map(|n| n.alloc_bytes as f64),
-                c.map(|n| n.alloc_bytes as f64),
-            ),
+        rows.push(SpanRow {
+            base: bi,
+            candidate: ci,
             change: change_of_runs(
                 &run_samples(bi.zip(b).map(|(i, n)| (i, n.path_id)), &bss, &bx),
                 &run_samples(ci.zip(c).map(|(i, n)| (i, n.path_id)), &css, &cx),
             ),
         });
     }
-    drop((bss, css, bn, cn, bx, cx, pairs));
-    // The display paths as parent links, once the figures are gone.
-    let mut spans = SpanDeltas {
-        rows: spans,
-        paths: [
-            PathTable::new(base, &b_names),
-            PathTable::new(candidate, &c_names),
-        ],
-    };
+    drop((bss, css, bx, cx, pairs));
+    // The display paths as parent links; the rows' other figures stay in the nodes.
+    let paths = [
+        PathTable::new(base, &b_names),
+        PathTable::new(candidate, &c_names),
+    ];
     drop((b_names, c_names));
-    {
-        let SpanDeltas { rows, paths } = &mut spans;
-        let view = SpanDeltas {
-            rows: Vec::new(),
-            paths: std::mem::take(paths),
-        };
-        sort_by_abs(
-            rows,
-            |s| &s.time_per_step_ns,
-            |rows, run| {
-                // Equal changes by path: the texts of these rows only.
-                let texts: Vec<String> = run
-                    .iter()
-                    .map(|&i| view.path_text(rows[i as usize].path))
-                    .collect();
-                let mut order: Vec<u32> = (0..run.len() as u32).collect();
-                order.sort_by(|&a, &b| texts[a as usize].cmp(&texts[b as usize]));
-                let sorted: Vec<u32> = order.iter().map(|&k| run[k as usize]).collect();
-                run.copy_from_slice(&sorted);
-            },
-        );
-        *paths = view.paths;
-    }
+    let nodes = [bn, cn];
+    sort_by_abs(
+        &mut rows,
+        |r| row_time(&nodes, r),
+        |rows, run| {
+            // Equal changes by path: the texts of these rows only.
+            let texts: Vec<String> = run
+                .iter()
+                .map(|&i| row_path(&paths, &rows[i as usize]))
+                .collect();
+            let mut order: Vec<u32> = (0..run.len() as u32).collect();
+            order.sort_by(|&a, &b| texts[a as usize].cmp(&texts[b as usize]));
+            let sorted: Vec<u32> = order.iter().map(|&k| run[k as usize]).collect();
+            run.copy_from_slice(&sorted);
+        },
+    );
+    let spans = SpanDeltas { rows, nodes, paths };
 
     // Ops (the other runs' samples by op name).
     let (bo, co) = (op_aggregates(base), op_aggregates(candidate));
@@ -806,7 +789,7 @@ pub fn compare_runs(
     }
     sort_by_abs(
         &mut ops,
-        |o| &o.time_per_step_ns,
+        |o| o.time_per_step_ns.clone(),
         |ops, run| {
             run.sort_by(|&a, &b| ops[a as usize].name.cmp(&ops[b as usize].name));
         },
@@ -958,7 +941,7 @@ fn run_samples<'a>(
 /// Sorts `v` by largest absolute change first; equal changes by size (base, else candidate),
 /// then by name: `by_name` orders each run of rows (indices into `v`, in their order in `v`)
 /// whose change and size are equal, stably, so that only tied rows need their names.
-fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> &Delta, by_name: impl Fn(&[T], &mut [u32])) {
+fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> Delta, by_name: impl Fn(&[T], &mut [u32])) {
     let key = |x: &T| {
         let dd = d(x);
         (
@@ -1008,6 +991,14 @@ fn sort_by_abs<T>(v: &mut [T], d: impl Fn(&T) -> &Delta, by_name: impl Fn(&[T], 
 /// comparison's own: largest absolute change of the means first). `change` picks a row's
 /// noise-aware [`Change`]. The CLI's `compare` and the report's comparison section share it.
 pub fn significance_order<T>(rows: &[T], change: impl Fn(&T) -> Option<&Change>) -> Vec<&T> {
+    significance_indices(rows, change)
+        .into_iter()
+        .map(|i| &rows[i])
+        .collect()
+}
+
+/// The indices of `rows` in [`significance_order`].
+fn significance_indices<T>(rows: &[T], change: impl Fn(&T) -> Option<&Change>) -> Vec<usize> {
     let mut v: Vec<(usize, &T)> = rows.iter().enumerate().collect();
     let key = |c: Option<&Change>| -> (u8, f64) {
         match c {
@@ -1021,5 +1012,5 @@ pub fn significance_order<T>(rows: &[T], change: impl Fn(&T) -> Option<&Change>)
         let (ka, kb) = (key(change(a)), key(change(b)));
         ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(ia.cmp(ib))
     });
-    v.into_iter().map(|(_, r)| r).collect()
+    v.into_iter().map(|(i, _)| i).collect()
 }

@@ -81,7 +81,7 @@ mod summary;
 
 pub use compare::{
     Comparison, Delta, GraphGroupDelta, IntervalBasis, MemoryDelta, OpDelta, Regression, SpanDelta,
-    SpanDeltas, SpanPath, StepGraphPair, compare, compare_runs, significance_order,
+    SpanDeltas, StepGraphPair, compare, compare_runs, significance_order,
 };
 pub use error::AnalyzeError;
 pub use format::{format_bytes, format_ns, format_pct};

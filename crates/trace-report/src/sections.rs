@@ -835,10 +835,13 @@ fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>)
     let mut spans = TableData::new(change_cols("span path"));
     spans.title = "Span time per step (median over steps)".to_string();
     spans.empty = "No spans in either trace.".to_string();
-    let span_rows = significance_order(c.spans.rows(), |s| s.change.as_ref());
-    for s in span_rows.iter().take(opts.max_comparison_rows) {
-        let path = c.spans.path(s);
-        change_row(&mut spans, &path, s.change.as_ref(), &s.time_per_step_ns);
+    let span_rows = c.spans.significance_order();
+    for s in span_rows
+        .into_iter()
+        .take(opts.max_comparison_rows)
+        .filter_map(|i| c.spans.get(i))
+    {
+        change_row(&mut spans, &s.path, s.change.as_ref(), &s.time_per_step_ns);
     }
     capped(&mut spans, c.spans.len(), "spans");
     tables.push(spans);

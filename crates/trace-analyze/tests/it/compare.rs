@@ -131,7 +131,7 @@ fn compare_with_itself_has_zero_deltas() {
     let fwd = c
         .spans
         .iter()
-        .find(|s| c.spans.path(s) == "train_step/forward")
+        .find(|s| s.path == "train_step/forward")
         .unwrap();
     assert_eq!(fwd.time_per_step_ns.base, Some(115.0));
 }
@@ -148,7 +148,7 @@ fn span_rows_carry_the_span_trees_display_paths() {
     .unwrap();
     let base = small();
     let c = compare(&base, &deep, &new_step_cache()).unwrap();
-    let mut got: Vec<String> = c.spans.iter().map(|s| c.spans.path(s)).collect();
+    let mut got: Vec<String> = c.spans.iter().map(|s| s.path).collect();
     let mut want: Vec<String> = trace_analyze::span_tree(&base)
         .nodes
         .into_iter()
@@ -167,6 +167,35 @@ fn span_rows_carry_the_span_trees_display_paths() {
         .iter()
         .map(|r| r["path"].as_str().unwrap())
         .collect();
-    let rows: Vec<String> = c.spans.iter().map(|s| c.spans.path(s)).collect();
+    let rows: Vec<String> = c.spans.iter().map(|s| s.path).collect();
     assert_eq!(json, rows);
+}
+
+#[test]
+fn span_rows_of_equal_change_and_size_are_ordered_by_path() {
+    // Roots named out of order, three of 10 ns and one of 30 ns: the longest first, then the
+    // equal ones by path.
+    let mut lines = Vec::new();
+    for (id, (name, dur)) in [("c", 10), ("a", 10), ("long", 30), ("b", 10)]
+        .into_iter()
+        .enumerate()
+    {
+        let ts = id * 100;
+        lines.push(format!(
+            r#"{{"type":"span_start","id":{},"name":"{name}","kind":"module","thread":1,"ts":{ts}}}"#,
+            id + 1
+        ));
+        lines.push(format!(
+            r#"{{"type":"span_end","id":{},"ts":{}}}"#,
+            id + 1,
+            ts + dur
+        ));
+    }
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let bytes = testkit::hand_trace(&refs);
+    let t =
+        trace_analyze::load_reader(&bytes[..], "t", trace_analyze::LoadOptions::default()).unwrap();
+    let c = compare(&t, &t, &new_step_cache()).unwrap();
+    let paths: Vec<String> = c.spans.iter().map(|s| s.path).collect();
+    assert_eq!(paths, ["long", "a", "b", "c"]);
 }

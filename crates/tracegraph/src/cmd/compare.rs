@@ -279,14 +279,17 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         "verdict",
         ">alloc delta",
     ]);
-    for s in significance_order(c.spans.rows(), |s| s.change.as_ref())
+    for s in c
+        .spans
+        .significance_order()
         .into_iter()
         .take(args.limit)
+        .filter_map(|i| c.spans.get(i))
     {
         let ch = s.change.as_ref();
         let [r, ci, v] = change_cells(ch);
         t.row(vec![
-            c.spans.path(s),
+            s.path.clone(),
             ch.map_or_else(
                 || cell(s.time_per_step_ns.base, format_ns),
                 |_| median(ch, true),
