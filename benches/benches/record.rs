@@ -559,9 +559,7 @@ fn bench_read(c: &mut Criterion, dir: &Path, n: u64, label: &str) -> (u64, u64) 
 /// from criterion's `new/estimates.json` of this run. Medians, not means: on a shared
 /// 2-core machine a few preempted samples dominate a mean.
 fn median_ns(id: &str) -> Option<f64> {
-    let mut path = std::env::var_os("CRITERION_HOME")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| tracegraph_benches::target_dir().join("criterion"));
+    let mut path = tracegraph_benches::criterion_home();
     for part in id.split('/') {
         path.push(part);
     }

@@ -105,6 +105,20 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
 }
 
+/// Where criterion writes its estimates, found as criterion finds it: `$CRITERION_HOME`, else
+/// `criterion` in `$CARGO_TARGET_DIR` or (under cargo, which sets `$CARGO`) the workspace
+/// target directory, else `target/criterion` in the current directory (a bench binary run
+/// directly, whose rows would otherwise read another run's estimates).
+pub fn criterion_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("CRITERION_HOME") {
+        return PathBuf::from(home);
+    }
+    if std::env::var_os("CARGO_TARGET_DIR").is_some() || std::env::var_os("CARGO").is_some() {
+        return target_dir().join("criterion");
+    }
+    PathBuf::from("target/criterion")
+}
+
 /// Appends a row to the summary and prints it. A row that cannot be written is reported on
 /// stderr; the benchmark itself still counts.
 pub fn emit(row: Row) {
@@ -135,10 +149,7 @@ pub fn emit(row: Row) {
 /// (`"group/function"` or `"group/function/parameter"`), read from criterion's
 /// `new/estimates.json`. `None` when the benchmark did not run (filtered out).
 pub fn criterion_mean_ns(id: &str) -> Option<f64> {
-    let home = std::env::var_os("CRITERION_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("criterion"));
-    let mut path = home;
+    let mut path = criterion_home();
     for part in id.split('/') {
         path.push(sanitize(part));
     }
