@@ -137,21 +137,30 @@ pub(crate) fn load_stored(
     Ok((trace, stored))
 }
 
-/// Prints `value` as pretty JSON with a `schema` field first (`tracegraph.<what>/1`).
+/// Prints `value` (a struct or map) as pretty JSON with a `schema` field first
+/// (`tracegraph.<what>/1`), then `value`'s own fields in their declared order, streamed
+/// straight to stdout: a large result (200,000 span rows) is never held as a JSON tree, which
+/// took about 13 times the size of the text.
 pub(crate) fn print_json<T: Serialize>(what: &str, value: &T) -> anyhow::Result<()> {
-    let mut v = serde_json::to_value(value).context("serialising the result")?;
-    let mut out = serde_json::Map::new();
-    out.insert(
-        "schema".into(),
-        serde_json::Value::String(format!("tracegraph.{what}/1")),
-    );
-    if let serde_json::Value::Object(m) = &mut v {
-        out.append(m);
-    } else {
-        out.insert("data".into(), v);
+    #[derive(Serialize)]
+    struct Tagged<'a, T> {
+        schema: String,
+        #[serde(flatten)]
+        value: &'a T,
     }
-    let text = serde_json::to_string_pretty(&serde_json::Value::Object(out))?;
-    write_stdout(&text)
+    let tagged = Tagged {
+        schema: format!("tracegraph.{what}/1"),
+        value,
+    };
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut out, &tagged)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing the JSON result to stdout"),
+    }
 }
 
 /// Writes `text` and a newline to stdout; a closed pipe (`| head`) is not an error.

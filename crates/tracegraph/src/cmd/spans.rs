@@ -114,18 +114,16 @@ pub(crate) fn run(args: &SpansArgs) -> anyhow::Result<Status> {
         if let Some(d) = args.depth {
             tree.nodes.retain(|n| n.depth <= d);
         }
-        let mut v = serde_json::to_value(&tree)?;
-        if let (Some(heap), Some(nodes)) =
-            (&heap, v.get_mut("nodes").and_then(|n| n.as_array_mut()))
-        {
-            for (node, n) in nodes.iter_mut().zip(&tree.nodes) {
-                if let Some(m) = node.as_object_mut() {
-                    let bytes = heap.get(&n.path_id).copied().unwrap_or(0);
-                    m.insert("heap_alloc_bytes".into(), bytes.into());
-                }
-            }
-        }
-        print_json("spans", &v)?;
+        let json = TreeJson {
+            timing: tree.timing,
+            steps: tree.steps,
+            span_count: tree.span_count,
+            nodes: NodesJson {
+                nodes: &tree.nodes,
+                heap: heap.as_ref(),
+            },
+        };
+        print_json("spans", &json)?;
         return Ok(Status::Ok);
     }
     // Text: the compact tree (no path strings) and rows written as they are made, so that a
@@ -303,5 +301,42 @@ fn indented(depth: u32, name: &str, open: &str) -> String {
             "{}[depth {depth}] {name}{open}",
             "  ".repeat(MAX_INDENT as usize)
         )
+    }
+}
+
+/// `spans --json`: the span tree, each node with its heap bytes when the trace has heap lines,
+/// serialised as it is written (no JSON tree of every node held in memory).
+#[derive(serde::Serialize)]
+struct TreeJson<'a> {
+    timing: trace_record::schema::TimingMode,
+    steps: usize,
+    span_count: usize,
+    nodes: NodesJson<'a>,
+}
+
+/// The nodes of [`TreeJson`], each with `heap_alloc_bytes` (tracked plus counted heap bytes
+/// of its path, 0 when none) when the trace has heap lines.
+struct NodesJson<'a> {
+    nodes: &'a [trace_analyze::SpanNode],
+    heap: Option<&'a FastMap<u32, u64>>,
+}
+
+impl serde::Serialize for NodesJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Node<'a> {
+            #[serde(flatten)]
+            node: &'a trace_analyze::SpanNode,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            heap_alloc_bytes: Option<u64>,
+        }
+        s.collect_seq(self.nodes.iter().map(|node| {
+            Node {
+                node,
+                heap_alloc_bytes: self
+                    .heap
+                    .map(|h| h.get(&node.path_id).copied().unwrap_or(0)),
+            }
+        }))
     }
 }
