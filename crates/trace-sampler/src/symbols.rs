@@ -142,8 +142,19 @@ impl Symbols {
             start += 1;
         }
         let mut frames = Vec::new();
-        for &ip in ips[start.min(ips.len())..].iter().rev() {
-            frames.extend_from_slice(&self.resolve(ip).frames);
+        let kept = &ips[start.min(ips.len())..];
+        for (i, &ip) in kept.iter().enumerate().rev() {
+            // Every kept address but the interrupted one is a return address, looked up at the
+            // byte before it (the call). The interrupted one (first after the handler and the
+            // trampoline) is the exact instruction the signal stopped at: looked up at the byte
+            // before, a sample taken at a function's first instruction would land in the
+            // padding before it (`[unknown]`) or in the function before it in the binary.
+            let lookup = if i == 0 && start > 0 {
+                ip.saturating_add(1)
+            } else {
+                ip
+            };
+            frames.extend_from_slice(&self.resolve(lookup).frames);
         }
         let next = self.stacks.len() as u64 + 1;
         if let Some(&id) = self.stacks.get(&frames) {
