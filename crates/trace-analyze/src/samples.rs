@@ -272,6 +272,15 @@ pub const WAITING_FRAMES: &[WaitPattern] = &[
         None,
         "a Candle thread-pool worker waiting for work",
     ),
+    // The same entry as release builds name it (line tables only: the pool's impl reads
+    // `{impl#N}`, not `BarrierPool`, in `__rust_begin_short_backtrace<candle_core::utils::
+    // {impl#4}::new::{closure#2}::..>`): std's entry frame generic over a closure of
+    // candle-core's utils.rs, whose only spawned thread is the pool's worker.
+    wait(
+        "__rust_begin_short_backtrace<candle_core::utils::",
+        None,
+        "a Candle thread-pool worker waiting for work",
+    ),
     // rayon's idle loop (gemm's parallel work runs on rayon).
     wait(
         "wait",
@@ -762,6 +771,10 @@ mod tests {
                 None,
             ),
             (
+                "__rust_begin_short_backtrace<candle_core::utils::{impl#4}::new::{closure#2}::{closure_env#0}, ()>",
+                Some("library/std/src/sys/backtrace.rs"),
+            ),
+            (
                 "candle_core::utils::BarrierPool::new::{closure#0}::{closure#0}",
                 None,
             ),
@@ -795,6 +808,10 @@ mod tests {
             ("read", None),
             ("malloc", None),
             ("my_model::barrier_wait_but_not_a_pool", None),
+            (
+                "__rust_begin_short_backtrace<rayon_core::registry::ThreadBuilder, ()>",
+                Some("library/std/src/sys/backtrace.rs"),
+            ),
         ] {
             assert!(!wait(func, file), "{func} works");
         }
@@ -821,6 +838,30 @@ mod tests {
         let utils = Some("/r/candle-core-0.11.1/src/utils.rs");
         let worker = "std::sys::backtrace::__rust_begin_short_backtrace<candle_core::utils::BarrierPool::new::{{closure}}::{{closure}},()>";
         assert!(waiting(&[(worker, None), ("{{closure}}", utils)]));
+        // The same worker as a release build names it (line tables only: unqualified names,
+        // the pool's impl as `{impl#4}`), spinning on its slot's atomic between jobs: the
+        // frames `tracegraph demo --sample` records in release.
+        let std_entry = Some("library/std/src/sys/backtrace.rs");
+        let atomic = Some("library/core/src/sync/atomic.rs");
+        let release_worker = "__rust_begin_short_backtrace<candle_core::utils::{impl#4}::new::{closure#2}::{closure_env#0}, ()>";
+        let release_spin = [
+            (release_worker, std_entry),
+            ("{closure#0}", utils),
+            ("load", atomic),
+            ("atomic_load<usize>", atomic),
+        ];
+        assert!(waiting(&release_spin));
+        assert!(waiting(&release_spin[..2]));
+        // ... and running a kernel between them: work.
+        assert!(!waiting(&[
+            (release_worker, std_entry),
+            ("{closure#0}", utils),
+            ("call_trampoline<F>", utils),
+            (
+                "{closure#0}",
+                Some("/r/candle-core-0.11.1/src/cpu/kernels.rs")
+            ),
+        ]));
         // The same worker running a kernel: work.
         assert!(!waiting(&[
             (worker, None),
