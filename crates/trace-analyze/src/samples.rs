@@ -253,7 +253,8 @@ pub const WAITING_FRAMES: &[WaitPattern] = &[
     ),
     // Candle's CPU thread pool (candle-core utils.rs): the caller waiting at the barrier for
     // the workers, and a worker's loop waiting for work (named by the thread's entry, the
-    // loop itself being inlined into it).
+    // loop itself being inlined into it; `BarrierPool::new::{` is that entry, and the loop's
+    // own closure, as full debug information names them).
     wait(
         "BarrierGuard",
         Some("candle_core"),

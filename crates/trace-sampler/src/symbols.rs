@@ -142,14 +142,14 @@ impl Symbols {
             start += 1;
         }
         let mut frames = Vec::new();
-        let kept = &ips[start.min(ips.len())..];
-        for (i, &ip) in kept.iter().enumerate().rev() {
-            // Every kept address but the interrupted one is a return address, looked up at the
-            // byte before it (the call). The interrupted one (first after the handler and the
-            // trampoline) is the exact instruction the signal stopped at: looked up at the byte
-            // before, a sample taken at a function's first instruction would land in the
-            // padding before it (`[unknown]`) or in the function before it in the binary.
-            let lookup = if i == 0 && start > 0 {
+        // Every kept address but the interrupted one is a return address, looked up at the
+        // byte before it (the call). The interrupted one (first after the handler and the
+        // trampoline) is the exact instruction the signal stopped at: looked up at the byte
+        // before, a sample taken at a function's first instruction would land in the padding
+        // before it (`[unknown]`) or in the function before it in the binary.
+        let interrupted = (start > 0).then_some(start);
+        for (i, &ip) in ips.iter().enumerate().skip(start).rev() {
+            let lookup = if interrupted == Some(i) {
                 ip.saturating_add(1)
             } else {
                 ip

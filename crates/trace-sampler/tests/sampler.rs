@@ -123,9 +123,8 @@ fn samples_land_in_recorded_steps_attributed_to_the_entered_scope() {
                 );
             }
             // An unnamed leaf is the vDSO's clock read (in `spin`'s `Instant::elapsed`), the
-            // trampoline left on, or an interrupted instruction looked up at the byte before
-            // it (a function's first instruction then falls in the padding before it: 23-30 %
-            // of this test's samples in a debug build, before the sampler looked it up exactly).
+            // trampoline left on, or the interrupted instruction looked up as if it were a
+            // return address (at a function's first instruction: the padding before it).
             if stack.last().is_some_and(|id| frames[id].0 == "[unknown]") {
                 unknown_leaf += s.n;
             }
