@@ -116,7 +116,9 @@ impl Sampler {
 
     /// Call before the session finishes: writes the current recorded step's samples (when
     /// one is open), restores the signal action and ends the sampler thread. Nothing
-    /// happens when this sampler is not sampling.
+    /// happens when this sampler is not sampling. When SIGPROF had its default action
+    /// (which ends the process), the sampler's handler stays installed instead, recording
+    /// nothing: a signal queued before the stop and delivered after it is then harmless.
     pub fn stop(&self, session: &TraceSession) {
         #[cfg(all(feature = "enabled", target_os = "linux"))]
         self.imp.stop(session);
@@ -316,7 +318,7 @@ mod linux {
         }
 
         /// After the source is disarmed: ends the sampler thread, closes the events, then
-        /// restores the previous SIGPROF action. In that order, a signal raised just before
+        /// restores the previous SIGPROF action (unless it was the default, see `Handler`). In that order, a signal raised just before
         /// the disarm and not yet delivered has the sampler thread's last drain and join to
         /// reach the handler (which records nothing once `RECORDING` is off) instead of the
         /// default action, which would end the process.

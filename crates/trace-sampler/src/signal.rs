@@ -274,7 +274,8 @@ pub(super) fn queue_sigprof(tid: u64, slot: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// The SIGPROF action installed while a sampler runs; restores the previous one on drop.
+/// The SIGPROF action installed while a sampler runs; restores the previous one on drop,
+/// unless that was the default action (see `Drop`).
 pub(super) struct Handler {
     old: libc::sigaction,
 }
@@ -302,6 +303,14 @@ impl Handler {
 impl Drop for Handler {
     fn drop(&mut self) {
         disarm();
+        // A signal the ticker queued before the disarm can still be pending on a thread that
+        // has not run since (a loaded machine keeps a runnable thread waiting for many ms),
+        // and SIGPROF's default action ends the process. So when the default was the previous
+        // action the handler stays installed (it records nothing once `RECORDING` is off);
+        // any other previous action (ignored, or the program's own handler) is restored.
+        if self.old.sa_sigaction == libc::SIG_DFL {
+            return;
+        }
         // SAFETY: restores the action saved at install; the pointer is valid for the call.
         unsafe { libc::sigaction(libc::SIGPROF, &self.old, std::ptr::null_mut()) };
     }

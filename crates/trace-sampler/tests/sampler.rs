@@ -195,3 +195,27 @@ fn one_sampler_per_process_and_rates_are_checked() {
     second.stop(&s2);
     assert!(!is_sampling());
 }
+
+#[test]
+fn a_sigprof_arriving_after_stop_does_not_end_the_process() {
+    // A signal the ticker queued just before `stop` can reach a thread that had not run since
+    // after the handler is gone. SIGPROF's default action ends the process (a CI run under
+    // load died of it: "signal: 27"), so the handler must outlive the sampler there.
+    let _turn = turn();
+    let (session, _sink) = session(Run::new("trace-sampler::late", Phase::Infer, "cpu"));
+    let sampler = Sampler::new();
+    sampler.start(&session, SamplerConfig::hz(997)).unwrap();
+    step(&session, &sampler);
+    spin(Duration::from_millis(20));
+    sampler.stop(&session);
+    assert!(!is_sampling());
+    // The late signal, process-directed, as `kill` sends it.
+    let status = std::process::Command::new("kill")
+        .args(["-PROF", &std::process::id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    // Delivery happens within a moment; the process is still here to finish the test.
+    spin(Duration::from_millis(50));
+    session.finish().unwrap();
+}
