@@ -399,3 +399,49 @@ pub fn emit_paired(
     ));
     (on, off)
 }
+
+/// A thread that wakes every 500 µs until dropped, run beside both sides of an on/off
+/// comparison whose work is bound by wake-up latency rather than CPU.
+///
+/// On a virtual machine an idle vCPU can take tens of microseconds to wake (the host must
+/// schedule it again). A tiny model's generation parks and wakes Candle's pool threads at
+/// every op, so any extra thread that happens to wake often (a heap tracker's, a trace
+/// writer's) keeps the vCPUs out of deep idle and makes its side *faster*: the comparison then
+/// measures the machine's idle wake-up, not the instrument. With one of these on both sides,
+/// the vCPUs stay warm alike and the difference left is the instrument's own work. Its cost
+/// (a few µs of CPU per ms) falls on both sides equally.
+#[derive(Debug)]
+pub struct KeepAwake {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl KeepAwake {
+    /// How often the thread wakes.
+    pub const PERIOD: Duration = Duration::from_micros(500);
+
+    /// Starts the thread.
+    pub fn start() -> KeepAwake {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("bench-keep-awake".into())
+            .spawn(move || {
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::park_timeout(Self::PERIOD);
+                }
+            })
+            .ok();
+        KeepAwake { stop, thread }
+    }
+}
+
+impl Drop for KeepAwake {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
