@@ -2,8 +2,6 @@
 //!
 //! A lazily opened scope is a span opened at an instant already read.
 
-use std::sync::atomic::Ordering;
-
 use super::{STACK, StackEntry, TraceSession, thread_no};
 use crate::encode::{self, InputMeta};
 use crate::records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
@@ -102,7 +100,7 @@ impl TraceSession {
         if !self.is_active() {
             return None;
         }
-        let id = self.next_span.fetch_add(1, Ordering::Relaxed);
+        let id = self.new_span_id();
         let parent = self.current_span_raw();
         STACK.with(|st| {
             st.borrow_mut().push(StackEntry {
