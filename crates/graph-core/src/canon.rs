@@ -310,9 +310,38 @@ impl<Op: StableHash> Graph<Op> {
         };
         let tail_at = o + Walk::HEAD + Walk::OPERAND * n_in as usize;
         let operands = &w.words[o + Walk::HEAD..tail_at];
-        let tail_len = tail_len as usize;
         let head = u64::from(head_lo) | (u64::from(n_out) << 32);
         let parent = Walk::parent(self.ops.len());
+        // The usual record, one or two operands none of which is a parent value and a tail of
+        // at most 32 bytes, is written without a branch on its shape: both operand words are
+        // read (the second stands in for the first when there is one), and the tail is copied
+        // as 32 bytes whatever its length (`words` has the spare words, or the general path
+        // below runs).
+        let tail_len = tail_len as usize;
+        if (1..=2).contains(&n_in)
+            && tail_len <= 32
+            && let Some(win) = w.words.get(o + Walk::HEAD..o + Walk::HEAD + 14)
+        {
+            let two = n_in == 2;
+            let (q0, s0) = (win[0], win[1]);
+            let (q1, s1) = if two { (win[3], win[4]) } else { (q0, s0) };
+            let tail_in_win = 3 * n_in as usize;
+            if q0 != parent
+                && q1 != parent
+                && let (Some(&a), Some(&b)) = (state.get(q0 as usize), state.get(q1 as usize))
+                && let Some(tail) = win
+                    .get(tail_in_win..tail_in_win + 8)
+                    .and_then(|t| <&[u32; 8]>::try_from(t).ok())
+                && let Some(mut r) = h.reserve(64)
+            {
+                r.write_short_record(
+                    [head, u64::from(n_in), u64::from(a + s0), u64::from(b + s1)],
+                    tail,
+                    tail_len,
+                );
+                return n_out;
+            }
+        }
         // `words` ends with `Walk::PAD` spare words, so the tail is copied in whole 16-byte
         // chunks (the reserved room has as many spare bytes; only `tail_len` count).
         let room = (n_in as usize)

@@ -435,6 +435,41 @@ impl Reserved<'_> {
     }
 }
 
+impl Reserved<'_> {
+    /// Writes the usual operation record in one go, without a branch on its shape: the
+    /// header words `head` and `n_in`, the operand indices `v0` and `v1` (`v1` only when
+    /// `n_in` is 2; `n_in` must be 1 or 2) and the first `tail_len` (at most 32) bytes of the
+    /// little-endian words `tail`. Every part is stored at a fixed or computed offset (the
+    /// tail over `v1` when there is one operand), then the record's length is kept. Needs 64
+    /// bytes of reserved room; writes nothing when there is less or the arguments are out of
+    /// range.
+    #[inline(always)]
+    pub(crate) fn write_short_record(
+        &mut self,
+        [head, n_in, v0, v1]: [u64; 4],
+        tail: &[u32; 8],
+        tail_len: usize,
+    ) {
+        let Some(d) = self.dst.get_mut(self.at..self.at + 64) else {
+            return;
+        };
+        if !(1..=2).contains(&n_in) || tail_len > 32 {
+            return;
+        }
+        let mut t = [0u8; 32];
+        for (chunk, w) in t.chunks_exact_mut(4).zip(tail) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        d[0..8].copy_from_slice(&head.to_le_bytes());
+        d[8..16].copy_from_slice(&n_in.to_le_bytes());
+        d[16..24].copy_from_slice(&v0.to_le_bytes());
+        d[24..32].copy_from_slice(&v1.to_le_bytes());
+        let tail_at = 16 + 8 * n_in as usize;
+        d[tail_at..tail_at + 32].copy_from_slice(&t);
+        self.at += tail_at + tail_len;
+    }
+}
+
 impl Drop for Reserved<'_> {
     #[inline(always)]
     fn drop(&mut self) {
