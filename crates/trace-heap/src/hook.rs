@@ -19,7 +19,6 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
 
 use crate::ring::{self, Entry, Kind};
 use crate::small::{self, Kept};
@@ -37,8 +36,8 @@ static STATE: AtomicU8 = AtomicU8::new(0);
 static THRESHOLD: AtomicUsize = AtomicUsize::new(crate::DEFAULT_THRESHOLD);
 /// Set by the allocator when it sees [`PROBE`]: it is the process's global allocator.
 static PROBED: AtomicBool = AtomicBool::new(false);
-/// The origin of the allocator's clock (set before any tracker turns recording on).
-static EPOCH: OnceLock<Instant> = OnceLock::new();
+/// The allocator's clock and its origin (set before any tracker turns recording on).
+static EPOCH: OnceLock<(quanta::Clock, u64)> = OnceLock::new();
 /// The next thread number.
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
@@ -83,16 +82,23 @@ pub(crate) fn set_threshold(bytes: usize) {
     THRESHOLD.store(bytes, Ordering::Relaxed);
 }
 
-/// The allocator's clock origin (fixed at first use).
-pub(crate) fn epoch() -> Instant {
-    *EPOCH.get_or_init(Instant::now)
+/// Sets the allocator's clock and its origin, once (at the first tracker's start, outside
+/// the allocator: making a `quanta::Clock` may allocate and calibrates the first time).
+pub(crate) fn start_clock() {
+    EPOCH.get_or_init(|| {
+        let clock = quanta::Clock::new();
+        let origin = clock.raw();
+        (clock, origin)
+    });
 }
 
-/// Nanoseconds since [`epoch`] (0 before it is set).
+/// Nanoseconds since the clock's origin (0 before [`start_clock`]): the CPU's invariant
+/// time-stamp counter through `quanta` (one `rdtsc` and a multiply), or the OS's monotonic
+/// clock where the counter is not invariant.
 #[inline]
 pub(crate) fn now_raw() -> u64 {
     match EPOCH.get() {
-        Some(e) => u64::try_from(e.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        Some((clock, origin)) => clock.delta_as_nanos(*origin, clock.raw()),
         None => 0,
     }
 }

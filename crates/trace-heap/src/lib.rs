@@ -31,8 +31,8 @@
 //!   recorded windows (once the blocks tracked inside them are freed) and after [`stop`].
 //! - **On, no allocation.** Inside a recorded window each allocation of at least
 //!   [`HeapConfig::threshold`] bytes (default 4 KiB) is pushed into a fixed lock-free buffer
-//!   with its address, size, time (the monotonic clock), thread and scope; each free of that
-//!   size likewise, before the block goes back to the allocator. Smaller allocations are only
+//!   with its address, size, time (the invariant TSC through `quanta`, like the session's
+//!   clock), thread and scope; each free of that size likewise, before the block goes back to the allocator. Smaller allocations are only
 //!   counted, with their bytes, per scope in a fixed table of atomics; the thread that ends
 //!   the steps sums its own per scope in a thread-local cell and adds each sum when its scope
 //!   changes, at each step boundary and at [`stop`]. A thread-local guard

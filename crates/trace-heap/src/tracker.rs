@@ -119,11 +119,11 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
     small::clear();
     hook::keep_small_counts();
     hook::set_threshold(config.threshold);
-    let epoch = hook::epoch();
-    let a = epoch.elapsed().as_nanos();
+    hook::start_clock();
+    let a = hook::now_raw();
     let s = session.now_ns();
-    let b = epoch.elapsed().as_nanos();
-    let offset = i128::from(s) - i128::try_from((a + b) / 2).unwrap_or(i128::MAX);
+    let b = hook::now_raw();
+    let offset = i128::from(s) - i128::from(a / 2 + b / 2);
     let drain = Arc::new(Mutex::new(Drain {
         session: Arc::clone(session),
         threshold: config.threshold as u64,
