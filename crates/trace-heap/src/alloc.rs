@@ -57,7 +57,8 @@ impl<A> TrackingAlloc<A> {
 // `dealloc`/`realloc` with their layout) is this allocator's. The hooks called around it are
 // safe code that reads the pointer only as an integer (never dereferences it), allocates
 // nothing and does not unwind (no panicking operation: atomics, thread-local `Cell`s with
-// constant initializers read through `try_with`, and the TSC clock, made before recording starts).
+// constant initializers read through `try_with`, and the TSC clock made before recording
+// starts).
 unsafe impl<A: GlobalAlloc> GlobalAlloc for TrackingAlloc<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

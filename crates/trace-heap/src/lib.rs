@@ -32,11 +32,11 @@
 //! - **On, no allocation.** Inside a recorded window each allocation of at least
 //!   [`HeapConfig::threshold`] bytes (default 4 KiB) is pushed into a fixed lock-free buffer
 //!   with its address, size, time (the invariant TSC through `quanta`, like the session's
-//!   clock), thread and scope; each free of that size likewise, before the block goes back to the allocator. Smaller allocations are only
-//!   counted, with their bytes, per scope in a fixed table of atomics; the thread that ends
-//!   the steps sums its own per scope in a thread-local cell and adds each sum when its scope
-//!   changes, at each step boundary and at [`stop`]. A thread-local guard
-//!   with a constant initializer keeps the hook from re-entering itself; a full buffer drops
+//!   clock), thread and scope; each free of that size likewise, before the block goes back
+//!   to the allocator. Smaller allocations are only counted, with their bytes, per scope in
+//!   a fixed table of atomics; the thread that ends the steps sums its own per scope in a
+//!   thread-local cell and adds each sum when its scope changes, at each step boundary and
+//!   at [`stop`]. A thread-local guard with a constant initializer keeps the hook from re-entering itself; a full buffer drops
 //!   the entry and counts it (`heap_account`'s `lost`).
 //! - **Attribution.** The scope is trace-sampler's current scope: the phase and innermost
 //!   open span of the allocating thread, or for a thread with none of its own (Candle's and
