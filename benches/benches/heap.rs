@@ -20,9 +20,11 @@
 //! - `heap/llama_generate ns_per_generation (median)`: the tiny candle-transformers Llama of
 //!   `profile_llama` generating (prefill of 16 tokens, 20 decode steps with the KV cache, a
 //!   step each), profiled (its `tracing` spans through the capture's layer, one op per
-//!   forward), with heap tracking on against the same profiled generation without it (each
-//!   timed generation follows an untimed one, during which a started tracker's thread comes
-//!   up), on Candle's fast path: `RAYON_NUM_THREADS` as the bench process has it (`cargo
+//!   forward), with heap tracking on against the same profiled generation without it, on
+//!   both sides two untimed generations then the mean of four timed ones per round: the
+//!   tracker's steady state, which costs more than the first generation after it starts
+//!   (timing only that one read 1.04–1.05 on one thread where four read 1.07–1.11), on
+//!   Candle's fast path: `RAYON_NUM_THREADS` as the bench process has it (`cargo
 //!   xtask bench` sets it to the number of CPUs). Target: ratio ≤ 1.05. On a machine with
 //!   as many CPUs as Candle has threads this row is bimodal by process: in some processes one
 //!   side's generations take about 4.2 ms instead of about 5.3 (on the two-vCPU VM this was
@@ -34,9 +36,10 @@
 //! - `heap/llama_generate_1thread`: the same in a child process with `RAYON_NUM_THREADS=1`
 //!   (also Candle's fast path: no /proc read per op): one compute thread, so the row is the
 //!   work the tracker adds to the driving thread (its allocator hooks, each step's hand-over)
-//!   plus whatever its own thread takes from a CPU the model needs. Stable within ±0.005
-//!   run to run where the row above is not. Skipped when the bench process itself runs
-//!   with `RAYON_NUM_THREADS=1`.
+//!   plus what its own thread's work does to the model's (caches, memory traffic) on an
+//!   otherwise idle CPU. Not bimodal like the row above, though still within a few points
+//!   from run to run on a shared VM. Skipped when the bench process itself runs with
+//!   `RAYON_NUM_THREADS=1`.
 
 #[global_allocator]
 static ALLOC: trace_candle::TrackingAlloc = trace_candle::TrackingAlloc::system();
@@ -248,6 +251,10 @@ fn generate(
 
 /// Set in the child process that runs the one-thread llama row.
 const ONE_THREAD_CHILD: &str = "TRACEGRAPH_HEAP_ONE_THREAD";
+/// Generations run after each side's start before the timed ones.
+const UNTIMED_GENERATIONS: usize = 2;
+/// Generations timed per side and round (the round's figure is their mean).
+const TIMED_GENERATIONS: usize = 4;
 
 /// The llama on/off row `bench`, on this process's Candle threads.
 fn llama_rows(bench: &str) {
@@ -274,12 +281,18 @@ fn llama_rows(bench: &str) {
         if tracked {
             capture.track_heap(HeapConfig::default()).expect("tracker");
         }
-        // One untimed generation first, on both sides: the tracker's thread starts during it
-        // (in a program it starts once; here once per round).
-        generate(&llama, &cfg, &capture).expect("generation");
+        // Untimed generations first, on both sides: the tracker's thread starts during them
+        // (in a program it starts once; here once per round), and the timed ones see it in its
+        // steady state, which costs more than the first generation after a start does.
+        for _ in 0..UNTIMED_GENERATIONS {
+            generate(&llama, &cfg, &capture).expect("generation");
+        }
         let start = Instant::now();
-        let n = generate(&llama, &cfg, &capture).expect("generation");
-        let ns = start.elapsed().as_nanos() as f64;
+        let mut n = 0;
+        for _ in 0..TIMED_GENERATIONS {
+            n = generate(&llama, &cfg, &capture).expect("generation");
+        }
+        let ns = start.elapsed().as_nanos() as f64 / TIMED_GENERATIONS as f64;
         if tracked {
             capture.stop_heap().expect("tracking");
         }
