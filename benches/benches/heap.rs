@@ -52,7 +52,9 @@ use criterion::Criterion;
 use trace_candle::{Capture, HeapConfig};
 use trace_record::schema::{Phase, Schedule, SpanKind};
 use trace_record::{Run, TraceSession};
-use tracegraph_benches::{Rounds, Row, alternate, criterion_mean_ns, emit, emit_paired, quick};
+use tracegraph_benches::{
+    Rounds, Row, alternate, criterion_mean_ns, emit, emit_paired, quick, run_self_as_child,
+};
 
 // The trainer `tracegraph demo` runs: one home (the CLI), measured here as is.
 #[path = "../../crates/tracegraph/src/demo/mlp.rs"]
@@ -329,20 +331,15 @@ fn rounds(secs: u64, min: usize, max: usize) -> Rounds {
 }
 
 /// Runs the one-thread llama row in a child process of this binary with
-/// `RAYON_NUM_THREADS=1` (Candle sizes its thread pools once per process).
+/// `RAYON_NUM_THREADS=1`.
 fn one_thread_child() {
     if std::env::var("RAYON_NUM_THREADS").as_deref() == Ok("1") {
         eprintln!("bench-row: heap/llama_generate_1thread skipped (this process has one thread)");
         return;
     }
-    let exe = std::env::current_exe().expect("this bench's path");
-    let status = std::process::Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .env(ONE_THREAD_CHILD, "1")
-        .env("RAYON_NUM_THREADS", "1")
-        .status()
-        .expect("the one-thread child runs");
-    assert!(status.success(), "the one-thread child failed: {status}");
+    if let Err(e) = run_self_as_child("heap's one-thread row", (ONE_THREAD_CHILD, "1"), Some("1")) {
+        panic!("{e}");
+    }
 }
 
 fn main() {

@@ -66,7 +66,7 @@ use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use candle_transformers::models::llama::{Cache, Config, Llama};
 use trace_candle::{Capture, Phase, Run, TraceLayer};
 use trace_record::schema::{Event, OVERHEAD_COUNTER};
-use tracegraph_benches::{Row, emit, emit_paired, quick};
+use tracegraph_benches::{Row, emit, emit_paired, quick, run_self_as_child};
 use tracing_subscriber::layer::SubscriberExt;
 
 // The model `profile_llama` profiles: one home (the example), measured here as is.
@@ -413,23 +413,6 @@ fn train_rows(dir: &Path, bench: &str, path: &str) -> Res<()> {
 /// Which of Candle's paths a child runs (`TRACEGRAPH_LLAMA_PATH`), set by [`main`].
 const PATH_VAR: &str = "TRACEGRAPH_LLAMA_PATH";
 
-/// Runs this suite's rows for one path in a child process: `fast` with `RAYON_NUM_THREADS`
-/// set to `threads`, `slow` with it removed.
-fn run_child(path: &str, threads: Option<&str>) -> Res<()> {
-    let exe = std::env::current_exe()?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(std::env::args_os().skip(1)).env(PATH_VAR, path);
-    match threads {
-        Some(n) => cmd.env("RAYON_NUM_THREADS", n),
-        None => cmd.env_remove("RAYON_NUM_THREADS"),
-    };
-    let status = cmd.status()?;
-    if !status.success() {
-        return Err(format!("the {path}-path child failed: {status}").into());
-    }
-    Ok(())
-}
-
 fn main() -> Res<()> {
     let dir = tempfile::tempdir()?;
     match std::env::var(PATH_VAR).as_deref() {
@@ -465,8 +448,8 @@ fn main() -> Res<()> {
                     .map_or(1, |n| n.get())
                     .to_string(),
             };
-            run_child("fast", Some(&threads))?;
-            run_child("slow", None)?;
+            run_self_as_child("the fast-path child", (PATH_VAR, "fast"), Some(&threads))?;
+            run_self_as_child("the slow-path child", (PATH_VAR, "slow"), None)?;
         }
     }
     Ok(())

@@ -399,3 +399,30 @@ pub fn emit_paired(
     ));
     (on, off)
 }
+
+/// Runs this bench binary again, with the same arguments, in a child process whose
+/// environment has `marker` set to `value` (so the child knows which rows it runs) and
+/// `RAYON_NUM_THREADS` set to `threads`, or removed when `None`: for rows that need another
+/// Candle thread count than this process's, since Candle sizes its thread pools once per
+/// process. Returns an error naming `what` when the child cannot start or fails.
+pub fn run_self_as_child(
+    what: &str,
+    (marker, value): (&str, &str),
+    threads: Option<&str>,
+) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("{what}: this bench's path: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(std::env::args_os().skip(1)).env(marker, value);
+    match threads {
+        Some(n) => cmd.env("RAYON_NUM_THREADS", n),
+        None => cmd.env_remove("RAYON_NUM_THREADS"),
+    };
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{what}: the child did not start: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what}: the child failed: {status}"))
+    }
+}

@@ -333,12 +333,12 @@ impl<Op: StableHash> Graph<Op> {
                     .get(tail_in_win..tail_in_win + 8)
                     .and_then(|t| <&[u32; 8]>::try_from(t).ok())
                 && let Some(mut r) = h.reserve(64)
-            {
-                r.write_short_record(
+                && r.write_short_record(
                     [head, u64::from(n_in), u64::from(a + s0), u64::from(b + s1)],
                     tail,
                     tail_len,
-                );
+                )
+            {
                 return n_out;
             }
         }

@@ -441,20 +441,20 @@ impl Reserved<'_> {
     /// `n_in` is 2; `n_in` must be 1 or 2) and the first `tail_len` (at most 32) bytes of the
     /// little-endian words `tail`. Every part is stored at a fixed or computed offset (the
     /// tail over `v1` when there is one operand), then the record's length is kept. Needs 64
-    /// bytes of reserved room; writes nothing when there is less or the arguments are out of
-    /// range.
+    /// bytes of reserved room; returns false, having written nothing, when there is less or
+    /// the arguments are out of range (the caller then writes the record the general way).
     #[inline(always)]
     pub(crate) fn write_short_record(
         &mut self,
         [head, n_in, v0, v1]: [u64; 4],
         tail: &[u32; 8],
         tail_len: usize,
-    ) {
+    ) -> bool {
         let Some(d) = self.dst.get_mut(self.at..self.at + 64) else {
-            return;
+            return false;
         };
         if !(1..=2).contains(&n_in) || tail_len > 32 {
-            return;
+            return false;
         }
         let mut t = [0u8; 32];
         for (chunk, w) in t.chunks_exact_mut(4).zip(tail) {
@@ -467,6 +467,7 @@ impl Reserved<'_> {
         let tail_at = 16 + 8 * n_in as usize;
         d[tail_at..tail_at + 32].copy_from_slice(&t);
         self.at += tail_at + tail_len;
+        true
     }
 }
 

@@ -36,8 +36,9 @@
 //!   to the allocator. Smaller allocations are only counted, with their bytes, per scope in
 //!   a fixed table of atomics; the thread that ends the steps sums its own per scope in a
 //!   thread-local cell and adds each sum when its scope changes, at each step boundary and
-//!   at [`stop`]. A thread-local guard with a constant initializer keeps the hook from re-entering itself; a full buffer drops
-//!   the entry and counts it (`heap_account`'s `lost`).
+//!   at [`stop`]. A thread-local guard with a constant initializer keeps the hook from
+//!   re-entering itself; a full buffer drops the entry and counts it (`heap_account`'s
+//!   `lost`).
 //! - **Attribution.** The scope is trace-sampler's current scope: the phase and innermost
 //!   open span of the allocating thread, or for a thread with none of its own (Candle's and
 //!   gemm's workers) the driving thread's. The tracker holds a

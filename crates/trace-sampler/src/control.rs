@@ -318,10 +318,11 @@ mod linux {
         }
 
         /// After the source is disarmed: ends the sampler thread, closes the events, then
-        /// restores the previous SIGPROF action (unless it was the default, see `Handler`). In that order, a signal raised just before
-        /// the disarm and not yet delivered has the sampler thread's last drain and join to
-        /// reach the handler (which records nothing once `RECORDING` is off) instead of the
-        /// default action, which would end the process.
+        /// restores the previous SIGPROF action (unless it was the default, see `Handler`). In
+        /// that order, a signal raised just before the disarm and not yet delivered has the
+        /// sampler thread's last drain and join to reach the handler (which records nothing
+        /// once `RECORDING` is off) instead of the default action, which would end the
+        /// process.
         fn shut_down(mut self) {
             let _ = self.tx.send(Msg::Stop);
             if let Some(t) = self.thread.take() {
