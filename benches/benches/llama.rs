@@ -22,6 +22,16 @@
 //! time and run-queue wait and every thread's run time per call, profiled and plain
 //! (`/proc/thread-self/schedstat`), telling the capture's own CPU time from scheduling.
 //!
+//! **Which capture line costs what.** `TRACEGRAPH_LLAMA_OMIT`, a comma-separated list of
+//! `spans` (the model is built without the capture's subscriber, so its `tracing` spans are
+//! disabled), `op` (the forward is not wrapped in `capture.op`), `step`, `buffer` (no
+//! `buffer_shape` of the KV cache) and `memory` (no resident-memory samples), leaves those
+//! capture lines out of the profiled model, and the fast path then runs only the tiny
+//! generation, as the row `llama/fast/generate_omitting_<parts>` (e.g.
+//! `TRACEGRAPH_LLAMA_OMIT=spans cargo xtask bench --quick llama` gives
+//! `llama/fast/generate_omitting_spans`): the difference from `llama/fast/generate` is what
+//! the omitted lines cost a decode step. A diagnosis, not a row with a target.
+//!
 //! **Two paths.** candle-core reads `RAYON_NUM_THREADS` for the thread count of every matmul
 //! and, when it is unset, reads /proc on each call (about 8× slower for a decode step here),
 //! which hides our cost. Users who care set it, so the headline rows (`llama/fast/…`) run
@@ -78,6 +88,64 @@ use profile_llama::{DECODE, PROMPT, tiny_config};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
+/// Capture lines left out of the profiled model (`TRACEGRAPH_LLAMA_OMIT`, see the suite's
+/// doc); all false in the suite's rows.
+#[derive(Debug, Clone, Copy, Default)]
+struct Omit {
+    spans: bool,
+    op: bool,
+    step: bool,
+    buffer: bool,
+    memory: bool,
+}
+
+/// Names the diagnostic variable that sets [`Omit`].
+const OMIT_VAR: &str = "TRACEGRAPH_LLAMA_OMIT";
+
+impl Omit {
+    /// From [`OMIT_VAR`]; an unknown name is an error.
+    fn from_env() -> Res<Omit> {
+        let mut omit = Omit::default();
+        let Ok(list) = std::env::var(OMIT_VAR) else {
+            return Ok(omit);
+        };
+        for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "spans" => omit.spans = true,
+                "op" => omit.op = true,
+                "step" => omit.step = true,
+                "buffer" => omit.buffer = true,
+                "memory" => omit.memory = true,
+                other => {
+                    return Err(format!(
+                        "{OMIT_VAR}: unknown part {other:?} (spans, op, step, buffer, memory)"
+                    )
+                    .into());
+                }
+            }
+        }
+        Ok(omit)
+    }
+
+    /// Whether anything is left out.
+    fn any(self) -> bool {
+        self.spans || self.op || self.step || self.buffer || self.memory
+    }
+
+    /// What is left out, joined by `+` ("" when nothing is).
+    fn names(self) -> String {
+        let parts = [
+            (self.spans, "spans"),
+            (self.op, "op"),
+            (self.step, "step"),
+            (self.buffer, "buffer"),
+            (self.memory, "memory"),
+        ];
+        let names: Vec<&str> = parts.iter().filter(|(o, _)| *o).map(|(_, n)| *n).collect();
+        names.join("+")
+    }
+}
+
 /// One tiny Llama with its optimizer, profiled (`capture` set) or not.
 struct Model {
     cfg: Config,
@@ -85,18 +153,21 @@ struct Model {
     llama: Llama,
     optimizer: AdamW,
     capture: Option<Capture>,
+    /// Capture lines the profiled model leaves out.
+    omit: Omit,
 }
 
 impl Model {
     /// A model with random weights. Profiled: its `tracing` spans are made under `capture`'s
     /// layer, its weights are registered as parameters and resident memory is sampled at
     /// every step. Unprofiled: built under no subscriber, so its spans are disabled.
-    fn new(capture: Option<Capture>, cfg: &Config) -> Res<Self> {
+    fn new(capture: Option<Capture>, cfg: &Config, omit: Omit) -> Res<Self> {
         let device = Device::Cpu;
         let cfg = cfg.clone();
         let varmap = VarMap::new();
         let load = || Llama::load(VarBuilder::from_varmap(&varmap, DType::F32, &device), &cfg);
         let llama = match &capture {
+            Some(_) if omit.spans => load()?,
             Some(c) => {
                 if std::env::var("TRACEGRAPH_LLAMA_TRACING").as_deref() == Ok("layer") {
                     let subscriber =
@@ -108,7 +179,13 @@ impl Model {
             }
             None => load()?,
         };
-        let capture = capture.map(|c| c.sampling_memory(&device));
+        let capture = capture.map(|c| {
+            if omit.memory {
+                c
+            } else {
+                c.sampling_memory(&device)
+            }
+        });
         if let Some(c) = &capture {
             let weights = varmap.data().lock().map_err(|_| "poisoned VarMap")?.clone();
             c.parameters(weights.iter().map(|(name, var)| (name, var.as_tensor())));
@@ -124,6 +201,7 @@ impl Model {
             llama,
             optimizer,
             capture,
+            omit,
         })
     }
 
@@ -131,8 +209,8 @@ impl Model {
     fn forward(&self, input: &Tensor, pos: usize, cache: &mut Cache) -> Res<Tensor> {
         let mut forward = || self.llama.forward(input, pos, cache);
         Ok(match &self.capture {
-            Some(c) => c.op("llama.forward", &[input], forward)?,
-            None => forward()?,
+            Some(c) if !self.omit.op => c.op("llama.forward", &[input], forward)?,
+            _ => forward()?,
         })
     }
 
@@ -153,7 +231,7 @@ impl Model {
             let input = Tensor::new(context, &self.device)?.unsqueeze(0)?;
             let logits = self.forward(&input, pos, &mut cache)?;
             pos += context.len();
-            if let Some(c) = &self.capture {
+            if let Some(c) = self.capture.as_ref().filter(|_| !self.omit.buffer) {
                 let kv_shape = [
                     cfg.num_hidden_layers,
                     2,
@@ -165,7 +243,7 @@ impl Model {
                 c.buffer_shape("kv_cache", &kv_shape, DType::F32, &self.device);
             }
             tokens.push(logits.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?);
-            if let Some(c) = &self.capture {
+            if let Some(c) = self.capture.as_ref().filter(|_| !self.omit.step) {
                 c.step();
             }
         }
@@ -194,18 +272,18 @@ impl Model {
 }
 
 /// Two (profiled, unprofiled) pairs, created in opposite orders, each profiled model with
-/// its own capture writing `<dir>/<name>-<k>.jsonl`.
-fn pairs(dir: &Path, name: &str, cfg: &Config) -> Res<Vec<(Model, Model)>> {
+/// its own capture writing `<dir>/<name>-<k>.jsonl` (less the lines `omit` names).
+fn pairs(dir: &Path, name: &str, cfg: &Config, omit: Omit) -> Res<Vec<(Model, Model)>> {
     let mut pairs = Vec::new();
     for (k, on_first) in [true, false].into_iter().enumerate() {
         let run = Run::new(format!("benches::llama::{name}"), Phase::Train, "cpu");
         let capture = Capture::open(dir.join(format!("{name}-{k}.jsonl")), run)?;
         let pair = if on_first {
-            let on = Model::new(Some(capture), cfg)?;
-            (on, Model::new(None, cfg)?)
+            let on = Model::new(Some(capture), cfg, omit)?;
+            (on, Model::new(None, cfg, omit)?)
         } else {
-            let off = Model::new(None, cfg)?;
-            (Model::new(Some(capture), cfg)?, off)
+            let off = Model::new(None, cfg, omit)?;
+            (Model::new(Some(capture), cfg, omit)?, off)
         };
         pairs.push(pair);
     }
@@ -295,12 +373,16 @@ fn sched_now() -> [u64; 3] {
 }
 
 /// Ends both captures and checks that they recorded the model: ops, the model's own spans,
-/// and (for training) gradients.
+/// and (for training) gradients, each unless left out.
 fn finish(pairs: &[(Model, Model)], what: &str, gradients: bool) -> Res<()> {
     for (on, _) in pairs {
         let Some(c) = &on.capture else { continue };
         let counts = c.finish()?.counts;
-        if counts.op == 0 || counts.span_start <= counts.op || (gradients && counts.gradient == 0) {
+        let omit = on.omit;
+        let too_little = (!omit.op && counts.op == 0)
+            || (!omit.spans && counts.span_start <= counts.op)
+            || (gradients && counts.gradient == 0);
+        if too_little {
             return Err(format!("{what}: the capture recorded too little: {counts:?}").into());
         }
     }
@@ -335,9 +417,16 @@ fn medium_config() -> Config {
 
 /// Generation rows of the model `cfg` under `bench`; with `per_forward`, also the profiled
 /// minus plain median per forward.
-fn generate_rows(dir: &Path, bench: &str, cfg: &Config, path: &str, per_forward: bool) -> Res<()> {
+fn generate_rows(
+    dir: &Path,
+    bench: &str,
+    cfg: &Config,
+    path: &str,
+    per_forward: bool,
+    omit: Omit,
+) -> Res<()> {
     let name = bench.replace('/', "-");
-    let mut pairs = pairs(dir, &name, cfg)?;
+    let mut pairs = pairs(dir, &name, cfg, omit)?;
     let prompt = prompt();
     let (t_on, t_off) = alternate(&mut pairs, |m| {
         let tokens = m.generate(&prompt)?;
@@ -354,7 +443,7 @@ fn generate_rows(dir: &Path, bench: &str, cfg: &Config, path: &str, per_forward:
         let forwards = (DECODE + 1) as f64;
         let measured = (on - off) / forwards;
         emit(Row::new(bench, "overhead_ns_per_forward", measured, "ns"));
-        if let Some(estimate) = estimated_ns_per_forward(dir, &name)? {
+        if let Some(estimate) = estimated_ns_per_forward(dir, &name)?.filter(|_| !omit.any()) {
             emit(
                 Row::new(bench, "estimated_overhead_ns_per_forward", estimate, "ns").vs(
                     "measured: profiled minus plain median, per forward",
@@ -386,7 +475,7 @@ fn estimated_ns_per_forward(dir: &Path, name: &str) -> Res<Option<f64>> {
 
 fn train_rows(dir: &Path, bench: &str, path: &str) -> Res<()> {
     let name = bench.replace('/', "-");
-    let mut pairs = pairs(dir, &name, &tiny_config())?;
+    let mut pairs = pairs(dir, &name, &tiny_config(), Omit::default())?;
     let sequence: Vec<u32> = (0..=PROMPT as u32).map(|i| (i * 53 + 7) % 1000).collect();
     let mut losses = (f32::NAN, f32::NAN);
     let (t_on, t_off) = alternate(&mut pairs, |m| {
@@ -419,26 +508,23 @@ fn main() -> Res<()> {
         Ok("fast") => {
             let threads = std::env::var("RAYON_NUM_THREADS")?;
             let path = format!("fast path: RAYON_NUM_THREADS={threads}");
-            generate_rows(
-                dir.path(),
-                "llama/fast/generate",
-                &tiny_config(),
-                &path,
-                true,
-            )?;
+            let omit = Omit::from_env()?;
+            if omit.any() {
+                // A diagnosis of the decode row, under a name of its own: no other row runs.
+                let bench = format!("llama/fast/generate_omitting_{}", omit.names());
+                return generate_rows(dir.path(), &bench, &tiny_config(), &path, true, omit);
+            }
+            let (tiny, bench) = (tiny_config(), "llama/fast/generate");
+            generate_rows(dir.path(), bench, &tiny, &path, true, omit)?;
             train_rows(dir.path(), "llama/fast/train_step", &path)?;
             let medium = medium_config();
-            generate_rows(
-                dir.path(),
-                "llama/fast/medium_generate",
-                &medium,
-                &path,
-                true,
-            )?;
+            let bench = "llama/fast/medium_generate";
+            generate_rows(dir.path(), bench, &medium, &path, true, omit)?;
         }
         Ok("slow") => {
             let path = "slow path: RAYON_NUM_THREADS unset";
-            generate_rows(dir.path(), "llama/generate", &tiny_config(), path, false)?;
+            let (tiny, omit) = (tiny_config(), Omit::default());
+            generate_rows(dir.path(), "llama/generate", &tiny, path, false, omit)?;
             train_rows(dir.path(), "llama/train_step", path)?;
         }
         _ => {
@@ -449,7 +535,9 @@ fn main() -> Res<()> {
                     .to_string(),
             };
             run_self_as_child("the fast-path child", (PATH_VAR, "fast"), Some(&threads))?;
-            run_self_as_child("the slow-path child", (PATH_VAR, "slow"), None)?;
+            if std::env::var_os(OMIT_VAR).is_none() {
+                run_self_as_child("the slow-path child", (PATH_VAR, "slow"), None)?;
+            }
         }
     }
     Ok(())
