@@ -370,7 +370,8 @@ pub struct PhaseHot {
     pub top: Vec<HotRow>,
 }
 
-/// The sampler's own account (honest numbers): rate requested and achieved, samples lost.
+/// The sampler's own account (honest numbers): rate requested and achieved, samples lost,
+/// and the CPU time its own threads used.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SamplerAccount {
     /// Steps the sampler accounted for (in the selection).
@@ -385,9 +386,14 @@ pub struct SamplerAccount {
     pub lost: u64,
     /// Process CPU time over the steps, when every step reported it.
     pub cpu_ns: Option<u64>,
+    /// The part of `cpu_ns` the sampler's own threads used (never sampled), when every step
+    /// reported it.
+    pub sampler_cpu_ns: Option<u64>,
     /// Wall time sampled.
     pub wall_ns: u64,
-    /// Samples per second of process CPU time achieved (`taken` ÷ `cpu_ns`).
+    /// Samples per second of the sampled threads' CPU time achieved: `taken` ÷ (`cpu_ns` −
+    /// `sampler_cpu_ns`), or ÷ `cpu_ns` for a trace that does not say what the sampler's own
+    /// threads used.
     pub effective_hz: Option<f64>,
     /// A sum above passed `u64::MAX` and stopped there (hostile or corrupt counts).
     pub saturated: bool,
@@ -522,10 +528,13 @@ fn sampler_account(s: &SampledStacks, in_steps: impl Fn(u64) -> bool) -> Sampler
         taken: 0,
         lost: 0,
         cpu_ns: Some(0),
+        sampler_cpu_ns: Some(0),
         wall_ns: 0,
         effective_hz: None,
         saturated: false,
     };
+    // CPU time of the sampled threads (see `SamplerStep::sampled_cpu_ns`).
+    let mut sampled_ns = Some(0u64);
     for st in s.steps.iter().filter(|st| in_steps(st.step)) {
         acc.steps += 1;
         acc.step_range = Some(match acc.step_range {
@@ -536,30 +545,35 @@ fn sampler_account(s: &SampledStacks, in_steps: impl Fn(u64) -> bool) -> Sampler
         add_sat(&mut acc.taken, st.taken, &mut acc.saturated);
         add_sat(&mut acc.lost, st.lost, &mut acc.saturated);
         add_sat(&mut acc.wall_ns, st.dur_ns, &mut acc.saturated);
-        acc.cpu_ns = match (acc.cpu_ns, st.cpu_ns) {
+        let mut sum = |acc_ns: Option<u64>, ns: Option<u64>| match (acc_ns, ns) {
             (Some(mut a), Some(b)) => {
                 add_sat(&mut a, b, &mut acc.saturated);
                 Some(a)
             }
             _ => None,
         };
+        acc.cpu_ns = sum(acc.cpu_ns, st.cpu_ns);
+        acc.sampler_cpu_ns = sum(acc.sampler_cpu_ns, st.sampler_cpu_ns);
+        sampled_ns = sum(sampled_ns, st.sampled_cpu_ns());
     }
     if acc.steps == 0 {
         acc.cpu_ns = None;
+        acc.sampler_cpu_ns = None;
+        sampled_ns = None;
     }
-    acc.effective_hz = acc
-        .cpu_ns
+    acc.effective_hz = sampled_ns
         .filter(|&ns| ns > 0)
         .map(|ns| acc.taken as f64 / (ns as f64 / 1e9));
     acc
 }
 
 impl SamplerAccount {
-    /// Nanoseconds of CPU per sample: measured CPU time over samples taken, else the requested
-    /// period; `None` when the sampler said neither.
-    fn ns_per_sample(&self) -> Option<f64> {
-        match (self.cpu_ns, self.taken) {
-            (Some(ns), t) if t > 0 && ns > 0 => Some(ns as f64 / t as f64),
+    /// Nanoseconds of the sampled threads' CPU per sample (the inverse of
+    /// [`effective_hz`](Self::effective_hz)), else the requested period; `None` when the
+    /// sampler said neither.
+    pub fn ns_per_sample(&self) -> Option<f64> {
+        match self.effective_hz {
+            Some(hz) if hz > 0.0 => Some(1e9 / hz),
             _ if self.requested_hz > 0 => Some(1e9 / self.requested_hz as f64),
             _ => None,
         }
@@ -1135,6 +1149,7 @@ mod tests {
                     taken,
                     lost: 1,
                     cpu_ns: Some(taken * 2_000_000),
+                    sampler_cpu_ns: None,
                     ts: 0,
                     dur: 1,
                 })
@@ -1164,6 +1179,85 @@ mod tests {
                 sampler(1, 4),
             ]
         })
+    }
+
+    #[test]
+    fn the_rate_and_a_sample_s_time_leave_out_the_sampler_s_own_threads() {
+        use trace_record::schema::SamplerEvent;
+        let account = |own: [Option<u64>; 2]| {
+            let t = load_sampled("own", |_| {
+                (0..2)
+                    .map(|step| {
+                        Event::Sampler(SamplerEvent {
+                            step,
+                            hz: 1000,
+                            taken: 0,
+                            lost: 0,
+                            cpu_ns: Some(20_000_000),
+                            sampler_cpu_ns: own[step as usize],
+                            ts: 0,
+                            dur: 1,
+                        })
+                    })
+                    .collect()
+            });
+            sampler_totals(&t)
+        };
+        // No samples: the rate is 0 and a sample stands for the requested period.
+        let a = account([Some(5_000_000), Some(15_000_000)]);
+        assert_eq!(a.sampler_cpu_ns, Some(20_000_000));
+        assert_eq!(a.effective_hz, Some(0.0));
+        assert_eq!(a.ns_per_sample(), Some(1_000_000.0));
+        let with_samples = |own: [Option<u64>; 2], taken: u64| {
+            let t = load_sampled("own", |_| {
+                use trace_record::schema::{SamplesEvent, StackEvent};
+                let mut ev = vec![
+                    frame(1, "tracegraph::main"),
+                    Event::Stack(StackEvent {
+                        id: 1,
+                        frames: vec![1],
+                    }),
+                ];
+                for step in 0..2u64 {
+                    ev.push(Event::Samples(SamplesEvent {
+                        step,
+                        thread: 1,
+                        stack: 1,
+                        n: taken,
+                        phase: None,
+                        span: None,
+                    }));
+                    ev.push(Event::Sampler(SamplerEvent {
+                        step,
+                        hz: 1000,
+                        taken,
+                        lost: 0,
+                        cpu_ns: Some(20_000_000),
+                        sampler_cpu_ns: own[step as usize],
+                        ts: 0,
+                        dur: 1,
+                    }));
+                }
+                ev
+            });
+            sampler_totals(&t)
+        };
+        // 40 ms of process CPU, 20 of them the sampler's own: 20 samples stand for 20 ms.
+        let a = with_samples([Some(5_000_000), Some(15_000_000)], 10);
+        assert_eq!((a.taken, a.cpu_ns), (20, Some(40_000_000)));
+        assert_eq!(a.effective_hz, Some(1000.0));
+        assert_eq!(a.ns_per_sample(), Some(1_000_000.0));
+        // A step that does not say counts its whole CPU time (as traces before the field).
+        let a = with_samples([Some(20_000_000), None], 10);
+        assert_eq!(a.sampler_cpu_ns, None);
+        assert_eq!(a.effective_hz, Some(1000.0));
+        // More than the whole is clamped to it.
+        let a = with_samples([Some(30_000_000), Some(0)], 10);
+        assert_eq!(a.effective_hz, Some(1000.0));
+        // None said: the process's CPU time, as before.
+        let a = with_samples([None, None], 10);
+        assert_eq!(a.effective_hz, Some(500.0));
+        assert_eq!(a.ns_per_sample(), Some(2_000_000.0));
     }
 
     #[test]
@@ -1307,6 +1401,7 @@ mod tests {
                     taken: 12,
                     lost: 0,
                     cpu_ns: Some(12_000_000),
+                    sampler_cpu_ns: None,
                     ts: 0,
                     dur: 1,
                 }),
@@ -1430,6 +1525,7 @@ mod tests {
             taken,
             lost: 0,
             cpu_ns: Some(taken * 1_000_000),
+            sampler_cpu_ns: None,
             ts: 0,
             dur: 1,
         }));

@@ -967,13 +967,14 @@ impl SampledOpTable {
     }
 }
 
-/// Nanoseconds of CPU per sample over the sampler's accounts.
+/// Nanoseconds of the sampled threads' CPU per sample over the sampler's accounts (see
+/// [`SamplerStep::sampled_cpu_ns`](crate::samples::SamplerStep::sampled_cpu_ns)).
 fn ns_per_sample(s: &SampledStacks) -> (u64, Option<f64>) {
     let (mut taken, mut cpu, mut all_cpu, mut hz) = (0u64, 0u64, true, 0u64);
     for st in &s.steps {
         taken = taken.saturating_add(st.taken);
         hz = hz.max(st.hz);
-        match st.cpu_ns {
+        match st.sampled_cpu_ns() {
             Some(c) => cpu = cpu.saturating_add(c),
             None => all_cpu = false,
         }
@@ -1720,6 +1721,7 @@ mod tests {
                 taken: 20,
                 lost: 0,
                 cpu_ns: Some(20_000_000),
+                sampler_cpu_ns: None,
                 ts: 0,
                 dur: 1,
             }),

@@ -208,6 +208,9 @@ fn samples_are_attributed_to_step_phase_and_span_and_sum_up() {
             Event::Sampler(s) => {
                 assert_eq!(s.hz, 997);
                 assert!(s.cpu_ns.is_some());
+                // What the sampler's own threads used is said, and is part of the whole.
+                let own = s.sampler_cpu_ns.expect("the sampler's own CPU time");
+                assert!(Some(own) <= s.cpu_ns, "{own} of {:?}", s.cpu_ns);
                 taken.insert(s.step, (s.taken, s.lost));
             }
             _ => {}

@@ -73,22 +73,33 @@ pub struct SamplerTotals {
     pub lost: u64,
     /// Process CPU time over the steps, when every step reported it.
     pub cpu_ns: Option<u64>,
+    /// The part of `cpu_ns` the sampler's own threads used (never sampled), summed over the
+    /// steps that reported it (0 when none did: traces written before the sampler reported
+    /// its own time).
+    pub sampler_cpu_ns: u64,
 }
 
 impl SamplerTotals {
-    /// Estimated process CPU time one sample stands for: CPU time over samples taken, else
-    /// the requested period; `None` when neither is known.
+    /// CPU time of the sampled threads: `cpu_ns` less the sampler's own threads' time.
+    fn sampled_cpu_ns(&self) -> Option<u64> {
+        self.cpu_ns
+            .map(|all| all.saturating_sub(self.sampler_cpu_ns))
+    }
+
+    /// Estimated CPU time of the sampled threads one sample stands for: their CPU time over
+    /// samples taken, else the requested period; `None` when neither is known.
     pub fn ns_per_sample(&self) -> Option<f64> {
-        match self.cpu_ns {
+        match self.sampled_cpu_ns() {
             Some(ns) if ns > 0 && self.taken > 0 => Some(ns as f64 / self.taken as f64),
             _ if self.requested_hz > 0 => Some(1e9 / self.requested_hz as f64),
             _ => None,
         }
     }
 
-    /// Samples per second of process CPU time achieved (`taken` ÷ `cpu_ns`), when known.
+    /// Samples per second of the sampled threads' CPU time achieved (`taken` ÷ (`cpu_ns` −
+    /// `sampler_cpu_ns`)), when known.
     pub fn effective_hz(&self) -> Option<f64> {
-        self.cpu_ns
+        self.sampled_cpu_ns()
             .filter(|&ns| ns > 0)
             .map(|ns| self.taken as f64 / (ns as f64 / 1e9))
     }
@@ -182,7 +193,7 @@ struct SampleKey {
 ///     frame(2, "gemm::gemm"),
 ///     Event::Stack(StackEvent { id: 1, frames: vec![1, 2] }),
 ///     Event::Samples(SamplesEvent { step: 0, thread: 7, stack: 1, n: 3, phase: Some(ExecStep::Backward), span }),
-///     Event::Sampler(SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: Some(3_000_000), ts: 0, dur: 4_000_000 }),
+///     Event::Sampler(SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: Some(3_000_000), sampler_cpu_ns: None, ts: 0, dur: 4_000_000 }),
 /// ]);
 /// session.finish()?;
 /// let trace = sink.bytes();
@@ -265,6 +276,12 @@ pub fn folded_samples<R: BufRead + Send>(
             (Some(a), Some(b)) => Some(a.saturating_add(b)),
             _ => None,
         };
+        // Never more than the step's whole CPU time (a hostile line cannot make it negative).
+        let own = s
+            .sampler_cpu_ns
+            .unwrap_or(0)
+            .min(s.cpu_ns.unwrap_or(u64::MAX));
+        sampler.sampler_cpu_ns = sampler.sampler_cpu_ns.saturating_add(own);
     }
     if sampler.steps == 0 {
         sampler.cpu_ns = None;

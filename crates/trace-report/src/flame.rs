@@ -64,7 +64,7 @@ fn summary(
             "rate".to_string(),
             match acc.effective_hz {
                 Some(hz) => format!(
-                    "requested {} Hz, achieved {hz:.0} Hz of process CPU time",
+                    "requested {} Hz, achieved {hz:.0} Hz of the sampled threads' CPU time",
                     acc.requested_hz
                 ),
                 None => format!("requested {} Hz (achieved: unknown)", acc.requested_hz),
@@ -72,11 +72,23 @@ fn summary(
         ),
         ("samples lost".to_string(), acc.lost.to_string()),
     ];
+    if let (Some(own), Some(all)) = (acc.sampler_cpu_ns, acc.cpu_ns)
+        && all > 0
+    {
+        rows.push((
+            "the sampler's own threads".to_string(),
+            format!(
+                "{} of CPU time ({:.1}% of the process's in the sampled steps; never sampled)",
+                format_ns(own as f64),
+                100.0 * own.min(all) as f64 / all as f64
+            ),
+        ));
+    }
     if let Some(ns) = ns_per_sample {
         rows.push((
             "one sample ≈".to_string(),
             format!(
-                "{} of CPU time (process CPU time ÷ samples taken; an estimate)",
+                "{} of CPU time (the sampled threads' CPU time ÷ samples taken; an estimate)",
                 format_ns(ns)
             ),
         ));
@@ -97,11 +109,7 @@ pub(crate) fn flame_data(
     let groups = function_groups(trace);
     let group_of = |f: u32| groups.get(f as usize).map_or("other", |g| g.as_str());
     let acc = &sampler_totals(trace);
-    let ns_per_sample = match (acc.cpu_ns, acc.taken) {
-        (Some(ns), t) if t > 0 && ns > 0 => Some(ns as f64 / t as f64),
-        _ if acc.requested_hz > 0 => Some(1e9 / acc.requested_hz as f64),
-        _ => None,
-    };
+    let ns_per_sample = acc.ns_per_sample();
 
     let total = sampled.total;
     let phases = sampled.by_phase;

@@ -163,6 +163,9 @@ impl Worker {
             taken,
             lost,
             cpu_ns: end.cpu_ns,
+            sampler_cpu_ns: end
+                .sampler_cpu_ns
+                .map(|own| end.cpu_ns.map_or(own, |all| own.min(all))),
             ts: end.ts,
             dur: end.dur,
         }));

@@ -46,6 +46,7 @@ fn recorded(mut events: Vec<Event>) -> Trace {
         taken: 1,
         lost: 0,
         cpu_ns: Some(1_000_000),
+        sampler_cpu_ns: None,
         ts: 0,
         dur: 1,
     }));

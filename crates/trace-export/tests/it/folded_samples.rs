@@ -215,6 +215,38 @@ fn golden_folded_samples() {
 }
 
 #[test]
+fn the_sampler_s_own_cpu_time_is_not_what_samples_stand_for() {
+    // 44 ms of process CPU in two steps; the sampler's own threads used 2 ms of the first
+    // step's 20 and all 24 of the second's (its line says 30: clamped to the whole), 26 ms.
+    // The 11 samples stand for the other 18 ms: about 1.6 ms each, 611 Hz (the process's CPU
+    // time alone would say 4 ms and 250 Hz).
+    let bytes = hand(&[
+        r#"{"type":"step","index":0,"ts":0}"#,
+        r#"{"type":"span_start","id":1,"name":"forward","kind":"function","thread":0,"ts":0}"#,
+        r#"{"type":"span_end","id":1,"ts":10}"#,
+        r#"{"type":"frame","id":1,"func":"main"}"#,
+        r#"{"type":"stack","id":1,"frames":[1]}"#,
+        r#"{"type":"samples","step":0,"thread":9,"stack":1,"n":11,"span":1}"#,
+        r#"{"type":"sampler","step":0,"hz":1000,"taken":11,"lost":0,"cpu_ns":20000000,"sampler_cpu_ns":2000000,"ts":0,"dur":20}"#,
+        r#"{"type":"step","index":1,"ts":20}"#,
+        r#"{"type":"span_start","id":2,"name":"forward","kind":"function","thread":0,"ts":20}"#,
+        r#"{"type":"span_end","id":2,"ts":30}"#,
+        r#"{"type":"sampler","step":1,"hz":1000,"taken":0,"lost":0,"cpu_ns":24000000,"sampler_cpu_ns":30000000,"ts":20,"dur":20}"#,
+        r#"{"type":"trailer","outcome":"complete","counts":{},"dropped":0,"ts":40}"#,
+    ]);
+    let f = fold(&bytes, None);
+    assert_eq!(f.sampler.steps, 2);
+    assert_eq!(f.sampler.cpu_ns, Some(44_000_000));
+    assert_eq!(f.sampler.sampler_cpu_ns, 26_000_000);
+    assert_eq!(f.sampler.ns_per_sample(), Some(18_000_000.0 / 11.0));
+    assert!(
+        f.sampler
+            .effective_hz()
+            .is_some_and(|hz| (hz - 11.0 / 0.018).abs() < 1e-6)
+    );
+}
+
+#[test]
 fn samples_of_the_boundary_after_the_last_step_are_in_no_step() {
     // `step()` at the end of each iteration: step 0, step 1, then the empty boundary the last
     // `step()` opens, in which `finish()` ran (and the sampler took a sample and accounted

@@ -587,6 +587,12 @@ pub struct SamplerEvent {
     /// Process CPU time (all threads) during the step, ns, when the platform reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_ns: Option<u64>,
+    /// The part of `cpu_ns` that the sampler's own threads used (ticking, draining,
+    /// symbolizing), ns, when known. They are never sampled, so the sampled threads' CPU time
+    /// is `cpu_ns - sampler_cpu_ns`, and `taken` over it is the rate the program was sampled
+    /// at; at most `cpu_ns` (readers clamp a larger value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler_cpu_ns: Option<u64>,
     /// When sampling of the step began, ns since the session's start.
     pub ts: u64,
     /// How long the step was sampled (wall time), ns.

@@ -25,7 +25,7 @@ impl TraceSession {
     ///     frame(2, "gemm::gemm"),
     ///     Event::Stack(StackEvent { id: 1, frames: vec![1, 2] }),
     ///     Event::Samples(SamplesEvent { step: 0, thread: 7, stack: 1, n: 3, phase: None, span: None }),
-    ///     Event::Sampler(SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: None, ts: 0, dur: 3_000_000 }),
+    ///     Event::Sampler(SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: None, sampler_cpu_ns: None, ts: 0, dur: 3_000_000 }),
     /// ]);
     /// assert_eq!(written, 5);
     /// let summary = session.finish().unwrap();

@@ -113,6 +113,7 @@ fn record_everything(session: &TraceSession, ops: u64) {
                 taken: 3,
                 lost: 0,
                 cpu_ns: None,
+                sampler_cpu_ns: None,
                 ts: 0,
                 dur: 3_000_000,
             }),

@@ -199,6 +199,7 @@ fn examples() -> (Header, Vec<Event>, Trailer) {
             taken: 6,
             lost: 0,
             cpu_ns: Some(6_400_000),
+            sampler_cpu_ns: Some(400_000),
             ts: 1_000,
             dur: 8_100,
         }),

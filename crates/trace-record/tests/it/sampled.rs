@@ -38,6 +38,7 @@ fn sampler(step: u64, taken: u64) -> Event {
         taken,
         lost: 2,
         cpu_ns: Some(5_000_000),
+        sampler_cpu_ns: None,
         ts: 10,
         dur: 6_000_000,
     })

@@ -92,7 +92,9 @@ fn sampled_trace(extra_stacks: u64) -> Trace {
         hz: 1000,
         taken,
         lost: 1,
+        // Half of the process's CPU time the sampler's own threads': 1 ms a sample is left.
         cpu_ns: Some(taken * 2_000_000),
+        sampler_cpu_ns: Some(taken * 1_000_000),
         ts: 0,
         dur: 1,
     }));
@@ -150,12 +152,28 @@ fn stacks_carry_their_samples_per_phase() {
             .iter()
             .any(|l| l == "gemm_common::gemm::gemm_basic_generic<…>")
     );
-    // Estimates are labelled as such, with the sampler's account.
-    assert_eq!(f.ns_per_sample, Some(2_000_000.0));
+    // Estimates are labelled as such, with the sampler's account: a sample stands for the
+    // sampled threads' CPU time, the sampler's own threads' being shown apart.
+    assert_eq!(f.ns_per_sample, Some(1_000_000.0));
     assert!(f.note.contains("estimates") && f.note.contains("not measured durations"));
     let summary: Vec<&str> = f.summary.iter().map(|(k, _)| k.as_str()).collect();
     assert!(summary.contains(&"samples lost") && summary.contains(&"one sample ≈"));
     assert!(f.summary.iter().any(|(_, v)| v.contains("an estimate")));
+    let own = f
+        .summary
+        .iter()
+        .find(|(k, _)| k == "the sampler's own threads");
+    assert!(
+        own.is_some_and(|(_, v)| v.contains("50.0%")),
+        "{:?}",
+        f.summary
+    );
+    let rate = f.summary.iter().find(|(k, _)| k == "rate");
+    assert!(
+        rate.is_some_and(|(_, v)| v.contains("achieved 1000 Hz of the sampled threads")),
+        "{:?}",
+        f.summary
+    );
 }
 
 #[test]
@@ -246,6 +264,7 @@ fn stacks_start_at_the_thread_entry_and_waiting_is_drawn_apart() {
             taken: 8,
             lost: 0,
             cpu_ns: Some(16_000_000),
+            sampler_cpu_ns: None,
             ts: 0,
             dur: 1,
         }),

@@ -166,6 +166,7 @@ fn many_ops_trace(ops: u64) -> Trace {
         taken,
         lost: 0,
         cpu_ns: Some(taken * 1_000_000),
+        sampler_cpu_ns: None,
         ts: 0,
         dur: 1,
     }));

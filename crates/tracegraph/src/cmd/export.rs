@@ -463,7 +463,7 @@ fn export<R: std::io::BufRead + Send, W: Write>(
             let s = f.sampler;
             let rate = match s.effective_hz() {
                 Some(hz) => format!(
-                    "requested {} Hz, achieved {hz:.0} Hz of process CPU time",
+                    "requested {} Hz, achieved {hz:.0} Hz of the sampled threads' CPU time",
                     s.requested_hz
                 ),
                 None => format!("requested {} Hz", s.requested_hz),

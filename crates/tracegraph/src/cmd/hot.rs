@@ -218,19 +218,34 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
     });
     let _ = writeln!(
         o,
-        "sampled   {} samples in {} recorded step(s) ({range}); requested {} Hz of process CPU time, achieved {}; {} lost",
+        "sampled   {} samples in {} recorded step(s) ({range}); requested {} Hz of CPU time, achieved {}; {} lost",
         r.samples,
         a.steps,
         a.requested_hz,
         a.effective_hz
-            .map_or("unknown (no CPU time)".into(), |h| format!("{h:.0} Hz")),
+            .map_or("unknown (no CPU time)".into(), |h| format!(
+                "{h:.0} Hz of the sampled threads' CPU time"
+            )),
         a.lost,
     );
+    if let (Some(own), Some(all)) = (a.sampler_cpu_ns, a.cpu_ns)
+        && all > 0
+    {
+        let _ = writeln!(
+            o,
+            "          the sampler's own threads used {} of CPU time in these steps ({:.1}% of the process's; never sampled, and not in the rate)",
+            nsu(own),
+            100.0 * own.min(all) as f64 / all as f64
+        );
+    }
     let _ = writeln!(
         o,
-        "          sample counts are estimates of where CPU time went (all threads), not measured durations; est. CPU = samples x {}",
-        match (a.cpu_ns, a.taken) {
-            (Some(ns), t) if t > 0 => format!("{} (CPU time / samples taken)", nsu(ns / t)),
+        "          sample counts are estimates of where CPU time went (all sampled threads), not measured durations; est. CPU = samples x {}",
+        match (a.effective_hz, a.taken) {
+            (Some(hz), t) if t > 0 && hz > 0.0 => format!(
+                "{} (the sampled threads' CPU time / samples taken)",
+                nsu((1e9 / hz).round() as u64)
+            ),
             _ => "the requested period".into(),
         }
     );
