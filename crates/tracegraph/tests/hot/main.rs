@@ -181,6 +181,26 @@ fn candles_pool_spinning_is_waiting_and_a_compute_loop_is_not() {
         .map(|r| r["waiting_samples"].as_u64().unwrap())
         .sum();
     assert!(kept_waiting >= waiting0, "{kept_waiting}");
+    // The sampler's own threads' CPU time is in the trace and left out of the rate: the
+    // achieved rate is the samples over the sampled threads' CPU time, and `hot` says both.
+    let acc = &json["sampler"];
+    let (own, all) = (
+        acc["sampler_cpu_ns"].as_u64().expect("sampler_cpu_ns"),
+        acc["cpu_ns"].as_u64().expect("cpu_ns"),
+    );
+    assert!(own <= all, "{acc}");
+    let taken = acc["taken"].as_f64().unwrap();
+    let hz = acc["effective_hz"].as_f64().unwrap();
+    assert!(
+        (hz - taken / ((all - own) as f64 / 1e9)).abs() < 1e-6 * hz.max(1.0),
+        "{acc}"
+    );
+    let text = hot(&[p]);
+    assert!(
+        text.contains("Hz of the sampled threads' CPU time")
+            && text.contains("the sampler's own threads used"),
+        "{text}"
+    );
     let text = hot(&[p, "--by", "phase"]);
     assert!(text.contains("\nwaiting   "), "{text}");
     assert!(text.contains("└ waiting"), "{text}");
