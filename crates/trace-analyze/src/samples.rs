@@ -154,7 +154,7 @@ pub struct SampleRow {
 pub struct SamplerStep {
     /// The recorded step.
     pub step: u64,
-    /// Requested samples per second of process CPU time.
+    /// Requested samples per second of CPU time of the sampled threads.
     pub hz: u64,
     /// Samples taken.
     pub taken: u64,

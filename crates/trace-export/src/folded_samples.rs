@@ -31,7 +31,7 @@
 //!
 //! **Weights are sample counts, never nanoseconds**: the span folded stacks weigh measured
 //! self time in ns, these weigh samples, so the two are separate outputs. One sample stands
-//! for about [`SamplerTotals::ns_per_sample`] of process CPU time (an estimate).
+//! for about [`SamplerTotals::ns_per_sample`] of the sampled threads' CPU time (an estimate).
 //!
 //! Memory held: the span nester's state, one path id per span (samples are written after
 //! their step, when its spans are closed), the interned frames and stacks, one entry per
@@ -64,8 +64,8 @@ pub const NO_SPAN: &str = "[no span]";
 pub struct SamplerTotals {
     /// `sampler` lines (recorded steps the sampler accounted for).
     pub steps: u64,
-    /// The requested rate, samples per second of process CPU time (the largest, when steps
-    /// differ).
+    /// The requested rate, samples per second of CPU time of the sampled threads (the
+    /// largest, when steps differ).
     pub requested_hz: u64,
     /// Samples taken.
     pub taken: u64,

@@ -259,8 +259,9 @@ pub struct FlameData {
     pub phases: Vec<(String, u64)>,
     /// Samples in all.
     pub samples: u64,
-    /// Estimated CPU time of one sample (ns): process CPU time over samples taken, else the
-    /// requested period; absent when neither is known.
+    /// Estimated CPU time of one sample (ns): the sampled threads' CPU time (the process's
+    /// less the sampler's own threads') over samples taken, else the requested period;
+    /// absent when neither is known.
     pub ns_per_sample: Option<f64>,
     /// The sampled op table drawn beside the graph (what `tracegraph ops --sampled` prints):
     /// per span path a row (`row_class` `span`), then its Candle ops (`op`); absent when the

@@ -577,7 +577,7 @@ pub struct SamplesEvent {
 pub struct SamplerEvent {
     /// The recorded step.
     pub step: u64,
-    /// The requested rate, samples per second of process CPU time.
+    /// The requested rate, samples per second of CPU time of the sampled threads.
     pub hz: u64,
     /// Samples taken (and written) in the step.
     pub taken: u64,
