@@ -520,7 +520,7 @@ fn find_model_crates(trace: &Trace) -> Vec<String> {
 }
 
 /// The sampler's account over the steps `in_steps` selects.
-fn sampler_account(s: &SampledStacks, in_steps: impl Fn(u64) -> bool) -> SamplerAccount {
+pub(crate) fn sampler_account(s: &SampledStacks, in_steps: impl Fn(u64) -> bool) -> SamplerAccount {
     let mut acc = SamplerAccount {
         steps: 0,
         step_range: None,
@@ -577,6 +577,13 @@ impl SamplerAccount {
             _ if self.requested_hz > 0 => Some(1e9 / self.requested_hz as f64),
             _ => None,
         }
+    }
+
+    /// The sampler's own threads' CPU time and its share of the process's over the steps,
+    /// when every step said it and some CPU time was used.
+    pub fn sampler_share(&self) -> Option<(u64, f64)> {
+        let (own, all) = (self.sampler_cpu_ns?, self.cpu_ns?);
+        (all > 0).then(|| (own, own as f64 / all as f64))
     }
 }
 

@@ -162,7 +162,8 @@ pub struct SamplerStep {
     pub lost: u64,
     /// Process CPU time in the step, when reported.
     pub cpu_ns: Option<u64>,
-    /// The part of `cpu_ns` the sampler's own threads used (never sampled), when reported.
+    /// The part of `cpu_ns` the sampler's own threads used (never sampled), when reported;
+    /// at most `cpu_ns` ([`SamplerEvent::own_cpu_ns`](trace_record::schema::SamplerEvent::own_cpu_ns)).
     pub sampler_cpu_ns: Option<u64>,
     /// Wall time sampled.
     pub dur_ns: u64,
@@ -170,11 +171,11 @@ pub struct SamplerStep {
 
 impl SamplerStep {
     /// The CPU time of the threads the sampler sampled in the step: `cpu_ns` less the
-    /// sampler's own threads' time when the trace says it (clamped at zero), else `cpu_ns`
-    /// (traces written before the sampler reported its own time). Samples stand for this
-    /// time: it is what a sample's share of CPU is taken of.
+    /// sampler's own threads' time when the trace says it, else `cpu_ns` (traces written
+    /// before the sampler reported its own time). Samples stand for this time.
     pub fn sampled_cpu_ns(&self) -> Option<u64> {
         let all = self.cpu_ns?;
+        // Loaded at most `cpu_ns`; saturating for a step built by hand.
         Some(all.saturating_sub(self.sampler_cpu_ns.unwrap_or(0)))
     }
 }
@@ -478,7 +479,7 @@ impl SampledStacks {
                 taken: s.taken,
                 lost: s.lost,
                 cpu_ns: s.cpu_ns,
-                sampler_cpu_ns: s.sampler_cpu_ns,
+                sampler_cpu_ns: s.own_cpu_ns(),
                 dur_ns: s.dur,
             }),
             _ => {}

@@ -276,11 +276,8 @@ pub fn folded_samples<R: BufRead + Send>(
             (Some(a), Some(b)) => Some(a.saturating_add(b)),
             _ => None,
         };
-        // Never more than the step's whole CPU time (a hostile line cannot make it negative).
-        let own = s
-            .sampler_cpu_ns
-            .unwrap_or(0)
-            .min(s.cpu_ns.unwrap_or(u64::MAX));
+        // Clamped to the step's whole CPU time, as every reader does.
+        let own = s.own_cpu_ns().unwrap_or(0);
         sampler.sampler_cpu_ns = sampler.sampler_cpu_ns.saturating_add(own);
     }
     if sampler.steps == 0 {

@@ -72,15 +72,13 @@ fn summary(
         ),
         ("samples lost".to_string(), acc.lost.to_string()),
     ];
-    if let (Some(own), Some(all)) = (acc.sampler_cpu_ns, acc.cpu_ns)
-        && all > 0
-    {
+    if let Some((own, share)) = acc.sampler_share() {
         rows.push((
             "the sampler's own threads".to_string(),
             format!(
                 "{} of CPU time ({:.1}% of the process's in the sampled steps; never sampled)",
                 format_ns(own as f64),
-                100.0 * own.min(all) as f64 / all as f64
+                100.0 * share
             ),
         ));
     }

@@ -157,18 +157,20 @@ impl Worker {
                 span,
             }));
         }
-        events.push(Event::Sampler(SamplerEvent {
+        let mut account = SamplerEvent {
             step: end.step,
             hz: self.hz,
             taken,
             lost,
             cpu_ns: end.cpu_ns,
-            sampler_cpu_ns: end
-                .sampler_cpu_ns
-                .map(|own| end.cpu_ns.map_or(own, |all| own.min(all))),
+            sampler_cpu_ns: end.sampler_cpu_ns,
             ts: end.ts,
             dur: end.dur,
-        }));
+        };
+        // The two clocks are read one after the other: written within the whole, by the
+        // readers' own rule.
+        account.sampler_cpu_ns = account.own_cpu_ns();
+        events.push(Event::Sampler(account));
         let written = self.session.record_sampled(&events) > 0;
         if let Ok(mut st) = self.stats.lock() {
             st.steps += 1;

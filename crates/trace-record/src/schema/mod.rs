@@ -589,14 +589,40 @@ pub struct SamplerEvent {
     pub cpu_ns: Option<u64>,
     /// The part of `cpu_ns` that the sampler's own threads used (ticking, draining,
     /// symbolizing), ns, when known. They are never sampled, so the sampled threads' CPU time
-    /// is `cpu_ns - sampler_cpu_ns`, and `taken` over it is the rate the program was sampled
-    /// at; at most `cpu_ns` (readers clamp a larger value).
+    /// is `cpu_ns - sampler_cpu_ns` ([`SamplerEvent::sampled_cpu_ns`]), and `taken` over it is
+    /// the rate the program was sampled at; at most `cpu_ns` (readers clamp a larger value:
+    /// [`SamplerEvent::own_cpu_ns`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampler_cpu_ns: Option<u64>,
     /// When sampling of the step began, ns since the session's start.
     pub ts: u64,
     /// How long the step was sampled (wall time), ns.
     pub dur: u64,
+}
+
+impl SamplerEvent {
+    /// `sampler_cpu_ns` clamped to `cpu_ns` (the one rule every reader applies, so that a
+    /// hostile line cannot make the sampled threads' CPU time negative).
+    ///
+    /// ```
+    /// use trace_record::schema::SamplerEvent;
+    /// let s = SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: Some(4_000_000),
+    ///     sampler_cpu_ns: Some(9_000_000), ts: 0, dur: 1 };
+    /// assert_eq!(s.own_cpu_ns(), Some(4_000_000));
+    /// assert_eq!(s.sampled_cpu_ns(), Some(0));
+    /// ```
+    pub fn own_cpu_ns(&self) -> Option<u64> {
+        let own = self.sampler_cpu_ns?;
+        Some(self.cpu_ns.map_or(own, |all| own.min(all)))
+    }
+
+    /// The CPU time of the threads the sampler sampled: `cpu_ns` less
+    /// [`own_cpu_ns`](Self::own_cpu_ns) (all of `cpu_ns` when the line does not say, as in
+    /// traces written before the field). Samples stand for this time.
+    pub fn sampled_cpu_ns(&self) -> Option<u64> {
+        let all = self.cpu_ns?;
+        Some(all - self.own_cpu_ns().unwrap_or(0))
+    }
 }
 
 /// `heap_alloc` (version 2): one heap allocation at or above the tracking threshold, made

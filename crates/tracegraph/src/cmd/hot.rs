@@ -228,23 +228,21 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
             )),
         a.lost,
     );
-    if let (Some(own), Some(all)) = (a.sampler_cpu_ns, a.cpu_ns)
-        && all > 0
-    {
+    if let Some((own, share)) = a.sampler_share() {
         let _ = writeln!(
             o,
             "          the sampler's own threads used {} of CPU time in these steps ({:.1}% of the process's; never sampled, and not in the rate)",
             nsu(own),
-            100.0 * own.min(all) as f64 / all as f64
+            100.0 * share
         );
     }
     let _ = writeln!(
         o,
         "          sample counts are estimates of where CPU time went (all sampled threads), not measured durations; est. CPU = samples x {}",
-        match (a.effective_hz, a.taken) {
-            (Some(hz), t) if t > 0 && hz > 0.0 => format!(
+        match (a.effective_hz, a.ns_per_sample()) {
+            (Some(hz), Some(ns)) if hz > 0.0 => format!(
                 "{} (the sampled threads' CPU time / samples taken)",
-                nsu((1e9 / hz).round() as u64)
+                nsu(ns.round() as u64)
             ),
             _ => "the requested period".into(),
         }
