@@ -520,7 +520,7 @@ fn find_model_crates(trace: &Trace) -> Vec<String> {
 }
 
 /// The sampler's account over the steps `in_steps` selects.
-pub(crate) fn sampler_account(s: &SampledStacks, in_steps: impl Fn(u64) -> bool) -> SamplerAccount {
+fn sampler_account(s: &SampledStacks, in_steps: impl Fn(u64) -> bool) -> SamplerAccount {
     let mut acc = SamplerAccount {
         steps: 0,
         step_range: None,

@@ -967,11 +967,28 @@ impl SampledOpTable {
     }
 }
 
-/// The requested rate and the sampled threads' CPU time one sample stands for, over every
-/// step the sampler accounted for (the same figures as `tracegraph hot`'s account).
+/// Nanoseconds of the sampled threads' CPU per sample over the sampler's accounts (see
+/// [`SamplerStep::sampled_cpu_ns`](crate::samples::SamplerStep::sampled_cpu_ns)). The same
+/// figure as `hot`'s account over every step; computed here because `hot` imports this
+/// module (the crate's modules never import each other).
 fn ns_per_sample(s: &SampledStacks) -> (u64, Option<f64>) {
-    let acc = crate::hot::sampler_account(s, |_| true);
-    (acc.requested_hz, acc.ns_per_sample())
+    let (mut taken, mut cpu, mut all_cpu, mut hz) = (0u64, 0u64, true, 0u64);
+    for st in &s.steps {
+        taken = taken.saturating_add(st.taken);
+        hz = hz.max(st.hz);
+        match st.sampled_cpu_ns() {
+            Some(c) => cpu = cpu.saturating_add(c),
+            None => all_cpu = false,
+        }
+    }
+    let per = if all_cpu && taken > 0 && cpu > 0 {
+        Some(cpu as f64 / taken as f64)
+    } else if hz > 0 {
+        Some(1e9 / hz as f64)
+    } else {
+        None
+    };
+    (hz, per)
 }
 
 #[derive(Default, Clone)]
