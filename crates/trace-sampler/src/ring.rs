@@ -138,9 +138,10 @@ impl Ring {
         self.done.fetch_add(1, Ordering::Release);
     }
 
-    /// Takes every published sample, calling `f` with each. Returns whether some claim was
-    /// still being written (its sample is taken by a later drain).
-    pub(super) fn drain(&self, mut f: impl FnMut(RawSample)) -> bool {
+    /// Takes every published sample, calling `f` with each (one buffer, refilled for each
+    /// sample: a drain allocates once, not per sample). Returns whether some claim was still
+    /// being written (its sample is taken by a later drain).
+    pub(super) fn drain(&self, mut f: impl FnMut(&RawSample)) -> bool {
         // `done` first: when it equals `next` read after it, every claim before `next` has
         // finished and its slot's state is visible (acquire on the release of `done`).
         let done = self.done.load(Ordering::Acquire);
@@ -152,23 +153,28 @@ impl Ring {
             .load(Ordering::Relaxed)
             .max(end.saturating_sub(n));
         let mut busy = done != end;
+        let mut sample = RawSample {
+            tid: 0,
+            step: 0,
+            scope: 0,
+            ips: Vec::new(),
+            truncated: false,
+        };
         while i < end {
             let slot = &self.slots[i % n];
             match slot.state.load(Ordering::Acquire) {
                 FULL => {
                     let len = (slot.len.load(Ordering::Relaxed) as usize).min(MAX_DEPTH);
-                    let sample = RawSample {
-                        tid: slot.tid.load(Ordering::Relaxed),
-                        step: slot.step.load(Ordering::Relaxed),
-                        scope: slot.scope.load(Ordering::Relaxed),
-                        ips: slot.ips[..len]
-                            .iter()
-                            .map(|ip| ip.load(Ordering::Relaxed))
-                            .collect(),
-                        truncated: slot.truncated.load(Ordering::Relaxed) != 0,
-                    };
+                    sample.tid = slot.tid.load(Ordering::Relaxed);
+                    sample.step = slot.step.load(Ordering::Relaxed);
+                    sample.scope = slot.scope.load(Ordering::Relaxed);
+                    sample.ips.clear();
+                    sample
+                        .ips
+                        .extend(slot.ips[..len].iter().map(|ip| ip.load(Ordering::Relaxed)));
+                    sample.truncated = slot.truncated.load(Ordering::Relaxed) != 0;
                     slot.state.store(EMPTY, Ordering::Release);
-                    f(sample);
+                    f(&sample);
                 }
                 WRITING => busy = true,
                 _ => {}
@@ -214,7 +220,7 @@ mod tests {
         assert_eq!(ring.take_all_lost(), 1);
         assert_eq!(ring.take_all_lost(), 0);
         let mut got = Vec::new();
-        assert!(!ring.drain(|s| got.push(s)));
+        assert!(!ring.drain(|s| got.push(s.clone())));
         assert_eq!(got.len(), 4);
         // Taken in slot order from the oldest claim the slots still hold.
         got.sort_by_key(|s| s.step);
@@ -233,7 +239,7 @@ mod tests {
             push(1);
         });
         let mut again = Vec::new();
-        ring.drain(|s| again.push(s));
+        ring.drain(|s| again.push(s.clone()));
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].step, 9);
     }
@@ -287,7 +293,7 @@ mod tests {
             }
         });
         let mut got = Vec::new();
-        ring.drain(|s| got.push(s));
+        ring.drain(|s| got.push(s.clone()));
         assert_eq!(got[0].ips.len(), MAX_DEPTH);
         assert_eq!(got[0].ips[0], 0);
         assert!(got[0].truncated);

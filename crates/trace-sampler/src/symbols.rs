@@ -3,9 +3,9 @@
 //! Functions inlined at an address get frames of their own (from the line tables), marked
 //! `inlined`, inside the frame of the function containing them.
 
-use std::collections::HashMap;
-
 use trace_record::schema::{Event, FrameEvent, StackEvent};
+
+use crate::worker::FastMap;
 
 /// What an instruction pointer resolved to.
 #[derive(Debug, Clone)]
@@ -26,11 +26,14 @@ pub(super) struct Symbols {
     /// builds here use) a function is named without its path (`on_sigprof`), so the name
     /// alone does not find it. `Some(None)` when it resolves to nothing known.
     handler_fn: Option<Option<(String, Option<String>)>>,
-    by_ip: HashMap<usize, IpInfo>,
-    frames: HashMap<(String, Option<String>, bool), u64>,
-    stacks: HashMap<Vec<u64>, u64>,
+    by_ip: FastMap<usize, IpInfo>,
+    frames: FastMap<(String, Option<String>, bool), u64>,
+    stacks: FastMap<Vec<u64>, u64>,
     /// Definitions not yet written, in definition order.
     pending: Vec<Event>,
+    /// The frames of the stack being interned (kept between samples: no allocation per
+    /// sample once a stack's depth was seen).
+    scratch: Vec<u64>,
 }
 
 /// What `ip` resolves to: innermost (inlined) function first, the containing function last;
@@ -141,7 +144,8 @@ impl Symbols {
         {
             start += 1;
         }
-        let mut frames = Vec::new();
+        let mut frames = std::mem::take(&mut self.scratch);
+        frames.clear();
         // Every kept address but the interrupted one is a return address, looked up at the
         // byte before it (the call). The interrupted one (first after the handler and the
         // trampoline) is the exact instruction the signal stopped at: looked up at the byte
@@ -158,6 +162,7 @@ impl Symbols {
         }
         let next = self.stacks.len() as u64 + 1;
         if let Some(&id) = self.stacks.get(&frames) {
+            self.scratch = frames;
             return id;
         }
         self.stacks.insert(frames.clone(), next);

@@ -41,8 +41,9 @@
 //!   pending, and the rate achieved stayed below the one asked for (0.82–0.85 of 1 kHz and
 //!   0.54–0.59 of 4 kHz on the VM this was measured on; 0.95 and 0.70 with the catch-up).
 //!   Each sample costs what it did; more of them cost more in all.
-//! - Threads are listed from `/proc/self/task` when sampling is armed and every 5 ms while it
-//!   stays armed; a new thread's credit starts when it is first seen.
+//! - Threads are listed from `/proc/self/task` when sampling is armed, and while it stays
+//!   armed whenever the thread count (checked every 5 ms with one `fstat`) has changed, and
+//!   every 100 ms in any case; a new thread's credit starts when it is first seen.
 //!
 //! Arming and disarming read every known thread's clock on the calling (driving) thread, so
 //! that the CPU time of an armed window is credited from its first instant to its last,
@@ -56,7 +57,6 @@
 //! thread that works in short bursts between sleeps is sampled less than one that never
 //! sleeps, since its credit is often learnt after the burst ended.
 
-use std::collections::HashMap;
 use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -65,8 +65,12 @@ use std::time::{Duration, Instant};
 
 use crate::signal::{self, BLOCKED, HANDLED, SELF_TID, TICK_SLOTS};
 
-/// How often the process's threads are listed again while armed.
+/// How often the process's thread count is checked while armed; the threads are listed
+/// again when it changed.
 const RESCAN_EVERY: Duration = Duration::from_millis(5);
+/// How often the threads are listed again whatever the count (one thread exiting and
+/// another starting between two checks leave it unchanged).
+const RELIST_EVERY: Duration = Duration::from_millis(100);
 /// How long after its CPU time last moved a thread is still signalled.
 const RECENT: Duration = Duration::from_millis(10);
 /// Credit kept at most, in periods, and at least [`MAX_CREDIT_NS`]: what late ticks and
@@ -90,7 +94,7 @@ struct Shared {
 #[derive(Debug)]
 struct State {
     armed: bool,
-    threads: HashMap<u64, Tracked>,
+    threads: crate::worker::FastMap<u64, Tracked>,
     /// Slots not in use (the last one is shared by threads past [`TICK_SLOTS`]).
     free: Vec<usize>,
 }
@@ -150,7 +154,7 @@ impl Ticker {
             period_ns: period_ns.max(10_000),
             state: Mutex::new(State {
                 armed: false,
-                threads: HashMap::new(),
+                threads: crate::worker::FastMap::default(),
                 free: (0..TICK_SLOTS).rev().collect(),
             }),
             wake: Condvar::new(),
@@ -209,6 +213,27 @@ impl Drop for Ticker {
     }
 }
 
+/// The process's thread count, cheaply: procfs gives its task directory a link count of the
+/// number of threads plus two, read with one `fstat` on a directory kept open (listing the
+/// directory every 5 ms was a third of the ticker's own CPU time).
+struct ThreadCount {
+    dir: Option<std::fs::File>,
+}
+
+impl ThreadCount {
+    fn open() -> ThreadCount {
+        ThreadCount {
+            dir: std::fs::File::open("/proc/self/task").ok(),
+        }
+    }
+
+    /// The count now (`None` when it cannot be read: the caller lists the threads instead).
+    fn get(&self) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        self.dir.as_ref()?.metadata().ok().map(|m| m.nlink())
+    }
+}
+
 /// The live threads of the process, but the sampler's two.
 fn live_threads(me: u64) -> Vec<u64> {
     let skip = SELF_TID.load(Ordering::Relaxed);
@@ -226,6 +251,7 @@ fn tick_loop(sh: &Shared) {
     // Woken on time: the default slack (50 µs) is a fifth of a period at 4 kHz.
     signal::tight_timer_slack();
     let period = Duration::from_nanos(sh.period_ns);
+    let count = ThreadCount::open();
     loop {
         {
             let mut st = lock(&sh.state);
@@ -241,11 +267,25 @@ fn tick_loop(sh: &Shared) {
         }
         let mut next = Instant::now();
         let mut scanned: Option<Instant> = None;
+        let mut listed: Option<(Instant, Option<u64>)> = None;
         loop {
             // The listing is read outside the lock: arming and disarming never wait for it.
+            // Every [`RESCAN_EVERY`] the thread count is checked, and the threads listed when
+            // it moved (or it cannot be read), and every [`RELIST_EVERY`] in any case.
             let live = scanned
                 .is_none_or(|s| s.elapsed() >= RESCAN_EVERY)
-                .then(|| live_threads(me));
+                .then(|| {
+                    scanned = Some(Instant::now());
+                    let n = count.get();
+                    let due = listed.is_none_or(|(at, was)| {
+                        n.is_none() || n != was || at.elapsed() >= RELIST_EVERY
+                    });
+                    due.then(|| {
+                        listed = Some((Instant::now(), n));
+                        live_threads(me)
+                    })
+                })
+                .flatten();
             let behind = {
                 let mut st = lock(&sh.state);
                 if !st.armed || sh.stop.load(Ordering::Acquire) {
@@ -253,7 +293,6 @@ fn tick_loop(sh: &Shared) {
                 }
                 if let Some(live) = live {
                     rescan(&mut st, &live);
-                    scanned = Some(Instant::now());
                 }
                 tick(sh, &mut st)
             };

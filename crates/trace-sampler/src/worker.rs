@@ -1,6 +1,10 @@
 //! The sampler's thread: drains the buffer, symbolizes, aggregates per step, writes the lines.
 
 use std::collections::HashMap;
+
+/// The sampler's maps: foldhash (the workspace's one hasher), keyed by small integers and
+/// stacks looked up once per sample and frame.
+pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,7 +52,7 @@ pub(super) struct Worker {
     threads: Option<Arc<Threads>>,
     symbols: Symbols,
     /// (step, thread, stack, scope) → samples.
-    counts: HashMap<(u64, u64, u64, u64), u64>,
+    counts: FastMap<(u64, u64, u64, u64), u64>,
     /// Samples of steps already written (arrived too late): counted as lost.
     late: u64,
 }
@@ -66,7 +70,7 @@ impl Worker {
             stats,
             threads,
             symbols: Symbols::default(),
-            counts: HashMap::new(),
+            counts: FastMap::default(),
             late: 0,
         }
     }
@@ -99,7 +103,7 @@ impl Worker {
         }
     }
 
-    fn add(&mut self, s: RawSample, written: Option<u64>) {
+    fn add(&mut self, s: &RawSample, written: Option<u64>) {
         if written.is_some_and(|w| s.step <= w) {
             self.late += 1;
             return;
@@ -112,12 +116,7 @@ impl Worker {
     }
 
     fn drain(&mut self, written: Option<u64>) -> bool {
-        let mut got = Vec::new();
-        let busy = ring().drain(|s| got.push(s));
-        for s in got {
-            self.add(s, written);
-        }
-        busy
+        ring().drain(|s| self.add(s, written))
     }
 
     /// Drains until no sample is being written (or [`SETTLE`] passed).
