@@ -14,8 +14,9 @@
 //! ran lately: each thread is sampled once per period of its own CPU time, from 1 to
 //! 10,000 Hz, and a signal that finds its thread blocked in a system call takes no sample
 //! ([`SamplerSource::Ticker`]). Threads are listed from
-//! `/proc/self/task` when sampling is armed and every 5 ms while it stays armed (Candle's,
-//! gemm's and rayon's workers, whenever they start).
+//! `/proc/self/task` when sampling is armed, and while it stays armed whenever their count
+//! (checked every 5 ms) moves and every 100 ms (Candle's, gemm's and rayon's workers,
+//! whenever they start).
 //!
 //! The kernel's own per-thread clock is the other source ([`SamplerSource::PerfEvent`], by
 //! [`SamplerConfig::with_source`] or [`SOURCE_ENV`]): every thread of the process but the
@@ -112,6 +113,11 @@ mod threads;
 mod ticker;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
 mod worker;
+
+/// The sampler's maps (threads by id, samples by stack and scope, interned frames and
+/// stacks): foldhash, the workspace's one hasher, for keys looked up at every tick and sample.
+#[cfg(all(feature = "enabled", target_os = "linux"))]
+type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 pub use control::{Sampler, ScopeDemand, is_sampling};
 pub use scope_cell::{

@@ -5,7 +5,7 @@
 
 use trace_record::schema::{Event, FrameEvent, StackEvent};
 
-use crate::worker::FastMap;
+use crate::FastMap;
 
 /// What an instruction pointer resolved to.
 #[derive(Debug, Clone)]

@@ -94,7 +94,7 @@ struct Shared {
 #[derive(Debug)]
 struct State {
     armed: bool,
-    threads: crate::worker::FastMap<u64, Tracked>,
+    threads: crate::FastMap<u64, Tracked>,
     /// Slots not in use (the last one is shared by threads past [`TICK_SLOTS`]).
     free: Vec<usize>,
 }
@@ -154,7 +154,7 @@ impl Ticker {
             period_ns: period_ns.max(10_000),
             state: Mutex::new(State {
                 armed: false,
-                threads: crate::worker::FastMap::default(),
+                threads: crate::FastMap::default(),
                 free: (0..TICK_SLOTS).rev().collect(),
             }),
             wake: Condvar::new(),

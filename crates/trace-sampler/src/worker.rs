@@ -1,10 +1,5 @@
 //! The sampler's thread: drains the buffer, symbolizes, aggregates per step, writes the lines.
 
-use std::collections::HashMap;
-
-/// The sampler's maps: foldhash (the workspace's one hasher), keyed by small integers and
-/// stacks looked up once per sample and frame.
-pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,11 +7,11 @@ use std::time::{Duration, Instant};
 use trace_record::TraceSession;
 use trace_record::schema::{Event, SamplerEvent, SamplesEvent};
 
-use crate::SamplerStats;
 use crate::ring::{RawSample, ring};
 use crate::scope_cell::unpack;
 use crate::symbols::Symbols;
 use crate::threads::Threads;
+use crate::{FastMap, SamplerStats};
 
 /// How often the ring is drained (and, with perf events, the process's threads listed again)
 /// between step boundaries.
