@@ -221,8 +221,26 @@ pub(super) fn tight_timer_slack() {
     }
 }
 
-/// Queues `SIGPROF` to thread `tid` of this process, carrying the ticker's `slot`.
-pub(super) fn queue_sigprof(tid: u64, slot: usize) -> io::Result<()> {
+/// The sender a queued signal names (this process and its user), read once by the ticker
+/// instead of two system calls per signal.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sender {
+    pid: libc::pid_t,
+    uid: libc::uid_t,
+}
+
+impl Sender {
+    /// This process and its real user, now.
+    pub(super) fn current() -> Sender {
+        // SAFETY: getpid and getuid take no arguments and cannot fail.
+        let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
+        Sender { pid, uid }
+    }
+}
+
+/// Queues `SIGPROF` from `sender` (this process) to its thread `tid`, carrying the ticker's
+/// `slot`.
+pub(super) fn queue_sigprof(sender: Sender, tid: u64, slot: usize) -> io::Result<()> {
     // The kernel's `siginfo` for `SI_QUEUE`: signo, errno, code, then the union (pid, uid,
     // value), aligned to a pointer (so after 4 bytes of padding on 64-bit Linux); 128 bytes
     // in all.
@@ -243,8 +261,7 @@ pub(super) fn queue_sigprof(tid: u64, slot: usize) -> io::Result<()> {
     #[cfg(not(target_pointer_width = "64"))]
     const REST: usize = 128 - 24;
     const _: () = assert!(std::mem::size_of::<Queued>() == 128);
-    // SAFETY: getpid and getuid take no arguments and cannot fail.
-    let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
+    let Sender { pid, uid } = sender;
     let info = Queued {
         signo: libc::SIGPROF,
         errno: 0,

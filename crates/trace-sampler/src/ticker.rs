@@ -41,9 +41,9 @@
 //!   pending, and the rate achieved stayed below the one asked for (0.82–0.85 of 1 kHz and
 //!   0.54–0.59 of 4 kHz on the VM this was measured on; 0.95 and 0.70 with the catch-up).
 //!   Each sample costs what it did; more of them cost more in all.
-//! - Threads are listed from `/proc/self/task` when sampling is armed, and while it stays
-//!   armed whenever the thread count (checked every 5 ms with one `fstat`) has changed, and
-//!   every 100 ms in any case; a new thread's credit starts when it is first seen.
+//! - Threads are listed from `/proc/self/task` whenever the thread count (checked with one
+//!   `fstat` when sampling is armed and every 5 ms while it stays armed) has changed, and at
+//!   least every 100 ms while armed; a new thread's credit starts when it is first seen.
 //!
 //! Arming and disarming read every known thread's clock on the calling (driving) thread, so
 //! that the CPU time of an armed window is credited from its first instant to its last,
@@ -252,6 +252,11 @@ fn tick_loop(sh: &Shared) {
     signal::tight_timer_slack();
     let period = Duration::from_nanos(sh.period_ns);
     let count = ThreadCount::open();
+    let sender = signal::Sender::current();
+    // The last listing and the thread count it saw: kept across windows, so that arming
+    // lists the threads again only when the count moved or the listing is old (the bench's
+    // schedule arms at every other step).
+    let mut listed: Option<(Instant, Option<u64>)> = None;
     loop {
         {
             let mut st = lock(&sh.state);
@@ -267,7 +272,6 @@ fn tick_loop(sh: &Shared) {
         }
         let mut next = Instant::now();
         let mut scanned: Option<Instant> = None;
-        let mut listed: Option<(Instant, Option<u64>)> = None;
         loop {
             // The listing is read outside the lock: arming and disarming never wait for it.
             // Every [`RESCAN_EVERY`] the thread count is checked, and the threads listed when
@@ -294,7 +298,7 @@ fn tick_loop(sh: &Shared) {
                 if let Some(live) = live {
                     rescan(&mut st, &live);
                 }
-                tick(sh, &mut st)
+                tick(sh, &mut st, sender)
             };
             next += if behind { period / 2 } else { period };
             let now = Instant::now();
@@ -349,7 +353,7 @@ fn rescan(st: &mut State, live: &[u64]) {
 /// One tick: credit every thread with the CPU time it used, signal those owed a sample that
 /// ran lately. Returns whether a thread that ran lately is still owed more than a period
 /// after it (the next tick then comes after half a period, so that a backlog is caught up).
-fn tick(sh: &Shared, st: &mut State) -> bool {
+fn tick(sh: &Shared, st: &mut State, sender: signal::Sender) -> bool {
     let p = sh.period_ns;
     let now = Instant::now();
     let mut behind = false;
@@ -376,7 +380,7 @@ fn tick(sh: &Shared, st: &mut State) -> bool {
             .is_some_and(|m| now.saturating_duration_since(m) <= RECENT);
         // The last signal handled (none pending, which the kernel would merge this one into).
         let idle = HANDLED[t.slot].load(Ordering::Acquire) >= t.sent;
-        if recent && idle && t.credit >= p && signal::queue_sigprof(tid, t.slot).is_ok() {
+        if recent && idle && t.credit >= p && signal::queue_sigprof(sender, tid, t.slot).is_ok() {
             t.credit -= p;
             t.sent += 1;
         }
