@@ -40,7 +40,8 @@ use trace_record::schema::{ExecStep, ParseEnumError};
 
 use crate::intern::FastMap;
 use crate::model::Trace;
-use crate::samples::{SampleRow, SampledStacks};
+pub use crate::samples::SamplerAccount;
+use crate::samples::{SampleRow, SampledStacks, add_sat, sampler_account};
 
 /// What [`hot_report`] groups rows by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -370,46 +371,6 @@ pub struct PhaseHot {
     pub top: Vec<HotRow>,
 }
 
-/// The sampler's own account (honest numbers): rate requested and achieved, samples lost,
-/// and the CPU time its own threads used.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SamplerAccount {
-    /// Steps the sampler accounted for (in the selection).
-    pub steps: u64,
-    /// First and last of them.
-    pub step_range: Option<(u64, u64)>,
-    /// The requested rate (the largest, when steps differ), samples per CPU second.
-    pub requested_hz: u64,
-    /// Samples taken (the sum over the steps' `sampler` lines).
-    pub taken: u64,
-    /// Samples lost.
-    pub lost: u64,
-    /// Process CPU time over the steps, when every step reported it.
-    pub cpu_ns: Option<u64>,
-    /// The part of `cpu_ns` the sampler's own threads used (never sampled), when every step
-    /// reported it.
-    pub sampler_cpu_ns: Option<u64>,
-    /// Wall time sampled.
-    pub wall_ns: u64,
-    /// Samples per second of the sampled threads' CPU time achieved: `taken` ÷ (`cpu_ns` −
-    /// `sampler_cpu_ns`), or ÷ `cpu_ns` for a trace that does not say what the sampler's own
-    /// threads used.
-    pub effective_hz: Option<f64>,
-    /// A sum above passed `u64::MAX` and stopped there (hostile or corrupt counts).
-    pub saturated: bool,
-}
-
-/// `*acc += x`, stopping at `u64::MAX` and setting `flag` when it would pass it.
-fn add_sat(acc: &mut u64, x: u64, flag: &mut bool) {
-    match acc.checked_add(x) {
-        Some(v) => *acc = v,
-        None => {
-            *acc = u64::MAX;
-            *flag = true;
-        }
-    }
-}
-
 /// [`add_sat`] with the flag in a [`Cell`](std::cell::Cell), for closures that share it.
 fn add_sat_cell(acc: &mut u64, x: u64, flag: &std::cell::Cell<bool>) {
     let mut f = flag.get();
@@ -517,74 +478,6 @@ fn find_model_crates(trace: &Trace) -> Vec<String> {
         out.push("candle_transformers".into());
     }
     out
-}
-
-/// The sampler's account over the steps `in_steps` selects.
-fn sampler_account(s: &SampledStacks, in_steps: impl Fn(u64) -> bool) -> SamplerAccount {
-    let mut acc = SamplerAccount {
-        steps: 0,
-        step_range: None,
-        requested_hz: 0,
-        taken: 0,
-        lost: 0,
-        cpu_ns: Some(0),
-        sampler_cpu_ns: Some(0),
-        wall_ns: 0,
-        effective_hz: None,
-        saturated: false,
-    };
-    // CPU time of the sampled threads (see `SamplerStep::sampled_cpu_ns`).
-    let mut sampled_ns = Some(0u64);
-    for st in s.steps.iter().filter(|st| in_steps(st.step)) {
-        acc.steps += 1;
-        acc.step_range = Some(match acc.step_range {
-            None => (st.step, st.step),
-            Some((a, b)) => (a.min(st.step), b.max(st.step)),
-        });
-        acc.requested_hz = acc.requested_hz.max(st.hz);
-        add_sat(&mut acc.taken, st.taken, &mut acc.saturated);
-        add_sat(&mut acc.lost, st.lost, &mut acc.saturated);
-        add_sat(&mut acc.wall_ns, st.dur_ns, &mut acc.saturated);
-        let mut sum = |acc_ns: Option<u64>, ns: Option<u64>| match (acc_ns, ns) {
-            (Some(mut a), Some(b)) => {
-                add_sat(&mut a, b, &mut acc.saturated);
-                Some(a)
-            }
-            _ => None,
-        };
-        acc.cpu_ns = sum(acc.cpu_ns, st.cpu_ns);
-        acc.sampler_cpu_ns = sum(acc.sampler_cpu_ns, st.sampler_cpu_ns);
-        sampled_ns = sum(sampled_ns, st.sampled_cpu_ns());
-    }
-    if acc.steps == 0 {
-        acc.cpu_ns = None;
-        acc.sampler_cpu_ns = None;
-        sampled_ns = None;
-    }
-    acc.effective_hz = sampled_ns
-        .filter(|&ns| ns > 0)
-        .map(|ns| acc.taken as f64 / (ns as f64 / 1e9));
-    acc
-}
-
-impl SamplerAccount {
-    /// Nanoseconds of the sampled threads' CPU per sample (the inverse of
-    /// [`effective_hz`](Self::effective_hz)), else the requested period; `None` when the
-    /// sampler said neither.
-    pub fn ns_per_sample(&self) -> Option<f64> {
-        match self.effective_hz {
-            Some(hz) if hz > 0.0 => Some(1e9 / hz),
-            _ if self.requested_hz > 0 => Some(1e9 / self.requested_hz as f64),
-            _ => None,
-        }
-    }
-
-    /// The sampler's own threads' CPU time and its share of the process's over the steps,
-    /// when every step said it and some CPU time was used.
-    pub fn sampler_share(&self) -> Option<(u64, f64)> {
-        let (own, all) = (self.sampler_cpu_ns?, self.cpu_ns?);
-        (all > 0).then(|| (own, own as f64 / all as f64))
-    }
 }
 
 /// The order rows are shown in: most self samples first, then most total samples, then by

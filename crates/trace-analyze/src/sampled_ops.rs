@@ -53,7 +53,7 @@ use trace_record::schema::TimingMode;
 
 use crate::intern::FastMap;
 use crate::model::Trace;
-use crate::samples::{SampledStacks, crate_of_file, is_qualified};
+use crate::samples::{SampledStacks, crate_of_file, is_qualified, sampler_account};
 
 /// What part of Candle's API an op frame belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -967,30 +967,6 @@ impl SampledOpTable {
     }
 }
 
-/// Nanoseconds of the sampled threads' CPU per sample over the sampler's accounts (see
-/// [`SamplerStep::sampled_cpu_ns`](crate::samples::SamplerStep::sampled_cpu_ns)). The same
-/// figure as `hot`'s account over every step; computed here because `hot` imports this
-/// module (the crate's modules never import each other).
-fn ns_per_sample(s: &SampledStacks) -> (u64, Option<f64>) {
-    let (mut taken, mut cpu, mut all_cpu, mut hz) = (0u64, 0u64, true, 0u64);
-    for st in &s.steps {
-        taken = taken.saturating_add(st.taken);
-        hz = hz.max(st.hz);
-        match st.sampled_cpu_ns() {
-            Some(c) => cpu = cpu.saturating_add(c),
-            None => all_cpu = false,
-        }
-    }
-    let per = if all_cpu && taken > 0 && cpu > 0 {
-        Some(cpu as f64 / taken as f64)
-    } else if hz > 0 {
-        Some(1e9 / hz as f64)
-    } else {
-        None
-    };
-    (hz, per)
-}
-
 #[derive(Default, Clone)]
 struct PathAcc {
     samples: u64,
@@ -1069,7 +1045,9 @@ pub fn sampled_op_table(trace: &Trace, opts: &SampledOpOptions) -> Option<Sample
         }
     }
     trace.work.add(s.samples.len() as u64);
-    let (requested_hz, per) = ns_per_sample(s);
+    // The same per-sample figure as `hot`'s account over every step.
+    let account = sampler_account(s, |_| true);
+    let (requested_hz, per) = (account.requested_hz, account.ns_per_sample());
     let make = |op: String, kind: Option<OpKind>, k: u64, w: u64, n: u64, self_ns: Option<u64>| {
         let share = if n > 0 { k as f64 / n as f64 } else { 0.0 };
         let (lo, hi) = wilson_95(k, n);
