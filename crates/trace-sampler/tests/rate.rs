@@ -380,7 +380,8 @@ fn a_thread_that_sleeps_between_bursts_is_sampled_in_its_work_or_its_sleep_call(
     // when it has ended and its first signal often finds the thread asleep), but it is
     // sampled.
     assert!(n >= 20, "{n} samples of the bursty thread ({stats:?})");
-    let (mut in_spin, mut in_sleep) = (0, 0);
+    let (mut in_spin, mut in_sleep, mut in_own) = (0, 0, 0);
+    let mut elsewhere = Vec::new();
     for (stack, k) in samples {
         let names: Vec<&str> = stacks[&stack].iter().map(|f| funcs[f].as_str()).collect();
         if names
@@ -388,19 +389,35 @@ fn a_thread_that_sleeps_between_bursts_is_sampled_in_its_work_or_its_sleep_call(
             .any(|f| f.contains("nanosleep") || f.ends_with("::sleep"))
         {
             in_sleep += k;
-        }
-        if names.iter().any(|f| f.contains("rate::spin")) {
+        } else if names.iter().any(|f| f.contains("rate::spin")) {
             in_spin += k;
+        } else if names
+            .iter()
+            .any(|f| f.contains("a_thread_that_sleeps_between_bursts") || *f == "start_thread")
+        {
+            // The thread's own code around the work: the loop's clock check between a burst
+            // and a sleep, and its exit (std dropping its stack-overflow handler, glibc's
+            // per-thread cleanup), sampled while the thread ends: work too, and brief.
+            in_own += k;
+        } else {
+            elsewhere.push((names.join(" > "), k));
         }
     }
-    eprintln!("bursty thread: {n} samples, {in_spin} in the work, {in_sleep} in the sleep call");
-    // Every sample is in the work or in the sleep call (which the analysis counts as
-    // waiting: a signal that arrived as a sleep ran out on its own, while the thread waited
-    // for a CPU, 20-51 of 71-101 samples here), none elsewhere, and the work is sampled.
-    assert_eq!(
-        in_spin + in_sleep,
-        n,
-        "samples outside the work and the sleep"
+    eprintln!(
+        "bursty thread: {n} samples, {in_spin} in the work, {in_sleep} in the sleep call, \
+         {in_own} in its own code around them"
+    );
+    // Every sample is in the work, in the sleep call (which the analysis counts as waiting:
+    // a signal that arrived as a sleep ran out on its own, while the thread waited for a
+    // CPU, 20-51 of 71-101 samples here) or, rarely, in the thread's own brief code around
+    // them (0-2 of 203-208 samples in 50 runs); none outside the thread's own frames — not
+    // in the signal's trampoline, the handler or the sampler — and the work is sampled.
+    // Waiting shown as work would land in neither the work nor the sleep and break the
+    // bound on the rest.
+    assert!(elsewhere.is_empty(), "samples elsewhere: {elsewhere:?}");
+    assert!(
+        in_own <= 3.max(n / 50),
+        "{in_own} of {n} samples in the thread's own code outside the work and the sleep"
     );
     assert!(in_spin >= 15, "{in_spin} of {n} samples in the work");
 }
