@@ -79,8 +79,9 @@ const RELIST_EVERY: Duration = Duration::from_millis(100);
 /// 100 µs is the least the kernel takes). With the default slice (a few ms) a tick that
 /// wakes while both CPUs run the model waited for a running thread's slice to end: on the
 /// 2-vCPU VM this was measured on, 4 kHz ticks (250 µs apart) were over a millisecond late
-/// 660–1,100 times in a 10 s bench against 90–500 with this slice, and `sampler/rate_4k`
-/// went from 0.74–0.80 to 0.90 of the requested rate (1 kHz unchanged, 0.96).
+/// 971–1,012 times in the bench's 4 kHz phase (533–564 at 1 kHz) against 371–529 (68–84)
+/// with this slice, and `sampler/rate_4k` went from 0.74–0.80 to 0.90 of the requested rate
+/// (1 kHz unchanged, 0.96).
 const TICK_SLICE_NS: u64 = 100_000;
 /// How long after its CPU time last moved a thread is still signalled.
 const RECENT: Duration = Duration::from_millis(10);
