@@ -108,6 +108,8 @@ mod signal;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
 mod symbols;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
+mod tasks;
+#[cfg(all(feature = "enabled", target_os = "linux"))]
 mod threads;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
 mod ticker;

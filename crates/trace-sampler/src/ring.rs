@@ -67,7 +67,7 @@ pub(super) struct Ring {
 const LOST_STEPS: usize = 64;
 
 /// One drained sample.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct RawSample {
     pub(super) tid: u64,
     pub(super) step: u64,
@@ -153,13 +153,7 @@ impl Ring {
             .load(Ordering::Relaxed)
             .max(end.saturating_sub(n));
         let mut busy = done != end;
-        let mut sample = RawSample {
-            tid: 0,
-            step: 0,
-            scope: 0,
-            ips: Vec::new(),
-            truncated: false,
-        };
+        let mut sample = RawSample::default();
         while i < end {
             let slot = &self.slots[i % n];
             match slot.state.load(Ordering::Acquire) {

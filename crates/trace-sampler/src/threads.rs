@@ -3,7 +3,8 @@
 //! The kernel has no "every thread of this process, on each thread's own clock" event that
 //! signals the thread itself, so the set is kept by hand: [`Threads::arm`] opens (and
 //! enables) an event for every thread listed in `/proc/self/task` but the sampler's own, and
-//! the sampler thread calls [`Threads::rescan`] every few milliseconds while armed, opening
+//! the sampler thread calls [`Threads::rescan`] every few milliseconds while armed (which
+//! lists the threads again when their count moved, see [`crate::tasks::Listing`]), opening
 //! events for threads created since (a thread pool started inside a step) and closing those
 //! of threads that exited. A thread is thus sampled from at most one rescan period after it
 //! starts. A thread id the kernel reuses within one period (ids are handed out cyclically up
@@ -17,6 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::perf_sys::TaskClock;
 use crate::signal::{SELF_TID, gettid};
+use crate::tasks;
 
 /// The events of a sampling process's threads.
 #[derive(Debug)]
@@ -27,25 +29,16 @@ pub(super) struct Threads {
     state: Mutex<State>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     armed: bool,
     events: HashMap<u64, TaskClock>,
+    /// When the threads were last listed (listed again only when their count moved).
+    listing: tasks::Listing,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The ids of the process's live threads.
-fn live_threads() -> io::Result<HashSet<u64>> {
-    let mut tids = HashSet::new();
-    for entry in std::fs::read_dir("/proc/self/task")? {
-        if let Some(tid) = entry?.file_name().to_str().and_then(|s| s.parse().ok()) {
-            tids.insert(tid);
-        }
-    }
-    Ok(tids)
 }
 
 impl Threads {
@@ -62,13 +55,14 @@ impl Threads {
             Err(_) => (TaskClock::open(me, period_ns, libc::SIGPROF, true)?, true),
         };
         // The scan must work too, or threads started later would go unsampled.
-        live_threads()?;
+        tasks::list()?;
         Ok(Threads {
             period_ns,
             user_only,
             state: Mutex::new(State {
                 armed: false,
                 events: HashMap::from([(me, first)]),
+                listing: tasks::Listing::new(),
             }),
         })
     }
@@ -123,11 +117,12 @@ impl Threads {
     }
 
     fn sync(&self, st: &mut State) {
-        let Ok(mut live) = live_threads() else {
+        let Some((tids, n)) = st.listing.if_due() else {
             return;
         };
         let skip = SELF_TID.load(Ordering::Relaxed);
-        live.remove(&skip);
+        let live: HashSet<u64> = tids.into_iter().filter(|&t| t != skip).collect();
+        st.listing.applied(n);
         st.events.retain(|tid, _| live.contains(tid));
         for tid in live {
             if st.events.contains_key(&tid) {

@@ -68,13 +68,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::signal::{self, BLOCKED, HANDLED, SELF_TID, TICK_SLOTS};
+use crate::tasks;
 
 /// How often the process's thread count is checked while armed; the threads are listed
-/// again when it changed.
+/// again when it changed (see [`tasks::Listing`]).
 const RESCAN_EVERY: Duration = Duration::from_millis(5);
-/// How often the threads are listed again whatever the count (one thread exiting and
-/// another starting between two checks leave it unchanged).
-const RELIST_EVERY: Duration = Duration::from_millis(100);
 /// The ticker thread's time slice (the fair scheduler's per-task slice, Linux 6.12 and later;
 /// 100 µs is the least the kernel takes). With the default slice (a few ms) a tick that
 /// wakes while both CPUs run the model waited for a running thread's slice to end: on the
@@ -225,36 +223,11 @@ impl Drop for Ticker {
     }
 }
 
-/// The process's thread count, cheaply: procfs gives its task directory a link count of the
-/// number of threads plus two, read with one `fstat` on a directory kept open (listing the
-/// directory every 5 ms was a third of the ticker's own CPU time).
-struct ThreadCount {
-    dir: Option<std::fs::File>,
-}
-
-impl ThreadCount {
-    fn open() -> ThreadCount {
-        ThreadCount {
-            dir: std::fs::File::open("/proc/self/task").ok(),
-        }
-    }
-
-    /// The count now (`None` when it cannot be read: the caller lists the threads instead).
-    fn get(&self) -> Option<u64> {
-        use std::os::unix::fs::MetadataExt;
-        self.dir.as_ref()?.metadata().ok().map(|m| m.nlink())
-    }
-}
-
 /// The live threads of the process, but the sampler's two.
-fn live_threads(me: u64) -> Vec<u64> {
+fn without_sampler(mut tids: Vec<u64>, me: u64) -> Vec<u64> {
     let skip = SELF_TID.load(Ordering::Relaxed);
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
-        .filter(|&t| t != me && t != skip)
-        .collect()
+    tids.retain(|&t| t != me && t != skip);
+    tids
 }
 
 /// The ticker thread: sleeps while disarmed, ticks every period while armed.
@@ -265,12 +238,10 @@ fn tick_loop(sh: &Shared) {
     // Woken without waiting for the running thread's slice to end (see `TICK_SLICE_NS`).
     signal::short_time_slice(TICK_SLICE_NS);
     let period = Duration::from_nanos(sh.period_ns);
-    let count = ThreadCount::open();
     let sender = signal::Sender::current();
-    // The last listing and the thread count it saw: kept across windows, so that arming
-    // lists the threads again only when the count moved or the listing is old (the bench's
-    // schedule arms at every other step).
-    let mut listed: Option<(Instant, Option<u64>)> = None;
+    // Kept across windows, so that arming lists the threads again only when their count
+    // moved or the last listing is old (the bench's schedule arms at every other step).
+    let mut listing = tasks::Listing::new();
     loop {
         {
             let mut st = lock(&sh.state);
@@ -288,35 +259,24 @@ fn tick_loop(sh: &Shared) {
         let mut scanned: Option<Instant> = None;
         loop {
             // The listing is read outside the lock: arming and disarming never wait for it.
-            // Every [`RESCAN_EVERY`] the thread count is checked, and the threads listed when
-            // it moved (or it cannot be read), and every [`RELIST_EVERY`] in any case.
-            let live = scanned
-                .is_none_or(|s| s.elapsed() >= RESCAN_EVERY)
-                .then(|| {
-                    scanned = Some(Instant::now());
-                    let n = count.get();
-                    let due = listed.is_none_or(|(at, was)| {
-                        n.is_none() || n != was || at.elapsed() >= RELIST_EVERY
-                    });
-                    due.then(|| (live_threads(me), n))
-                })
-                .flatten();
+            let mut live = None;
+            if scanned.is_none_or(|s| s.elapsed() >= RESCAN_EVERY) {
+                scanned = Some(Instant::now());
+                live = listing.if_due();
+            }
             let behind = {
                 let mut st = lock(&sh.state);
                 if !st.armed || sh.stop.load(Ordering::Acquire) {
                     break;
                 }
-                // A listing counts as the last one only once applied (one read as the window
-                // closed is dropped, and the next arm lists again).
-                if let Some((live, n)) = live {
-                    rescan(&mut st, &live);
-                    listed = Some((Instant::now(), n));
+                if let Some((tids, n)) = live {
+                    rescan(&mut st, &without_sampler(tids, me));
+                    listing.applied(n);
                 }
                 tick(sh, &mut st, sender)
             };
             next += if behind { period / 2 } else { period };
             let now = Instant::now();
-
             if next > now {
                 std::thread::sleep(next - now);
             } else {

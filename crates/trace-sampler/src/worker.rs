@@ -162,8 +162,9 @@ impl Worker {
             dur: end.dur,
         };
         // The two clocks are read one after the other: written within the whole, by the
-        // readers' own rule.
-        account.sampler_cpu_ns = account.own_cpu_ns();
+        // readers' own rule, and counted so in the stats too.
+        let own = account.own_cpu_ns();
+        account.sampler_cpu_ns = own;
         events.push(Event::Sampler(account));
         let written = self.session.record_sampled(&events) > 0;
         if let Ok(mut st) = self.stats.lock() {
@@ -175,7 +176,7 @@ impl Worker {
                 (Some(a), Some(b)) => Some(a + b),
                 _ => None,
             };
-            st.sampler_cpu_ns = match (st.sampler_cpu_ns, end.sampler_cpu_ns) {
+            st.sampler_cpu_ns = match (st.sampler_cpu_ns, own) {
                 (Some(a), Some(b)) => Some(a + b),
                 _ => None,
             };

@@ -621,7 +621,8 @@ impl SamplerEvent {
     /// traces written before the field). Samples stand for this time.
     pub fn sampled_cpu_ns(&self) -> Option<u64> {
         let all = self.cpu_ns?;
-        Some(all - self.own_cpu_ns().unwrap_or(0))
+        // `own_cpu_ns` is at most `cpu_ns`; saturating all the same.
+        Some(all.saturating_sub(self.own_cpu_ns().unwrap_or(0)))
     }
 }
 
