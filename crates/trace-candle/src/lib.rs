@@ -113,7 +113,8 @@ pub use subscriber::{CaptureSubscriber, MAX_CALLSITES};
 #[cfg(feature = "heap")]
 pub use trace_heap::{DEFAULT_THRESHOLD, HeapConfig, HeapError, HeapStats, TrackingAlloc};
 pub use trace_sampler::{
-    DEFAULT_HZ, SOURCE_ENV, SamplerConfig, SamplerError, SamplerSource, SamplerStats,
+    DEFAULT_HZ, SOURCE_ENV, SamplerConfig, SamplerDiagnostic, SamplerError, SamplerSource,
+    SamplerStats,
 };
 #[cfg(feature = "nn")]
 pub use train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture};

@@ -137,11 +137,13 @@ mod linux {
 
     use trace_record::TraceSession;
 
-    use crate::signal::{self, Handler, RECORDING, SELF_TID, STEP};
+    use crate::signal::{self, DELIVER_ONLY, Handler, INTERRUPTS, RECORDING, SELF_TID, STEP};
     use crate::threads::Threads;
     use crate::ticker::Ticker;
     use crate::worker::{Msg, StepEnd, Worker};
-    use crate::{SOURCE_ENV, SamplerConfig, SamplerError, SamplerSource, SamplerStats};
+    use crate::{
+        SOURCE_ENV, SamplerConfig, SamplerDiagnostic, SamplerError, SamplerSource, SamplerStats,
+    };
 
     /// A sampler runs somewhere in the process.
     static RUNNING: AtomicBool = AtomicBool::new(false);
@@ -206,21 +208,28 @@ mod linux {
                 period_us: (1_000_000 / hz).max(1),
             };
             let period_ns = 1_000_000_000 / hz;
-            match forced {
-                Some(SamplerSource::Itimer) => Ok(itimer),
-                Some(SamplerSource::Ticker) => Ticker::start(period_ns)
-                    .map(Source::Ticker)
-                    .map_err(SamplerError::Io),
+            let tick_only = config.diagnostic == Some(SamplerDiagnostic::TickOnly);
+            let source = match forced {
+                Some(SamplerSource::Itimer) => itimer,
+                Some(SamplerSource::Ticker) => {
+                    Source::Ticker(Ticker::start(period_ns, tick_only).map_err(SamplerError::Io)?)
+                }
                 Some(SamplerSource::PerfEvent) => Threads::probe(1_000_000_000 / hz)
                     .map(|t| Source::PerfEvent(Arc::new(t)))
-                    .map_err(SamplerError::PerfEventRefused),
-                None => Ok(match Ticker::start(period_ns) {
+                    .map_err(SamplerError::PerfEventRefused)?,
+                None => match Ticker::start(period_ns, tick_only) {
                     Ok(t) => Source::Ticker(t),
                     Err(_) => {
                         Threads::probe(period_ns).map_or(itimer, |t| Source::PerfEvent(Arc::new(t)))
                     }
-                }),
+                },
+            };
+            if tick_only && !matches!(source, Source::Ticker(_)) {
+                return Err(SamplerError::TickOnlyNeedsTicker {
+                    chosen: source.kind(),
+                });
             }
+            Ok(source)
         }
 
         fn kind(&self) -> SamplerSource {
@@ -307,6 +316,7 @@ mod linux {
                     dur: now.saturating_sub(ts),
                     cpu_ns: since(cpu0, cpu),
                     sampler_cpu_ns: since(own0, own),
+                    interrupts: INTERRUPTS.load(Ordering::Relaxed),
                 }));
             }
             if active {
@@ -360,9 +370,15 @@ mod linux {
             // Samples left from an earlier sampler in this process are not this one's.
             ring.drain(|_| {});
             ring.take_all_lost();
+            DELIVER_ONLY.store(
+                config.diagnostic == Some(SamplerDiagnostic::DeliverOnly),
+                Ordering::Relaxed,
+            );
+            INTERRUPTS.store(0, Ordering::Relaxed);
             let stats = Arc::new(Mutex::new(SamplerStats {
                 hz: config.hz,
                 source: Some(source.kind()),
+                diagnostic: config.diagnostic,
                 cpu_ns: Some(0),
                 sampler_cpu_ns: Some(0),
                 ..SamplerStats::default()

@@ -66,6 +66,12 @@
 //!   second start anywhere in the process gets [`SamplerError::Busy`].
 //! - [`Sampler::stop`] before the session finishes writes the last step's samples (a session
 //!   finished first loses them, reported in [`SamplerStats::unwritten_steps`]).
+//! - What sampling costs a program is mostly interrupting its threads, not reading their
+//!   stacks: [`SamplerConfig::with_diagnostic`] runs the machinery without taking samples
+//!   ([`SamplerDiagnostic::DeliverOnly`]: the signals are delivered and the handler returns
+//!   at once; [`SamplerDiagnostic::TickOnly`]: the ticker ticks and sends nothing), so that
+//!   the parts can be timed apart (the `sampler` bench suite does, under
+//!   `TRACEGRAPH_SAMPLER_DIAGNOSE`).
 //!
 //! The current scope ([`set_scope`], [`enter_scope`], [`current_scope`]) is plain safe code and
 //! always compiled: the recorder publishes the phase and innermost span of each thread there,
@@ -180,29 +186,34 @@ pub const SOURCE_ENV: &str = "TRACEGRAPH_SAMPLER_SOURCE";
 /// How to sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SamplerConfig {
-    /// Samples per second of process CPU time (all threads together), 1 to 10,000. With
+    /// Samples per second of CPU time of the sampled threads (all threads of the process but
+    /// the sampler's own, together), 1 to 10,000. With
     /// [`SamplerSource::Itimer`] the kernel's timer tick caps what is achieved: see
     /// [`SamplerStats::effective_hz`].
     pub hz: u32,
     /// The source to use; `None` (the default) lets [`SOURCE_ENV`] choose, else the ticker,
     /// else perf events where the kernel allows them, else the process CPU-time timer.
     pub source: Option<SamplerSource>,
+    /// A diagnostic that takes no samples (see [`SamplerDiagnostic`]); `None`, the default,
+    /// samples.
+    pub diagnostic: Option<SamplerDiagnostic>,
 }
 
 impl Default for SamplerConfig {
     /// [`DEFAULT_HZ`] (about 1 kHz), source chosen automatically.
     fn default() -> Self {
-        SamplerConfig {
-            hz: DEFAULT_HZ,
-            source: None,
-        }
+        SamplerConfig::hz(DEFAULT_HZ)
     }
 }
 
 impl SamplerConfig {
     /// A configuration sampling at `hz` per CPU second, source chosen automatically.
     pub fn hz(hz: u32) -> Self {
-        SamplerConfig { hz, source: None }
+        SamplerConfig {
+            hz,
+            source: None,
+            diagnostic: None,
+        }
     }
 
     /// The same configuration with its source forced to `source`.
@@ -211,6 +222,46 @@ impl SamplerConfig {
             source: Some(source),
             ..self
         }
+    }
+
+    /// The same configuration running `diagnostic` instead of sampling.
+    pub fn with_diagnostic(self, diagnostic: SamplerDiagnostic) -> Self {
+        SamplerConfig {
+            diagnostic: Some(diagnostic),
+            ..self
+        }
+    }
+}
+
+/// A run of the sampling machinery that takes no samples, to measure what a part of it costs
+/// the program (run the same work with it and without a sampler, and compare): what is left
+/// of sampling's cost when the stacks are not read is the cost of interrupting the threads,
+/// which no unwinder can lower. The trace gets its `sampler` lines as usual, with no samples;
+/// [`SamplerStats::interrupts`] counts the signals the handler received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplerDiagnostic {
+    /// The source interrupts each thread exactly as when sampling (the ticker's ticks and
+    /// signals, the perf events or the timer), and the signal handler returns at once: no
+    /// stack is read and nothing is recorded or symbolized.
+    DeliverOnly,
+    /// The ticker ([`SamplerSource::Ticker`] only) wakes and credits each thread's CPU time
+    /// as when sampling, and sends no signal: the cost of the ticks alone.
+    TickOnly,
+}
+
+impl SamplerDiagnostic {
+    /// `deliver_only` or `tick_only`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SamplerDiagnostic::DeliverOnly => "deliver_only",
+            SamplerDiagnostic::TickOnly => "tick_only",
+        }
+    }
+}
+
+impl std::fmt::Display for SamplerDiagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -239,6 +290,12 @@ pub enum SamplerError {
     /// [`SOURCE_ENV`]) and the kernel refused them.
     #[error("CPU sampling through perf_event_open was required and refused: {0}")]
     PerfEventRefused(#[source] std::io::Error),
+    /// [`SamplerDiagnostic::TickOnly`] was asked for with a source other than the ticker.
+    #[error("the tick_only diagnostic needs the ticker source, and {chosen} was chosen")]
+    TickOnlyNeedsTicker {
+        /// The source chosen.
+        chosen: SamplerSource,
+    },
     /// [`SOURCE_ENV`] holds a value other than `ticker`, `perf_event`, `itimer` or `auto`.
     #[error("{SOURCE_ENV}={value:?} is none of ticker, perf_event, itimer, auto")]
     UnknownSource {
@@ -273,6 +330,11 @@ pub struct SamplerStats {
     pub wall_ns: u64,
     /// Steps whose lines could not be written (the session was already finished).
     pub unwritten_steps: u64,
+    /// The diagnostic that ran instead of sampling, if any.
+    pub diagnostic: Option<SamplerDiagnostic>,
+    /// Under [`SamplerDiagnostic::DeliverOnly`], the signals the handler received (and
+    /// returned from at once) up to the last step accounted for; 0 otherwise.
+    pub interrupts: u64,
 }
 
 impl SamplerStats {

@@ -42,6 +42,12 @@ use crate::ring::Ring;
 pub(super) static RECORDING: AtomicBool = AtomicBool::new(false);
 /// The step index samples are attributed to.
 pub(super) static STEP: AtomicU64 = AtomicU64::new(0);
+/// Set under `SamplerDiagnostic::DeliverOnly`: the handler counts the signal in
+/// [`INTERRUPTS`] instead of reading the stack.
+pub(super) static DELIVER_ONLY: AtomicBool = AtomicBool::new(false);
+/// Signals the handler returned from at once under [`DELIVER_ONLY`] (reset when a sampler
+/// starts).
+pub(super) static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
 /// The sampler thread's id: its own samples are not recorded.
 pub(super) static SELF_TID: AtomicU64 = AtomicU64::new(0);
 
@@ -115,6 +121,8 @@ extern "C" fn on_sigprof(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
             // The ticker's signal found the thread waiting in the kernel, not working: no
             // sample; the ticker credits the period back and asks again while it runs.
             BLOCKED[slot].fetch_add(1, Ordering::Relaxed);
+        } else if DELIVER_ONLY.load(Ordering::Relaxed) {
+            INTERRUPTS.fetch_add(1, Ordering::Relaxed);
         } else if tid != SELF_TID.load(Ordering::Relaxed) {
             let step = STEP.load(Ordering::Relaxed);
             let scope = crate::scope_cell::current_packed();

@@ -95,6 +95,8 @@ const MAX_CREDIT_NS: u64 = 16_000_000;
 #[derive(Debug)]
 struct Shared {
     period_ns: u64,
+    /// `SamplerDiagnostic::TickOnly`: credit as when sampling, send nothing.
+    tick_only: bool,
     state: Mutex<State>,
     wake: Condvar,
     stop: AtomicBool,
@@ -154,14 +156,16 @@ impl Tracked {
 
 impl Ticker {
     /// Starts the (disarmed) ticker thread for a period of `period_ns` of each thread's CPU
-    /// time, after checking that a thread's CPU-time clock can be read by its id.
-    pub(super) fn start(period_ns: u64) -> std::io::Result<Ticker> {
+    /// time, after checking that a thread's CPU-time clock can be read by its id. With
+    /// `tick_only` it ticks and credits as usual and sends no signal (a diagnostic).
+    pub(super) fn start(period_ns: u64, tick_only: bool) -> std::io::Result<Ticker> {
         let me = signal::gettid();
         signal::tid_cpu_clock(me)
             .and_then(signal::clock_ns)
             .ok_or_else(|| std::io::Error::other("a thread's CPU-time clock cannot be read"))?;
         let shared = Arc::new(Shared {
             period_ns: period_ns.max(10_000),
+            tick_only,
             state: Mutex::new(State {
                 armed: false,
                 threads: crate::FastMap::default(),
@@ -355,9 +359,14 @@ fn tick(sh: &Shared, st: &mut State, sender: signal::Sender) -> bool {
             .is_some_and(|m| now.saturating_duration_since(m) <= RECENT);
         // The last signal handled (none pending, which the kernel would merge this one into).
         let idle = HANDLED[t.slot].load(Ordering::Acquire) >= t.sent;
-        if recent && idle && t.credit >= p && signal::queue_sigprof(sender, tid, t.slot).is_ok() {
-            t.credit -= p;
-            t.sent += 1;
+        if recent && idle && t.credit >= p {
+            if sh.tick_only {
+                // What a delivered signal takes off, without the signal.
+                t.credit -= p;
+            } else if signal::queue_sigprof(sender, tid, t.slot).is_ok() {
+                t.credit -= p;
+                t.sent += 1;
+            }
         }
         behind |= recent && t.credit >= p;
     }

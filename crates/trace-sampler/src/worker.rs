@@ -28,6 +28,8 @@ pub(super) struct StepEnd {
     pub(super) cpu_ns: Option<u64>,
     /// The sampler thread's own CPU time during the step, ns.
     pub(super) sampler_cpu_ns: Option<u64>,
+    /// Signals received without a sample so far (`SamplerStats::interrupts`).
+    pub(super) interrupts: u64,
 }
 
 /// Messages from the capture (training thread) to the sampler thread.
@@ -172,6 +174,7 @@ impl Worker {
             st.taken += taken;
             st.lost += lost;
             st.wall_ns += end.dur;
+            st.interrupts = end.interrupts;
             st.cpu_ns = match (st.cpu_ns, end.cpu_ns) {
                 (Some(a), Some(b)) => Some(a + b),
                 _ => None,

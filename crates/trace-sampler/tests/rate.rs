@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use trace_record::schema::{Event, Phase, Schedule};
 use trace_record::{MemorySink, Run, TraceSession};
 use trace_sampler::{
-    SOURCE_ENV, Sampler, SamplerConfig, SamplerError, SamplerSource, SamplerStats,
+    SOURCE_ENV, Sampler, SamplerConfig, SamplerDiagnostic, SamplerError, SamplerSource,
+    SamplerStats,
 };
 
 /// One sampler per process: the tests take turns.
@@ -326,6 +327,54 @@ fn the_forced_timer_fallback_samples_both_threads_and_says_so() {
         "{} lost of {}",
         o.lost,
         o.taken
+    );
+}
+
+/// The diagnostics take no sample: `deliver_only` interrupts the busy threads as sampling
+/// does (the handler receives and counts the signals), `tick_only` sends none, and
+/// `tick_only` is refused with a source other than the ticker.
+#[test]
+fn the_diagnostics_interrupt_the_threads_without_sampling() {
+    let _turn = turn();
+    let ticker = SamplerConfig::hz(1000).with_source(SamplerSource::Ticker);
+    let for_ = Duration::from_millis(300);
+    let deliver = two_busy_threads(ticker.with_diagnostic(SamplerDiagnostic::DeliverOnly), for_)
+        .expect("no perf events asked for");
+    assert_eq!(
+        deliver.stats.diagnostic,
+        Some(SamplerDiagnostic::DeliverOnly)
+    );
+    assert_eq!((deliver.stats.taken, deliver.taken), (0, 0));
+    assert!(deliver.per_thread.is_empty(), "{:?}", deliver.per_thread);
+    // Two threads busy for 300 ms of CPU time each at 1 kHz, after 400 ms of warm-up on the
+    // test's thread: about 1,000 periods of CPU time in all.
+    assert!(
+        deliver.stats.interrupts >= 300,
+        "{} signals handled",
+        deliver.stats.interrupts
+    );
+
+    let tick = two_busy_threads(ticker.with_diagnostic(SamplerDiagnostic::TickOnly), for_)
+        .expect("no perf events asked for");
+    assert_eq!(tick.stats.diagnostic, Some(SamplerDiagnostic::TickOnly));
+    assert_eq!((tick.stats.taken, tick.stats.interrupts), (0, 0));
+    assert!(tick.per_thread.is_empty(), "{:?}", tick.per_thread);
+
+    let (session, _sink) = recorded_steps("trace-sampler::diagnostic", 1);
+    let refused = Sampler::new().start(
+        &session,
+        SamplerConfig::hz(1000)
+            .with_source(SamplerSource::Itimer)
+            .with_diagnostic(SamplerDiagnostic::TickOnly),
+    );
+    assert!(
+        matches!(
+            refused,
+            Err(SamplerError::TickOnlyNeedsTicker {
+                chosen: SamplerSource::Itimer
+            })
+        ),
+        "{refused:?}"
     );
 }
 
