@@ -29,8 +29,20 @@
 //!   (`TRACEGRAPH_SAMPLER_SOURCE=perf_event`) less time in the kernel where only user space
 //!   may be sampled; the process CPU-time timer, where neither works, is capped by the
 //!   kernel's tick. The source and the rate over the sampled threads' CPU time go to stderr.
+//! - `sampler/rate sampled_threads_hz` (`sampler/rate_4k`): the same samples per second of
+//!   the sampled threads' CPU time (the process's less the sampler's own threads'), against
+//!   the requested rate: the rate as `tracegraph hot` and `summary` report it, and as
+//!   `SamplerConfig`'s `hz` defines it (the sampler's threads are never sampled). The row above
+//!   keeps the process's CPU time for continuity; it also charges the sampler's own work.
 //! - `sampler/rate lost_per_1000` (`sampler/rate_4k`): samples lost per 1000 taken
 //!   (target ≤ 10).
+//!
+//! `TRACEGRAPH_SAMPLER_DIAGNOSE=deliver_only` or `tick_only` runs the same rounds with a
+//! [`SamplerDiagnostic`] instead of sampling (the threads are interrupted as when sampling
+//! but no stack is read; or the ticker ticks and sends nothing), to split the on/off cost
+//! into its parts. Those runs emit only the on/off rows, named
+//! `sampler/<row>_<diagnostic>` (e.g. `sampler/train_step_4k_deliver_only`), so a
+//! diagnosis never stands in for the real rows; any other value is an error.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -40,7 +52,7 @@ use std::time::{Duration, Instant};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use candle_transformers::models::llama::{Cache, Config, Llama};
-use trace_candle::{Capture, SamplerConfig};
+use trace_candle::{Capture, SamplerConfig, SamplerDiagnostic};
 use trace_record::schema::{Phase, Schedule};
 use trace_record::{Run, TraceSession};
 use tracegraph_benches::{Rounds, Row, alternate, emit, emit_paired, quick};
@@ -119,9 +131,27 @@ struct Work {
     rounds: Rounds,
 }
 
-/// Runs both workloads on and off under one capture sampling at `hz` and emits the rows,
-/// their bench names ending in `suffix`.
-fn measure(dir: &Path, hz: u32, suffix: &str, work: &mut Work) {
+/// The diagnostic `TRACEGRAPH_SAMPLER_DIAGNOSE` asks for (see the module docs).
+fn diagnostic_from_env() -> Option<SamplerDiagnostic> {
+    let value = std::env::var("TRACEGRAPH_SAMPLER_DIAGNOSE").ok()?;
+    match value.as_str() {
+        "deliver_only" => Some(SamplerDiagnostic::DeliverOnly),
+        "tick_only" => Some(SamplerDiagnostic::TickOnly),
+        other => {
+            panic!("TRACEGRAPH_SAMPLER_DIAGNOSE={other:?}: expected deliver_only or tick_only")
+        }
+    }
+}
+
+/// Runs both workloads on and off under one capture sampling at `hz` (or running
+/// `diagnostic` instead) and emits the rows, their bench names ending in `suffix`.
+fn measure(
+    dir: &Path,
+    hz: u32,
+    suffix: &str,
+    diagnostic: Option<SamplerDiagnostic>,
+    work: &mut Work,
+) {
     let run = Run::new("benches::sampler", Phase::Train, "cpu").schedule(Schedule {
         skip_first: 0,
         wait: 1,
@@ -132,8 +162,15 @@ fn measure(dir: &Path, hz: u32, suffix: &str, work: &mut Work) {
     let path = dir.join(format!("sampler-{hz}.jsonl"));
     let session = Arc::new(TraceSession::open(path, run).expect("trace file"));
     let capture = Capture::new(Arc::clone(&session));
-    let config = SamplerConfig::hz(hz);
+    let config = match diagnostic {
+        Some(d) => SamplerConfig::hz(hz).with_diagnostic(d),
+        None => SamplerConfig::hz(hz),
+    };
     capture.sample_stacks(config).expect("sampler");
+    let suffix = match diagnostic {
+        Some(d) => format!("{suffix}_{d}"),
+        None => suffix.to_string(),
+    };
     // Steps the capture (and so the sampler) to the wanted state, then times `f` in it.
     let timed = |on: bool, f: &mut dyn FnMut()| {
         while capture.is_active() != on {
@@ -177,6 +214,12 @@ fn measure(dir: &Path, hz: u32, suffix: &str, work: &mut Work) {
         stats.sampler_cpu_ns.unwrap_or(0) as f64 / 1e6,
         stats.cpu_ns.unwrap_or(0) as f64 / 1e6,
     );
+    if let Some(d) = diagnostic {
+        eprintln!(
+            "sampler/rate{suffix}: diagnostic {d}: {} signals handled without a sample",
+            stats.interrupts
+        );
+    }
     emit_paired(
         &format!("sampler/train_step{suffix}"),
         "ns_per_step (median)",
@@ -192,12 +235,24 @@ fn measure(dir: &Path, hz: u32, suffix: &str, work: &mut Work) {
         gen_on,
         gen_off,
     );
+    if diagnostic.is_some() {
+        return;
+    }
     let rate = format!("sampler/rate{suffix}");
     emit(
         Row::new(
             &rate,
             "achieved_hz",
             stats.effective_hz().unwrap_or(f64::NAN),
+            "Hz",
+        )
+        .vs("requested", f64::from(config.hz)),
+    );
+    emit(
+        Row::new(
+            &rate,
+            "sampled_threads_hz",
+            stats.sampled_hz().unwrap_or(f64::NAN),
             "Hz",
         )
         .vs("requested", f64::from(config.hz)),
@@ -235,6 +290,7 @@ fn main() {
         black_box(work.llama.generate());
     }
     // The default rate (1 kHz), then 4 kHz.
-    measure(dir.path(), 1000, "", &mut work);
-    measure(dir.path(), 4000, "_4k", &mut work);
+    let diagnostic = diagnostic_from_env();
+    measure(dir.path(), 1000, "", diagnostic, &mut work);
+    measure(dir.path(), 4000, "_4k", diagnostic, &mut work);
 }
