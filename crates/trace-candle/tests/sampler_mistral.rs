@@ -64,10 +64,14 @@ fn samples_in_a_mistral_generation_name_the_innermost_span_open_on_the_driving_t
     // failed validation (more samples lost than the step's CPU time allows). Where the machine
     // gives fewer samples per CPU second, the run goes on until 800 are taken: a third of the
     // forward's samples are at the op itself, and their named share needs enough of them.
+    // And 10,000 samples in all: in this unoptimised build, on Candle's default path (which
+    // reads /proc at every matmul), the attention's softmax gets two or three samples in a
+    // thousand (21 and 32 of 10,000 on an AMD EPYC guest), and the table is asked to name it:
+    // runs of about 1,000 samples there missed it in 3 of 8 (and in a CI run).
     capture.sample_stacks(SamplerConfig::hz(1000)).unwrap();
     // The example's own generation (prefill, then decoding with the KV cache), repeated.
     let mut request = 0;
-    let rounds = common::run_for_samples(&capture, Duration::from_millis(800), 800, || {
+    let rounds = common::run_for_samples(&capture, Duration::from_millis(800), 10_000, || {
         let tokens = profile_mistral::generate(&capture, &mut model, &cfg, request).unwrap();
         request += 1;
         assert_eq!(tokens.len(), profile_mistral::DECODE + 1);
