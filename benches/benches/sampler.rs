@@ -134,13 +134,13 @@ struct Work {
 /// The diagnostic `TRACEGRAPH_SAMPLER_DIAGNOSE` asks for (see the module docs).
 fn diagnostic_from_env() -> Option<SamplerDiagnostic> {
     let value = std::env::var("TRACEGRAPH_SAMPLER_DIAGNOSE").ok()?;
-    match value.as_str() {
-        "deliver_only" => Some(SamplerDiagnostic::DeliverOnly),
-        "tick_only" => Some(SamplerDiagnostic::TickOnly),
-        other => {
-            panic!("TRACEGRAPH_SAMPLER_DIAGNOSE={other:?}: expected deliver_only or tick_only")
-        }
-    }
+    let all = [SamplerDiagnostic::DeliverOnly, SamplerDiagnostic::TickOnly];
+    let found = all.into_iter().find(|d| d.as_str() == value);
+    assert!(
+        found.is_some(),
+        "TRACEGRAPH_SAMPLER_DIAGNOSE={value:?}: expected deliver_only or tick_only"
+    );
+    found
 }
 
 /// Runs both workloads on and off under one capture sampling at `hz` (or running
@@ -162,9 +162,9 @@ fn measure(
     let path = dir.join(format!("sampler-{hz}.jsonl"));
     let session = Arc::new(TraceSession::open(path, run).expect("trace file"));
     let capture = Capture::new(Arc::clone(&session));
-    let config = match diagnostic {
-        Some(d) => SamplerConfig::hz(hz).with_diagnostic(d),
-        None => SamplerConfig::hz(hz),
+    let config = SamplerConfig {
+        diagnostic,
+        ..SamplerConfig::hz(hz)
     };
     capture.sample_stacks(config).expect("sampler");
     let suffix = match diagnostic {
@@ -239,24 +239,14 @@ fn measure(
         return;
     }
     let rate = format!("sampler/rate{suffix}");
-    emit(
-        Row::new(
-            &rate,
-            "achieved_hz",
-            stats.effective_hz().unwrap_or(f64::NAN),
-            "Hz",
-        )
-        .vs("requested", f64::from(config.hz)),
-    );
-    emit(
-        Row::new(
-            &rate,
-            "sampled_threads_hz",
-            stats.sampled_hz().unwrap_or(f64::NAN),
-            "Hz",
-        )
-        .vs("requested", f64::from(config.hz)),
-    );
+    // Over the process's CPU time, then over the sampled threads' (see the module docs).
+    for (metric, hz) in [
+        ("achieved_hz", stats.effective_hz()),
+        ("sampled_threads_hz", stats.sampled_hz()),
+    ] {
+        let row = Row::new(&rate, metric, hz.unwrap_or(f64::NAN), "Hz");
+        emit(row.vs("requested", f64::from(config.hz)));
+    }
     emit(Row::new(
         &rate,
         "lost_per_1000",
