@@ -8,7 +8,10 @@
 //! step boundary, a resident-memory sample and, with the `tracing` layer, a span's enter and
 //! exit through `tracing-subscriber`'s registry. Each cost times how many of that kind the
 //! trace holds, plus the heavier work whose cost depends on the model (the autograd walk,
-//! gradient facts with their norms), timed as it ran, gives the estimate, written as the counter
+//! gradient facts with their norms), timed as it ran, plus the time the recording threads
+//! spent writing the trace's blocks out (`TraceSession::recording_write_ns`, timed as they
+//! were written: the scratch sessions write nowhere, and on a slow file system writing a
+//! decode step's span lines costs more than making them), gives the estimate, written as the counter
 //! [`OVERHEAD_COUNTER`](trace_record::schema::OVERHEAD_COUNTER) (nanoseconds); `tracegraph
 //! summary` prints it per step and as a share of step time. Only work on the threads that
 //! record is counted (the sampler's and the heap tracker's threads run beside the program),
@@ -203,22 +206,27 @@ fn tracing_span_cost() -> f64 {
 }
 
 /// What the capture timed directly: its heavier work (the autograd walk, gradient facts with
-/// their norms), timed as it ran, and how many lines that work wrote.
+/// their norms), timed as it ran, how many lines that work wrote, and how much of its time
+/// went to writing the trace's blocks out.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Measured {
     pub(crate) ns: u64,
     pub(crate) lines: u64,
+    pub(crate) writes_ns: u64,
 }
 
 /// The estimated time, in nanoseconds, the recording of `counts` (events recorded by the
 /// capture's calls; lines the sampler's and the heap tracker's threads write are not
 /// counted) and of `tracing_spans` layer spans took at `costs`, plus the work timed directly
-/// (`measured`, whose lines are not counted again).
+/// (`measured`, whose lines are not counted again) and the time the recording threads spent
+/// writing the trace's blocks out (`writes_ns`, timed as they were written; those inside
+/// the measured work are in its time already).
 pub(crate) fn estimate_ns(
     counts: &EventCounts,
     tracing_spans: u64,
     costs: &UnitCosts,
     measured: Measured,
+    writes_ns: u64,
 ) -> f64 {
     let n = |v: u64| v as f64;
     // An op's tensor and allocation lines and its free are in its own cost.
@@ -233,6 +241,7 @@ pub(crate) fn estimate_ns(
         + n(counts.device_memory) * costs.memory_sample
         + n(tracing_spans) * costs.tracing_span
         + n(measured.ns)
+        + n(writes_ns.saturating_sub(measured.writes_ns))
 }
 
 impl Capture {
@@ -244,12 +253,21 @@ impl Capture {
             return f();
         }
         let s = self.session();
-        let (t0, l0) = (s.now_ns(), s.recorded_counts().total());
+        let (t0, l0, w0) = (
+            s.now_ns(),
+            s.recorded_counts().total(),
+            s.recording_write_ns(),
+        );
         let out = f();
-        let (t1, l1) = (s.now_ns(), s.recorded_counts().total());
+        let (t1, l1, w1) = (
+            s.now_ns(),
+            s.recorded_counts().total(),
+            s.recording_write_ns(),
+        );
         let mut p = self.inner().persist();
         p.measured_ns = p.measured_ns.saturating_add(t1.saturating_sub(t0));
         p.measured_lines = p.measured_lines.saturating_add(l1.saturating_sub(l0));
+        p.measured_writes_ns = p.measured_writes_ns.saturating_add(w1.saturating_sub(w0));
         out
     }
 
@@ -267,6 +285,7 @@ impl Capture {
             let measured = Measured {
                 ns: p.measured_ns,
                 lines: p.measured_lines,
+                writes_ns: p.measured_writes_ns,
             };
             (
                 !p.sampled.is_empty(),
@@ -275,7 +294,8 @@ impl Capture {
             )
         };
         let costs = unit_costs(samples_memory);
-        let ns = estimate_ns(&counts, tracing_spans, &costs, measured);
+        let writes_ns = self.session().recording_write_ns();
+        let ns = estimate_ns(&counts, tracing_spans, &costs, measured, writes_ns);
         self.session()
             .record_counter(trace_record::schema::OVERHEAD_COUNTER, ns.round());
     }
@@ -309,11 +329,27 @@ mod tests {
         // 30 spans, 20 of them the layer's (their trace spans in their own cost), 2 ops,
         // (3 + 5 + 1 - 6) other lines, 4 steps, 1 sample.
         let want = 1000.0 + 600.0 + 30.0 + 4000.0 + 2000.0 + 1000.0;
-        assert_eq!(estimate_ns(&counts, 20, &costs, Measured::default()), want);
+        assert_eq!(
+            estimate_ns(&counts, 20, &costs, Measured::default(), 0),
+            want
+        );
         // Work timed directly is added, and its lines are not counted again.
-        let measured = Measured { ns: 7000, lines: 2 };
+        let measured = Measured {
+            ns: 7000,
+            lines: 2,
+            writes_ns: 0,
+        };
         let want = want - 20.0 + 7000.0;
-        assert_eq!(estimate_ns(&counts, 20, &costs, measured), want);
+        assert_eq!(estimate_ns(&counts, 20, &costs, measured, 0), want);
+        // Block writes are added, less those inside the measured work (in its time).
+        let measured = Measured {
+            writes_ns: 500,
+            ..measured
+        };
+        assert_eq!(
+            estimate_ns(&counts, 20, &costs, measured, 3500),
+            want + 3000.0
+        );
     }
 
     #[test]

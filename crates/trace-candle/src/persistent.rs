@@ -55,6 +55,8 @@ pub(crate) struct Persistent {
     /// gradient facts), and the lines it wrote meanwhile (see `overhead.rs`).
     pub(crate) measured_ns: u64,
     pub(crate) measured_lines: u64,
+    /// Block writes (`TraceSession::recording_write_ns`) that happened inside measured work.
+    pub(crate) measured_writes_ns: u64,
     /// Whether a backward with no registered parameter was already reported (once).
     pub(crate) warned_no_parameters: bool,
     /// Spans the `tracing` layer attached to this capture saw (`None`: no layer).

@@ -311,6 +311,7 @@ impl TraceSession {
             error: None,
             finished: false,
             written_at: Instant::now(),
+            recording_write_ns: 0,
         };
         // The file starts with its header from the first moment (a frame of its own when
         // compressed).
@@ -356,6 +357,16 @@ impl TraceSession {
             source,
             dropped: 0,
         })
+    }
+
+    /// Nanoseconds the recording threads have spent writing the trace out so far: each full
+    /// block, written by the thread whose line filled it, and the write-outs at step
+    /// boundaries (for a compressed session, handing the block to its writer thread and
+    /// waiting for it). Part of what recording costs a program beyond encoding its lines,
+    /// often the larger part where writing a file is slow. The background flusher's writes
+    /// and those at finish are not counted: they are not taken from the program's work.
+    pub fn recording_write_ns(&self) -> u64 {
+        lock(&self.out).recording_write_ns
     }
 
     /// Whether records are written now (inside an active window, not finished). One relaxed
@@ -757,14 +768,18 @@ impl TraceSession {
         if out.finished || !out.step_write_due(self.step_write_after) {
             return index;
         }
+        let start = Instant::now();
         out.write_block();
         out.flush_sink();
+        out.add_recording_write(start);
         // A compressed block is written by the writer thread; wait for it without holding the
         // lock, so that other threads keep recording meanwhile.
         let ticket = out.ticket();
         drop(out);
         if let Some(t) = ticket {
+            let start = Instant::now();
             t.wait();
+            lock(&self.out).add_recording_write(start);
         }
         index
     }

@@ -73,6 +73,9 @@ pub(super) struct Output {
     pub(super) finished: bool,
     /// When a block was last written out (or handed to the compressor).
     pub(super) written_at: Instant,
+    /// Nanoseconds recording threads spent writing blocks out (see
+    /// [`TraceSession::recording_write_ns`](crate::TraceSession::recording_write_ns)).
+    pub(super) recording_write_ns: u64,
 }
 
 impl Output {
@@ -94,8 +97,18 @@ impl Output {
             self.appended.add(ty, 1);
         }
         if self.buf.len() >= BLOCK_BYTES {
+            // The thread whose line filled the block writes it: time taken from its work.
+            let start = Instant::now();
             self.write_block();
+            self.add_recording_write(start);
         }
+    }
+
+    /// Adds the time since `start`, spent writing on a recording thread's behalf, to
+    /// [`Output::recording_write_ns`].
+    pub(super) fn add_recording_write(&mut self, start: Instant) {
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.recording_write_ns = self.recording_write_ns.saturating_add(ns);
     }
 
     pub(super) fn write_block(&mut self) {

@@ -23,3 +23,4 @@ mod session;
 mod threads;
 mod validation;
 mod vocab;
+mod write_time;
