@@ -25,12 +25,61 @@ pub struct GradientFact {
 /// (tiny or huge `f64` gradients) the norm is recomputed with scaling, so such a gradient is
 /// still `present` (its norm omitted only if the norm itself exceeds `f64::MAX`).
 pub fn gradient_state(grad: &Tensor) -> candle_core::Result<(GradientState, Option<f64>)> {
+    if grad.dtype() == DType::F32 {
+        if let Some(found) = with_cpu_f32(grad, state_of_f32) {
+            return Ok(found);
+        }
+    }
     let flat = grad.flatten_all()?;
     Ok(match grad.dtype() {
-        DType::F32 => state_of(&flat.to_vec1::<f32>()?, |&v| f64::from(v)),
+        DType::F32 => state_of_f32(&flat.to_vec1::<f32>()?),
         DType::F64 => state_of(&flat.to_vec1::<f64>()?, |&v| v),
         _ => state_of(&flat.to_dtype(DType::F64)?.to_vec1::<f64>()?, |&v| v),
     })
+}
+
+/// `f` of a contiguous f32 CPU tensor's elements, read in place (no copy: at every backward
+/// the gradients of all parameters are read, as many bytes as the model has); `None` for a
+/// tensor on another device or a strided view.
+fn with_cpu_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
+    let (storage, layout) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(cpu) = &*storage else {
+        return None;
+    };
+    let (start, end) = layout.contiguous_offsets()?;
+    let values = cpu.as_slice::<f32>().ok()?.get(start..end)?;
+    Some(f(values))
+}
+
+/// [`state_of`] for f32 entries, without the per-entry tests and with independent partial
+/// sums (the sum of squares of a model's gradients is one long add chain otherwise). Squared
+/// in `f64`, an f32 entry can neither overflow (the largest squares to about 1.2e77, and no
+/// count of them reaches `f64::MAX`) nor underflow (the smallest subnormal squares to about
+/// 2e-90), and squares never cancel: the sum is finite exactly when every entry is, and zero
+/// exactly when every entry is.
+fn state_of_f32(values: &[f32]) -> (GradientState, Option<f64>) {
+    const LANES: usize = 8;
+    let mut lanes = [0.0f64; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (acc, &v) in lanes.iter_mut().zip(chunk) {
+            let v = f64::from(v);
+            *acc += v * v;
+        }
+    }
+    let mut sum: f64 = lanes.iter().sum();
+    for &v in rest {
+        let v = f64::from(v);
+        sum += v * v;
+    }
+    if !sum.is_finite() {
+        (GradientState::NonFinite, None)
+    } else if sum == 0.0 {
+        (GradientState::Zero, Some(0.0))
+    } else {
+        (GradientState::Present, Some(sum.sqrt()))
+    }
 }
 
 fn state_of<T>(values: &[T], to_f64: impl Fn(&T) -> f64) -> (GradientState, Option<f64>) {
@@ -157,5 +206,66 @@ impl Capture {
         let grads = loss.backward()?;
         self.record_gradients(&grads)?;
         Ok(grads)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+    use proptest::prelude::*;
+
+    /// Any f32, the special values often.
+    fn entry() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            4 => any::<f32>(),
+            1 => Just(0.0f32),
+            1 => Just(-0.0f32),
+            1 => Just(f32::MIN_POSITIVE / 8.0),
+            1 => Just(f32::MAX),
+            1 => Just(f32::NAN),
+            1 => Just(f32::NEG_INFINITY),
+        ]
+    }
+
+    proptest! {
+        /// The f32 path (in place, partial sums) says what the general per-entry path says,
+        /// with the same norm up to rounding.
+        #[test]
+        fn the_f32_path_agrees_with_the_general_one(values in prop::collection::vec(entry(), 0..200)) {
+            let (state, norm) = state_of_f32(&values);
+            let (want_state, want_norm) = state_of(&values, |&v| f64::from(v));
+            prop_assert_eq!(state, want_state);
+            match (norm, want_norm) {
+                (Some(n), Some(w)) => prop_assert!((n - w).abs() <= 1e-12 * w, "{} vs {}", n, w),
+                (n, w) => prop_assert_eq!(n, w),
+            }
+            // The tensor path reads the same entries, in place or copied.
+            if !values.is_empty() {
+                let t = Tensor::from_vec(values.clone(), values.len(), &Device::Cpu).unwrap();
+                prop_assert_eq!(gradient_state(&t).unwrap(), (state, norm));
+            }
+        }
+    }
+
+    #[test]
+    fn views_are_read_at_their_own_elements() {
+        let all = Tensor::arange(0f32, 12.0, &Device::Cpu)
+            .unwrap()
+            .reshape((3, 4))
+            .unwrap();
+        let norm = |xs: &[f32]| xs.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
+        // A contiguous view at an offset in its storage: rows 1 and 2, read in place.
+        let rows = all.narrow(0, 1, 2).unwrap();
+        assert!(with_cpu_f32(&rows, <[f32]>::len) == Some(8));
+        let want = norm(&[4., 5., 6., 7., 8., 9., 10., 11.]);
+        assert_eq!(gradient_state(&rows).unwrap().1, Some(want));
+        // A strided view (one column) is copied instead: same answer.
+        let column = all.narrow(1, 2, 1).unwrap();
+        assert!(with_cpu_f32(&column, <[f32]>::len).is_none());
+        let (state, got) = gradient_state(&column).unwrap();
+        assert_eq!(state, GradientState::Present);
+        let want = norm(&[2., 6., 10.]);
+        assert!((got.unwrap() - want).abs() < 1e-12 * want);
     }
 }
