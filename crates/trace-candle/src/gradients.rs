@@ -25,10 +25,10 @@ pub struct GradientFact {
 /// (tiny or huge `f64` gradients) the norm is recomputed with scaling, so such a gradient is
 /// still `present` (its norm omitted only if the norm itself exceeds `f64::MAX`).
 pub fn gradient_state(grad: &Tensor) -> candle_core::Result<(GradientState, Option<f64>)> {
-    if grad.dtype() == DType::F32 {
-        if let Some(found) = with_cpu_f32(grad, state_of_f32) {
-            return Ok(found);
-        }
+    if grad.dtype() == DType::F32
+        && let Some(found) = with_cpu_f32(grad, state_of_f32)
+    {
+        return Ok(found);
     }
     let flat = grad.flatten_all()?;
     Ok(match grad.dtype() {
