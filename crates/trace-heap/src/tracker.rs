@@ -152,6 +152,7 @@ pub fn start(session: &Arc<TraceSession>, config: HeapConfig) -> Result<(), Heap
             .name("tg-heap".into())
             .spawn(move || {
                 hook::ignore_this_thread();
+                trace_record::record_beside_the_program();
                 let _ = ready_tx.send(());
                 let mut busy = false;
                 loop {

@@ -45,7 +45,7 @@ pub use reader::{
 pub use records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
 pub use session::{
     AfterSignal, BLOCK_BYTES, DEFAULT_FLUSH_INTERVAL, MemorySink, Run, SpanGuard, StepAction,
-    Summary, TraceError, TraceSession, Writer, writer_of,
+    Summary, TraceError, TraceSession, Writer, record_beside_the_program, writer_of,
 };
 pub use steps::{ClosedStep, StepTracker, is_step_work, step_time_ns};
 pub use validate::{

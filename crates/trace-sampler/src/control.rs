@@ -399,6 +399,7 @@ mod linux {
                 .name("tg-sampler".into())
                 .spawn(move || {
                     let _ = tid_tx.send(signal::gettid());
+                    trace_record::record_beside_the_program();
                     worker.run(&rx);
                 });
             let thread = match thread {

@@ -114,7 +114,7 @@ mod scoped;
 mod signals;
 
 pub use claim::{Writer, writer_of};
-pub use output::{BLOCK_BYTES, MemorySink};
+pub use output::{BLOCK_BYTES, MemorySink, record_beside_the_program};
 pub use run::{DEFAULT_FLUSH_INTERVAL, Run, StepAction};
 pub use signals::AfterSignal;
 
@@ -363,8 +363,10 @@ impl TraceSession {
     /// block, written by the thread whose line filled it, and the write-outs at step
     /// boundaries (for a compressed session, handing the block to its writer thread and
     /// waiting for it). Part of what recording costs a program beyond encoding its lines,
-    /// often the larger part where writing a file is slow. The background flusher's writes
-    /// and those at finish are not counted: they are not taken from the program's work.
+    /// often the larger part where writing a file is slow. The background flusher's writes,
+    /// those at finish and those of threads that record beside the program
+    /// ([`record_beside_the_program`](crate::record_beside_the_program): a sampler's, a heap
+    /// tracker's) are not counted: they are not taken from the program's own threads.
     pub fn recording_write_ns(&self) -> u64 {
         lock(&self.out).recording_write_ns
     }

@@ -4,6 +4,7 @@
 //! ([`ZstdSink`]) hands the block to its writer thread, which compresses it into one zstd
 //! frame; its counts, bytes and errors arrive later and are folded in ([`Output::sync`]).
 
+use std::cell::Cell;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -11,6 +12,19 @@ use std::time::{Duration, Instant};
 use super::compressor::{Ticket, ZstdSink};
 use crate::json::LineBuf;
 use crate::schema::{EventCounts, EventType};
+
+thread_local! {
+    /// Set on threads that record beside the program (see [`record_beside_the_program`]).
+    static BESIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as one that records beside the program, not for it (a stack
+/// sampler's or a heap tracker's own thread): the blocks it writes out are not counted in
+/// [`TraceSession::recording_write_ns`](crate::TraceSession::recording_write_ns), which is
+/// what recording takes from the program's own threads.
+pub fn record_beside_the_program() {
+    BESIDE.with(|b| b.set(true));
+}
 
 /// Buffered bytes that trigger a block write.
 pub const BLOCK_BYTES: usize = 256 * 1024;
@@ -107,6 +121,9 @@ impl Output {
     /// Adds the time since `start`, spent writing on a recording thread's behalf, to
     /// [`Output::recording_write_ns`].
     pub(super) fn add_recording_write(&mut self, start: Instant) {
+        if BESIDE.with(Cell::get) {
+            return;
+        }
         let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.recording_write_ns = self.recording_write_ns.saturating_add(ns);
     }

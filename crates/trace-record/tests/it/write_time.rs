@@ -63,3 +63,23 @@ fn a_step_write_out_is_timed_and_the_flusher_is_not() {
     assert_eq!(session.recording_write_ns(), 0);
     session.finish().unwrap();
 }
+
+#[test]
+fn blocks_written_beside_the_program_are_not_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("beside.jsonl");
+    let session = TraceSession::open(&path, run().flush_interval(None)).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            trace_record::record_beside_the_program();
+            spans(&session, 2 * BLOCK_BYTES);
+        });
+    });
+    let on_disk = std::fs::metadata(&path).unwrap().len();
+    assert!(on_disk >= BLOCK_BYTES as u64, "{on_disk} bytes on disk");
+    assert_eq!(session.recording_write_ns(), 0);
+    // The program's own thread is still counted.
+    spans(&session, BLOCK_BYTES);
+    assert!(session.recording_write_ns() > 0);
+    session.finish().unwrap();
+}
