@@ -1,6 +1,7 @@
 //! `TraceSession::recording_write_ns`: the time recording threads spend writing blocks out
 //! (a full block, a step boundary's write-out) is counted; the flusher's writes are not.
 
+use std::path::Path;
 use std::time::Duration;
 
 use trace_record::schema::SpanKind;
@@ -16,6 +17,12 @@ fn spans(session: &TraceSession, bytes: usize) {
     }
 }
 
+/// Asserts that at least one full block of `path` is on disk.
+fn a_block_on_disk(path: &Path) {
+    let on_disk = std::fs::metadata(path).unwrap().len();
+    assert!(on_disk >= BLOCK_BYTES as u64, "{on_disk} bytes on disk");
+}
+
 #[test]
 fn a_full_block_is_timed_on_the_thread_that_filled_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -24,8 +31,7 @@ fn a_full_block_is_timed_on_the_thread_that_filled_it() {
     // The header, written at open, is not the program's work.
     assert_eq!(session.recording_write_ns(), 0);
     spans(&session, 2 * BLOCK_BYTES);
-    let on_disk = std::fs::metadata(&path).unwrap().len();
-    assert!(on_disk >= BLOCK_BYTES as u64, "{on_disk} bytes on disk");
+    a_block_on_disk(&path);
     assert!(session.recording_write_ns() > 0);
     session.finish().unwrap();
 }
@@ -47,7 +53,7 @@ fn a_step_write_out_is_timed_and_the_flusher_is_not() {
     let interval = Duration::from_millis(5);
     let session = TraceSession::open(&path, run().flush_interval(Some(interval))).unwrap();
     spans(&session, 100);
-    let written = |path: &std::path::Path| {
+    let written = |path: &Path| {
         let text = std::fs::read_to_string(path).unwrap();
         text.matches("\"span_end\"").count()
     };
@@ -75,8 +81,7 @@ fn blocks_written_beside_the_program_are_not_counted() {
             spans(&session, 2 * BLOCK_BYTES);
         });
     });
-    let on_disk = std::fs::metadata(&path).unwrap().len();
-    assert!(on_disk >= BLOCK_BYTES as u64, "{on_disk} bytes on disk");
+    a_block_on_disk(&path);
     assert_eq!(session.recording_write_ns(), 0);
     // The program's own thread is still counted.
     spans(&session, BLOCK_BYTES);
