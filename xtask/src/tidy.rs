@@ -150,7 +150,8 @@ fn every_crate_has_a_row_and_depends_only_in_the_documented_direction() {
         let path = root().join("crates").join(name).join("Cargo.toml");
         let manifest = std::fs::read_to_string(&path).expect("manifest is readable");
         for dep in workspace_deps(&manifest, &crates) {
-            if !allowed.contains(&dep.as_str()) {
+            // A crate's dev-dependency on itself only turns its own features on for its tests.
+            if dep != *name && !allowed.contains(&dep.as_str()) {
                 problems.push(format!(
                     "{name} depends on {dep}, against the direction in docs/ARCHITECTURE.md"
                 ));

@@ -42,6 +42,9 @@
 //!   free, attributed to the phase and innermost span of the driving thread, once the program's
 //!   binary declares `#[global_allocator] static ALLOC: trace_candle::TrackingAlloc =
 //!   trace_candle::TrackingAlloc::system();`.
+//! - `zstd` (off): zstd-compressed traces (a `.jsonl.zst` path, or `Run::compression`),
+//!   trace-record's `zstd`; off, such a run is trace-record's `TraceError::ZstdUnavailable`
+//!   and no compressor is linked. The capture never compiles trace-record's reader.
 //! - `cuda`, `metal` (off): forwarded to candle-core (and candle-nn); no backend is forced.
 //!   Device labels (`cuda:N`, `metal:N`) and `Device::synchronize` work without them.
 //!

@@ -8,7 +8,8 @@
 //! frame like a plain trace reads back to its last complete line.
 //!
 //! Readers decide by content, not by name: a file that starts with a zstd frame's magic bytes
-//! ([`ZSTD_MAGIC`], or a skippable frame's) is decompressed ([`crate::TraceInput`]).
+//! ([`ZSTD_MAGIC`], or a skippable frame's) is decompressed (`TraceInput`, with the `read`
+//! and `zstd` features).
 
 use std::path::Path;
 

@@ -10,14 +10,20 @@
 //! the decodable data ends, and the trace reader then reports a partial last line as it does
 //! for plain JSONL ([`TraceInput::zstd`] says the frame was cut). Corrupt data, or data after a
 //! frame that is not a frame, is an [`io::ErrorKind::InvalidData`] error naming the offset.
+//!
+//! Decompression needs the crate's `zstd` feature; without it a compressed input is an
+//! [`io::ErrorKind::Unsupported`] error saying so, and every input that opens is plain.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Chain, Cursor, Read};
 use std::path::Path;
 
+#[cfg(feature = "zstd")]
 use zstd::stream::raw::{DParameter, Decoder, InBuffer, Operation, OutBuffer};
 
-use crate::compression::{Compression, MAX_WINDOW_LOG, is_zstd};
+#[cfg(feature = "zstd")]
+use crate::compression::MAX_WINDOW_LOG;
+use crate::compression::{Compression, is_zstd};
 
 /// What the decompressing side of a [`TraceInput`] has seen so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -41,6 +47,7 @@ pub struct TraceInput<R> {
 
 enum Inner<R> {
     Plain(Prefixed<R>),
+    #[cfg(feature = "zstd")]
     Zstd(Box<ZstdInput<Prefixed<R>>>),
 }
 
@@ -62,7 +69,9 @@ impl TraceInput<BufReader<File>> {
 }
 
 impl<R: BufRead> TraceInput<R> {
-    /// Reads the first bytes of `src` to decide whether it is zstd-compressed.
+    /// Reads the first bytes of `src` to decide whether it is zstd-compressed. Compressed
+    /// bytes are an [`io::ErrorKind::Unsupported`] error when the crate was built without its
+    /// `zstd` feature.
     pub fn new(mut src: R) -> io::Result<Self> {
         let mut prefix = Vec::with_capacity(4);
         while prefix.len() < 4 {
@@ -81,7 +90,7 @@ impl<R: BufRead> TraceInput<R> {
         let zstd = is_zstd(&prefix);
         let src = Cursor::new(prefix).chain(src);
         let inner = if zstd {
-            Inner::Zstd(Box::new(ZstdInput::new(src)?))
+            compressed(src)?
         } else {
             Inner::Plain(src)
         };
@@ -94,6 +103,7 @@ impl<R> TraceInput<R> {
     pub fn zstd(&self) -> Option<ZstdStats> {
         match &self.inner {
             Inner::Plain(_) => None,
+            #[cfg(feature = "zstd")]
             Inner::Zstd(z) => Some(z.stats),
         }
     }
@@ -102,6 +112,7 @@ impl<R> TraceInput<R> {
     pub fn compression_name(&self) -> &'static str {
         match &self.inner {
             Inner::Plain(_) => Compression::None.name(),
+            #[cfg(feature = "zstd")]
             Inner::Zstd(_) => Compression::zstd().name(),
         }
     }
@@ -122,6 +133,7 @@ impl<R: BufRead> BufRead for TraceInput<R> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         match &mut self.inner {
             Inner::Plain(r) => r.fill_buf(),
+            #[cfg(feature = "zstd")]
             Inner::Zstd(z) => z.fill_buf(),
         }
     }
@@ -130,14 +142,33 @@ impl<R: BufRead> BufRead for TraceInput<R> {
     fn consume(&mut self, amt: usize) {
         match &mut self.inner {
             Inner::Plain(r) => r.consume(amt),
+            #[cfg(feature = "zstd")]
             Inner::Zstd(z) => z.consume(amt),
         }
     }
 }
 
+/// The decompressing input for zstd frames.
+#[cfg(feature = "zstd")]
+fn compressed<R: BufRead>(src: Prefixed<R>) -> io::Result<Inner<R>> {
+    Ok(Inner::Zstd(Box::new(ZstdInput::new(src)?)))
+}
+
+/// Without the `zstd` feature: an error that says what the input is and what reading it needs.
+#[cfg(not(feature = "zstd"))]
+fn compressed<R>(_: Prefixed<R>) -> io::Result<Inner<R>> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "zstd-compressed trace: this build reads plain JSONL only (trace-record's `zstd` \
+         feature reads compressed traces; or decompress it with `zstd -d`)",
+    ))
+}
+
 /// Decoded bytes are produced in chunks of this size (zstd's largest block).
+#[cfg(feature = "zstd")]
 const OUT_CHUNK: usize = 128 * 1024;
 
+#[cfg(feature = "zstd")]
 struct ZstdInput<R> {
     src: R,
     decoder: Decoder<'static>,
@@ -152,6 +183,7 @@ struct ZstdInput<R> {
     stats: ZstdStats,
 }
 
+#[cfg(feature = "zstd")]
 impl<R: BufRead> ZstdInput<R> {
     fn new(src: R) -> io::Result<Self> {
         let mut decoder = Decoder::new()?;
@@ -234,6 +266,7 @@ impl<R: BufRead> ZstdInput<R> {
     }
 }
 
+#[cfg(feature = "zstd")]
 fn corrupt(e: io::Error, offset: u64) -> io::Error {
     let text = e.to_string();
     // zstd's words for a frame whose window is over the limit set above.

@@ -3,41 +3,66 @@
 //! - [`schema`]: the wire types ([`schema::Header`], [`schema::Event`], [`schema::Trailer`]).
 //! - [`TraceSession`]: records spans, ops, tensors, memory, gradients, steps into a JSONL
 //!   trace with a PyTorch-style [`schema::Schedule`]; cheap when on, free when off.
-//! - [`TraceReader`] / [`read_trace`] ([`ParsedTrace`]): a streaming reader with typed errors
-//!   ([`ReadError`]); [`TraceReader::for_each_batched`] parses on a second thread, and
-//!   [`TraceReader::for_each_batched_ref`] too, into reused events it lends the caller (no
-//!   allocation per event: what the loader uses).
-//! - [`TraceInput`] / [`Compression`]: zstd-compressed traces, written by a session's writer
-//!   thread and read transparently by every reader (detected by their magic bytes).
-//! - [`Validator`] / [`validate()`] / [`validate_file`]: structural checks with line numbers.
+//! - [`Compression`]: zstd-compressed traces, written by a session's writer thread (feature
+//!   `zstd`) and, with `read` too, read transparently by every reader (detected by their magic
+//!   bytes, [`is_zstd`]).
 //! - [`encode_event`] / [`encode_header`] / [`encode_trailer`]: the lines a session writes.
-//! - [`StepTracker`]: the rule that numbers and bounds a trace's steps, for every reader.
 //! - [`json`]: the JSON writer the encoder is built on, for exporters and generators.
+#![cfg_attr(
+    feature = "read",
+    doc = r"
+- [`TraceReader`] / [`read_trace`] ([`ParsedTrace`]): a streaming reader with typed errors
+  ([`ReadError`]); [`TraceReader::for_each_batched`] parses on a second thread, and
+  [`TraceReader::for_each_batched_ref`] too, into reused events it lends the caller (no
+  allocation per event: what the loader uses).
+- [`TraceInput`]: a trace's bytes, plain or decompressed, for every reader.
+- [`Validator`] / [`validate()`] / [`validate_file`]: structural checks with line numbers.
+- [`StepTracker`]: the rule that numbers and bounds a trace's steps, for every reader."
+)]
 //!
 //! Every item has one path: the wire types under [`schema`], the JSON writer under [`json`],
 //! everything else at the crate root.
+//!
+//! # Features
+//!
+//! None is on by default: a program that records compiles the writer alone.
+//!
+//! - `read`: the reading side: the streaming reader, its fast parser and batch pipeline, the
+//!   validator, the step rule, `TraceInput`, and `Deserialize` on the schema's types.
+//! - `zstd`: zstd-compressed traces (the C library, through the `zstd` crate). Without it a
+//!   session asked for zstd (a `.zst` path, or [`Run::compression`]) is
+//!   [`TraceError::ZstdUnavailable`], and a reader given a compressed trace says that it
+//!   needs this feature.
 //!
 //! It knows nothing of Candle or of analysis. The format is documented in
 //! `docs/trace-schema.md`.
 
 mod compression;
 mod encode;
+#[cfg(feature = "read")]
 mod fast;
+#[cfg(feature = "read")]
 mod input;
 pub mod json;
+#[cfg(feature = "read")]
 mod pipeline;
+#[cfg(feature = "read")]
 mod reader;
 mod records;
 pub mod schema;
 mod session;
+#[cfg(feature = "read")]
 mod steps;
+#[cfg(feature = "read")]
 mod validate;
 
 pub use compression::{
     Compression, DEFAULT_ZSTD_LEVEL, MAX_WINDOW_LOG, WRITE_WINDOW_LOG, ZSTD_MAGIC, is_zstd,
 };
 pub use encode::{encode_event, encode_header, encode_trailer};
+#[cfg(feature = "read")]
 pub use input::{TraceInput, ZstdStats};
+#[cfg(feature = "read")]
 pub use reader::{
     LineEvent, MAX_LINE_BYTES, ParsedTrace, ReadError, ReadMode, ReadOptions, TraceReader,
     read_trace, read_trace_bytes,
@@ -47,7 +72,9 @@ pub use session::{
     AfterSignal, BLOCK_BYTES, DEFAULT_FLUSH_INTERVAL, MemorySink, Run, SpanGuard, StepAction,
     Summary, TraceError, TraceSession, Writer, record_beside_the_program, writer_of,
 };
+#[cfg(feature = "read")]
 pub use steps::{ClosedStep, StepTracker, is_step_work, step_time_ns};
+#[cfg(feature = "read")]
 pub use validate::{
     Issue, IssueKind, Validation, Validator, validate, validate_file, validate_reader,
 };

@@ -8,12 +8,14 @@
 //! ([`RunMeta::start_unix_ns`]).
 //!
 //! The device of `op`, `tensor` and `memory` events is omitted on the wire when it equals the
-//! header's [`RunMeta::device`]; the reader ([`crate::TraceReader`]) fills it back in, so a read
-//! event always carries its device. See `docs/trace-schema.md` for an example of every line.
+//! header's [`RunMeta::device`]; the reader (`TraceReader`, feature `read`) fills it back in, so
+//! a read event always carries its device. See `docs/trace-schema.md` for an example of every line.
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
+#[cfg(feature = "read")]
+use serde::{Deserialize, Deserializer};
 
 mod vocab;
 mod words;
@@ -45,7 +47,8 @@ pub const MIN_SCHEMA_VERSION: u32 = SCHEMA_VERSION.saturating_sub(1);
 /// Steps count from 0. The first `skip_first` steps are skipped; then cycles of `wait`
 /// idle steps, `warmup` steps (not written) and `active` recorded steps repeat `repeat`
 /// times (`0` = forever).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct Schedule {
     /// Steps skipped once at the very start.
     #[serde(default)]
@@ -64,7 +67,8 @@ pub struct Schedule {
 }
 
 /// Run metadata written in the header.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct RunMeta {
     /// A unique id for this run.
     pub run_id: String,
@@ -98,7 +102,8 @@ pub struct RunMeta {
 }
 
 /// Line 1 of every trace: `{"type":"header","schema":...,"version":1,"run":{...}}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct Header {
     /// Always [`SCHEMA_NAME`].
     pub schema: String,
@@ -109,7 +114,8 @@ pub struct Header {
 }
 
 /// How a session ended.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
     /// `finish()` was called and every event was written.
@@ -150,7 +156,8 @@ impl Outcome {
 /// assert_eq!((counts.op, counts[EventType::Step], counts.total()), (3, 1, 4));
 /// assert_eq!(counts.iter().filter(|&(_, n)| n > 0).count(), 2);
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 #[serde(default)]
 pub struct EventCounts {
     /// `span_start` events.
@@ -291,7 +298,8 @@ impl std::ops::AddAssign for EventCounts {
 }
 
 /// The last line of a finished (or dropped) session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct Trailer {
     /// How the session ended (flattened: `"outcome":"failed","reason":"..."`).
     #[serde(flatten)]
@@ -305,7 +313,8 @@ pub struct Trailer {
 }
 
 /// `span_start`: a span opened on a thread.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct SpanStart {
     /// The span's id, unique in the trace.
     pub id: u64,
@@ -326,7 +335,8 @@ pub struct SpanStart {
 }
 
 /// `span_end`: a span closed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct SpanEnd {
     /// The span's id.
     pub id: u64,
@@ -335,7 +345,8 @@ pub struct SpanEnd {
 }
 
 /// `op`: one executed tensor operation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct OpEvent {
     /// The span the op ran in, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -364,7 +375,7 @@ pub struct OpEvent {
     #[serde(rename = "in_b", default)]
     pub in_bytes: u64,
     /// Logical bytes of the outputs. Omitted on the wire when it equals
-    /// `shape` × [`dtype_size`]`(dtype)`; [`crate::TraceReader`] fills it back in (plain serde
+    /// `shape` × [`dtype_size`]`(dtype)`; the reader (`TraceReader`) fills it back in (plain serde
     /// leaves [`OUT_BYTES_UNSET`] there).
     #[serde(rename = "out_b", default = "out_bytes_unset")]
     pub out_bytes: u64,
@@ -379,7 +390,7 @@ pub struct OpEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_shapes: Option<Vec<Vec<usize>>>,
     /// Every input's dtype, in the order of `inputs`. Omitted on the wire when every input
-    /// has the op's `dtype`; [`crate::TraceReader`] fills it back in whenever `in_shapes` is
+    /// has the op's `dtype`; the reader (`TraceReader`) fills it back in whenever `in_shapes` is
     /// present (plain serde leaves it `None`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_dtypes: Option<Vec<String>>,
@@ -397,7 +408,8 @@ impl OpEvent {
 }
 
 /// `tensor`: a tensor's metadata.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct TensorEvent {
     /// The tensor's id (never a reused address).
     pub id: u64,
@@ -426,7 +438,8 @@ pub struct TensorEvent {
 }
 
 /// `memory`: a storage allocation or free.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct MemoryEvent {
     /// Allocation or free (wire key `action`).
     #[serde(rename = "action")]
@@ -451,7 +464,8 @@ pub struct MemoryEvent {
 }
 
 /// `device_memory`: a physical device-memory sample (each figure optional: absent = unknown).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct DeviceMemoryEvent {
     /// The device sampled.
     #[serde(rename = "dev")]
@@ -470,7 +484,8 @@ pub struct DeviceMemoryEvent {
 }
 
 /// `gradient`: what was found for one parameter's gradient.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct GradientEvent {
     /// The parameter's name.
     pub param: String,
@@ -484,7 +499,8 @@ pub struct GradientEvent {
 }
 
 /// `step`: a step boundary; events after it belong to step `index`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct StepEvent {
     /// The step now starting (0-based).
     pub index: u64,
@@ -493,7 +509,8 @@ pub struct StepEvent {
 }
 
 /// `marker`: a user-defined instant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct MarkerEvent {
     /// The marker's name.
     pub name: String,
@@ -505,7 +522,8 @@ pub struct MarkerEvent {
 }
 
 /// `counter`: a user-defined value at an instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct CounterEvent {
     /// The counter's name.
     pub name: String,
@@ -521,7 +539,8 @@ pub struct CounterEvent {
 /// A frame is a function at a place in the code; a function inlined into its caller is a
 /// frame of its own (`inlined`), so a stack names every function the debug information knows
 /// of, not only those with a machine frame.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct FrameEvent {
     /// The frame's id, unique in the trace; `stack` events name it.
     pub id: u64,
@@ -542,7 +561,8 @@ fn is_false(b: &bool) -> bool {
 
 /// `stack` (version 2): one interned call stack of `frame` ids, outermost (the thread's
 /// entry) first, innermost (where the sample landed) last.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct StackEvent {
     /// The stack's id, unique in the trace; `samples` events name it.
     pub id: u64,
@@ -553,7 +573,8 @@ pub struct StackEvent {
 /// `samples` (version 2): `n` CPU samples that landed in one stack, on one thread, in one
 /// recorded step (and phase and span, when known). Sample counts are estimates of where CPU
 /// time went, not measured durations.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct SamplesEvent {
     /// The recorded step the samples were taken in.
     pub step: u64,
@@ -573,7 +594,8 @@ pub struct SamplesEvent {
 
 /// `sampler` (version 2): the sampler's account of one recorded step. `taken` equals the sum
 /// of `n` over the step's `samples` lines.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct SamplerEvent {
     /// The recorded step.
     pub step: u64,
@@ -629,7 +651,8 @@ impl SamplerEvent {
 /// `heap_alloc` (version 2): one heap allocation at or above the tracking threshold, made
 /// through a tracking global allocator while a session recorded. Its bytes are what the
 /// program asked the allocator for (the allocation's size), not logical tensor bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct HeapAllocEvent {
     /// The allocation's id, unique in the trace (never its address, which the allocator
     /// reuses after a free); `heap_free` names it.
@@ -651,7 +674,8 @@ pub struct HeapAllocEvent {
 
 /// `heap_free` (version 2): the free of a `heap_alloc` allocation (a reallocation is a free
 /// and an allocation).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct HeapFreeEvent {
     /// The `heap_alloc` id freed.
     pub id: u64,
@@ -662,7 +686,8 @@ pub struct HeapFreeEvent {
 /// `heap_small` (version 2): the heap allocations below the tracking threshold made in one
 /// scope (phase and span) during one recorded step: counted, not tracked one by one (their
 /// frees are not seen).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct HeapSmallEvent {
     /// The recorded step.
     pub step: u64,
@@ -681,7 +706,8 @@ pub struct HeapSmallEvent {
 /// `heap_account` (version 2): the heap tracker's account of one recorded step. Consecutive
 /// recorded steps that went by before the tracker saw the boundary share the account (and the
 /// `heap_small` sums) of the first of them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 pub struct HeapAccountEvent {
     /// The recorded step.
     pub step: u64,
@@ -699,6 +725,7 @@ pub struct HeapAccountEvent {
     pub dur: u64,
 }
 
+#[cfg(feature = "read")]
 fn f64_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
@@ -707,6 +734,7 @@ fn f64_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 /// (the reader replaces it with the logical bytes of `shape` × `dtype`).
 pub const OUT_BYTES_UNSET: u64 = u64::MAX;
 
+#[cfg(feature = "read")]
 fn out_bytes_unset() -> u64 {
     OUT_BYTES_UNSET
 }
@@ -734,7 +762,8 @@ pub fn logical_bytes(shape: &[usize], dtype: &str) -> Option<u64> {
 }
 
 /// One event line (everything between the header and the trailer).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// A span opened.

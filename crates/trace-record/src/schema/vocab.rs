@@ -6,7 +6,9 @@
 //! [`FromStr`](std::str::FromStr) (error [`ParseEnumError`]), [`Display`](std::fmt::Display)
 //! (the wire name, honouring width and alignment) and the `ALL` array (declaration order).
 
-use serde::{Deserialize, Serialize};
+#[cfg(feature = "read")]
+use serde::Deserialize;
+use serde::Serialize;
 
 /// A string that is not the wire name of any variant of a schema enum.
 ///
@@ -35,9 +37,8 @@ macro_rules! wire_enum {
         }
     ) => {
         $(#[$meta])*
-        #[derive(
-            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-        )]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[cfg_attr(feature = "read", derive(Deserialize))]
         pub enum $name {
             $( $(#[$vmeta])* #[serde(rename = $wire)] $variant, )+
         }

@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::TraceError;
-use crate::input::TraceInput;
 
 /// Attempts to take a path whose file is replaced under us between the open and the lock.
 const CLAIM_ATTEMPTS: usize = 8;
@@ -181,8 +180,12 @@ fn header_pid(file: &File) -> Option<u32> {
     let mut line = String::new();
     // The header is small; a hostile first line is not read past 64 KiB (of the file, and of
     // its decompressed content when it is zstd-compressed: the header is its first frame).
-    let input = TraceInput::new(BufReader::new(io::Read::take(file, 64 * 1024))).ok()?;
-    let mut r = io::Read::take(input, 64 * 1024);
+    let head = BufReader::new(io::Read::take(file, 64 * 1024));
+    // Only a build that reads decompresses; a recorder alone reads a plain header, and a
+    // compressed one (not UTF-8) gives no pid.
+    #[cfg(feature = "read")]
+    let head = crate::input::TraceInput::new(head).ok()?;
+    let mut r = io::Read::take(head, 64 * 1024);
     r.read_line(&mut line).ok()?;
     let at = line.find("\"pid\":")? + "\"pid\":".len();
     let digits: String = line[at..]

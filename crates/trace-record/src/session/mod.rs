@@ -101,9 +101,23 @@ pub enum TraceError {
         /// The writing process, from the trace's header, when it is there.
         pid: Option<u32>,
     },
+    /// The run asked for a zstd-compressed trace (a `.zst` path, or
+    /// [`Run::compression`](crate::Run::compression)) and trace-record was built without its
+    /// `zstd` feature. [`TraceSession::open`] creates no file; a session on a writer or in
+    /// memory writes nothing and reports this at `finish`.
+    #[error(
+        "trace {}: writing zstd needs trace-record's `zstd` feature; enable it, or record plain \
+         JSONL (a path not ending in `.zst`, or `Compression::None`)",
+        path.as_ref().map_or_else(|| "<writer>".to_string(), |p| p.display().to_string())
+    )]
+    ZstdUnavailable {
+        /// The trace file, when the sink is a file.
+        path: Option<PathBuf>,
+    },
 }
 
 mod claim;
+#[cfg(feature = "zstd")]
 mod compressor;
 mod flusher;
 mod heap;
@@ -120,8 +134,14 @@ pub use signals::AfterSignal;
 
 use flusher::Flusher;
 
+#[cfg(feature = "zstd")]
 use compressor::ZstdSink;
 use output::{Output, SharedVec, Sink, lock};
+
+/// Whether this build can write `compression` (zstd needs the `zstd` feature).
+fn compression_available(compression: Compression) -> bool {
+    cfg!(feature = "zstd") || compression == Compression::None
+}
 
 /// What `finish` reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,6 +222,9 @@ pub struct TraceSession {
     /// A handle on the trace file's open description whose lock marks the file as being
     /// written; released when the session closes.
     lock: Option<File>,
+    /// The run asked for zstd and the crate was built without it: nothing was written, and
+    /// `finish` says why ([`TraceError::ZstdUnavailable`]).
+    zstd_unavailable: bool,
 }
 
 impl std::fmt::Debug for TraceSession {
@@ -222,13 +245,20 @@ impl TraceSession {
     /// writing is [`TraceError::Busy`]. The session holds an advisory lock on its file until
     /// it finishes, so two writers never share a trace; [`writer_of`] tells a reader whether
     /// a file is still being written. Devices (`/dev/null`) are written as they are.
+    ///
+    /// A zstd-compressed trace (a `.zst` path, or [`Run::compression`]) needs the crate's
+    /// `zstd` feature; without it this is [`TraceError::ZstdUnavailable`] and no file is
+    /// created.
     pub fn open(path: impl AsRef<Path>, run: Run) -> Result<Self, TraceError> {
         let path = path.as_ref().to_path_buf();
         let mut run = run;
-        run.compression = Some(
-            run.compression
-                .unwrap_or_else(|| Compression::for_path(&path)),
-        );
+        let compression = run
+            .compression
+            .unwrap_or_else(|| Compression::for_path(&path));
+        if !compression_available(compression) {
+            return Err(TraceError::ZstdUnavailable { path: Some(path) });
+        }
+        run.compression = Some(compression);
         // The clock first: its first creation in a process calibrates the TSC (up to a few
         // hundred ms), which must not come between the file's creation and its header.
         let clock = quanta::Clock::new();
@@ -253,7 +283,8 @@ impl TraceSession {
 
     /// A session writing into any writer. The header is written (and the writer flushed)
     /// before this returns; an I/O error there stops the session's writing and surfaces at
-    /// `finish`.
+    /// `finish`. A run asking for zstd in a build without the `zstd` feature writes nothing,
+    /// and `finish` reports [`TraceError::ZstdUnavailable`].
     pub fn from_writer(writer: impl Write + Send + 'static, run: Run) -> Self {
         Self::with_clock(writer, run, quanta::Clock::new())
     }
@@ -294,11 +325,17 @@ impl TraceSession {
         let capacity = BLOCK_BYTES + 64 * 1024;
         let mut buf = LineBuf::with_capacity(capacity);
         buf.extend(&header_line);
+        let compression = run.compression.unwrap_or_default();
+        let zstd_unavailable = !compression_available(compression);
         let active = run.schedule.is_none_or(|s| s.is_active(0));
         let writer: Box<dyn Write + Send> = Box::new(writer);
-        let sink = match run.compression.unwrap_or_default() {
-            Compression::None => Sink::Plain(writer),
+        let sink = match compression {
+            #[cfg(feature = "zstd")]
             Compression::Zstd { level } => Sink::Zstd(ZstdSink::start(writer, level, capacity)),
+            // Plain JSONL. Without the `zstd` feature a zstd run lands here too and writes
+            // nothing (`zstd_unavailable` stops it below): never plain bytes where compressed
+            // ones were asked for.
+            _ => Sink::Plain(writer),
         };
         let mut output = Output {
             sink,
@@ -308,7 +345,11 @@ impl TraceSession {
             appended: EventCounts::default(),
             bytes: 0,
             dropped: 0,
-            error: None,
+            // A session that cannot write what was asked for stops before its header, as
+            // after a failed write: every later event is counted as dropped.
+            error: zstd_unavailable.then(|| {
+                io::Error::new(io::ErrorKind::Unsupported, "zstd needs the `zstd` feature")
+            }),
             finished: false,
             written_at: Instant::now(),
             recording_write_ns: 0,
@@ -342,6 +383,7 @@ impl TraceSession {
             flusher: Mutex::new(flusher),
             step_write_after,
             lock: None,
+            zstd_unavailable,
         }
     }
 
@@ -776,12 +818,15 @@ impl TraceSession {
         out.add_recording_write(start);
         // A compressed block is written by the writer thread; wait for it without holding the
         // lock, so that other threads keep recording meanwhile.
-        let ticket = out.ticket();
-        drop(out);
-        if let Some(t) = ticket {
-            let start = Instant::now();
-            t.wait();
-            lock(&self.out).add_recording_write(start);
+        #[cfg(feature = "zstd")]
+        {
+            let ticket = out.ticket();
+            drop(out);
+            if let Some(t) = ticket {
+                let start = Instant::now();
+                t.wait();
+                lock(&self.out).add_recording_write(start);
+            }
         }
         index
     }
@@ -848,6 +893,9 @@ impl TraceSession {
         drop(out);
         drop(flusher);
         match error {
+            Some(_) if self.zstd_unavailable => Err(TraceError::ZstdUnavailable {
+                path: self.path.clone(),
+            }),
             Some(source) => Err(TraceError::Io {
                 path: self.path.clone(),
                 source,

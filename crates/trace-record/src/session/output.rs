@@ -1,7 +1,7 @@
 //! Where a session's lines go: the block buffer, the sink, counts and the first I/O error.
 //!
 //! A plain sink is written in place, by whichever thread writes the block. A compressed one
-//! ([`ZstdSink`]) hands the block to its writer thread, which compresses it into one zstd
+//! (`ZstdSink`, with the `zstd` feature) hands the block to its writer thread, which compresses it into one zstd
 //! frame; its counts, bytes and errors arrive later and are folded in ([`Output::sync`]).
 
 use std::cell::Cell;
@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "zstd")]
 use super::compressor::{Ticket, ZstdSink};
 use crate::json::LineBuf;
 use crate::schema::{EventCounts, EventType};
@@ -68,6 +69,7 @@ pub(super) enum Sink {
     /// Written as they are, by the thread that writes the block.
     Plain(Box<dyn Write + Send>),
     /// Compressed into zstd frames on the sink's writer thread.
+    #[cfg(feature = "zstd")]
     Zstd(ZstdSink),
 }
 
@@ -147,6 +149,7 @@ impl Output {
                 }
                 self.buf.clear();
             }
+            #[cfg(feature = "zstd")]
             Sink::Zstd(z) => {
                 z.write_block(&mut self.buf, self.pending);
                 // Errors met so far stop further appends (as a plain sink's would).
@@ -177,6 +180,7 @@ impl Output {
                     self.error = Some(e);
                 }
             }
+            #[cfg(feature = "zstd")]
             Sink::Zstd(z) => z.flush(),
         }
     }
@@ -184,6 +188,7 @@ impl Output {
     /// For a compressed sink, a ticket for everything handed to its writer so far (wait on
     /// it without holding the output's lock); `None` for a plain sink, which has written
     /// everything already.
+    #[cfg(feature = "zstd")]
     pub(super) fn ticket(&self) -> Option<Ticket> {
         match &self.sink {
             Sink::Plain(_) => None,
@@ -194,9 +199,11 @@ impl Output {
     /// Waits until everything handed to the sink is written and folds the outcome into the
     /// counts (no-op for a plain sink).
     pub(super) fn sync(&mut self) {
+        #[cfg(feature = "zstd")]
         if let Some(t) = self.ticket() {
             t.wait();
         }
+        #[cfg(feature = "zstd")]
         if let Sink::Zstd(z) = &self.sink {
             z.absorb(
                 &mut self.counts,
@@ -209,6 +216,7 @@ impl Output {
 
     /// Writes everything, stops a compressed sink's writer thread and folds in its outcome.
     pub(super) fn close_sink(&mut self) {
+        #[cfg(feature = "zstd")]
         if let Sink::Zstd(z) = &mut self.sink {
             z.close();
         }
