@@ -449,9 +449,12 @@ fn reexports_of(
     out
 }
 
-/// Pairs (and longer rings) of modules in one crate's `src/` that import each other.
-fn module_circles(src: &Path) -> Vec<String> {
-    use std::collections::{BTreeMap, BTreeSet};
+/// The imports between the modules of one crate's `src/`: for each module, the modules it
+/// names (through `crate::`/`super::` paths and re-exports) that are neither its ancestors nor
+/// its descendants (a parent declaring and re-exporting its children, and a child naming its
+/// parent's items, is one module tree). Tests inside a file are not imports.
+fn module_edges(src: &Path) -> std::collections::BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    use std::collections::BTreeMap;
     let mut files: BTreeMap<Vec<String>, String> = BTreeMap::new();
     for f in rust_files(src) {
         if let Some(m) = module_path(src, &f) {
@@ -485,6 +488,18 @@ fn module_circles(src: &Path) -> Vec<String> {
             }
         }
     }
+    edges
+}
+
+/// Pairs (and longer rings) of modules in one crate's `src/` that import each other.
+fn module_circles(src: &Path) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let edges = module_edges(src);
+    let modules: BTreeSet<Vec<String>> = edges
+        .iter()
+        .flat_map(|(m, to)| std::iter::once(m).chain(to))
+        .cloned()
+        .collect();
     // A module is in a circle when it reaches itself; report each circle once by its members.
     let reach = |from: &Vec<String>| -> BTreeSet<Vec<String>> {
         let mut seen = BTreeSet::new();
@@ -516,6 +531,157 @@ fn module_circles(src: &Path) -> Vec<String> {
         }
     }
     circles.into_iter().collect()
+}
+
+/// trace-analyze's folders by concern, in layers, each with the folders it may import: the
+/// loaded model below everything, the event analyses on it, sampled CPU beside them, several
+/// runs on top. The crate root's shared modules (`error`, `format`, `stats`) import no folder;
+/// `summary`, which draws on all of them, is imported by none.
+const ANALYZE_SHARED: &[&str] = &["error", "format", "stats"];
+
+/// See [`ANALYZE_SHARED`].
+const ANALYZE_LAYERS: &[(&str, &[&str])] = &[
+    ("model", &[]),
+    ("events", &["model"]),
+    ("sampled", &["model", "events"]),
+    ("runs", &["model", "events", "sampled"]),
+    ("error", &[]),
+    ("format", &[]),
+    ("stats", &[]),
+];
+
+/// The imports of `edges` that cross trace-analyze's layers ([`ANALYZE_LAYERS`]) the wrong
+/// way, as `from -> to` (test modules left out: they may build whatever they check).
+fn layer_breaches(
+    edges: &std::collections::BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (from, targets) in edges {
+        let Some(top) = from.first() else { continue };
+        if from.last().is_some_and(|m| m == "tests") {
+            continue;
+        }
+        let Some((_, allowed)) = ANALYZE_LAYERS.iter().find(|(l, _)| l == top) else {
+            continue;
+        };
+        for to in targets {
+            let Some(to_top) = to.first() else { continue };
+            let shared = ANALYZE_SHARED.contains(&to_top.as_str());
+            let layered =
+                !shared && (to_top == "summary" || ANALYZE_LAYERS.iter().any(|(l, _)| l == to_top));
+            if to_top != top && layered && !allowed.contains(&to_top.as_str()) {
+                out.push(format!("{} -> {}", from.join("::"), to.join("::")));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn trace_analyze_folders_import_only_the_layers_below_them() {
+    let src = root().join("crates/trace-analyze/src");
+    for (folder, _) in ANALYZE_LAYERS.iter().take(4) {
+        assert!(
+            src.join(folder).join("mod.rs").is_file(),
+            "trace-analyze/src/{folder}/mod.rs"
+        );
+    }
+    let breaches = layer_breaches(&module_edges(&src));
+    assert!(
+        breaches.is_empty(),
+        "trace-analyze imports across its layers (model <- events <- sampled <- runs): {breaches:#?}"
+    );
+}
+
+#[test]
+fn the_layer_check_sees_an_upward_import_and_lets_tests_through() {
+    let edge = |from: &str, to: &str| {
+        (
+            from.split("::").map(String::from).collect::<Vec<_>>(),
+            BTreeSet::from([to.split("::").map(String::from).collect::<Vec<_>>()]),
+        )
+    };
+    let edges = std::collections::BTreeMap::from([
+        edge("sampled::hot", "runs::compare"),
+        edge("model::load", "events::ops"),
+        edge("runs::compare", "events::spans"),
+        edge("sampled::hot::tests", "summary"),
+        edge("events::ops", "summary"),
+        edge("stats", "model::trace"),
+        edge("events::spans", "stats"),
+    ]);
+    assert_eq!(
+        layer_breaches(&edges),
+        [
+            "events::ops -> summary",
+            "model::load -> events::ops",
+            "sampled::hot -> runs::compare",
+            "stats -> model::trace"
+        ]
+    );
+}
+
+/// The most names trace-analyze's root may hold: the entry points the CLI, the report and the
+/// exports use; the rest is reached through the folders' namespaces.
+const ANALYZE_ROOT_BUDGET: usize = 120;
+
+/// The names a crate root's code makes public at the root: each item of a `pub use` (a glob
+/// counts as one), each `pub mod`, and each item it declares `pub` itself.
+fn root_names(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let flat = code.replace('\n', " ");
+    for stmt in flat.split(';') {
+        let stmt = stmt.trim();
+        if let Some(body) = stmt.strip_prefix("pub use ") {
+            let names = match body.split_once('{') {
+                Some((_, rest)) => rest.trim_end_matches('}').split(',').collect(),
+                None => vec![body.rsplit("::").next().unwrap_or(body)],
+            };
+            out.extend(
+                names
+                    .into_iter()
+                    .map(|n| n.split(" as ").last().unwrap_or(n).trim().to_string())
+                    .filter(|n| !n.is_empty()),
+            );
+        }
+    }
+    for line in code.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let ["pub", kind, name, ..] = words.as_slice() {
+            if matches!(
+                *kind,
+                "mod" | "fn" | "struct" | "enum" | "const" | "static" | "type" | "trait"
+            ) {
+                let end = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+                out.push(name[..end.unwrap_or(name.len())].to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn trace_analyze_root_stays_within_its_budget() {
+    let lib = std::fs::read_to_string(root().join("crates/trace-analyze/src/lib.rs"))
+        .expect("trace-analyze's lib.rs");
+    let names = root_names(&code_only(&lib));
+    assert!(
+        names.len() <= ANALYZE_ROOT_BUDGET,
+        "trace-analyze's root holds {} names (budget {ANALYZE_ROOT_BUDGET}): re-export at the root \
+         only what other crates use, and reach the rest through `model::`, `events::`, \
+         `sampled::`, `runs::`",
+        names.len()
+    );
+}
+
+#[test]
+fn the_root_name_counter_sees_each_form() {
+    let code = "pub mod events;\nmod private;\npub use a::{B, c as D,\n    e};\npub use f::G;\n\
+                pub fn h() {}\npub(crate) fn hidden() {}\npub struct I;\npub use j::*;\n";
+    assert_eq!(
+        root_names(code),
+        ["B", "D", "e", "G", "*", "events", "h", "I"]
+    );
 }
 
 #[test]
@@ -733,7 +899,7 @@ fn the_issue_number_finder_sees_the_forms_and_not_plain_words() {
     assert!(!names_an_issue("let issue = v.issues()[0];"));
 }
 
-/// The members of the loaded trace (`trace_analyze::Trace` in trace-analyze's `model.rs`)
+/// The members of the loaded trace (`trace_analyze::Trace` in trace-analyze's `model/trace.rs`)
 /// that hold or hand out its raw records: fields that are a `Vec`, a map or the sampled
 /// stacks, methods that return a slice or an `Option<&…>`, and the record types named by
 /// those fields. What a report draws is an analysis of these, computed once in trace-analyze.
@@ -775,7 +941,7 @@ fn raw_trace_members(model: &str) -> (BTreeSet<String>, BTreeSet<String>, BTreeS
             }
         }
     }
-    // A record table of model.rs's own (a `TensorTable`) holds raw records too: the types
+    // A record table of model/trace.rs's own (a `TensorTable`) holds raw records too: the types
     // its fields name are raw record types.
     let tables: Vec<String> = types
         .iter()
@@ -887,8 +1053,8 @@ fn raw_trace_reads(
 #[test]
 fn the_report_reads_analyses_never_the_raw_event_vectors_of_the_loaded_trace() {
     let root = root();
-    let model = std::fs::read_to_string(root.join("crates/trace-analyze/src/model.rs"))
-        .expect("trace-analyze's model.rs");
+    let model = std::fs::read_to_string(root.join("crates/trace-analyze/src/model/trace.rs"))
+        .expect("trace-analyze's model/trace.rs");
     let raw = raw_trace_members(&model);
     let src = root.join("crates/trace-report/src");
     let mut found = Vec::new();
@@ -909,8 +1075,8 @@ fn the_report_reads_analyses_never_the_raw_event_vectors_of_the_loaded_trace() {
 
 #[test]
 fn the_raw_trace_read_finder_sees_fields_methods_bindings_and_types() {
-    let model = std::fs::read_to_string(root().join("crates/trace-analyze/src/model.rs"))
-        .expect("trace-analyze's model.rs");
+    let model = std::fs::read_to_string(root().join("crates/trace-analyze/src/model/trace.rs"))
+        .expect("trace-analyze's model/trace.rs");
     let raw = raw_trace_members(&model);
     for f in [
         "spans", "ops", "memory", "physical", "steps", "tensors", "sampled",

@@ -33,6 +33,11 @@ pub fn format_bytes(v: f64) -> String {
     }
 }
 
+/// A share of a whole for people: `12.3%` (`x` = 0.123); the one way a share is written.
+pub fn format_share(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
 /// A relative change for people: `+12.3%`, `-4.0%` (`r` = 0.123 is +12.3%).
 pub fn format_pct(r: f64) -> String {
     format!("{:+.1}%", r * 100.0)

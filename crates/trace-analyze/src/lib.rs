@@ -54,100 +54,41 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod compare;
 mod error;
 mod format;
-mod gradients;
-mod heap;
-mod heap_log;
-mod hot;
-mod intern;
-mod load;
-mod memory;
-mod model;
-mod ops;
-mod path_table;
-mod rank_views;
-mod ranks;
-mod sampled_ops;
-mod samples;
-mod self_time;
-mod span_shapes;
-mod spans;
-mod stacks;
-mod stats;
-mod steps;
-mod summary;
 
-pub use compare::{
-    Comparison, Delta, GraphGroupDelta, IntervalBasis, MemoryDelta, OpDelta, Regression, SpanDelta,
-    SpanDeltas, StepGraphPair, compare, compare_runs, significance_order,
-};
+pub mod events;
+pub mod model;
+pub mod runs;
+pub mod sampled;
+pub mod stats;
+pub mod summary;
+
 pub use error::AnalyzeError;
-pub use format::{format_bytes, format_ns, format_pct};
-pub use gradients::{
-    AutogradStep, GradientPoint, GradientReport, GradientVerdict, ParamGradients, gradient_report,
-    no_gradient_facts_reason,
+pub use events::{
+    Allocation, AutogradPlacement, BAND_POINTS, ByCategory, DeviceMemory, GradientVerdict,
+    GraphPattern, GraphReport, HeapReport, MemoryReport, NO_SPAN, OpColumn, OpTable,
+    OpTableOptions, PathNode, PeakAllocation, SpanNode, SpanOrder, gradient_report, graph_report,
+    heap_report, memory_report, new_step_cache, no_gradient_facts_reason, op_table, path_tree,
+    path_tree_ordered, span_shape_table, span_tree, span_tree_ordered,
 };
-pub use heap::{
-    HEAP_TIMELINE_POINTS, HeapPoint, HeapReport, HeapSpanRow, HeapStepRow, NO_SPAN, PeakAllocation,
-    PeakSpan, heap_report,
-};
-pub use heap_log::{HeapEntry, HeapLog};
-pub use hot::{
-    ALLOCATOR_MIN_SHARE, CrateGroup, HINT_RULES, HotBy, HotHint, HotOptions, HotReport, HotRow,
-    POOL_WAITING_MIN_SHARE, PROC_READ_MIN_SHARE, PhaseHot, SAMPLES_FOR_5_POINTS, SamplerAccount,
-    backward_kernels, function_groups, hot_report, sampler_totals, short_func,
-};
-pub use intern::{FastMap, ShapeId, Sym};
-pub use load::{LoadOptions, load_path, load_reader, load_str};
-pub use memory::{
-    Allocation, AutogradPlacement, BAND_POINTS, ByCategory, DeviceMemory, MemoryBand, MemoryReport,
-    PhysicalSummary, TIMELINE_POINTS, TOP_ALLOCATIONS, TimelinePoint, memory_report,
-};
+pub use format::{format_bytes, format_ns, format_pct, format_share};
 pub use model::{
-    AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,
-    PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, TensorTable, Trace, TraceEnd,
-    WorkCounter,
+    AUTOGRAD_LABEL, FastMap, LoadOptions, MemEvent, Op, ReadCounts, SampledStacks, Span, Step,
+    TensorInfo, TensorTable, Trace, TraceEnd, WAITING_FRAMES, load_path, load_reader, load_str,
 };
-pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_table};
-pub use rank_views::{
-    HighestPeak, RankColumn, RankDevicePeak, RankMemory, RankMemoryRow, RankOpCell, RankOpRow,
-    RankOpTotals, RankOps, RankSpanCell, RankSpanRow, RankSpans, Slowest, rank_memory,
-    rank_op_tables, rank_span_trees,
+pub use runs::{
+    CONFIDENCE, Change, Comparison, Delta, IntervalBasis, MIN_SAMPLES, RankColumn, RankMemory,
+    RankOps, RankSpanRow, RankSpans, Regression, Slowest, Verdict, compare, compare_runs,
+    rank_memory, rank_op_tables, rank_report, rank_span_trees, significance_order,
 };
-pub use ranks::{Alignment, RankReport, RankRow, StragglerRow, rank_report};
-pub use sampled_ops::{
-    CANDLE_OP_FRAMES, FrameOp, NO_CANDLE_OP, NO_SPAN_PATH, OTHER_OPS, OpKind, OpModule,
-    PASS_THROUGH, PROFILER_CRATES, PROFILER_ROW, SampledOpOptions, SampledOpRow, SampledOpTable,
-    SpanOps, WAITING_ROW, WORKER_KERNELS, WorkerKernel, frame_op, sampled_op_table, wilson_95,
-    worker_kernel,
+pub use sampled::{
+    HotBy, HotHint, HotOptions, HotReport, HotRow, NO_CANDLE_OP, OTHER_OPS, OpKind,
+    POOL_WAITING_MIN_SHARE, SampledOpOptions, SampledOpTable, WAITING_ROW, backward_kernels,
+    frame_label, function_groups, hot_report, sampled_op_table, sampler_totals, short_func,
+    stack_counts,
 };
-pub use samples::{
-    SampleRow, SampledFrame, SampledStacks, SamplerStep, WAITING_FRAMES, WaitPattern,
-    waiting_pattern,
-};
-pub use self_time::{op_self_times, span_self_times};
-pub use span_shapes::{SpanShapeRow, SpanShapeTable, span_shape_table};
-pub use spans::{
-    DisplayPaths, MAX_PATH_NAMES, PathNode, PathTree, SpanNode, SpanOrder, SpanTree, pair_nodes,
-    pair_paths, path_tree, path_tree_ordered, span_paths, span_tree, span_tree_ordered,
-};
-pub use stacks::{
-    STACK_PHASES, SampledStackCounts, SampledStackReport, StackCounts, StackFrame, StackSamples,
-    frame_label, is_entry_frame, stack_counts, stack_samples,
-};
-pub use stats::{
-    BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Spread, Verdict, compare_run_samples,
-    compare_samples, median, percentile,
-};
-pub use steps::{
-    CacheReport, CanonInput, CanonOp, GraphGroup, GraphPattern, GraphReport, OpCount, StepCache,
-    StepDiff, StepGraph, StepGraphAnalysis, StepKey, StepOp, canonical_ops, graph_report,
-    new_step_cache,
-};
+pub use stats::{median, percentile};
 pub use summary::{
-    ChangedStep, DevicePeak, GraphStability, Health, LISTED, Overhead, PhaseTimes, StepBreakdown,
-    StepTimes, Summary, TOP_BACKWARD_KERNELS, TOP_OPS, TRACING_LAYER_SAW_NO_SPANS, step_breakdown,
-    summarize, tracing_layer_saw_no_spans,
+    Summary, TRACING_LAYER_SAW_NO_SPANS, step_breakdown, summarize, tracing_layer_saw_no_spans,
 };

@@ -4,15 +4,17 @@
 use serde::Serialize;
 
 use crate::error::AnalyzeError;
-use crate::intern::FastMap;
-use crate::memory::{ByCategory, PhysicalSummary, memory_report};
+use crate::events::memory::{ByCategory, PhysicalSummary, memory_report};
+use crate::model::intern::FastMap;
 use trace_record::Issue;
 use trace_record::schema::{ExecStep, TimingMode};
 
-use crate::model::{GradientCounts, ReadCounts, RunInfo, Trace, TraceEnd};
-use crate::ops::{OpColumn, OpRow, OpTableOptions, op_table};
+use crate::events::ops::{OpColumn, OpRow, OpTableOptions, op_table};
+use crate::events::steps::{
+    CacheReport, GraphGroup, GraphPattern, StepCache, StepDiff, graph_report,
+};
+use crate::model::trace::{GradientCounts, ReadCounts, RunInfo, Trace, TraceEnd};
 use crate::stats::{Spread, percentile};
-use crate::steps::{CacheReport, GraphGroup, GraphPattern, StepCache, StepDiff, graph_report};
 
 /// How many ops the summary lists.
 pub const TOP_OPS: usize = 10;
@@ -233,7 +235,7 @@ pub struct GraphStability {
 
 /// Each distinct change of graph (from one fingerprint to another) once, at its first step,
 /// with how many steps made it; at most [`LISTED`]. O(n).
-fn distinct_changes(g: &crate::steps::GraphReport) -> Vec<ChangedStep> {
+fn distinct_changes(g: &crate::events::steps::GraphReport) -> Vec<ChangedStep> {
     let label: FastMap<&str, &str> = g
         .groups
         .iter()
@@ -315,7 +317,7 @@ pub struct Summary {
     /// The hottest sampled functions inside backward (at most [`TOP_BACKWARD_KERNELS`], by
     /// self samples: estimates); empty when the trace has no backward samples.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub backward_kernels: Vec<crate::hot::HotRow>,
+    pub backward_kernels: Vec<crate::sampled::hot::HotRow>,
     /// How many spans trace-candle's `tracing` layer saw (its counter
     /// `trace_candle.tracing_spans`, written at `Capture::finish`); absent when the trace has
     /// no such counter (no layer installed). 0: the layer saw no span at all.
@@ -460,7 +462,7 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         backward_without_parameters: trace
             .counter(trace_record::schema::BACKWARD_WITHOUT_PARAMETERS_COUNTER)
             .is_some(),
-        backward_kernels: crate::hot::backward_kernels(trace, TOP_BACKWARD_KERNELS),
+        backward_kernels: crate::sampled::hot::backward_kernels(trace, TOP_BACKWARD_KERNELS),
         tracing_spans: trace
             .counter(trace_record::schema::TRACING_SPANS_COUNTER)
             .filter(|v| v.is_finite() && *v >= 0.0)

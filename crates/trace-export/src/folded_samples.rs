@@ -31,7 +31,7 @@
 //!
 //! **Weights are sample counts, never nanoseconds**: the span folded stacks weigh measured
 //! self time in ns, these weigh samples, so the two are separate outputs. One sample stands
-//! for about [`SamplerTotals::ns_per_sample`] of the sampled threads' CPU time (an estimate).
+//! for about [`SamplerAccount::ns_per_sample`] of the sampled threads' CPU time (an estimate).
 //!
 //! Memory held: the span nester's state, one path id per span (samples are written after
 //! their step, when its spans are closed), the interned frames and stacks, one entry per
@@ -41,7 +41,7 @@
 use std::io::{BufRead, Write};
 
 use trace_record::schema::{Event, ExecStep, SamplerEvent};
-use trace_record::{ClosedStep, StepTracker, TraceReader};
+use trace_record::{ClosedStep, SamplerAccount, StepTracker, TraceReader};
 
 use crate::ExportError;
 use crate::FastMap;
@@ -58,52 +58,6 @@ pub const UNKNOWN_STACK: &str = "[unknown stack]";
 
 /// The first frame of samples with neither a known span nor a phase.
 pub const NO_SPAN: &str = "[no span]";
-
-/// The sampler's own account over the exported steps (its `sampler` lines).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SamplerTotals {
-    /// `sampler` lines (recorded steps the sampler accounted for).
-    pub steps: u64,
-    /// The requested rate, samples per second of CPU time of the sampled threads (the
-    /// largest, when steps differ).
-    pub requested_hz: u64,
-    /// Samples taken.
-    pub taken: u64,
-    /// Samples lost (the sampler's buffer was full); in no line.
-    pub lost: u64,
-    /// Process CPU time over the steps, when every step reported it.
-    pub cpu_ns: Option<u64>,
-    /// The part of `cpu_ns` the sampler's own threads used (never sampled), summed over the
-    /// steps that reported it (0 when none did: traces written before the sampler reported
-    /// its own time).
-    pub sampler_cpu_ns: u64,
-}
-
-impl SamplerTotals {
-    /// CPU time of the sampled threads: `cpu_ns` less the sampler's own threads' time.
-    fn sampled_cpu_ns(&self) -> Option<u64> {
-        self.cpu_ns
-            .map(|all| all.saturating_sub(self.sampler_cpu_ns))
-    }
-
-    /// Estimated CPU time of the sampled threads one sample stands for: their CPU time over
-    /// samples taken, else the requested period; `None` when neither is known.
-    pub fn ns_per_sample(&self) -> Option<f64> {
-        match self.sampled_cpu_ns() {
-            Some(ns) if ns > 0 && self.taken > 0 => Some(ns as f64 / self.taken as f64),
-            _ if self.requested_hz > 0 => Some(1e9 / self.requested_hz as f64),
-            _ => None,
-        }
-    }
-
-    /// Samples per second of the sampled threads' CPU time achieved (`taken` ÷ (`cpu_ns` −
-    /// `sampler_cpu_ns`)), when known.
-    pub fn effective_hz(&self) -> Option<f64> {
-        self.sampled_cpu_ns()
-            .filter(|&ns| ns > 0)
-            .map(|ns| self.taken as f64 / (ns as f64 / 1e9))
-    }
-}
 
 /// Aggregated folded sampled stacks.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -124,7 +78,7 @@ pub struct FoldedSamples {
     /// in; a setup-only step 0): in no line, as their `sampler` lines are in no total.
     pub outside_steps: u64,
     /// The sampler's account over the exported steps.
-    pub sampler: SamplerTotals,
+    pub sampler: SamplerAccount,
     /// What the span nesting had to adjust (as in the span folded stacks).
     pub adjustments: Adjustments,
     /// Whether the step asked for was found (true when no step was asked for).
@@ -263,26 +217,7 @@ pub fn folded_samples<R: BufRead + Send>(
     })?;
     found(steps.finish());
     nester.finish(&mut on);
-    let mut sampler = SamplerTotals {
-        cpu_ns: Some(0),
-        ..SamplerTotals::default()
-    };
-    for s in accounts.iter().filter(|s| real.contains_key(&s.step)) {
-        sampler.steps += 1;
-        sampler.requested_hz = sampler.requested_hz.max(s.hz);
-        sampler.taken = sampler.taken.saturating_add(s.taken);
-        sampler.lost = sampler.lost.saturating_add(s.lost);
-        sampler.cpu_ns = match (sampler.cpu_ns, s.cpu_ns) {
-            (Some(a), Some(b)) => Some(a.saturating_add(b)),
-            _ => None,
-        };
-        // Clamped to the step's whole CPU time, as every reader does.
-        let own = s.own_cpu_ns().unwrap_or(0);
-        sampler.sampler_cpu_ns = sampler.sampler_cpu_ns.saturating_add(own);
-    }
-    if sampler.steps == 0 {
-        sampler.cpu_ns = None;
-    }
+    let sampler = SamplerAccount::over(accounts.iter().filter(|s| real.contains_key(&s.step)));
     let mut total = 0u64;
     let mut outside_steps = 0u64;
     let mut by_key: FastMap<SampleKey, u64> = FastMap::default();

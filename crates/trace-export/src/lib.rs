@@ -30,7 +30,7 @@ pub use chrome::{
 };
 pub use folded::{DEEPER_FRAMES, FoldedStacks, MAX_FOLDED_FRAMES, folded_stacks};
 pub use folded_samples::{
-    FoldedSamples, MAX_SAMPLED_FRAMES, NO_SPAN, SamplerTotals, UNKNOWN_STACK, folded_samples,
+    FoldedSamples, MAX_SAMPLED_FRAMES, NO_SPAN, UNKNOWN_STACK, folded_samples,
 };
 pub use nest::{Adjustments, OUTSIDE_SPANS_TID};
 

@@ -37,6 +37,8 @@
 //! It knows nothing of Candle or of analysis. The format is documented in
 //! `docs/trace-schema.md`.
 
+#[cfg(feature = "read")]
+mod account;
 mod compression;
 mod encode;
 #[cfg(feature = "read")]
@@ -56,6 +58,8 @@ mod steps;
 #[cfg(feature = "read")]
 mod validate;
 
+#[cfg(feature = "read")]
+pub use account::SamplerAccount;
 pub use compression::{
     Compression, DEFAULT_ZSTD_LEVEL, MAX_WINDOW_LOG, WRITE_WINDOW_LOG, ZSTD_MAGIC, is_zstd,
 };

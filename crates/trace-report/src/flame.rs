@@ -3,9 +3,10 @@
 //! The page draws it (click to zoom, hover for details, a phase filter).
 
 use trace_analyze::{
-    FastMap, SamplerAccount, Trace, format_ns, frame_label, function_groups, sampler_totals,
-    short_func, stack_counts,
+    FastMap, Trace, format_ns, frame_label, function_groups, sampler_totals, short_func,
+    stack_counts,
 };
+use trace_record::SamplerAccount;
 
 use crate::model::FlameData;
 

@@ -2,7 +2,8 @@
 //! and largest live total otherwise, and agreement with a naive replay of the events.
 
 use proptest::prelude::*;
-use trace_analyze::{BAND_POINTS, MemoryBand, memory_report};
+use trace_analyze::events::MemoryBand;
+use trace_analyze::{BAND_POINTS, memory_report};
 use trace_record::schema::MemoryCategory;
 
 use crate::common::{from_lines, small, synthetic};

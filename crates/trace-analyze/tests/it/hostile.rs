@@ -4,9 +4,10 @@
 //! every step-time figure alike.
 
 use testkit::SynthConfig;
+use trace_analyze::events::{MAX_PATH_NAMES, pair_nodes};
 use trace_analyze::{
-    LoadOptions, MAX_PATH_NAMES, OpTableOptions, Trace, compare, load_reader, memory_report,
-    new_step_cache, op_table, pair_nodes, span_tree, summarize,
+    LoadOptions, OpTableOptions, Trace, compare, load_reader, memory_report, new_step_cache,
+    op_table, span_tree, summarize,
 };
 
 fn load(bytes: &[u8]) -> Trace {

@@ -3,7 +3,8 @@
 //! of overflowing.
 
 use proptest::prelude::*;
-use trace_analyze::{PhaseTimes, Trace, new_step_cache, step_breakdown, summarize};
+use trace_analyze::summary::PhaseTimes;
+use trace_analyze::{Trace, new_step_cache, step_breakdown, summarize};
 use trace_record::schema::ExecStep;
 
 use crate::common::{from_lines, small, synthetic};

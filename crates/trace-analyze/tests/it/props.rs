@@ -2,7 +2,8 @@
 //! the duration and self times add up to the top-level durations.
 
 use proptest::prelude::*;
-use trace_analyze::{Spread, percentile};
+use trace_analyze::percentile;
+use trace_analyze::stats::Spread;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
@@ -61,7 +62,7 @@ proptest! {
         text.push('\n');
         for l in &lines { text.push_str(l); text.push('\n'); }
         let t = trace_analyze::load_str(&text, "prop.jsonl", Default::default()).unwrap();
-        let selfs = trace_analyze::op_self_times(&t);
+        let selfs = trace_analyze::events::op_self_times(&t);
         for (s, op) in selfs.iter().zip(&t.ops) {
             prop_assert!(*s <= op.dur_ns);
         }

@@ -2,7 +2,8 @@
 //! named as `tracegraph hot` names them, totals that add up, absent without a sampler.
 
 use proptest::prelude::*;
-use trace_analyze::{LoadOptions, STACK_PHASES, Trace, load_str, stack_samples};
+use trace_analyze::sampled::{STACK_PHASES, stack_samples};
+use trace_analyze::{LoadOptions, Trace, load_str};
 use trace_record::schema::{
     Event, ExecStep, FrameEvent, Phase, SamplerEvent, SamplesEvent, StackEvent,
 };

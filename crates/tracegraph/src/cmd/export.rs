@@ -460,8 +460,8 @@ fn export<R: std::io::BufRead + Send, W: Write>(
                 ));
             }
             f.write(out)?;
-            let s = f.sampler;
-            let rate = match s.effective_hz() {
+            let s = &f.sampler;
+            let rate = match s.effective_hz {
                 Some(hz) => format!(
                     "requested {} Hz, achieved {hz:.0} Hz of the sampled threads' CPU time",
                     s.requested_hz

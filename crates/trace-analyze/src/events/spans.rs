@@ -1,13 +1,13 @@
 //! The span tree: total and self time per span path, aggregated over steps (mean and spread),
 //! with the execution step (forward, backward, optimizer) of each path.
 
-use crate::intern::FastMap;
+use crate::model::intern::FastMap;
 use serde::Serialize;
 
-use crate::intern::Sym;
+use crate::model::intern::Sym;
 use trace_record::schema::{ExecStep, ParseEnumError, SpanKind, TimingMode};
 
-use crate::model::Trace;
+use crate::model::trace::Trace;
 use crate::stats::{Spread, SpreadAcc};
 
 /// Paths deeper than this many names are shown with their middle elided (see
@@ -447,7 +447,7 @@ pub fn path_tree_ordered(trace: &Trace, order: SpanOrder) -> PathTree<'_> {
         })
         .collect();
     {
-        let self_ns = crate::self_time::span_self_times(trace);
+        let self_ns = crate::events::self_time::span_self_times(trace);
         // Whether a span of the path was seen (the first one gives the kind).
         let mut seen = vec![false; np];
         // (step, total, self) of the step being accumulated, per path.

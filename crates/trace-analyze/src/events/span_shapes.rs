@@ -10,9 +10,9 @@
 
 use serde::Serialize;
 
-use crate::intern::{FastMap, ShapeId};
-use crate::model::Trace;
-use crate::spans::path_tree;
+use crate::events::spans::path_tree;
+use crate::model::intern::{FastMap, ShapeId};
+use crate::model::trace::Trace;
 
 /// One span path with one input shape.
 #[derive(Debug, Clone, Serialize)]
@@ -60,7 +60,7 @@ type Key = (u32, Option<ShapeId>);
 /// Builds the table. O(n log n) in the spans.
 pub fn span_shape_table(trace: &Trace) -> SpanShapeTable {
     let tree = path_tree(trace);
-    let self_ns = crate::self_time::span_self_times(trace);
+    let self_ns = crate::events::self_time::span_self_times(trace);
     // Each span's own input shape: a profiled module's recorded input, or the first input of
     // the op that became the span; else its nearest ancestor's (the batch it ran in), so the
     // whole subtree of a batch shape is split, not only its root. Parents precede children.

@@ -5,7 +5,7 @@
 //! state small (names, devices and shapes are interned; ids are integers) and records where
 //! each step begins so analyses can group by step without searching.
 
-use crate::intern::FastMap;
+use crate::model::intern::FastMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
@@ -13,7 +13,7 @@ use trace_record::schema::{
     ExecStep, GradientState, MemoryCategory, Outcome, SpanKind, TimingMode,
 };
 
-use crate::intern::{Interner, ShapeId, ShapeInterner, Sym};
+use crate::model::intern::{Interner, ShapeId, ShapeInterner, Sym};
 
 /// Run metadata from the trace header.
 #[derive(Debug, Clone, Serialize)]
@@ -496,9 +496,9 @@ pub struct Trace {
     /// in their span): `(span index in [`Trace::spans`], shape)`, the first input per span.
     pub module_inputs: Vec<(u32, ShapeId)>,
     /// Sampled stacks (schema version 2; empty without a sampler).
-    pub sampled: crate::samples::SampledStacks,
+    pub sampled: crate::model::samples::SampledStacks,
     /// Tracked heap allocations (schema version 2; empty without a tracking allocator).
-    pub heap: crate::heap_log::HeapLog,
+    pub heap: crate::model::heap_log::HeapLog,
     /// The latest time seen on any event.
     pub end_ns: u64,
     /// Work done so far (see [`WorkCounter`]).

@@ -17,9 +17,9 @@
 
 use serde::Serialize;
 
-use crate::intern::FastMap;
-use crate::memory::memory_report;
-use crate::model::Trace;
+use crate::events::memory::memory_report;
+use crate::model::intern::FastMap;
+use crate::model::trace::Trace;
 use crate::stats::{Spread, median};
 
 /// One rank's figures.

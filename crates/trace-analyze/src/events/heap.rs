@@ -11,10 +11,10 @@
 use serde::Serialize;
 use trace_record::schema::ExecStep;
 
-use crate::heap_log::HeapEntry;
-use crate::intern::FastMap;
-use crate::model::Trace;
-use crate::spans::{MAX_PATH_NAMES, span_paths};
+use crate::events::spans::{MAX_PATH_NAMES, span_paths};
+use crate::model::heap_log::HeapEntry;
+use crate::model::intern::FastMap;
+use crate::model::trace::Trace;
 
 /// Timeline points kept at most (each the largest live total of its time bucket).
 pub const HEAP_TIMELINE_POINTS: usize = 1024;
@@ -164,7 +164,7 @@ struct Alloc {
 /// [`MAX_PATH_NAMES`] names (O(`MAX_PATH_NAMES`)).
 fn path_string(
     trace: &Trace,
-    table: &[(Option<u32>, crate::Sym)],
+    table: &[(Option<u32>, crate::model::Sym)],
     depth: &[u32],
     p: usize,
 ) -> String {

@@ -1,7 +1,7 @@
 //! Reading a trace into the compact [`Trace`] model: one streaming pass through trace-record's
 //! reader, interning names, devices and shapes as it goes.
 
-use crate::intern::FastMap;
+use crate::model::intern::FastMap;
 use std::io::BufRead;
 use std::path::Path;
 
@@ -9,8 +9,8 @@ use trace_record::schema::{self as wire, Event};
 use trace_record::{ReadMode, ReadOptions, TraceInput, TraceReader, Validator};
 
 use crate::error::AnalyzeError;
-use crate::intern::{Interner, ShapeInterner, Sym};
-use crate::model::{
+use crate::model::intern::{Interner, ShapeInterner, Sym};
+use crate::model::trace::{
     AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,
     PhysSample, ReadCounts, RunInfo, Span, Step, TensorInfo, TensorTable, Trace, TraceEnd,
     WorkCounter,
@@ -117,7 +117,7 @@ struct Builder {
     /// and devices millions of times, and comparing with the last one is cheaper than hashing.
     recent_syms: [Option<Sym>; RECENT],
     /// Shapes interned lately, by [`recent_slot`] of their dimensions.
-    recent_shapes: [Option<crate::intern::ShapeId>; RECENT],
+    recent_shapes: [Option<crate::model::intern::ShapeId>; RECENT],
     /// The span id last resolved to an index, and that index (cleared when a span starts, as
     /// a span id started again is resolved to its latest start).
     recent_span: Option<(u64, u32)>,
@@ -234,7 +234,7 @@ impl Builder {
         self.t.end_ns = self.t.end_ns.max(t);
     }
 
-    fn shape(&mut self, s: &[usize]) -> crate::intern::ShapeId {
+    fn shape(&mut self, s: &[usize]) -> crate::model::intern::ShapeId {
         let at = |i: usize| s.get(i).copied().unwrap_or(0);
         let slot = recent_slot(s.len(), at(0), at(s.len() / 2), at(s.len().wrapping_sub(1)));
         if let Some(id) = self.recent_shapes[slot] {

@@ -3,14 +3,14 @@
 //! each), what is still live at the end (possible leaks), and physical device samples reported
 //! beside, never mixed with logical bytes.
 
-use crate::intern::FastMap;
+use crate::model::intern::FastMap;
 use serde::Serialize;
 
-use crate::intern::Sym;
+use crate::model::intern::Sym;
 use trace_record::schema::MemoryCategory;
 
-use crate::model::{MemEvent, Trace};
-use crate::spans::full_span_path;
+use crate::events::spans::full_span_path;
+use crate::model::trace::{MemEvent, Trace};
 
 /// How many points each device's timeline keeps at most (the maximum in each time bucket).
 pub const TIMELINE_POINTS: usize = 512;

@@ -2,22 +2,23 @@
 //! spread over steps and a noise-aware change of medians (bootstrap interval over steps);
 //! graph fingerprint equality per step; ops present in one trace only.
 
-use crate::intern::FastMap;
+use crate::model::intern::FastMap;
 use std::collections::BTreeMap;
 
 use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 
 use crate::error::AnalyzeError;
-use crate::memory::{ByCategory, memory_report};
+use crate::events::memory::{ByCategory, memory_report};
 use trace_record::schema::TimingMode;
 
-use crate::intern::Sym;
-use crate::model::Trace;
-use crate::path_table::PathTable;
-use crate::spans::{PathTree, pair_paths, path_tree};
-use crate::stats::{BOOTSTRAP_SEED, Change, Spread, SpreadAcc, Verdict, compare_run_samples};
-use crate::steps::{GraphReport, StepCache, graph_report};
+use crate::events::path_table::PathTable;
+use crate::events::spans::{PathTree, pair_paths, path_tree};
+use crate::events::steps::{GraphReport, StepCache, graph_report};
+use crate::model::intern::Sym;
+use crate::model::trace::Trace;
+use crate::runs::significance::{BOOTSTRAP_SEED, Change, Verdict, compare_run_samples};
+use crate::stats::{Spread, SpreadAcc};
 
 /// A figure in both traces and its change.
 #[derive(Debug, Clone, Serialize)]
@@ -240,7 +241,7 @@ pub enum IntervalBasis {
     /// of each run only, not how much another run of the same program would differ.
     Steps,
     /// Several traces (runs) on a side: the intervals resample runs, then steps within them
-    /// ([`crate::compare_run_samples`]), so run-to-run variation is inside the noise.
+    /// ([`crate::runs::compare_run_samples`]), so run-to-run variation is inside the noise.
     RunsThenSteps,
 }
 
@@ -376,10 +377,10 @@ struct OpAgg {
 }
 
 fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
-    let mut by: FastMap<crate::intern::Sym, OpAgg> = FastMap::default();
-    let mut step_sum: FastMap<crate::intern::Sym, u64> = FastMap::default();
-    let flush = |by: &mut FastMap<crate::intern::Sym, OpAgg>,
-                 step_sum: &mut FastMap<crate::intern::Sym, u64>| {
+    let mut by: FastMap<crate::model::intern::Sym, OpAgg> = FastMap::default();
+    let mut step_sum: FastMap<crate::model::intern::Sym, u64> = FastMap::default();
+    let flush = |by: &mut FastMap<crate::model::intern::Sym, OpAgg>,
+                 step_sum: &mut FastMap<crate::model::intern::Sym, u64>| {
         for (k, v) in step_sum.drain() {
             if let Some(a) = by.get_mut(&k) {
                 a.per_step.push(v);
@@ -387,15 +388,16 @@ fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
         }
     };
     let whole = t.complete_steps().len();
-    let mut sample_sum: FastMap<crate::intern::Sym, u64> = FastMap::default();
-    let flush_samples = |by: &mut FastMap<crate::intern::Sym, OpAgg>,
-                         sums: &mut FastMap<crate::intern::Sym, u64>| {
-        for (k, v) in sums.drain() {
-            if let Some(a) = by.get_mut(&k) {
-                a.samples.push(v);
+    let mut sample_sum: FastMap<crate::model::intern::Sym, u64> = FastMap::default();
+    let flush_samples =
+        |by: &mut FastMap<crate::model::intern::Sym, OpAgg>,
+         sums: &mut FastMap<crate::model::intern::Sym, u64>| {
+            for (k, v) in sums.drain() {
+                if let Some(a) = by.get_mut(&k) {
+                    a.samples.push(v);
+                }
             }
-        }
-    };
+        };
     let mut cur_step = None;
     for op in &t.ops {
         if op.step != cur_step {
@@ -616,7 +618,7 @@ fn graph_groups(
                 c.iter().map(Vec::as_slice).collect(),
             );
             GraphGroupDelta {
-                label: crate::steps::group_label(k),
+                label: crate::events::steps::group_label(k),
                 fingerprint: fp,
                 signature,
                 steps: (nb, nc),
@@ -803,8 +805,8 @@ pub fn compare_runs(
         let mut devs: BTreeMap<
             String,
             (
-                Option<&crate::memory::DeviceMemory>,
-                Option<&crate::memory::DeviceMemory>,
+                Option<&crate::events::memory::DeviceMemory>,
+                Option<&crate::events::memory::DeviceMemory>,
             ),
         > = BTreeMap::new();
         for d in bm.iter().flat_map(|m| m.devices.iter()) {

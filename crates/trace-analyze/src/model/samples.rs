@@ -20,9 +20,10 @@
 //! a pattern (waiting) or belongs to some other code (work).
 
 use serde::Serialize;
-use trace_record::schema::{Event, ExecStep};
+use trace_record::SamplerAccount;
+use trace_record::schema::{Event, ExecStep, SamplerEvent};
 
-use crate::intern::FastMap;
+use crate::model::intern::FastMap;
 
 /// One interned frame of sampled stacks, as borrowed from the [`SampledStacks`] that hold it
 /// ([`SampledStacks::frame`]).
@@ -149,37 +150,6 @@ pub struct SampleRow {
     pub span: Option<u64>,
 }
 
-/// One `sampler` line as loaded: the sampler's account of one step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SamplerStep {
-    /// The recorded step.
-    pub step: u64,
-    /// Requested samples per second of CPU time of the sampled threads.
-    pub hz: u64,
-    /// Samples taken.
-    pub taken: u64,
-    /// Samples lost.
-    pub lost: u64,
-    /// Process CPU time in the step, when reported.
-    pub cpu_ns: Option<u64>,
-    /// The part of `cpu_ns` the sampler's own threads used (never sampled), when reported;
-    /// at most `cpu_ns` ([`SamplerEvent::own_cpu_ns`](trace_record::schema::SamplerEvent::own_cpu_ns)).
-    pub sampler_cpu_ns: Option<u64>,
-    /// Wall time sampled.
-    pub dur_ns: u64,
-}
-
-impl SamplerStep {
-    /// The CPU time of the threads the sampler sampled in the step: `cpu_ns` less the
-    /// sampler's own threads' time when the trace says it, else `cpu_ns` (traces written
-    /// before the sampler reported its own time). Samples stand for this time.
-    pub fn sampled_cpu_ns(&self) -> Option<u64> {
-        let all = self.cpu_ns?;
-        // Loaded at most `cpu_ns`; saturating for a step built by hand.
-        Some(all.saturating_sub(self.sampler_cpu_ns.unwrap_or(0)))
-    }
-}
-
 /// The sampled stacks of a trace (empty for a trace without a sampler, and for version 1).
 ///
 /// Frames are stored compactly: every frame's strings in one text buffer, each frame a few
@@ -200,7 +170,7 @@ pub struct SampledStacks {
     /// `samples` lines in the order they were read.
     pub samples: Vec<SampleRow>,
     /// `sampler` lines in the order they were read.
-    pub steps: Vec<SamplerStep>,
+    pub steps: Vec<SamplerEvent>,
     /// Per stack (by index): classified waiting.
     stack_waiting: Vec<bool>,
     /// Samples left out at load because their step is no step of the trace (the empty
@@ -473,15 +443,7 @@ impl SampledStacks {
                 phase: s.phase,
                 span: s.span,
             }),
-            Event::Sampler(s) => self.steps.push(SamplerStep {
-                step: s.step,
-                hz: s.hz,
-                taken: s.taken,
-                lost: s.lost,
-                cpu_ns: s.cpu_ns,
-                sampler_cpu_ns: s.own_cpu_ns(),
-                dur_ns: s.dur,
-            }),
+            Event::Sampler(s) => self.steps.push(s.clone()),
             _ => {}
         }
     }
@@ -704,35 +666,6 @@ pub(crate) fn is_allocator(func: &str) -> bool {
     PREFIXES.iter().any(|p| func.starts_with(p))
 }
 
-/// The sampler's own account (honest numbers): rate requested and achieved, samples lost,
-/// and the CPU time its own threads used.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SamplerAccount {
-    /// Steps the sampler accounted for (in the selection).
-    pub steps: u64,
-    /// First and last of them.
-    pub step_range: Option<(u64, u64)>,
-    /// The requested rate (the largest, when steps differ), samples per CPU second.
-    pub requested_hz: u64,
-    /// Samples taken (the sum over the steps' `sampler` lines).
-    pub taken: u64,
-    /// Samples lost.
-    pub lost: u64,
-    /// Process CPU time over the steps, when every step reported it.
-    pub cpu_ns: Option<u64>,
-    /// The part of `cpu_ns` the sampler's own threads used (never sampled), when every step
-    /// reported it.
-    pub sampler_cpu_ns: Option<u64>,
-    /// Wall time sampled.
-    pub wall_ns: u64,
-    /// Samples per second of the sampled threads' CPU time achieved: `taken` ÷ (`cpu_ns` −
-    /// `sampler_cpu_ns`), or ÷ `cpu_ns` for a trace that does not say what the sampler's own
-    /// threads used.
-    pub effective_hz: Option<f64>,
-    /// A sum above passed `u64::MAX` and stopped there (hostile or corrupt counts).
-    pub saturated: bool,
-}
-
 /// `*acc += x`, stopping at `u64::MAX` and setting `flag` when it would pass it.
 pub(crate) fn add_sat(acc: &mut u64, x: u64, flag: &mut bool) {
     match acc.checked_add(x) {
@@ -744,72 +677,9 @@ pub(crate) fn add_sat(acc: &mut u64, x: u64, flag: &mut bool) {
     }
 }
 
-/// The sampler's account over the steps `in_steps` selects.
+/// The sampler's account over the steps `in_steps` selects (trace-record's one rule).
 pub(crate) fn sampler_account(s: &SampledStacks, in_steps: impl Fn(u64) -> bool) -> SamplerAccount {
-    let mut acc = SamplerAccount {
-        steps: 0,
-        step_range: None,
-        requested_hz: 0,
-        taken: 0,
-        lost: 0,
-        cpu_ns: Some(0),
-        sampler_cpu_ns: Some(0),
-        wall_ns: 0,
-        effective_hz: None,
-        saturated: false,
-    };
-    // CPU time of the sampled threads (see `SamplerStep::sampled_cpu_ns`).
-    let mut sampled_ns = Some(0u64);
-    for st in s.steps.iter().filter(|st| in_steps(st.step)) {
-        acc.steps += 1;
-        acc.step_range = Some(match acc.step_range {
-            None => (st.step, st.step),
-            Some((a, b)) => (a.min(st.step), b.max(st.step)),
-        });
-        acc.requested_hz = acc.requested_hz.max(st.hz);
-        add_sat(&mut acc.taken, st.taken, &mut acc.saturated);
-        add_sat(&mut acc.lost, st.lost, &mut acc.saturated);
-        add_sat(&mut acc.wall_ns, st.dur_ns, &mut acc.saturated);
-        let mut sum = |acc_ns: Option<u64>, ns: Option<u64>| match (acc_ns, ns) {
-            (Some(mut a), Some(b)) => {
-                add_sat(&mut a, b, &mut acc.saturated);
-                Some(a)
-            }
-            _ => None,
-        };
-        acc.cpu_ns = sum(acc.cpu_ns, st.cpu_ns);
-        acc.sampler_cpu_ns = sum(acc.sampler_cpu_ns, st.sampler_cpu_ns);
-        sampled_ns = sum(sampled_ns, st.sampled_cpu_ns());
-    }
-    if acc.steps == 0 {
-        acc.cpu_ns = None;
-        acc.sampler_cpu_ns = None;
-        sampled_ns = None;
-    }
-    acc.effective_hz = sampled_ns
-        .filter(|&ns| ns > 0)
-        .map(|ns| acc.taken as f64 / (ns as f64 / 1e9));
-    acc
-}
-
-impl SamplerAccount {
-    /// Nanoseconds of the sampled threads' CPU per sample (the inverse of
-    /// [`effective_hz`](Self::effective_hz)), else the requested period; `None` when the
-    /// sampler said neither.
-    pub fn ns_per_sample(&self) -> Option<f64> {
-        match self.effective_hz {
-            Some(hz) if hz > 0.0 => Some(1e9 / hz),
-            _ if self.requested_hz > 0 => Some(1e9 / self.requested_hz as f64),
-            _ => None,
-        }
-    }
-
-    /// The sampler's own threads' CPU time and its share of the process's over the steps,
-    /// when every step said it and some CPU time was used.
-    pub fn sampler_share(&self) -> Option<(u64, f64)> {
-        let (own, all) = (self.sampler_cpu_ns?, self.cpu_ns?);
-        (all > 0).then(|| (own, own as f64 / all as f64))
-    }
+    SamplerAccount::over(s.steps.iter().filter(|st| in_steps(st.step)))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! inputs of other shapes (a prefill `[1,16]` and a decode `[1,1]` step of a language model)
 //! has another fingerprint, and the first difference names the input that changed.
 
-use crate::intern::FastMap;
+use crate::model::intern::FastMap;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
@@ -24,8 +24,8 @@ use graph_core::{Graph, GraphBuilder, Role, StableHash, StableHasher, ValueId, V
 use serde::Serialize;
 
 use crate::error::AnalyzeError;
-use crate::intern::{ShapeId, Sym};
-use crate::model::{Op, Trace};
+use crate::model::intern::{ShapeId, Sym};
+use crate::model::trace::{Op, Trace};
 
 /// Every input's shape and dtype of a step-graph op, in input order (shared between ops).
 type InputMetaList = Arc<[(Arc<[u64]>, Arc<str>)]>;

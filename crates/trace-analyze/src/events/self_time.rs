@@ -4,10 +4,10 @@
 //! (the union of their intervals, so an op nested in another op is not subtracted twice), as
 //! PyTorch reports a `record_function` range's self time without its child ops. An op's
 //! children are the ops nested in its interval on its thread. An op that became a span is one
-//! region with its span ([`Op::is_span`](crate::model::Op::is_span)): its self time is the
+//! region with its span ([`Op::is_span`](crate::model::trace::Op::is_span)): its self time is the
 //! span's, and it is not a child of its own span.
 
-use crate::model::Trace;
+use crate::model::trace::Trace;
 
 /// Self time of every span (indexed like [`Trace::spans`]): its duration minus the durations
 /// of its direct child spans and minus the time covered by the ops recorded directly in it
@@ -64,7 +64,7 @@ pub fn span_self_times(trace: &Trace) -> Vec<Option<u64>> {
 /// its span's self time ([`span_self_times`]), so that `ops` and `spans` agree. O(n log n),
 /// iterative.
 ///
-/// [`Op::is_span`]: crate::model::Op::is_span
+/// [`Op::is_span`]: crate::model::trace::Op::is_span
 pub fn op_self_times(trace: &Trace) -> Vec<u64> {
     let n = trace.ops.len();
     let mut self_ns: Vec<u64> = trace.ops.iter().map(|o| o.dur_ns).collect();

@@ -2,8 +2,8 @@
 
 use trace_record::schema::ExecStep;
 
-use crate::intern::FastMap;
-use crate::model::Trace;
+use crate::model::intern::FastMap;
+use crate::model::trace::Trace;
 
 /// The phases samples are counted by, in the order of [`StackSamples::by_phase`] (the last:
 /// the capture did not say).
@@ -42,9 +42,9 @@ pub fn is_entry_frame(func: &str, file: Option<&str>) -> bool {
     if func == "[unknown]" || LIBC.iter().any(|p| func.starts_with(p)) {
         return true;
     }
-    let krate = crate::samples::crate_of(func)
+    let krate = crate::model::samples::crate_of(func)
         .map(str::to_string)
-        .or_else(|| file.and_then(crate::samples::crate_of_file));
+        .or_else(|| file.and_then(crate::model::samples::crate_of_file));
     let runtime = matches!(krate.as_deref(), Some("std" | "core" | "alloc"));
     // The C `main` rustc emits has no Rust source file; the program's own `main` has one.
     runtime || (func == "main" && !file.is_some_and(|f| f.ends_with(".rs")))

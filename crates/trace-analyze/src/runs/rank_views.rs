@@ -16,13 +16,13 @@
 use serde::Serialize;
 use trace_record::schema::{ExecStep, MemoryCategory, TimingMode};
 
-use crate::heap::heap_report;
-use crate::intern::FastMap;
-use crate::memory::{ByCategory, memory_report};
-use crate::model::Trace;
-use crate::ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_table, sort_rows};
-use crate::ranks::{rank_of, rank_order, set_notes};
-use crate::spans::{SpanOrder, span_tree_ordered};
+use crate::events::heap::heap_report;
+use crate::events::memory::{ByCategory, memory_report};
+use crate::events::ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_table, sort_rows};
+use crate::events::spans::{SpanOrder, span_tree_ordered};
+use crate::model::intern::FastMap;
+use crate::model::trace::Trace;
+use crate::runs::ranks::{rank_of, rank_order, set_notes};
 use crate::stats::median;
 
 /// One rank's column in a view over several ranks.
@@ -172,7 +172,7 @@ pub struct RankOps {
     /// rank has ops.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slowest: Option<Slowest>,
-    /// What looks wrong with the set of traces (see [`crate::RankReport::notes`]).
+    /// What looks wrong with the set of traces (see [`crate::runs::RankReport::notes`]).
     pub notes: Vec<String>,
     /// The op table of all ranks together: counts, totals, self times, output bytes and
     /// FLOPs summed, min and max over every call, the share of step time over the sum of the
@@ -425,7 +425,7 @@ pub struct RankSpans {
     pub timing: TimingMode,
     /// The ranks, by rank.
     pub ranks: Vec<RankColumn>,
-    /// What looks wrong with the set of traces (see [`crate::RankReport::notes`]).
+    /// What looks wrong with the set of traces (see [`crate::runs::RankReport::notes`]).
     pub notes: Vec<String>,
     /// The paths of all ranks in one tree, depth first: children in the order they first
     /// ran on the lowest rank that has them (later ranks' new paths after), or largest total
@@ -615,7 +615,7 @@ pub struct RankMemory {
     pub bytes_kind: &'static str,
     /// The ranks, by rank.
     pub ranks: Vec<RankColumn>,
-    /// What looks wrong with the set of traces (see [`crate::RankReport::notes`]).
+    /// What looks wrong with the set of traces (see [`crate::runs::RankReport::notes`]).
     pub notes: Vec<String>,
     /// The categories that are not zero at some rank's peak, in [`MemoryCategory::ALL`]
     /// order.
@@ -697,7 +697,7 @@ mod tests {
     use trace_record::{MemoryRecord, OpRecord, Run, TraceSession};
 
     use super::*;
-    use crate::load::{LoadOptions, load_str};
+    use crate::model::load::{LoadOptions, load_str};
 
     const SLOW: u32 = 2;
     const STEPS: u64 = 3;

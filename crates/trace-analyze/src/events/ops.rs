@@ -2,13 +2,13 @@
 //! min, max and p95 duration, output bytes, share of step time and recorded FLOPs with their
 //! rate, like PyTorch's `key_averages().table()`.
 
-use crate::intern::FastMap;
+use crate::model::intern::FastMap;
 use serde::Serialize;
 
-use crate::intern::{ShapeId, Sym, format_shape};
+use crate::model::intern::{ShapeId, Sym, format_shape};
 use trace_record::schema::{ParseEnumError, TimingMode};
 
-use crate::model::Trace;
+use crate::model::trace::Trace;
 use crate::stats::percentile;
 
 /// A column of the op table (also the sort keys of `tracegraph ops --sort`).
@@ -108,7 +108,7 @@ pub struct OpRow {
     /// Sum of durations.
     pub total_ns: u64,
     /// Sum of self durations (duration minus the ops nested inside it on the same thread; for
-    /// an op that became a span, its span's self time, see [`crate::span_self_times`]).
+    /// an op that became a span, its span's self time, see [`crate::events::span_self_times`]).
     pub self_ns: u64,
     /// Mean duration.
     pub mean_ns: f64,
@@ -162,7 +162,7 @@ pub struct OpTable {
 
 /// Builds the op table. O(n log n) in the number of ops.
 pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
-    let self_ns = crate::self_time::op_self_times(trace);
+    let self_ns = crate::events::self_time::op_self_times(trace);
     // Group key: (name, input shape list id) where the list id is 0 when not by shape.
     let mut shape_lists: FastMap<Vec<ShapeId>, u32> = FastMap::default();
     let mut shape_list_strings: Vec<String> = Vec::new();

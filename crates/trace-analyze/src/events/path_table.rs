@@ -3,9 +3,9 @@
 //! A few words a node instead of a display path string a node; a path is made when asked for,
 //! in O([`MAX_PATH_NAMES`]) whatever the depth, and owes nothing to the trace.
 
-use crate::intern::{FastMap, Sym};
-use crate::model::Trace;
-use crate::spans::{MAX_PATH_NAMES, elided_path};
+use crate::events::spans::{MAX_PATH_NAMES, elided_path};
+use crate::model::intern::{FastMap, Sym};
+use crate::model::trace::Trace;
 
 /// No node (the parent of a root).
 const NONE: u32 = u32::MAX;
@@ -21,7 +21,7 @@ struct Entry {
 }
 
 /// The display paths of a forest given in depth-first order, as
-/// [`crate::spans::PathChain`] makes them one node after another, but for any node at any
+/// [`crate::events::spans::PathChain`] makes them one node after another, but for any node at any
 /// time.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PathTable {
@@ -33,7 +33,7 @@ pub(crate) struct PathTable {
 impl PathTable {
     /// The table of the nodes given as `(depth, name)` (names of `trace`) in depth-first
     /// order: a node's path is the path of the last node before it at a smaller depth, then
-    /// its own name (as [`crate::spans::PathChain`] reads them).
+    /// its own name (as [`crate::events::spans::PathChain`] reads them).
     pub(crate) fn new(trace: &Trace, nodes: &[(u32, Sym)]) -> PathTable {
         let half = MAX_PATH_NAMES / 2;
         let mut ids: FastMap<Sym, u32> = FastMap::default();

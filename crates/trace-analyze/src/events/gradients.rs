@@ -7,8 +7,8 @@ use graph_core::StableHasher;
 use serde::Serialize;
 use trace_record::schema::GradientState;
 
-use crate::intern::{FastMap, Sym};
-use crate::model::Trace;
+use crate::model::intern::{FastMap, Sym};
+use crate::model::trace::Trace;
 
 /// One gradient fact of a parameter in one step.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]

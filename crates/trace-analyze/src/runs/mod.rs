@@ -1,0 +1,25 @@
+//! Several runs: comparison of two traces or two sets of runs, ranks of one distributed run.
+//!
+//! [`compare`] and [`compare_runs`] put time, memory and graphs of a base and a candidate side
+//! by side with bootstrap intervals ([`compare_samples`], [`compare_run_samples`]);
+//! [`rank_report`] and the rank views ([`rank_op_tables`], [`rank_span_trees`],
+//! [`rank_memory`]) read one trace per rank of a run. Builds on the event analyses.
+
+pub(crate) mod compare;
+pub(crate) mod rank_views;
+pub(crate) mod ranks;
+pub(crate) mod significance;
+
+pub use compare::{
+    Comparison, Delta, GraphGroupDelta, IntervalBasis, MemoryDelta, OpDelta, Regression, SpanDelta,
+    SpanDeltas, StepGraphPair, compare, compare_runs, significance_order,
+};
+pub use rank_views::{
+    HighestPeak, RankColumn, RankDevicePeak, RankMemory, RankMemoryRow, RankOpCell, RankOpRow,
+    RankOpTotals, RankOps, RankSpanCell, RankSpanRow, RankSpans, Slowest, rank_memory,
+    rank_op_tables, rank_span_trees,
+};
+pub use ranks::{Alignment, RankReport, RankRow, StragglerRow, rank_report};
+pub use significance::{
+    BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Verdict, compare_run_samples, compare_samples,
+};
