@@ -12,7 +12,7 @@
 //!   (`None` when the trace has no memory events: absent, not zero);
 //! - per-step execution graphs ([`graph_report`]): graph-core graphs with canonical ids, their
 //!   fingerprints, "stable from step k", the first differing op of a changed step; identical
-//!   steps analysed once through an ad-cache [`StepCache`];
+//!   steps analysed once through an ad-cache [`StepCache`](events::StepCache);
 //! - the comparison of two traces ([`compare()`]);
 //! - the tracked heap ([`heap_report`], from a tracking allocator's `heap_*` lines): live heap
 //!   bytes over time with the true peak, what was live there by span path, allocated and
@@ -21,7 +21,57 @@
 //! - sampled hot spots ([`hot_report`]): where CPU samples landed by function, crate group,
 //!   phase or span, with estimated CPU time labelled with its sample count;
 //! - the summary that `tracegraph summary` prints ([`summarize`]);
-//! - one formatter of durations and sizes for people ([`format_ns`], [`format_bytes`]).
+//! - one formatter of durations, sizes, percentages and shares for people ([`format_ns`],
+//!   [`format_bytes`], [`format_pct`], [`format_share`]).
+//!
+//! # Folders
+//!
+//! Four public modules by concern, each with a page of its own, and a root:
+//!
+//! - [`model`]: the loaded trace ([`Trace`], the loader, interned names, the sampled stacks,
+//!   the tracked heap's lines); it analyses nothing.
+//! - [`events`]: analyses of one trace's events: op table, span tree and its split by input
+//!   shape, self times, memory timeline, step graphs, gradients, tracked heap.
+//! - [`sampled`]: sampled CPU: hot spots and their hints, the sampled op table, flame stacks,
+//!   frame names.
+//! - [`runs`]: several runs: the comparison of two traces or two sets of runs, with bootstrap
+//!   intervals, and the ranks of one distributed run side by side; foreign traces
+//!   (torch.profiler's Chrome JSON, `runs/torch`) are being added here.
+//! - The root: [`AnalyzeError`], the formatters and the order statistics ([`stats`]), shared
+//!   by all, and the [`summary`], which draws on every folder.
+//!
+//! Folders import only downwards, model ← events ← sampled ← runs; `error`, `format` and
+//! `stats` import no folder, and no folder imports `summary` (test modules aside). The root
+//! re-exports at most 120 names, those the CLI, the report and the exports use; the rest is
+//! reached through its folder (`trace_analyze::events::span_shape_table`), and a root name is
+//! the same item as its folder's (`trace_analyze::op_table` is
+//! `trace_analyze::events::op_table`). Tidy tests in `xtask/src/tidy.rs` hold the layers, the
+//! budget of 120, and that no two modules import each other.
+//!
+//! # One owner per figure
+//!
+//! - Live logical bytes, the per-bucket min/max band a chart draws ([`events::MemoryBand`])
+//!   and each allocation's producer: the memory report ([`memory_report`]).
+//! - FLOPs and GFLOP/s: the op table ([`op_table`]).
+//! - Time by phase of each whole step: [`step_breakdown`], in the summary.
+//! - Self time of spans and ops (time not covered by children; an op that became a span has
+//!   its span's figure): [`events::span_self_times`] and [`events::op_self_times`].
+//! - Heap bytes: the tracked heap ([`heap_report`], over the `heap_*` lines the loader keeps in
+//!   a [`model::HeapLog`]), never summed with logical bytes.
+//! - Sampled CPU: whether a stack is waiting or work is decided once, at load
+//!   ([`SampledStacks`]); rankings are the hot-spot report's ([`hot_report`]), the samples per
+//!   stack and phase a flame graph draws are [`stack_counts`]'s, and the Candle op a busy
+//!   sample ran inside is the sampled op table's ([`sampled_op_table`]); see [`sampled`].
+//! - The sampler's account (samples taken and lost, rates, time per sample): trace-record's
+//!   [`SamplerAccount`](trace_record::SamplerAccount), by which every reader sums `sampler`
+//!   lines.
+//! - Per-rank step times, memory peaks and the straggler of each step: [`rank_report`] (clocks
+//!   aligned on the headers' wall-clock starts, judged on the first common step); each rank's
+//!   op table, span tree and memory report lined up by op, path or rank, with the slowest rank
+//!   and its excess over the median rank: [`rank_op_tables`], [`rank_span_trees`],
+//!   [`rank_memory`].
+//! - The span tree split by input shape (a module's recorded input, an op span's inputs,
+//!   inherited by the spans below): [`span_shape_table`].
 //!
 //! Every analysis is iterative and O(n log n) at worst; [`Trace::work`] counts the work done so
 //! tests can assert linear growth. Durations are labelled with their

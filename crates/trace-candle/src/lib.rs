@@ -18,9 +18,20 @@
 //!   `GradStore`, optimizer state, forward / backward / optimizer spans.
 //! - [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` turning `tracing`
 //!   spans into trace spans; [`CaptureSubscriber`], the subscriber of its own that
-//!   [`Capture::install_tracing`] installs, does the same without a registry.
+//!   [`Capture::install_tracing`] installs, does the same without a registry: a span's id
+//!   names its callsite's slot, so entering one takes no lock and no reference count.
 //! - [`Capture::sample_stacks`] (feature `sampler`, Linux): sampled call stacks of every
 //!   thread inside the schedule's windows, attributed to step, phase and span (trace-sampler).
+//!   The sampler's [`SamplerConfig`], [`SamplerDiagnostic`], [`SamplerError`] and
+//!   [`SamplerStats`] are re-exported here with or without the feature (without it the call
+//!   reports that sampling is unavailable).
+//! - `Capture::track_heap` / `stop_heap` / `heap_stats` (feature `heap`), with trace-heap's
+//!   `TrackingAlloc`, `HeapConfig`, `HeapError` and `HeapStats` re-exported likewise.
+//! - [`Capture::finish`]: ends the run (the last step's frees, the declared buffers, the
+//!   trailer) and writes the capture's estimate of its own recording time: each kind of work
+//!   timed at finish on scratch sessions, times its count in the trace, plus the autograd
+//!   walk, the gradient facts and the recording threads' block writes (trace-record's
+//!   `TraceSession::recording_write_ns`), timed as they ran.
 //! - Owned tensor metadata: [`tensor_id`] (process-unique, never a raw address),
 //!   [`dtype_label`] (`f32`, `bf16`, …), [`DeviceLabel`] (`cpu`, `cuda:N`, `metal:N`),
 //!   [`dense_bytes`] for every Candle dtype, [`TensorMeta`].

@@ -46,23 +46,26 @@
 //!   runs.
 //! - **Step boundaries, handed over.** A step boundary should call [`on_step`] (trace-candle's
 //!   `Capture::step` does). It does no tracking work on the calling thread: it switches the
-//!   small-allocation table to the next step's (a table per step, several in flight), puts a
+//!   small-allocation table to the next step's (a table per step, at most eight in flight,
+//!   each reused only once the tracker has taken it, so a long run never fills them), puts a
 //!   step marker into the buffer in its place among the allocations, and wakes the tracker
-//!   every few steps. It waits only when the tracker is several steps behind, so every step
-//!   has one account of its own and every allocation lands in the step it was made in. A
+//!   every few steps. It waits only when the tracker is eight steps behind or the buffer is
+//!   full, so every step has one account of its own, no two steps are merged and every
+//!   allocation lands in the step it was made in. A
 //!   boundary nobody hands over is handed over by the tracker itself, 10 to 20 ms late.
 //! - **Drain.** The tracker's thread drains the buffer when woken and at least every 10 ms,
-//!   keeps the live blocks by address, gives each tracked allocation an id, matches frees by
-//!   address, closes each step at its marker, and writes `heap_alloc`, `heap_free`, and per
-//!   step `heap_small` and `heap_account` lines (schema version 2, documented in
-//!   `docs/trace-schema.md`) through the session. Its own allocations are not tracked. It
-//!   wakes rarely on purpose: on a machine with few cores, a thread waking every millisecond
-//!   slowed a tiny Llama's generation by a fifth. [`stop`] drains what is left, every step
-//!   closed in its place, before the session's trailer.
+//!   keeps the live blocks by address, gives each tracked allocation an id (a never-reused
+//!   number, never an address), matches frees by address, closes each step at its marker,
+//!   and writes `heap_alloc`, `heap_free`, and per step `heap_small` and `heap_account` lines
+//!   (schema version 2, documented in `docs/trace-schema.md`) through the session. Its own
+//!   allocations are not tracked. It wakes rarely on purpose: on a machine with few cores, a
+//!   thread waking every millisecond slowed a tiny Llama's generation by a fifth. [`stop`]
+//!   drains what is left, every step closed in its place, before the session's trailer.
 //!
 //! Bytes are the sizes asked of the allocator (**heap bytes**), not logical bytes: analyses
 //! label the two and never sum them. All of the crate's `unsafe` is the `GlobalAlloc`
-//! implementation in one module, each block with its reason.
+//! implementation in one module (`alloc`), each block with its reason; nothing on the recording
+//! path it calls allocates, locks or panics.
 
 mod alloc;
 mod boundary;

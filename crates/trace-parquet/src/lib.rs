@@ -1,4 +1,4 @@
-//! trace-parquet: a trace as Parquet tables (ops, spans, steps, memory, samples, gradients).
+//! trace-parquet: a trace as Parquet tables (ops, spans, steps, memory, sampled stacks, gradients).
 //!
 //! [`write_tables`] streams one trace from a [`trace_record::TraceReader`] into one Parquet
 //! file per [`Table`], writing a row group every [`ExportOptions::row_group_rows`] rows, so a
@@ -8,9 +8,11 @@
 //! (`run=<run id>/rank=<rank>`) that makes many exports one dataset for DuckDB, Polars and
 //! Spark. The columns are raw trace facts, never analysis results: the engines compute.
 //!
-//! It depends on trace-record only; it does not write files itself but into the writers it
-//! is given (the caller decides where they go and how they are committed). The tables and
-//! their columns are documented in `docs/exports.md`.
+//! Of the workspace's crates it depends on trace-record only (its reader and step rule), never
+//! on the analyses. It does not write files itself but into the writers it is given (the
+//! caller decides where they go and how they are committed). The tables ([`Table::ALL`]: ops,
+//! spans, steps, memory, samples, frames, stacks, gradients) and their columns are documented
+//! in `docs/exports.md`.
 
 mod error;
 mod partition;

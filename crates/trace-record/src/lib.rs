@@ -17,7 +17,9 @@
   allocation per event: what the loader uses).
 - [`TraceInput`]: a trace's bytes, plain or decompressed, for every reader.
 - [`Validator`] / [`validate()`] / [`validate_file`]: structural checks with line numbers.
-- [`StepTracker`]: the rule that numbers and bounds a trace's steps, for every reader."
+- [`StepTracker`]: the rule that numbers and bounds a trace's steps, for every reader.
+- [`SamplerAccount`]: the sampler's account over a set of steps, the one rule by which every
+  reader (analyses, exports, report) sums `sampler` lines."
 )]
 //!
 //! Every item has one path: the wire types under [`schema`], the JSON writer under [`json`],
@@ -28,11 +30,33 @@
 //! None is on by default: a program that records compiles the writer alone.
 //!
 //! - `read`: the reading side: the streaming reader, its fast parser and batch pipeline, the
-//!   validator, the step rule, `TraceInput`, and `Deserialize` on the schema's types.
+//!   validator, the step rule, the sampler account, `TraceInput`, and `Deserialize` on the
+//!   schema's types.
 //! - `zstd`: zstd-compressed traces (the C library, through the `zstd` crate). Without it a
 //!   session asked for zstd (a `.zst` path, or [`Run::compression`]) is
 //!   [`TraceError::ZstdUnavailable`], and a reader given a compressed trace says that it
 //!   needs this feature.
+//!
+//! # What holds
+//!
+//! - The recording hot path allocates nothing per event in steady state; lines are written in
+//!   blocks, and a background writer bounds how long they wait, so the file starts with its
+//!   header and lags the program by a bounded time.
+//! - A session takes its path exclusively (exclusive create, an advisory lock held while it
+//!   records, replacement only by rename and only with [`Run::overwrite`]), so two writers
+//!   never share a trace file; [`writer_of`] names the live writer of one.
+//! - [`schema`] is the one vocabulary of the wire: every other crate uses its enums
+//!   ([`schema::SpanKind`], [`schema::ExecStep`], [`schema::MemoryCategory`], ...) rather than
+//!   mirrors, and their `as_str` / `FromStr` are the only enum↔string tables. Labels and
+//!   counter names that a writer and a reader must agree on ([`schema::AUTOGRAD_LABEL`],
+//!   [`schema::TRACING_SPANS_COUNTER`], ...) are declared once, in the schema.
+//! - One JSON writer ([`json`]) serves the encoder (and through it the trace generators) and
+//!   the Chrome exporter.
+//! - Span ids are unique in a trace, taken by each thread from its session in blocks
+//!   (increasing on each thread, not in time order across threads), so opening a span touches
+//!   no counter shared between threads.
+//! - [`TraceSession::recording_write_ns`] counts only the program's own threads' block
+//!   writes: the sampler's and the heap tracker's threads call [`record_beside_the_program`].
 //!
 //! It knows nothing of Candle or of analysis. The format is documented in
 //! `docs/trace-schema.md`.

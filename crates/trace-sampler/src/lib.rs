@@ -13,10 +13,11 @@
 //! thread alone) each thread that has used a period of CPU time since its last sample and
 //! ran lately: each thread is sampled once per period of its own CPU time, from 1 to
 //! 10,000 Hz, and a signal that finds its thread blocked in a system call takes no sample
-//! ([`SamplerSource::Ticker`]). Threads are listed from
-//! `/proc/self/task` when sampling is armed, and while it stays armed whenever their count
-//! (checked every 5 ms) moves and every 100 ms (Candle's, gemm's and rayon's workers,
-//! whenever they start).
+//! ([`SamplerSource::Ticker`]). While a thread is owed more than one period the next tick
+//! comes after half a period, to catch up, and the ticker asks the scheduler for a short time
+//! slice so that it wakes on time. Threads are listed from `/proc/self/task` when sampling is
+//! armed, and while it stays armed whenever their count (one `fstat`, every 5 ms) moves and
+//! every 100 ms (Candle's, gemm's and rayon's workers, whenever they start).
 //!
 //! The kernel's own per-thread clock is the other source ([`SamplerSource::PerfEvent`], by
 //! [`SamplerConfig::with_source`] or [`SOURCE_ENV`]): every thread of the process but the
@@ -44,12 +45,19 @@
 //! forces a source; [`SamplerStats::source`] says which one ran.
 //!
 //! Either way, the handler (the `signal` module, unsafe) reads the stack with the
-//! `backtrace` crate's unwinder into a preallocated lock-free buffer, with the step, the
-//! thread and the current scope (phase and innermost open span of any kind, see
-//! [`set_scope`]). The sampler thread drains the buffer, symbolizes and demangles the frames
-//! (inlined functions too, from the line tables that the release profile keeps), interns
-//! frames and stacks, and when a recorded step ends writes its `samples` lines and a
-//! `sampler` line with the samples taken and lost and the process CPU time (schema version 2).
+//! `backtrace` crate's unwinder into a preallocated lock-free buffer (the `ring` module, safe
+//! code over atomics), with the step, the thread and the current scope (phase and innermost
+//! open span of any kind, see [`set_scope`]). Nothing on the signal path allocates or locks.
+//! The sampler thread drains the buffer, symbolizes and demangles the frames off the signal
+//! path (the interrupted instruction looked up exactly, every caller at its call; inlined
+//! functions too, from the line tables that the release profile keeps), interns frames and
+//! stacks, and when a recorded step ends writes its `samples` lines and a `sampler` line with
+//! the samples taken and lost and the process CPU time (schema version 2).
+//!
+//! All of the crate's `unsafe` is in two modules, each block with its reason beside it:
+//! `signal` (the handler, the process CPU-time timer, the ticker's clock reads and queued
+//! signals) and `perf_sys` (the `perf_event_open` and `fcntl` calls of the per-thread
+//! events). The ticker, the ring and everything else are safe code over them.
 //!
 //! - Only inside the schedule's active windows: the ticker (or the events, or the timer) is
 //!   armed when a recorded step begins and disarmed when recording stops; outside, no
@@ -57,10 +65,11 @@
 //! - Off unless asked for: before [`Sampler::start`] there is no handler, no event, no timer
 //!   and no thread; without the `enabled` feature there is no handler and no unwinder at all.
 //! - Honest numbers: a step's `taken` is the sum of its `samples` lines; samples that found
-//!   the buffer full, or arrived after their step was written, are counted as `lost`; the
-//!   effective rate is `taken` ÷ process CPU time ([`SamplerStats::effective_hz`]), which
-//!   counts the sampler thread's own CPU time too; [`SamplerStats::sampled_hz`] leaves that
-//!   out ([`SamplerStats::sampler_cpu_ns`]): the rate the source delivered. The trace's
+//!   the buffer full, or arrived after their step was written, are counted as `lost`, each
+//!   step's apart from other steps'; the effective rate is `taken` ÷ process CPU time
+//!   ([`SamplerStats::effective_hz`]), which counts the sampler thread's own CPU time too;
+//!   [`SamplerStats::sampled_hz`] leaves that out ([`SamplerStats::sampler_cpu_ns`]): the
+//!   rate the source delivered. The trace's
 //!   `sampler` line has no field for the source; it is reported through [`SamplerStats`].
 //! - One sampler per process (the signal, the timer and the thread set are process-wide): a
 //!   second start anywhere in the process gets [`SamplerError::Busy`].

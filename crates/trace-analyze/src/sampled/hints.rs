@@ -25,7 +25,7 @@ pub const ALLOCATOR_MIN_SHARE: f64 = 0.05;
 /// 1.96² × 0.25 / 0.05²).
 pub const SAMPLES_FOR_5_POINTS: u64 = 385;
 
-/// The rules of [`HotReport::hints`], by name, with what each recognises.
+/// The rules of [`HotReport::hints`](crate::sampled::HotReport::hints), by name, with what each recognises.
 pub const HINT_RULES: &[(&str, &str)] = &[
     (
         "proc_read_per_op",

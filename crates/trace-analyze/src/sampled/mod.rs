@@ -1,12 +1,29 @@
 //! Sampled CPU: hot spots with their hints, the sampled op table, flame stacks, frame names.
 //!
-//! Over the sampler's stacks as loaded ([`SampledStacks`](crate::model::SampledStacks): interned
-//! frames, rows, the waiting patterns): where samples landed by function, crate group, phase or span ([`hot_report`]),
-//! each busy sample named by the Candle op it ran inside ([`sampled_op_table`]) and samples per
-//! stack for flame graphs ([`stack_counts`]). How a frame is
-//! shortened and grouped by crate ([`short_func`], [`function_groups`]) lives in one place for
-//! the CLI and the report; the hint rules and their thresholds in another ([`HINT_RULES`]).
-//! Reads the model only.
+//! Over the sampler's stacks as loaded ([`SampledStacks`](crate::model::SampledStacks):
+//! interned frames, rows, each stack already classified waiting or work), each figure has one
+//! owner here:
+//!
+//! - [`hot_report`]: where samples landed by function, crate group, phase, span or op
+//!   ([`HotBy`]), waiting samples apart, with an estimated CPU time labelled with its sample
+//!   count; its hints on known costs are [`HINT_RULES`], their thresholds in one table.
+//! - [`sampled_op_table`]: which Candle op a busy sample ran inside: the outermost frame of
+//!   Candle's public API below the innermost span, by a documented, tested list of Candle
+//!   modules ([`CANDLE_OP_FRAMES`]); a worker thread's kernel where no such frame is on its
+//!   stack ([`WORKER_KERNELS`]); tensor drops and the capture's own work
+//!   ([`PROFILER_CRATES`]) named apart. Per span path it gives each op's samples, their share
+//!   with a Wilson 95 % interval ([`wilson_95`]) and two estimates: share × the span's self
+//!   time, and samples × the sampler's period as CPU time. `tracegraph ops --sampled` prints
+//!   it; `hot --by op` ([`HotBy::Op`]) ranks the same attribution.
+//! - [`stack_counts`]: samples per stack and phase, what a flame graph draws.
+//! - [`short_func`], [`function_groups`]: how a frame is shortened and grouped by crate, in one
+//!   place for the CLI and the report.
+//!
+//! Time per sample comes from the sampler's account, trace-record's
+//! [`SamplerAccount`](trace_record::SamplerAccount) ([`sampler_totals`]), the one rule every
+//! reader sums `sampler` lines by. Shares read `12.3%` through the one share formatter,
+//! [`format_share`](crate::format_share). Reads the model only (and the event analyses' span
+//! paths).
 
 pub(crate) mod hints;
 pub(crate) mod hot;

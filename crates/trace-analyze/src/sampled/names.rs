@@ -102,7 +102,7 @@ pub(crate) fn name_leaders(s: &SampledStacks) -> Vec<u32> {
     leader
 }
 
-/// The crate group of each frame's row by function in a [`hot_report`] over every sample
+/// The crate group of each frame's row by function in a [`hot_report`](crate::sampled::hot_report) over every sample
 /// (the group of its shown name: that of the first frame counted under the name), by frame
 /// index; [`CrateGroup::Other`] for a frame no sample's stack holds. What the report's flame
 /// graph colours frames by, without making the rows. Linear in the samples and the frames
