@@ -647,14 +647,14 @@ fn root_names(code: &str) -> Vec<String> {
     }
     for line in code.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
-        if let ["pub", kind, name, ..] = words.as_slice() {
-            if matches!(
+        if let ["pub", kind, name, ..] = words.as_slice()
+            && matches!(
                 *kind,
                 "mod" | "fn" | "struct" | "enum" | "const" | "static" | "type" | "trait"
-            ) {
-                let end = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
-                out.push(name[..end.unwrap_or(name.len())].to_string());
-            }
+            )
+        {
+            let end = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+            out.push(name[..end.unwrap_or(name.len())].to_string());
         }
     }
     out
