@@ -11,6 +11,7 @@
 pub(crate) mod gradients;
 pub(crate) mod heap;
 pub(crate) mod memory;
+pub(crate) mod op_class;
 pub(crate) mod ops;
 pub(crate) mod path_table;
 pub(crate) mod self_time;
@@ -30,6 +31,7 @@ pub use memory::{
     Allocation, AutogradPlacement, BAND_POINTS, ByCategory, DeviceMemory, MemoryBand, MemoryReport,
     PhysicalSummary, TIMELINE_POINTS, TOP_ALLOCATIONS, TimelinePoint, memory_report,
 };
+pub use op_class::{ATEN_OP_CLASSES, CANDLE_LAYER_CLASSES, CANDLE_OP_CLASSES, OpClass};
 pub use ops::{OpColumn, OpRow, OpTable, OpTableOptions, op_table};
 pub use self_time::{op_self_times, span_self_times};
 pub use span_shapes::{SpanShapeRow, SpanShapeTable, span_shape_table};

@@ -3,12 +3,14 @@
 //! [`compare`] and [`compare_runs`] put time, memory and graphs of a base and a candidate side
 //! by side with bootstrap intervals ([`compare_samples`], [`compare_run_samples`]);
 //! [`rank_report`] and the rank views ([`rank_op_tables`], [`rank_span_trees`],
-//! [`rank_memory`]) read one trace per rank of a run. Builds on the event analyses.
+//! [`rank_memory`]) read one trace per rank of a run; [`load_torch_path`] reads a
+//! torch.profiler run ([`TorchRun`]) to set beside a Candle one. Builds on the event analyses.
 
 pub(crate) mod compare;
 pub(crate) mod rank_views;
 pub(crate) mod ranks;
 pub(crate) mod significance;
+pub(crate) mod torch;
 
 pub use compare::{
     Comparison, Delta, GraphGroupDelta, IntervalBasis, MemoryDelta, OpDelta, Regression, SpanDelta,
@@ -22,4 +24,9 @@ pub use rank_views::{
 pub use ranks::{Alignment, RankReport, RankRow, StragglerRow, rank_report};
 pub use significance::{
     BOOTSTRAP_SEED, CONFIDENCE, Change, MIN_SAMPLES, Verdict, compare_run_samples, compare_samples,
+};
+pub use torch::{
+    PROFILER_STEP_ROW, TORCH_MAX_TIME_NS, TorchClassRow, TorchCounts, TorchDevice, TorchDims,
+    TorchDtype, TorchId, TorchOp, TorchRange, TorchRun, TorchSelfRow, TorchStep, TorchStepMemory,
+    TorchThread, load_torch_path, load_torch_reader,
 };
