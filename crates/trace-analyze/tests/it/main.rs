@@ -2,6 +2,7 @@
 //! comparison, gaps and truncated traces.
 
 mod band;
+mod beside_torch;
 mod common;
 mod compare;
 mod flops;

@@ -29,6 +29,24 @@ pub(crate) struct CompareArgs {
     /// spread only.
     #[arg(long, num_args = 1.., value_name = "TRACE")]
     pub(crate) against: Vec<PathBuf>,
+    /// A torch.profiler trace of the same model (`prof.export_chrome_trace`, `.json` or
+    /// `.json.gz`): compare the one Candle trace given first with it, op kind by op kind and
+    /// layer by layer, with diagnoses (JSON schema `tracegraph.compare_torch/1`).
+    #[arg(long, value_name = "TORCH_TRACE", conflicts_with_all = ["against", "fail_on_regression"])]
+    pub(crate) against_torch: Option<PathBuf>,
+    /// With `--against-torch`: the Candle steps to compare (`A-B` or `N`, as `tracegraph`
+    /// numbers them); default: the numbers of torch's `ProfilerStep#N` where the Candle trace
+    /// has them, else every step.
+    #[arg(long, value_name = "A-B", value_parser = super::compare_torch::parse_step_range, requires = "against_torch")]
+    pub(crate) candle_steps: Option<(u64, u64)>,
+    /// With `--against-torch`: torch's steps (`ProfilerStep#N` numbers, `A-B` or `N`);
+    /// default: every recorded step.
+    #[arg(long, value_name = "A-B", value_parser = super::compare_torch::parse_step_range, requires = "against_torch")]
+    pub(crate) torch_steps: Option<(u64, u64)>,
+    /// With `--against-torch`: a file mapping torch's range paths to Candle's span paths, one
+    /// `TORCH_PATH => CANDLE_PATH` a line (whole leading names; `#` starts a comment line).
+    #[arg(long, value_name = "FILE", requires = "against_torch")]
+    pub(crate) layer_map: Option<PathBuf>,
     /// Show at most N rows per table.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub(crate) limit: usize,
@@ -108,6 +126,23 @@ fn delta_cells(d: &Delta, f: fn(f64) -> String) -> [String; 4] {
 
 /// Runs `tracegraph compare`.
 pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
+    if let Some(torch) = &args.against_torch {
+        let [candle] = args.traces.as_slice() else {
+            return Err(super::output::UsageError(
+                "compare --against-torch takes one Candle trace".to_string(),
+            )
+            .into());
+        };
+        return super::compare_torch::run(&super::compare_torch::TorchArgs {
+            candle,
+            torch,
+            candle_steps: args.candle_steps,
+            torch_steps: args.torch_steps,
+            layer_map: args.layer_map.as_ref(),
+            limit: args.limit,
+            json: args.json,
+        });
+    }
     let (base_paths, cand_paths) = if args.against.is_empty() {
         match args.traces.as_slice() {
             [b, c] if !b.is_dir() && !c.is_dir() => (vec![b.clone()], vec![c.clone()]),

@@ -2,6 +2,7 @@
 //! number formatting and JSON output.
 
 pub(crate) mod compare;
+pub(crate) mod compare_torch;
 #[cfg(feature = "demo")]
 pub(crate) mod demo;
 pub(crate) mod export;

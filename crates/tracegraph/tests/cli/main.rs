@@ -22,6 +22,7 @@ mod ranks;
 #[cfg(feature = "demo")]
 #[path = "../common/steps.rs"]
 mod steps;
+mod torch;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

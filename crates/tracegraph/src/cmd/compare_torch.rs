@@ -1,0 +1,275 @@
+//! `tracegraph compare CANDLE --against-torch TORCH`: a Candle run beside PyTorch's.
+//!
+//! Op kind by op kind and layer by layer, time per step on each side, what Candle loses,
+//! and the diagnoses; `--json` prints `tracegraph.compare_torch/1`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use trace_analyze::runs::{
+    CandleSource, TorchCompareOptions, TorchComparison, compare_with_torch, load_torch_path,
+};
+use trace_analyze::{format_ns, format_share};
+
+use super::{Status, Table, load, print_json, write_stdout};
+
+/// What `compare --against-torch` was asked.
+pub(crate) struct TorchArgs<'a> {
+    /// The Candle trace.
+    pub(crate) candle: &'a Path,
+    /// The torch.profiler trace (`.json` or `.json.gz`).
+    pub(crate) torch: &'a Path,
+    /// `--candle-steps`.
+    pub(crate) candle_steps: Option<(u64, u64)>,
+    /// `--torch-steps`.
+    pub(crate) torch_steps: Option<(u64, u64)>,
+    /// `--layer-map`.
+    pub(crate) layer_map: Option<&'a PathBuf>,
+    /// Rows per table.
+    pub(crate) limit: usize,
+    /// `--json`.
+    pub(crate) json: bool,
+}
+
+/// Parses `A-B` (inclusive) or `N` as a step range.
+pub(crate) fn parse_step_range(s: &str) -> Result<(u64, u64), String> {
+    let num = |t: &str| {
+        t.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("`{s}` is not a step range (N or A-B, e.g. 2-5)"))
+    };
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (num(a)?, num(b)?),
+        None => {
+            let n = num(s)?;
+            (n, n)
+        }
+    };
+    if a > b {
+        return Err(format!("`{s}`: the first step is after the last"));
+    }
+    Ok((a, b))
+}
+
+/// Reads a layer map: one `TORCH_PATH => CANDLE_PATH` a line; blank lines and lines starting
+/// with `#` are skipped. An unreadable line is an error naming the file and line.
+fn read_layer_map(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the layer map {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((from, to)) = line.split_once("=>") else {
+            return Err(super::output::UsageError(format!(
+                "{}:{}: expected `TORCH_PATH => CANDLE_PATH`, found `{line}`",
+                path.display(),
+                i + 1
+            ))
+            .into());
+        };
+        let (from, to) = (from.trim(), to.trim());
+        if from.is_empty() || to.is_empty() {
+            return Err(super::output::UsageError(format!(
+                "{}:{}: a path on each side of `=>`",
+                path.display(),
+                i + 1
+            ))
+            .into());
+        }
+        out.push((from.to_string(), to.to_string()));
+    }
+    Ok(out)
+}
+
+/// Runs the comparison and prints it.
+pub(crate) fn run(args: &TorchArgs<'_>) -> anyhow::Result<Status> {
+    let trace = load(args.candle, false)?;
+    let torch = load_torch_path(args.torch)?;
+    let opts = TorchCompareOptions {
+        candle_steps: args.candle_steps,
+        torch_steps: args.torch_steps,
+        layer_map: match args.layer_map {
+            Some(p) => read_layer_map(p)?,
+            None => Vec::new(),
+        },
+    };
+    let c = compare_with_torch(&trace, &torch, &opts);
+    if args.json {
+        print_json("compare_torch", &c)?;
+    } else {
+        write_stdout(&text(&c, args.limit))?;
+    }
+    Ok(Status::Ok)
+}
+
+/// `1.23× slower` / `2.0× faster` / `-`.
+fn ratio_cell(r: Option<f64>) -> String {
+    match r {
+        Some(r) if r >= 1.0 => format!("{r:.2}× slower"),
+        Some(r) if r > 0.0 => format!("{:.2}× faster", 1.0 / r),
+        _ => "-".to_string(),
+    }
+}
+
+/// A signed duration: `+1.2 µs`, `-300 ns`.
+fn signed(v: f64) -> String {
+    if v >= 0.0 {
+        format!("+{}", format_ns(v))
+    } else {
+        format!("-{}", format_ns(-v))
+    }
+}
+
+/// The comparison as text.
+fn text(c: &TorchComparison, limit: usize) -> String {
+    let mut out = String::new();
+    let steps = |v: &[u64]| match (v.first(), v.last()) {
+        (Some(a), Some(b)) if a == b => format!("step {a}"),
+        (Some(a), Some(b)) => format!("{} steps ({a}-{b})", v.len()),
+        _ => "no steps".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "Candle {}: {} per step over {}; {} thread(s), {}, {}",
+        c.candle.source,
+        format_ns(c.candle.step_ns),
+        steps(&c.candle.steps),
+        c.candle.threads,
+        c.candle.dtypes.first().map_or("-", String::as_str),
+        c.candle.device
+    );
+    let _ = writeln!(
+        out,
+        "torch  {}: {} per step over {}; {} thread(s), {}, {}",
+        c.torch.source,
+        format_ns(c.torch.step_ns),
+        steps(&c.torch.steps),
+        c.torch.threads,
+        c.torch.dtypes.first().map_or("-", String::as_str),
+        c.torch.device
+    );
+    if let Some(r) = c.step_ratio {
+        let _ = writeln!(out, "Candle's step: {}", ratio_cell(Some(r)));
+    }
+    for w in &c.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+
+    let _ = writeln!(
+        out,
+        "\nby op kind, per step, by what Candle loses (Candle: {}; torch: ops' self time)",
+        c.candle_source.describe()
+    );
+    let sampled = matches!(c.candle_source, CandleSource::Sampled { .. });
+    let mut t = Table::new(&[
+        "kind",
+        ">Candle",
+        if sampled { ">95% interval" } else { ">" },
+        ">torch",
+        ">Candle - torch",
+        ">ratio",
+        "Candle's top op",
+        "torch's top op",
+    ]);
+    for r in c.kinds.iter().take(limit) {
+        t.row(vec![
+            r.kind.label().to_string(),
+            r.candle_ns.map_or("-".into(), format_ns),
+            r.candle_interval.map_or(String::new(), |(lo, hi)| {
+                format!("{} - {}", format_ns(lo), format_ns(hi))
+            }),
+            format_ns(r.torch_ns),
+            r.loss_ns.map_or("-".into(), signed),
+            ratio_cell(r.ratio),
+            r.candle_ops.first().map_or("-".into(), |(n, _)| n.clone()),
+            r.torch_ops.first().map_or("-".into(), |(n, _)| n.clone()),
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "copy / layout: {} of Candle's step, {} of torch's",
+        c.candle_copy_share.map_or("-".into(), format_share),
+        format_share(c.torch_copy_share)
+    );
+
+    let _ = writeln!(
+        out,
+        "\nby layer (both names; `#0` = none), per step, by what Candle loses (span time \
+         against record_function range time, both measured)"
+    );
+    if c.layers.is_empty() {
+        let _ = writeln!(
+            out,
+            "no layer named on both sides: name torch's record_function ranges as Candle's \
+             spans, or map them with --layer-map (`TORCH_PATH => CANDLE_PATH` a line)"
+        );
+    } else {
+        let mut t = Table::new(&["layer", ">Candle", ">torch", ">Candle - torch", ">ratio"]);
+        for r in c.layers.iter().take(limit) {
+            t.row(vec![
+                r.path.clone(),
+                format_ns(r.candle_ns),
+                format_ns(r.torch_ns),
+                signed(r.loss_ns),
+                ratio_cell(r.ratio),
+            ]);
+        }
+        out.push_str(&t.render());
+        out.push('\n');
+    }
+    if !c.candle_only_layers.is_empty() || !c.torch_only_layers.is_empty() {
+        let _ = writeln!(
+            out,
+            "unmatched: {} Candle span path(s), {} torch range path(s) (--json lists them)",
+            c.candle_only_layers.len(),
+            c.torch_only_layers.len()
+        );
+    }
+
+    out.push_str("\ndiagnoses, by what Candle loses\n");
+    if c.diagnoses.is_empty() {
+        out.push_str("none: no kind or layer is 1.5× slower and 5% of Candle's step\n");
+    }
+    for (i, d) in c.diagnoses.iter().enumerate() {
+        let _ = writeln!(out, "{}. {}", i + 1, d.text);
+        for e in &d.evidence {
+            let _ = writeln!(out, "   - {e}");
+        }
+    }
+    out.pop();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_ranges_parse_and_refuse_nonsense() {
+        assert_eq!(parse_step_range("2-5"), Ok((2, 5)));
+        assert_eq!(parse_step_range("7"), Ok((7, 7)));
+        assert!(parse_step_range("5-2").is_err());
+        assert!(parse_step_range("a-2").is_err());
+        assert!(parse_step_range("-1").is_err());
+    }
+
+    #[test]
+    fn a_layer_map_names_the_bad_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("map.txt");
+        std::fs::write(&p, "# comment\nmodel.layers.0 => block#0\n\nnonsense\n").unwrap();
+        let err = read_layer_map(&p).unwrap_err().to_string();
+        assert!(err.contains("map.txt:4"), "{err}");
+        std::fs::write(&p, "model.layers.0 => block#0\n").unwrap();
+        assert_eq!(
+            read_layer_map(&p).unwrap(),
+            [("model.layers.0".to_string(), "block#0".to_string())]
+        );
+    }
+}
