@@ -19,8 +19,9 @@
 //!   sides, apart from the compute kinds and from views (which move no data).
 //! - **Layers**: span paths on the Candle side and `record_function` range paths on torch's,
 //!   matched by name with a `#0` suffix meaning the same as none (`attn#0` = `attn`), after a
-//!   user's mapping of torch path prefixes ([`TorchCompareOptions::layer_map`]); time per
-//!   step on each side, measured on both.
+//!   user's mapping of torch path prefixes ([`TorchCompareOptions::layer_map`]); spans Candle
+//!   wraps the model in (a `forward` phase span) are looked through when torch's root range is
+//!   a Candle span's name; time per step on each side, measured on both.
 //! - **Rows are sorted by what Candle loses** (its time less torch's, per step), largest
 //!   first, and [`diagnose`] turns the rows into sentences with their evidence.
 //!
@@ -56,6 +57,9 @@ pub const COPY_MIN_SHARE: f64 = 0.10;
 
 /// ... and at least this many times its share of torch's step.
 pub const COPY_MIN_RATIO: f64 = 2.0;
+
+/// At most this many layers are diagnosed (the innermost that lose most).
+pub const MAX_LAYER_DIAGNOSES: usize = 3;
 
 /// Which steps to compare and how torch's layer names map onto Candle's.
 #[derive(Debug, Clone, Default)]
@@ -653,6 +657,10 @@ pub fn compare_with_torch(
             *t_layer.entry(k).or_default() += r.dur_ns as f64;
         }
     }
+    // Candle may wrap the model in spans torch has no range for (a `forward` phase span
+    // around `bert.forward`): when no torch root is a Candle root, the shortest Candle path
+    // that ends in a torch root's name is the model's, and what is above it is left out.
+    let c_keys = strip_wrapper(c_keys, &t_layer);
     let mut layers = Vec::new();
     let mut candle_only = Vec::new();
     for (key, (p, display, depth)) in &c_keys {
@@ -712,6 +720,42 @@ pub fn compare_with_torch(
     };
     cmp.diagnoses = diagnose(&cmp, &copy_paths, &matmul);
     cmp
+}
+
+/// Candle's layer keys with the wrapper above the model dropped (see [`compare_with_torch`]):
+/// when no torch root key is a Candle key, the shortest Candle key `W/R` whose tail `R` is a
+/// torch root makes every key under `W/` lose that prefix (and keys not under it are kept as
+/// they are). Linear in the keys.
+fn strip_wrapper(
+    c_keys: FastMap<String, (u32, String, usize)>,
+    t_layer: &FastMap<String, f64>,
+) -> FastMap<String, (u32, String, usize)> {
+    let roots: Vec<&str> = t_layer
+        .keys()
+        .filter(|k| !k.contains('/'))
+        .map(String::as_str)
+        .collect();
+    if roots.is_empty() || roots.iter().any(|r| c_keys.contains_key(*r)) {
+        return c_keys;
+    }
+    let wrapper = c_keys
+        .keys()
+        .filter_map(|k| {
+            let (w, tail) = k.rsplit_once('/')?;
+            roots.contains(&tail).then_some(w)
+        })
+        .min_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)))
+        .map(|w| format!("{w}/"));
+    let Some(wrapper) = wrapper else {
+        return c_keys;
+    };
+    c_keys
+        .into_iter()
+        .map(|(k, v)| match k.strip_prefix(&wrapper) {
+            Some(rest) => (rest.to_string(), v),
+            None => (k, v),
+        })
+        .collect()
 }
 
 /// The depth of every path id of a span-path table (0 for a root). Linear: a parent's id is
@@ -795,8 +839,8 @@ fn ns(v: f64) -> String {
 /// The findings of a comparison, by what Candle loses (largest first): kinds at least
 /// [`SLOWER_MIN_RATIO`] slower that lose at least [`LOSS_MIN_SHARE`] of Candle's step;
 /// copy/layout at least [`COPY_MIN_SHARE`] of Candle's step and [`COPY_MIN_RATIO`] times its
-/// share in torch; matrix products' rate against torch's on the same FLOPs; the layer that
-/// loses most.
+/// share in torch; matrix products' rate against torch's on the same FLOPs; the innermost
+/// layers that lose most.
 pub(crate) fn diagnose(
     c: &TorchComparison,
     copy_paths: &[(String, f64)],
@@ -921,10 +965,11 @@ pub(crate) fn diagnose(
     out
 }
 
-/// The layer that loses most (at least [`SLOWER_MIN_RATIO`] slower and [`LOSS_MIN_SHARE`] of
-/// Candle's step), innermost among equals: the layer rows' finding.
+/// Layers at least [`SLOWER_MIN_RATIO`] slower that lose at least [`LOSS_MIN_SHARE`] of
+/// Candle's step, innermost ones only (a block's loss is its parts'), the
+/// [`MAX_LAYER_DIAGNOSES`] that lose most. O(n log n) in the layer rows.
 fn layer_diagnoses(c: &TorchComparison, step: f64) -> Vec<Diagnosis> {
-    let Some(row) = c
+    let mut losing: Vec<&LayerRow> = c
         .layers
         .iter()
         .filter(|r| {
@@ -932,30 +977,44 @@ fn layer_diagnoses(c: &TorchComparison, step: f64) -> Vec<Diagnosis> {
                 && step > 0.0
                 && r.loss_ns >= LOSS_MIN_SHARE * step
         })
-        .max_by(|a, b| {
-            // The deepest of the layers that lose most: the loss of a block is its parts'.
-            a.depth
-                .cmp(&b.depth)
-                .then_with(|| a.loss_ns.total_cmp(&b.loss_ns))
+        .collect();
+    losing.sort_by(|a, b| a.path.cmp(&b.path));
+    // A row with a losing row below it is not innermost: the first path at or after `P/`
+    // starts with `P/` exactly when one does.
+    let paths: Vec<&str> = losing.iter().map(|r| r.path.as_str()).collect();
+    let mut innermost: Vec<&LayerRow> = losing
+        .iter()
+        .copied()
+        .filter(|r| {
+            let below = format!("{}/", r.path);
+            let at = paths.partition_point(|p| *p < below.as_str());
+            !paths.get(at).is_some_and(|p| p.starts_with(&below))
         })
-    else {
-        return Vec::new();
-    };
-    vec![Diagnosis {
-        rule: "layer_slower",
-        loss_ns: row.loss_ns,
-        text: format!(
-            "{} takes {:.1}× PyTorch's time: {} against {} per step ({} more)",
-            row.path,
-            row.ratio.unwrap_or(0.0),
-            ns(row.candle_ns),
-            ns(row.torch_ns),
-            ns(row.loss_ns)
-        ),
-        evidence: vec![
-            "span time (Candle) and record_function range time (torch), both measured".into(),
-        ],
-    }]
+        .collect();
+    innermost.sort_by(|a, b| {
+        b.loss_ns
+            .total_cmp(&a.loss_ns)
+            .then_with(|| a.path.cmp(&b.path))
+    });
+    innermost
+        .into_iter()
+        .take(MAX_LAYER_DIAGNOSES)
+        .map(|row| Diagnosis {
+            rule: "layer_slower",
+            loss_ns: row.loss_ns,
+            text: format!(
+                "{} takes {:.1}× PyTorch's time: {} against {} per step ({} more)",
+                row.path,
+                row.ratio.unwrap_or(0.0),
+                ns(row.candle_ns),
+                ns(row.torch_ns),
+                ns(row.loss_ns)
+            ),
+            evidence: vec![
+                "span time (Candle) and record_function range time (torch), both measured".into(),
+            ],
+        })
+        .collect()
 }
 
 /// `a (1.2 µs), b (300 ns)`.
@@ -991,6 +1050,38 @@ mod tests {
             mapped("model.layers.01/mlp".into(), &map),
             "model.layers.01/mlp"
         );
+    }
+
+    #[test]
+    fn a_wrapper_span_above_the_model_is_looked_through() {
+        let keys = |v: &[&str]| -> FastMap<String, (u32, String, usize)> {
+            v.iter()
+                .enumerate()
+                .map(|(i, k)| (k.to_string(), (i as u32, k.to_string(), 0)))
+                .collect()
+        };
+        let torch: FastMap<String, f64> = ["bert.forward", "bert.forward/model"]
+            .iter()
+            .map(|k| (k.to_string(), 1.0))
+            .collect();
+        let c = strip_wrapper(
+            keys(&[
+                "forward",
+                "forward/bert.forward",
+                "forward/bert.forward/model",
+                "other",
+            ]),
+            &torch,
+        );
+        let mut got: Vec<&str> = c.keys().map(String::as_str).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            ["bert.forward", "bert.forward/model", "forward", "other"]
+        );
+        // A Candle root that is torch's root: nothing to look through.
+        let same = strip_wrapper(keys(&["bert.forward", "x/bert.forward"]), &torch);
+        assert!(same.contains_key("x/bert.forward"));
     }
 
     #[test]

@@ -16,8 +16,8 @@ pub(crate) mod torch;
 
 pub use beside_torch::{
     CAPTURED_OPS_MIN_SHARE, COPY_MIN_RATIO, COPY_MIN_SHARE, CandleSource, Diagnosis, KindRow,
-    LOSS_MIN_SHARE, LayerRow, MAX_LAYER_DEPTH, SLOWER_MIN_RATIO, SideFacts, TorchCompareOptions,
-    TorchComparison, compare_with_torch,
+    LOSS_MIN_SHARE, LayerRow, MAX_LAYER_DEPTH, MAX_LAYER_DIAGNOSES, SLOWER_MIN_RATIO, SideFacts,
+    TorchCompareOptions, TorchComparison, compare_with_torch,
 };
 pub use compare::{
     Comparison, Delta, GraphGroupDelta, IntervalBasis, MemoryDelta, OpDelta, Regression, SpanDelta,
