@@ -22,7 +22,10 @@
 //! gets the same checks plus the flame graph's: no bar of a thread's start (`_start`, libc,
 //! `std::rt::lang_start`: stacks start at the thread's entry) and waiting drawn apart (a
 //! `[waiting]` bar in its own colour). Every page checked is of a sampled run, so each must draw
-//! the sampled op table beside its flame graph (`#flame-ops`, with a Candle op's row).
+//! the sampled op table beside its flame graph (`#flame-ops`, with a Candle op's row). The Llama
+//! report is written beside testkit's torch.profiler run of the same model (`--against-torch`),
+//! so it must draw the torch section (`#torch-kinds` with rows, `#torch-diagnoses`); the other
+//! pages must hide it.
 //!
 //! **speedscope.** The demo's Chrome export (`demo.trace.json`, default args), its folded
 //! stacks, the same two for the Llama demo (`llama.trace.json`, `llama.folded`) and a
@@ -135,6 +138,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     report
         .arg("report")
         .arg(&llama_trace)
+        .arg("--against-torch")
+        .arg(root.join("crates/testkit/data/torch/llama.trace.json.gz"))
         .arg("-o")
         .arg(&llama_page);
     super::run(report)?;
@@ -181,10 +186,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
             ));
         }
     }
-    for (page, needs_comparison, waiting) in [
-        (&page, false, mlp_waited),
-        (&compare_page, true, mlp_waited),
-        (&llama_page, false, llama_waited),
+    for (page, needs_comparison, waiting, beside_torch) in [
+        (&page, false, mlp_waited, false),
+        (&compare_page, true, mlp_waited, false),
+        (&llama_page, false, llama_waited, true),
     ] {
         let html =
             std::fs::read_to_string(page).with_context(|| format!("reading {}", page.display()))?;
@@ -199,16 +204,19 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
                 .into_iter()
                 .chain(flame_checks(&dom, waiting))
                 .chain(sampled_ops_checks(&dom))
+                .chain(torch_checks(&dom, beside_torch))
                 .map(|f| format!("{}: {f}", page.display())),
         );
     }
 
-    // Screenshots for review: the report at 1280 and 1920 px, the comparison at 1280 px.
+    // Screenshots for review: the report at 1280 and 1920 px, the comparison and the Llama
+    // report beside torch at 1280 px.
     let mut shots = Vec::new();
     for (page, name, width) in [
         (&page, "report.png", 1280),
         (&page, "report-1920.png", 1920),
         (&compare_page, "report-compare.png", 1280),
+        (&llama_page, "report-llama.png", 1280),
     ] {
         let shot = out.join(name);
         screenshot(&chromium, page, &shot, &out, width)?;
@@ -230,9 +238,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         bail!("browser check failed ({} problems)", failures.len());
     }
     println!(
-        "browser-check: ok: speedscope imported the MLP and Llama demos' Chrome exports and folded stacks (self time per frame agreeing) and a 20,000-step export without warnings, frames aggregated; {} and {} rendered in {} without console messages; screenshots {}",
+        "browser-check: ok: speedscope imported the MLP and Llama demos' Chrome exports and folded stacks (self time per frame agreeing) and a 20,000-step export without warnings, frames aggregated; {}, {} and {} (beside torch) rendered in {} without console messages; screenshots {}",
         page.display(),
         compare_page.display(),
+        llama_page.display(),
         chromium.display(),
         shots.join(", ")
     );
@@ -1073,6 +1082,47 @@ fn sampled_ops_checks(dom: &str) -> Vec<String> {
     failures
 }
 
+/// The torch section: with `beside_torch` (a report given `--against-torch`) drawn, its kind
+/// table with as many `<tr>` as it claims rows and the diagnoses' block; else hidden.
+fn torch_checks(dom: &str, beside_torch: bool) -> Vec<String> {
+    let mut failures = Vec::new();
+    let hidden = opening_tag(dom, "torch-section").map(|t| t.contains(" hidden"));
+    if !beside_torch {
+        if hidden == Some(false) {
+            failures.push("the torch section is shown without a torch run".to_string());
+        }
+        return failures;
+    }
+    if hidden != Some(false) {
+        failures.push("the torch section (#torch-section) is missing or hidden".to_string());
+        return failures;
+    }
+    match opening_tag(dom, "torch-kinds")
+        .and_then(|t| attr(t, "data-rows"))
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        Some(n) if n > 0 => {
+            let text = section_text(dom, "torch-kinds").unwrap_or("");
+            let trs = text
+                .split("id=\"torch-layers\"")
+                .next()
+                .unwrap_or("")
+                .matches("<tr")
+                .count() as u64;
+            if trs < n {
+                failures.push(format!(
+                    "the torch kind table claims {n} rows but the DOM has {trs} <tr> elements"
+                ));
+            }
+        }
+        _ => failures.push("the torch kind table (#torch-kinds) rendered no rows".to_string()),
+    }
+    if opening_tag(dom, "torch-diagnoses").is_none() {
+        failures.push("the torch diagnoses (#torch-diagnoses) are missing".to_string());
+    }
+    failures
+}
+
 /// Checks on the DOM after the report's script ran.
 fn dom_checks(dom: &str, needs_comparison: bool) -> Vec<String> {
     let mut failures = Vec::new();
@@ -1260,6 +1310,31 @@ mod tests {
             .replace("data-rows=\"2\"", "data-rows=\"0\"");
         let failures = dom_checks(&broken, false);
         assert_eq!(failures.len(), 3, "{failures:?}");
+    }
+
+    #[test]
+    fn torch_checks_want_the_kind_table_and_diagnoses_beside_torch_and_hide_them_otherwise() {
+        let good = r#"<section class="card" id="torch-section"><div id="torch" data-rows="3">
+<div id="torch-kinds" data-rows="2"><table><tr><th>kind</th></tr><tr><td>a</td></tr><tr><td>b</td></tr></table></div>
+<div id="torch-layers" data-rows="1"><table><tr><td>x</td></tr></table></div>
+<div id="torch-diagnoses" data-rows="0"></div></div></section>"#;
+        assert_eq!(torch_checks(good, true), Vec::<String>::new());
+        assert_eq!(torch_checks(good, false).len(), 1);
+        let hidden = good.replace(r#"id="torch-section""#, r#"id="torch-section" hidden="""#);
+        assert_eq!(torch_checks(&hidden, false), Vec::<String>::new());
+        assert_eq!(torch_checks(&hidden, true).len(), 1);
+        assert_eq!(
+            torch_checks(
+                &good.replace("<tr><td>a</td></tr><tr><td>b</td></tr>", ""),
+                true
+            )
+            .len(),
+            1
+        );
+        assert_eq!(
+            torch_checks(&good.replace("torch-diagnoses", "other"), true).len(),
+            1
+        );
     }
 
     #[test]

@@ -38,6 +38,28 @@ pub fn format_share(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
+/// A signed duration for people: `+1.2 µs`, `-300 ns` (what one side takes more than the
+/// other).
+pub fn format_signed_ns(v: f64) -> String {
+    if v >= 0.0 {
+        format!("+{}", format_ns(v))
+    } else {
+        format!("-{}", format_ns(-v))
+    }
+}
+
+/// A ratio of times for people, as the slower or faster side: `2.50× slower` (`r` = 2.5),
+/// `2.00× faster` (`r` = 0.5); `None` for a ratio that is not positive and finite.
+pub fn format_times(r: f64) -> Option<String> {
+    if !r.is_finite() || r <= 0.0 {
+        None
+    } else if r >= 1.0 {
+        Some(format!("{r:.2}× slower"))
+    } else {
+        Some(format!("{:.2}× faster", 1.0 / r))
+    }
+}
+
 /// A relative change for people: `+12.3%`, `-4.0%` (`r` = 0.123 is +12.3%).
 pub fn format_pct(r: f64) -> String {
     format!("{:+.1}%", r * 100.0)

@@ -122,7 +122,9 @@ pub use events::{
     heap_report, memory_report, new_step_cache, no_gradient_facts_reason, op_table, path_tree,
     path_tree_ordered, span_shape_table, span_tree, span_tree_ordered,
 };
-pub use format::{format_bytes, format_ns, format_pct, format_share};
+pub use format::{
+    format_bytes, format_ns, format_pct, format_share, format_signed_ns, format_times,
+};
 pub use model::{
     AUTOGRAD_LABEL, FastMap, LoadOptions, MemEvent, Op, ReadCounts, SampledStacks, Span, Step,
     TensorInfo, TensorTable, Trace, TraceEnd, WAITING_FRAMES, load_path, load_reader, load_str,

@@ -4,7 +4,9 @@
 //! report, step graphs, gradients, the sampled flame graph with the sampled op table beside
 //! it, the tracked heap, and with a baseline the comparison) and keeps what a person reads
 //! in a [`ReportData`] view model, capped for size ([`ReportOptions`]; every cap that cut
-//! something is listed on the page).
+//! something is listed on the page). [`ReportData::with_torch`] adds a Candle run's
+//! comparison with a torch.profiler run of the same model (trace-analyze's
+//! `compare_with_torch`), drawn as `tracegraph compare --against-torch` prints it.
 //! [`write_html`] writes one HTML file: inline CSS, the data as JSON in a
 //! `<script type="application/json">` element (with `<`, `>` and `&` escaped, so no string
 //! in a trace can close the element, see [`embedded_json`]), and a small inline script that
@@ -24,11 +26,12 @@ mod model;
 mod page;
 mod sampled_ops;
 mod sections;
+mod torch;
 
 pub use error::ReportError;
 pub use model::{
     Badge, Column, ComparisonData, FlameData, GradientsData, GraphsData, HeapData, MemoryData,
-    MemoryDevice, ReportData, ReportOptions, StepsData, TableData,
+    MemoryDevice, ReportData, ReportOptions, StepsData, TableData, TorchData, TorchDiagnosis,
 };
 pub use page::{embedded_json, write_html};
 pub use sections::build_report;

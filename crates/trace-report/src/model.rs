@@ -36,7 +36,9 @@ pub struct Column {
     /// The header text.
     pub label: String,
     /// How the page formats the cells: `text`, `name` (monospace), `int`, `ns`, `bytes`,
-    /// `pct` (a fraction), `float`, `delta_ns`, `delta_bytes`, `delta_pct`.
+    /// `pct` (a fraction), `float`, `delta_ns`, `delta_bytes`, `delta_pct`; `figure` and
+    /// `delta_figure` are strings trace-analyze's formatters wrote, drawn as given (right
+    /// aligned; a `delta_figure` coloured by its leading `+` or `-`).
     pub kind: &'static str,
     /// Draw a bar proportional to the column's largest value.
     pub bar: bool,
@@ -301,6 +303,50 @@ pub struct ReportData {
     /// The tracked heap; absent (and left out of the page's data) without heap lines.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heap: Option<HeapData>,
+    /// The run beside a torch.profiler run of the same model; absent (and left out of the
+    /// page's data) unless one was given ([`ReportData::with_torch`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch: Option<TorchData>,
+}
+
+/// The run beside a torch.profiler run of the same model: what `tracegraph compare
+/// --against-torch` prints, in its order and with its figures (trace-analyze's
+/// `TorchComparison`, formatted by trace-analyze's formatters, nothing recomputed).
+#[derive(Debug, Clone, Serialize)]
+pub struct TorchData {
+    /// Each side's trace, mean step time over the steps compared, threads, element type and
+    /// device (`Candle`, `torch`), then Candle's step against torch's (`Candle's step`).
+    pub summary: Vec<(String, String)>,
+    /// What makes the two runs less than like with like.
+    pub warnings: Vec<String>,
+    /// Op kinds per step, by what Candle loses: kind, Candle (with the sampled estimate's
+    /// 95 % interval when Candle's side is sampled), torch, Candle − torch, ratio, each
+    /// side's top ops. The note says where Candle's figures come from.
+    pub kinds: TableData,
+    /// Copy/layout's share of each side's step.
+    pub copy_layout: String,
+    /// Layers both sides name, per step, by what Candle loses: layer, Candle, torch,
+    /// Candle − torch, ratio; `empty` says how to name or map layers when none match.
+    pub layers: TableData,
+    /// How many span paths and range paths only one side names; absent when none.
+    pub unmatched: Option<String>,
+    /// The diagnoses, by what Candle loses (largest first).
+    pub diagnoses: Vec<TorchDiagnosis>,
+    /// What the page says when there is no diagnosis.
+    pub no_diagnosis: String,
+}
+
+/// One diagnosis of the torch comparison: the sentence and the figures behind it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TorchDiagnosis {
+    /// The rule (`kind_slower`, `copy_layout`, `matmul_rate`, `layer_slower`).
+    pub rule: &'static str,
+    /// What Candle loses per step on it (signed).
+    pub loss: String,
+    /// The sentence.
+    pub text: String,
+    /// The evidence: figures, their source, the ops and paths behind them.
+    pub evidence: Vec<String>,
 }
 
 /// The tracked-heap view (heap bytes from a tracking allocator, never summed with the memory

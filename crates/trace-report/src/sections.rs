@@ -89,6 +89,7 @@ pub fn build_report(
         gradients,
         flame,
         heap,
+        torch: None,
     })
 }
 

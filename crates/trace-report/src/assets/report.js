@@ -152,6 +152,7 @@
           var v = r[j], td = el("td");
           td.className = (isNum(c.kind) ? "num" : "") + (c.kind === "name" || c.kind === "code" ? " name" : "");
           if (c.kind.indexOf("delta") === 0 && typeof v === "number" && v !== 0) td.className += v > 0 ? " pos" : " neg";
+          if (c.kind === "delta_figure" && typeof v === "string" && /^[+-]/.test(v) && /[1-9]/.test(v)) td.className += v.charAt(0) === "+" ? " pos" : " neg";
           if (j === 0 && isTree) {
             var d = spec.depth[i], hasKids = i + 1 < rows.length && spec.depth[i + 1] > d;
             td.style.paddingLeft = (8 + d * 16) + "px";
@@ -711,6 +712,54 @@
     host.setAttribute("data-rows", String(total));
   }
 
+  // A Candle run beside a torch.profiler run: the figures of `compare --against-torch`,
+  // drawn as given, in its order.
+  function renderTorch() {
+    var sec = document.getElementById("torch-section"), host = section("torch");
+    var t = data.torch;
+    if (!t) {
+      sec.hidden = true;
+      var link = document.querySelector('nav.toc a[href="#torch-section"]');
+      if (link) link.hidden = true;
+      return;
+    }
+    sec.hidden = false;
+    host.appendChild(kv(t.summary));
+    if (t.warnings.length) {
+      var warn = el("ul", { "class": "warnings" });
+      t.warnings.forEach(function (w) { warn.appendChild(el("li", { text: "warning: " + w })); });
+      host.appendChild(warn);
+    }
+    host.appendChild(el("h3", { text: t.kinds.title }));
+    var kinds = el("div", { id: "torch-kinds" }); host.appendChild(kinds); renderTable(kinds, t.kinds);
+    host.appendChild(el("p", { "class": "figures", text: t.copy_layout }));
+    host.appendChild(el("h3", { text: t.layers.title }));
+    var layers = el("div", { id: "torch-layers" }); host.appendChild(layers); renderTable(layers, t.layers);
+    if (t.unmatched) host.appendChild(note(t.unmatched));
+    host.appendChild(el("h3", { text: "Diagnoses, by what Candle loses" }));
+    var diag = el("div", { id: "torch-diagnoses" });
+    diag.setAttribute("data-rows", String(t.diagnoses.length));
+    if (!t.diagnoses.length) diag.appendChild(absent(t.no_diagnosis));
+    else {
+      var ol = el("ol", { "class": "diagnoses" });
+      t.diagnoses.forEach(function (d) {
+        var li = el("li", { "data-rule": d.rule }, [
+          el("span", { "class": "diagnosis", text: d.text }),
+          el("span", { "class": "loss", text: " (Candle loses " + d.loss + " per step)" })
+        ]);
+        if (d.evidence.length) {
+          var ev = el("ul", { "class": "evidence" });
+          d.evidence.forEach(function (e) { ev.appendChild(el("li", { text: e })); });
+          li.appendChild(ev);
+        }
+        ol.appendChild(li);
+      });
+      diag.appendChild(ol);
+    }
+    host.appendChild(diag);
+    host.setAttribute("data-rows", String(t.kinds.rows.length + t.layers.rows.length));
+  }
+
   renderHeader();
   renderSteps();
   renderTable(section("op-table"), data.ops);
@@ -721,6 +770,7 @@
   renderGradients();
   renderFlame();
   renderComparison();
+  renderTorch();
   if (document.getElementById("tg-errors").textContent === "") {
     document.documentElement.setAttribute("data-tg-status", "ok");
   }

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use trace_analyze::runs::{
     CandleSource, TorchCompareOptions, TorchComparison, compare_with_torch, load_torch_path,
 };
-use trace_analyze::{format_ns, format_share};
+use trace_analyze::{format_ns, format_share, format_signed_ns, format_times};
 
 use super::{Status, Table, load, print_json, write_stdout};
 
@@ -54,7 +54,7 @@ pub(crate) fn parse_step_range(s: &str) -> Result<(u64, u64), String> {
 
 /// Reads a layer map: one `TORCH_PATH => CANDLE_PATH` a line; blank lines and lines starting
 /// with `#` are skipped. An unreadable line is an error naming the file and line.
-fn read_layer_map(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+pub(crate) fn read_layer_map(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the layer map {}", path.display()))?;
     let mut out = Vec::new();
@@ -106,22 +106,9 @@ pub(crate) fn run(args: &TorchArgs<'_>) -> anyhow::Result<Status> {
     Ok(Status::Ok)
 }
 
-/// `1.23× slower` / `2.0× faster` / `-`.
+/// `1.23× slower` / `2.00× faster` / `-`.
 fn ratio_cell(r: Option<f64>) -> String {
-    match r {
-        Some(r) if r >= 1.0 => format!("{r:.2}× slower"),
-        Some(r) if r > 0.0 => format!("{:.2}× faster", 1.0 / r),
-        _ => "-".to_string(),
-    }
-}
-
-/// A signed duration: `+1.2 µs`, `-300 ns`.
-fn signed(v: f64) -> String {
-    if v >= 0.0 {
-        format!("+{}", format_ns(v))
-    } else {
-        format!("-{}", format_ns(-v))
-    }
+    r.and_then(format_times).unwrap_or_else(|| "-".to_string())
 }
 
 /// The comparison as text.
@@ -183,7 +170,7 @@ fn text(c: &TorchComparison, limit: usize) -> String {
                 format!("{} - {}", format_ns(lo), format_ns(hi))
             }),
             format_ns(r.torch_ns),
-            r.loss_ns.map_or("-".into(), signed),
+            r.loss_ns.map_or("-".into(), format_signed_ns),
             ratio_cell(r.ratio),
             r.candle_ops.first().map_or("-".into(), |(n, _)| n.clone()),
             r.torch_ops.first().map_or("-".into(), |(n, _)| n.clone()),
@@ -216,7 +203,7 @@ fn text(c: &TorchComparison, limit: usize) -> String {
                 r.path.clone(),
                 format_ns(r.candle_ns),
                 format_ns(r.torch_ns),
-                signed(r.loss_ns),
+                format_signed_ns(r.loss_ns),
                 ratio_cell(r.ratio),
             ]);
         }

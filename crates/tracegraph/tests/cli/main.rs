@@ -19,6 +19,7 @@ mod outputs;
 mod overhead;
 #[cfg(feature = "demo")]
 mod ranks;
+mod report_torch;
 #[cfg(feature = "demo")]
 #[path = "../common/steps.rs"]
 mod steps;
