@@ -26,7 +26,7 @@ fn figure(v: Option<String>) -> Value {
 fn steps_text(v: &[u64]) -> String {
     match (v.first(), v.last()) {
         (Some(a), Some(b)) if a == b => format!("step {a}"),
-        (Some(a), Some(b)) => format!("{} steps ({a}-{b})", v.len()),
+        (Some(a), Some(b)) => format!("{} steps ({a}..{b})", v.len()),
         _ => "no steps".to_string(),
     }
 }

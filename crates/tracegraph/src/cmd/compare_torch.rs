@@ -32,26 +32,6 @@ pub(crate) struct TorchArgs<'a> {
     pub(crate) json: bool,
 }
 
-/// Parses `A-B` (inclusive) or `N` as a step range.
-pub(crate) fn parse_step_range(s: &str) -> Result<(u64, u64), String> {
-    let num = |t: &str| {
-        t.trim()
-            .parse::<u64>()
-            .map_err(|_| format!("`{s}` is not a step range (N or A-B, e.g. 2-5)"))
-    };
-    let (a, b) = match s.split_once('-') {
-        Some((a, b)) => (num(a)?, num(b)?),
-        None => {
-            let n = num(s)?;
-            (n, n)
-        }
-    };
-    if a > b {
-        return Err(format!("`{s}`: the first step is after the last"));
-    }
-    Ok((a, b))
-}
-
 /// Reads a layer map: one `TORCH_PATH => CANDLE_PATH` a line; blank lines and lines starting
 /// with `#` are skipped. An unreadable line is an error naming the file and line.
 pub(crate) fn read_layer_map(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
@@ -116,7 +96,7 @@ fn text(c: &TorchComparison, limit: usize) -> String {
     let mut out = String::new();
     let steps = |v: &[u64]| match (v.first(), v.last()) {
         (Some(a), Some(b)) if a == b => format!("step {a}"),
-        (Some(a), Some(b)) => format!("{} steps ({a}-{b})", v.len()),
+        (Some(a), Some(b)) => format!("{} steps ({a}..{b})", v.len()),
         _ => "no steps".to_string(),
     };
     let _ = writeln!(
@@ -236,15 +216,6 @@ fn text(c: &TorchComparison, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn step_ranges_parse_and_refuse_nonsense() {
-        assert_eq!(parse_step_range("2-5"), Ok((2, 5)));
-        assert_eq!(parse_step_range("7"), Ok((7, 7)));
-        assert!(parse_step_range("5-2").is_err());
-        assert!(parse_step_range("a-2").is_err());
-        assert!(parse_step_range("-1").is_err());
-    }
 
     #[test]
     fn a_layer_map_names_the_bad_line() {

@@ -49,26 +49,7 @@ pub(crate) struct HotArgs {
 }
 
 fn parse_steps(s: &str) -> anyhow::Result<(u64, u64)> {
-    let bad = || UsageError(format!("--steps {s}: expected A..B or N (step indices)"));
-    let (a, b) = match s.split_once("..") {
-        Some((a, b)) => (a.trim(), b.trim()),
-        None => (s.trim(), s.trim()),
-    };
-    // `..B` starts at step 0, `A..` runs to the last step.
-    let a: u64 = if a.is_empty() && s.contains("..") {
-        0
-    } else {
-        a.parse().map_err(|_| bad())?
-    };
-    let b: u64 = if b.is_empty() {
-        u64::MAX
-    } else {
-        b.parse().map_err(|_| bad())?
-    };
-    if a > b {
-        return Err(bad().into());
-    }
-    Ok((a, b))
+    super::parse_step_range(s).map_err(|e| UsageError(format!("--steps {e}")).into())
 }
 
 /// Runs `tracegraph hot`.

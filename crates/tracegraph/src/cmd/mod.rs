@@ -138,6 +138,31 @@ pub(crate) fn load_stored(
     Ok((trace, stored))
 }
 
+/// Parses a range of step indices as every command takes it: `A..B` (inclusive), `N`, `A..`
+/// (to the last step), `..B` (from step 0). The error says what was expected.
+pub(crate) fn parse_step_range(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("{s}: expected A..B or N (step indices)");
+    let (a, b) = match s.split_once("..") {
+        Some((a, b)) => (a.trim(), b.trim()),
+        None => (s.trim(), s.trim()),
+    };
+    // `..B` starts at step 0, `A..` runs to the last step.
+    let a: u64 = if a.is_empty() && s.contains("..") {
+        0
+    } else {
+        a.parse().map_err(|_| bad())?
+    };
+    let b: u64 = if b.is_empty() {
+        u64::MAX
+    } else {
+        b.parse().map_err(|_| bad())?
+    };
+    if a > b {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
 /// Prints `value` (a struct or map) as pretty JSON with a `schema` field first
 /// (`tracegraph.<what>/1`), then `value`'s own fields in their declared order, streamed
 /// straight to stdout: a large result (200,000 span rows) is never held as a JSON tree, which

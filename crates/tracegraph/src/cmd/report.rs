@@ -25,14 +25,14 @@ pub(crate) struct ReportArgs {
     /// op kind by op kind and layer by layer, with diagnoses.
     #[arg(long, value_name = "TORCH_TRACE")]
     pub(crate) against_torch: Option<PathBuf>,
-    /// With `--against-torch`: the Candle steps to compare (`A-B` or `N`, as `tracegraph`
+    /// With `--against-torch`: the Candle steps to compare (`A..B` or `N`, as `tracegraph`
     /// numbers them); default: the numbers of torch's `ProfilerStep#N` where the trace has
     /// them, else every step.
-    #[arg(long, value_name = "A-B", value_parser = super::compare_torch::parse_step_range, requires = "against_torch")]
+    #[arg(long, value_name = "A..B", value_parser = super::parse_step_range, requires = "against_torch")]
     pub(crate) candle_steps: Option<(u64, u64)>,
-    /// With `--against-torch`: torch's steps (`ProfilerStep#N` numbers, `A-B` or `N`);
+    /// With `--against-torch`: torch's steps (`ProfilerStep#N` numbers, `A..B` or `N`);
     /// default: every recorded step.
-    #[arg(long, value_name = "A-B", value_parser = super::compare_torch::parse_step_range, requires = "against_torch")]
+    #[arg(long, value_name = "A..B", value_parser = super::parse_step_range, requires = "against_torch")]
     pub(crate) torch_steps: Option<(u64, u64)>,
     /// With `--against-torch`: a file mapping torch's range paths to Candle's span paths, one
     /// `TORCH_PATH => CANDLE_PATH` a line (whole leading names; `#` starts a comment line).

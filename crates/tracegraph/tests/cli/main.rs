@@ -24,6 +24,7 @@ mod report_torch;
 #[path = "../common/steps.rs"]
 mod steps;
 mod torch;
+mod usage;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -189,9 +189,9 @@ fn a_layer_map_gives_the_layer_table_and_steps_choose_like_with_like() {
         "--layer-map",
         "map.txt",
         "--candle-steps",
-        "0-1",
+        "0..1",
         "--torch-steps",
-        "2-3",
+        "2..3",
     ];
     let mut report = vec!["report", &small, "-o", "page.html"];
     report.extend(args);
@@ -201,12 +201,12 @@ fn a_layer_map_gives_the_layer_table_and_steps_choose_like_with_like() {
     let mut compare = vec!["compare", &small];
     compare.extend(args);
     let text = ok(dir.path(), &compare);
-    assert!(text.contains("over 2 steps (2-3)"), "{text}");
+    assert!(text.contains("over 2 steps (2..3)"), "{text}");
     assert!(
         t["summary"][1][1]
             .as_str()
             .unwrap()
-            .contains("over 2 steps (2-3)")
+            .contains("over 2 steps (2..3)")
     );
     let layers = &t["layers"];
     assert_eq!(layers["rows"][0][0], "train_step");
@@ -251,7 +251,7 @@ fn bad_torch_input_fails_before_writing_and_the_torch_options_need_against_torch
             "map.txt:1",
         ),
         (
-            vec!["report", &small, "--torch-steps", "2-3"],
+            vec!["report", &small, "--torch-steps", "2..3"],
             2,
             "--against-torch",
         ),
@@ -262,10 +262,10 @@ fn bad_torch_input_fails_before_writing_and_the_torch_options_need_against_torch
                 "--against-torch",
                 &torch,
                 "--candle-steps",
-                "5-2",
+                "5..2",
             ],
             2,
-            "5-2",
+            "5..2",
         ),
     ] {
         let mut args = args.clone();

@@ -82,7 +82,7 @@ fn a_bad_torch_trace_names_file_event_and_field_and_exits_3() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let o = run_in(
         dir.path(),
-        &["compare", &small, &small, "--torch-steps", "2-3"],
+        &["compare", &small, &small, "--torch-steps", "2..3"],
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
