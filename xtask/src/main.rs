@@ -11,6 +11,7 @@ mod fuzz;
 mod parquet_check;
 #[cfg(test)]
 mod tidy;
+mod torch_check;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
@@ -20,15 +21,22 @@ commands:
   bench [--quick] [FILTER] run the criterion suites in benches/ (those whose file name
                            contains FILTER) and write target/bench-summary.json; sets
                            RAYON_NUM_THREADS (Candle's fast path) unless it is set
-  fuzz [--seconds N]       mutate checked-in and generated traces and run every analysis
+  fuzz [--seconds N] [--torch-seconds N]
+                           mutate checked-in and generated traces and run every analysis
                            and export on each in-process (time and memory budget per
-                           input); fails on a panic, an overrun or an unparsable output
+                           input); fails on a panic, an overrun or an unparsable output;
+                           then (default 25 s) torch.profiler traces through the importer
+                           (plain and gzip) and the comparison with a Candle run
   browser-check            build the demo's trace and HTML reports, load them in headless
                            Chromium from disk, fail on any console message or missing
                            section, and save target/browser-check/report.png
   parquet-check            export the demo's trace and a 4-rank run to Parquet and check
                            the queries of docs/exports.md in DuckDB and Polars (PyPI)
                            against tracegraph ops, memory and the straggler table
+  torch-check              profile the tiny Llama with torch.profiler (pinned torch and
+                           transformers in target/torchenv) and with the demo, then check
+                           `tracegraph compare --against-torch` on them end to end
+                           (not run by .ci/run: the PyPI torch wheel is ~5.6 GB)
 ";
 
 fn main() -> Result<()> {
@@ -39,6 +47,7 @@ fn main() -> Result<()> {
         Some("browser-check") => browser_check::run(&root(), &args[1..]),
         Some("fuzz") => fuzz::run(&root(), &args[1..]),
         Some("parquet-check") => parquet_check::run(&root(), &args[1..]),
+        Some("torch-check") => torch_check::run(&root(), &args[1..]),
         Some("-h" | "--help") | None => {
             print!("{USAGE}");
             Ok(())

@@ -36,6 +36,7 @@ use crate::events::spans::span_paths;
 use crate::model::intern::{FastMap, Sym};
 use crate::model::trace::Trace;
 use crate::runs::torch::TorchRun;
+use crate::sampled::hints::SAMPLES_FOR_5_POINTS;
 use crate::sampled::sampled_ops::{StackOp, stack_ops, wilson_95};
 
 /// Paths of more names than this are not matched layer by layer.
@@ -551,6 +552,13 @@ pub fn compare_with_torch(
             ));
             CandleSource::None
         } else {
+            if busy < SAMPLES_FOR_5_POINTS {
+                warnings.push(format!(
+                    "Candle's op kinds rest on {busy} busy sample(s) in the chosen steps \
+                     ({SAMPLES_FOR_5_POINTS} give shares within ±5 points): read them with \
+                     their intervals, or sample more steps or at a higher rate"
+                ));
+            }
             CandleSource::Sampled { busy_samples: busy }
         }
     } else {

@@ -386,6 +386,13 @@ fn without_captured_ops_the_samples_estimate_candle_s_kinds_with_intervals() {
         &Default::default(),
     );
     assert_eq!(c.candle_source, CandleSource::Sampled { busy_samples: 210 });
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("rest on 210 busy sample(s)")),
+        "{:?}",
+        c.warnings
+    );
     let first = &c.kinds[0];
     assert_eq!(first.kind, OpClass::Softmax);
     assert_eq!(first.candle_samples, Some(90));
