@@ -8,6 +8,7 @@ use serde_json::Value;
 
 mod browser_check;
 mod fuzz;
+mod load_check;
 mod parquet_check;
 #[cfg(test)]
 mod tidy;
@@ -37,6 +38,9 @@ commands:
                            transformers in target/torchenv) and with the demo, then check
                            `tracegraph compare --against-torch` on them end to end
                            (not run by .ci/run: the PyPI torch wheel is ~5.6 GB)
+  load-check [--per-core N] [-- ARGS]
+                           run `cargo test --workspace [ARGS]` while N busy loops per core
+                           (default 2) keep every core busy; fails when the tests fail
 ";
 
 fn main() -> Result<()> {
@@ -46,6 +50,7 @@ fn main() -> Result<()> {
         Some("bench") => bench(&args[1..]),
         Some("browser-check") => browser_check::run(&root(), &args[1..]),
         Some("fuzz") => fuzz::run(&root(), &args[1..]),
+        Some("load-check") => load_check::run(&root(), &args[1..]),
         Some("parquet-check") => parquet_check::run(&root(), &args[1..]),
         Some("torch-check") => torch_check::run(&root(), &args[1..]),
         Some("-h" | "--help") | None => {

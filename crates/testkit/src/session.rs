@@ -8,6 +8,26 @@ use trace_record::{MemoryRecord, OpRecord, Run, TensorRecord, TraceSession};
 /// Header line of a hand-written trace.
 pub const HEADER: &str = r#"{"type":"header","schema":"tracegraph-trace","version":1,"run":{"run_id":"t","entrypoint":"test","phase":"train","device":"cpu","timing":"host","start_unix_ns":0,"pid":7}}"#;
 
+/// Waits until `session`'s clock has passed `ns` (ns since the session's start).
+///
+/// For traces recorded by a real session with chosen times: a test gives a step's spans and
+/// ops explicit starts and ends (`start_span_at`, `end_span_id_at`, `OpRecord::dur_ns`,
+/// `record_memory_at`) from an instant it read, then waits here before the next boundary, so
+/// that the step boundaries (stamped by the clock) come after everything the step holds.
+/// The durations a test asserts on are then the chosen ones, whatever the machine's speed or
+/// load; only the waiting here gets longer on a busy machine.
+pub fn wait_past(session: &TraceSession, ns: u64) {
+    loop {
+        let now = session.now_ns();
+        if now > ns {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_nanos(
+            (ns - now + 1).min(1_000_000),
+        ));
+    }
+}
+
 /// A hand-written trace: the header then `lines`.
 pub fn hand_trace(lines: &[&str]) -> Vec<u8> {
     let mut s = String::from(HEADER);

@@ -30,6 +30,16 @@ pub struct SynthConfig {
     /// the same program on a faster or slower machine, for comparisons whose run-to-run
     /// spread a test constructs.
     pub speed_pct: u64,
+    /// The header's rank and world size (one rank of a distributed run), if any.
+    pub rank: Option<(u32, u32)>,
+    /// The header's run id; `None`: `synthetic-{seed}`.
+    pub run_id: Option<String>,
+    /// Added to the header's wall-clock start: ranks of one job that started apart, each
+    /// trace on its own clock.
+    pub start_offset_ns: u64,
+    /// Time every step's `train_step` span spends after its optimizer phase: a rank slowed
+    /// on purpose by a chosen amount (tests of stragglers need no sleeping process).
+    pub step_pause_ns: u64,
 }
 
 impl Default for SynthConfig {
@@ -41,6 +51,10 @@ impl Default for SynthConfig {
             seed: 1,
             truncate: false,
             speed_pct: 100,
+            rank: None,
+            run_id: None,
+            start_offset_ns: 0,
+            step_pause_ns: 0,
         }
     }
 }
@@ -66,15 +80,18 @@ pub fn write_synthetic<W: Write>(w: &mut W, cfg: &SynthConfig) -> io::Result<u64
         schema: SCHEMA_NAME.to_string(),
         version: SCHEMA_VERSION,
         run: RunMeta {
-            run_id: format!("synthetic-{}", cfg.seed),
+            run_id: cfg
+                .run_id
+                .clone()
+                .unwrap_or_else(|| format!("synthetic-{}", cfg.seed)),
             entrypoint: "synthetic::train".to_string(),
             phase: Phase::Train,
             device: DEVICE.to_string(),
             timing: TimingMode::Host,
-            start_unix_ns: 1_700_000_000_000_000_000,
+            start_unix_ns: 1_700_000_000_000_000_000 + cfg.start_offset_ns,
             pid: 1,
-            rank: None,
-            world_size: None,
+            rank: cfg.rank.map(|r| r.0),
+            world_size: cfg.rank.map(|r| r.1),
             schedule: None,
             tags: BTreeMap::new(),
             versions: BTreeMap::new(),
@@ -300,7 +317,7 @@ pub fn write_synthetic<W: Write>(w: &mut W, cfg: &SynthConfig) -> io::Result<u64
             ts += 10;
             emit(w, Event::SpanEnd(SpanEnd { id: sid, ts }), &mut counts)?;
         }
-        ts += 10;
+        ts += 10 + cfg.step_pause_ns;
         emit(w, Event::SpanEnd(SpanEnd { id: root, ts }), &mut counts)?;
     }
     if !cfg.truncate {
@@ -350,5 +367,49 @@ mod tests {
         let (a, b) = (write(3), write(4));
         assert_eq!(a.lines().count(), b.lines().count());
         assert!(a.lines().skip(1).ne(b.lines().skip(1)));
+    }
+
+    /// A rank's trace: its header names the rank, the run and a later start; a pause makes
+    /// every step exactly that much longer, and nothing else differs.
+    #[test]
+    fn a_rank_with_a_pause_has_its_header_and_steps_that_much_longer() {
+        let write = |rank: Option<(u32, u32)>, pause: u64| {
+            let mut buf = Vec::new();
+            let cfg = SynthConfig {
+                ops: 30,
+                ops_per_step: 10,
+                rank,
+                run_id: Some("job".into()),
+                start_offset_ns: 5,
+                step_pause_ns: pause,
+                ..SynthConfig::default()
+            };
+            write_synthetic(&mut buf, &cfg).expect("write to a Vec");
+            trace_record::read_trace_bytes(&buf).expect("a valid trace")
+        };
+        let plain = write(None, 0);
+        let slow = write(Some((2, 4)), 1_000_000);
+        assert_eq!(
+            (slow.header.run.rank, slow.header.run.world_size),
+            (Some(2), Some(4))
+        );
+        assert_eq!(plain.header.run.rank, None);
+        assert_eq!(slow.header.run.run_id, "job");
+        assert_eq!(slow.header.run.start_unix_ns, 1_700_000_000_000_000_005);
+        let steps = |t: &trace_record::ParsedTrace| -> Vec<u64> {
+            t.events
+                .iter()
+                .filter_map(|e| match &e.event {
+                    Event::Step(s) => Some(s.ts),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (p, s) = (steps(&plain), steps(&slow));
+        assert_eq!(p.len(), 3);
+        for k in 0..3 {
+            assert_eq!(s[k] - p[k], k as u64 * 1_000_000, "step {k}");
+        }
+        assert!(trace_record::validate(&slow).is_empty());
     }
 }

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use candle_core::{DType, Device, Tensor};
 use trace_record::schema::{Event, ExecStep, Phase, Schedule};
@@ -34,24 +34,24 @@ fn read(sink: &trace_record::MemorySink) -> ParsedTrace {
     trace_record::read_trace_bytes(&sink.bytes()).unwrap()
 }
 
-/// A matmul-dominated loop (64×64: gemm stays on the calling thread).
-fn matmuls(for_: Duration) {
+/// A matmul-dominated loop (64×64: gemm stays on the calling thread) for `cpu` of the
+/// calling thread's CPU time: the samples due depend on the work's CPU time, which a loaded
+/// machine does not shorten (a wall-time loop there runs a fraction of it).
+fn matmuls(cpu: Duration) {
     let a = Tensor::randn(0f32, 1.0, (64, 64), &Device::Cpu).unwrap();
-    let start = Instant::now();
-    while start.elapsed() < for_ {
+    common::run_for_cpu(cpu, || {
         let c = a.matmul(&a).unwrap();
         std::hint::black_box(c);
-    }
+    });
 }
 
-/// An elementwise-dominated loop.
-fn elementwise(for_: Duration) {
+/// An elementwise-dominated loop, for `cpu` of the calling thread's CPU time.
+fn elementwise(cpu: Duration) {
     let x = Tensor::randn(0f32, 1.0, 64 * 1024, &Device::Cpu).unwrap();
-    let start = Instant::now();
-    while start.elapsed() < for_ {
+    common::run_for_cpu(cpu, || {
         let y = x.exp().unwrap().sqr().unwrap();
         std::hint::black_box(y);
-    }
+    });
 }
 
 const MATMUL: &[&str] = &["gemm", "MatMul"];
@@ -142,6 +142,7 @@ fn a_matmul_loop_and_an_elementwise_loop_are_told_apart() {
     let t = tally(&trace, gettid());
     let mm = &t[&0];
     let ew = &t[&1];
+    // 600 ms of the thread's CPU in each loop at 1 kHz: hundreds of samples due, 20 required.
     assert!(
         mm.total >= 20 && ew.total >= 20,
         "too few samples: {} {}",
@@ -465,13 +466,16 @@ fn samples_in_a_llama_forward_name_the_innermost_span_open_on_the_driving_thread
         .unwrap()
         .unsqueeze(0)
         .unwrap();
-    // At least 1.5 s of forwards and 600 samples (a busy machine gives fewer per second; the
-    // softmax, a few % of them, must be seen in the sampled op table), a step per few.
-    let start = Instant::now();
+    // At least 1.5 s of the thread's CPU in forwards and 600 samples (a busy machine gives
+    // fewer per CPU second; the softmax, a few % of them, must be seen in the sampled op
+    // table), a step per few; bounded by CPU time, so a busy machine makes it longer, not
+    // shorter.
+    let cpu0 = common::thread_cpu();
+    let cpu = || common::thread_cpu() - cpu0;
     let mut n = 0;
     let enough = |c: &Capture| c.sampler_stats().is_some_and(|s| s.taken >= 600);
-    while (start.elapsed() < Duration::from_millis(1500) || n < 8 || !enough(&capture))
-        && start.elapsed() < Duration::from_secs(30)
+    while (cpu() < Duration::from_millis(1500) || n < 8 || !enough(&capture))
+        && cpu() < common::MAX_CPU
     {
         let out = capture
             .op("llama.forward", &[&input], || {

@@ -36,6 +36,22 @@ fn spin(for_: Duration) {
     std::hint::black_box(x);
 }
 
+/// CPU time the calling thread has run, ns (`/proc/thread-self/schedstat`'s first field).
+fn thread_cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+    stat.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// Burns CPU on the calling thread until it has run `cpu` more of its own CPU time: the
+/// sampler samples per period of CPU time, so the samples expected do not depend on how
+/// loaded the machine is (only the wall time does).
+fn spin_cpu(cpu: Duration) {
+    let c0 = thread_cpu_ns();
+    while thread_cpu_ns() - c0 < cpu.as_nanos() as u64 {
+        spin(Duration::from_millis(10));
+    }
+}
+
 fn step(session: &TraceSession, sampler: &Sampler) {
     session.step();
     sampler.on_step(session);
@@ -76,7 +92,7 @@ fn samples_land_in_recorded_steps_attributed_to_the_entered_scope() {
                 span: span.id()
             }
         );
-        spin(Duration::from_millis(300));
+        spin_cpu(Duration::from_millis(300));
         span.id().unwrap().0
     };
     step(&session, &sampler);
@@ -159,6 +175,9 @@ fn samples_land_in_recorded_steps_attributed_to_the_entered_scope() {
             _ => {}
         }
     }
+    // 300 ms of the thread's CPU at 997 Hz: about 300 samples due, 20 required (a loaded
+    // machine delays the ticker, which can only lower the count; it never raises the CPU
+    // time the work needs).
     assert!(total >= 20, "too few samples: {total}");
     assert!(in_scope * 10 >= total * 9, "{in_scope} of {total} in scope");
     assert_eq!((stats.steps, stats.taken), (1, total));

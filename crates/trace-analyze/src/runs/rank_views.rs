@@ -691,8 +691,6 @@ pub fn rank_memory(traces: &[Trace]) -> RankMemory {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use trace_record::schema::{AllocKind, Phase, SpanKind};
     use trace_record::{MemoryRecord, OpRecord, Run, TraceSession};
 
@@ -707,8 +705,8 @@ mod tests {
     struct Shape {
         /// The rank in the header, if any.
         rank: Option<u32>,
-        /// Extra time in `matmul` (and so in its span) per step.
-        extra: Duration,
+        /// Extra time in `matmul` (and so in its span) per step, ns.
+        extra: u64,
         /// Whether it records ops and memory at all.
         ops: bool,
         /// Whether it runs an op (and span) no other rank runs.
@@ -720,19 +718,18 @@ mod tests {
     fn shape(rank: u32) -> Shape {
         Shape {
             rank: Some(rank),
-            extra: if rank == SLOW {
-                Duration::from_millis(3)
-            } else {
-                Duration::ZERO
-            },
+            extra: if rank == SLOW { 3_000_000 } else { 0 },
             ops: true,
             extra_op: false,
             bytes: 1024 * (u64::from(rank) + 1),
         }
     }
 
-    fn op(s: &TraceSession, name: &str, id: u64, start: u64, bytes: u64) {
-        let dur = s.now_ns().saturating_sub(start).max(1);
+    /// Every op's chosen duration (the slowed matmul's adds [`Shape::extra`]).
+    const OP_NS: u64 = 50_000;
+
+    /// An op of `dur` ns from `start`.
+    fn op_for(s: &TraceSession, name: &str, id: u64, start: u64, dur: u64, bytes: u64) {
         s.record_op(&OpRecord {
             name,
             inputs: &[],
@@ -749,19 +746,40 @@ mod tests {
         });
     }
 
-    fn mem(s: &TraceSession, kind: AllocKind, id: u64, bytes: u64) {
-        s.record_memory(&MemoryRecord {
-            kind,
-            storage: id,
-            tensor: id,
+    /// An op from `start` to now.
+    fn op(s: &TraceSession, name: &str, id: u64, start: u64, bytes: u64) {
+        op_for(
+            s,
+            name,
+            id,
+            start,
+            s.now_ns().saturating_sub(start).max(1),
             bytes,
-            device: "cpu",
-            category: MemoryCategory::Activation,
-        });
+        );
+    }
+
+    fn mem(s: &TraceSession, kind: AllocKind, id: u64, bytes: u64, at: u64) {
+        s.record_memory_at(
+            &MemoryRecord {
+                kind,
+                storage: id,
+                tensor: id,
+                bytes,
+                device: "cpu",
+                category: MemoryCategory::Activation,
+            },
+            at,
+        );
     }
 
     /// One rank recorded by a real session: `STEPS` steps of a `train_step` span holding a
     /// `forward` span with a `matmul` op (slowed by `extra`) and an `add` op.
+    ///
+    /// With chosen times: every span, op and memory event of a step is placed from the
+    /// instant the step began, and the next boundary waits until the clock has passed them
+    /// (`testkit::wait_past`), so the durations compared are the chosen ones on an idle and
+    /// on a saturated machine alike (a timed sleep once let a preempted rank outrun the
+    /// slowed one).
     fn record(sh: Shape) -> Trace {
         let mut run = Run::new("tests::rank_views", Phase::Train, "cpu").run_id("job");
         if let Some(r) = sh.rank {
@@ -771,26 +789,31 @@ mod tests {
         let mut id = 1u64;
         for _ in 0..STEPS {
             s.step();
-            let _step = s.span("train_step", SpanKind::Function, None);
-            {
-                let _fwd = s.span("forward", SpanKind::Module, Some(ExecStep::Forward));
-                let start = s.now_ns();
-                std::thread::sleep(sh.extra);
-                if sh.ops {
-                    op(&s, "matmul", id, start, 64);
-                    mem(&s, AllocKind::Alloc, id, sh.bytes);
-                    let start = s.now_ns();
-                    op(&s, "add", id + 1, start, 64);
-                }
+            let t0 = s.now_ns();
+            let mut t = t0;
+            let step = s.start_span_at("train_step", SpanKind::Function, None, t);
+            let fwd = s.start_span_at("forward", SpanKind::Module, Some(ExecStep::Forward), t);
+            if sh.ops {
+                op_for(&s, "matmul", id, t, OP_NS + sh.extra, 64);
+                t += OP_NS + sh.extra;
+                mem(&s, AllocKind::Alloc, id, sh.bytes, t);
+                op_for(&s, "add", id + 1, t, OP_NS, 64);
+                t += OP_NS;
+            } else {
+                t += sh.extra;
             }
+            s.end_span_id_at(fwd.unwrap(), t);
             if sh.extra_op {
-                let _x = s.span("all_reduce", SpanKind::Function, None);
-                let start = s.now_ns();
-                op(&s, "all_reduce", id + 2, start, 8);
+                let x = s.start_span_at("all_reduce", SpanKind::Function, None, t);
+                op_for(&s, "all_reduce", id + 2, t, OP_NS, 8);
+                t += OP_NS;
+                s.end_span_id_at(x.unwrap(), t);
             }
             if sh.ops {
-                mem(&s, AllocKind::Free, id, sh.bytes);
+                mem(&s, AllocKind::Free, id, sh.bytes, t);
             }
+            s.end_span_id_at(step.unwrap(), t);
+            testkit::wait_past(&s, t);
             id += 3;
         }
         drop(s.finish());
@@ -817,7 +840,8 @@ mod tests {
         assert_eq!(mm.ranks.len(), 4);
         assert_eq!(mm.slowest.rank, SLOW);
         assert_eq!(mm.slowest.column, SLOW as usize);
-        assert!(mm.slowest.excess_ns >= 0.9 * 3.0 * 3e6, "{:?}", mm.slowest);
+        // The chosen extra time, exactly: 3 ms in each of the 3 steps.
+        assert_eq!(mm.slowest.excess_ns, 3.0 * 3e6, "{:?}", mm.slowest);
         assert_eq!(v.slowest.map(|s| s.rank), Some(SLOW));
         // The merged row is the sums of the ranks' rows.
         let m = &v.merged.rows[0];

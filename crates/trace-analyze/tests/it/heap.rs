@@ -151,7 +151,8 @@ fn hostile_lines_are_counted_and_ignored_and_sums_saturate() {
 }
 
 /// Work per line stays constant: twice the allocations (reusing ids, addresses and sizes,
-/// with hostile frees mixed in) cost twice the work and bounded time.
+/// with hostile frees mixed in) cost twice the work. Counted in the analysis's work units, not
+/// timed: the count is the same on an idle and on a saturated machine.
 #[test]
 fn work_is_linear_in_the_heap_lines() {
     let work = |n: u64| {
@@ -173,13 +174,13 @@ fn work_is_linear_in_the_heap_lines() {
         drop(span);
         let trace = load(s, sink);
         let before = trace.work.get();
-        let t0 = std::time::Instant::now();
         let r = heap_report(&trace).unwrap();
         assert_eq!(r.allocs, n);
-        (trace.work.get() - before, t0.elapsed())
+        trace.work.get() - before
     };
-    let (a, _) = work(50_000);
-    let (b, t) = work(100_000);
+    let a = work(50_000);
+    let b = work(100_000);
+    // At least a unit per line (the count is real), and no more than twice for twice the lines.
+    assert!(a >= 50_000, "{a}");
     assert!(b <= 2 * a + 10, "{a} then {b}");
-    assert!(t < std::time::Duration::from_secs(10), "{t:?}");
 }

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use trace_candle::Capture;
 use trace_record::schema::Event;
@@ -53,11 +53,12 @@ pub fn thread_cpu() -> Duration {
 
 /// Runs `work` until the calling thread has run at least `cpu` more CPU time (on a loaded
 /// machine wall time would give it less, and the sampler's own account of the samples lags
-/// behind), at least twice, giving up after 30 s. Returns the rounds.
+/// behind), at least twice. Returns the rounds. Bounded by CPU time, not wall time: a busy
+/// machine makes it take longer, never do less.
 pub fn run_for_cpu(cpu: Duration, mut work: impl FnMut()) -> usize {
-    let (start, cpu0) = (Instant::now(), thread_cpu());
+    let cpu0 = thread_cpu();
     let mut rounds = 0;
-    while (thread_cpu() - cpu0 < cpu || rounds < 2) && start.elapsed() < Duration::from_secs(30) {
+    while thread_cpu() - cpu0 < cpu || rounds < 2 {
         work();
         rounds += 1;
     }
@@ -66,22 +67,27 @@ pub fn run_for_cpu(cpu: Duration, mut work: impl FnMut()) -> usize {
 
 /// Runs `work` as [`run_for_cpu`] does, and on until the sampler has taken at least
 /// `samples` samples too (a loaded machine gives fewer per CPU second than requested, and a
-/// test that judges shares needs enough of them), giving up after 60 s. Returns the rounds.
+/// test that judges shares needs enough of them), giving up after [`MAX_CPU`] of the
+/// thread's CPU time (a sampler that stopped sampling; far more than any machine needs).
+/// Returns the rounds.
 pub fn run_for_samples(
     capture: &Capture,
     cpu: Duration,
     samples: u64,
     mut work: impl FnMut(),
 ) -> usize {
-    let start = Instant::now();
+    let cpu0 = thread_cpu();
     let mut rounds = run_for_cpu(cpu, &mut work);
     let enough = || capture.sampler_stats().is_some_and(|s| s.taken >= samples);
-    while !enough() && start.elapsed() < Duration::from_secs(60) {
+    while !enough() && thread_cpu() - cpu0 < MAX_CPU {
         work();
         rounds += 1;
     }
     rounds
 }
+
+/// The most CPU time [`run_for_samples`] spends waiting for its samples.
+pub const MAX_CPU: Duration = Duration::from_secs(300);
 
 /// The trace's sampled op table, as `tracegraph ops --sampled` computes it (every op row).
 pub fn sampled_ops(sink: &trace_record::MemorySink) -> trace_analyze::SampledOpTable {

@@ -57,8 +57,10 @@ fn a_step_write_out_is_timed_and_the_flusher_is_not() {
         let text = std::fs::read_to_string(path).unwrap();
         text.matches("\"span_end\"").count()
     };
+    // The limit only keeps a regression from hanging the test: a busy machine delays the
+    // flusher, not the outcome.
     let mut waited = Duration::ZERO;
-    while written(&path) == 0 && waited < Duration::from_secs(10) {
+    while written(&path) == 0 && waited < Duration::from_secs(300) {
         std::thread::sleep(interval);
         waited += interval;
     }

@@ -18,12 +18,26 @@ fn spawn_demo(dir: &std::path::Path, out: &str) -> std::process::Child {
         .unwrap();
     // `open` creates the file: wait for it (the header is written before `open` returns).
     let trace = dir.join(out).join("trace.jsonl");
-    let deadline = Instant::now() + Duration::from_secs(120);
+    // A hang guard only (the demo opens its trace as it starts).
+    let deadline = Instant::now() + Duration::from_secs(300);
     while !trace.exists() {
         assert!(Instant::now() < deadline, "the demo never opened its trace");
         std::thread::sleep(Duration::from_millis(2));
     }
     child
+}
+
+/// Waits until `trace` holds `lines` complete lines. The deadline only keeps a regression from
+/// hanging the test.
+fn wait_for_lines(trace: &std::path::Path, lines: usize) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !std::fs::read_to_string(trace).is_ok_and(|t| t.matches('\n').count() >= lines) {
+        assert!(
+            Instant::now() < deadline,
+            "the demo never wrote {lines} lines"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 #[test]
@@ -43,6 +57,12 @@ fn a_killed_demo_leaves_a_trace_that_summary_reads() {
         let out = format!("run{i}");
         let mut child = spawn_demo(d, &out);
         std::thread::sleep(Duration::from_millis(after_ms));
+        if signal != "KILL" {
+            // The handler that writes the trailer is installed right after `open`, before
+            // anything is recorded: a line past the header shows it is there, where a fixed
+            // delay only makes that likely (a loaded machine can hold the demo back).
+            wait_for_lines(&d.join(&out).join("trace.jsonl"), 2);
+        }
         let sent = Command::new("kill")
             .args(["-s", signal, &child.id().to_string()])
             .status()
@@ -84,11 +104,7 @@ fn a_second_demo_on_the_same_output_refuses_and_readers_see_the_live_writer() {
     let pid = first.id();
     // Wait for the header (the pid the refusal names is read from it).
     let trace = d.join("same/trace.jsonl");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !std::fs::read_to_string(&trace).is_ok_and(|t| t.contains('\n')) {
-        assert!(Instant::now() < deadline, "the demo never wrote its header");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_lines(&trace, 1);
     let second = run_in(d, &["demo", "--out", "same", "--steps", "3"]);
     let e = stderr(&second);
     assert!(!second.status.success(), "the second demo must refuse: {e}");

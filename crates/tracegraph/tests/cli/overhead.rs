@@ -27,7 +27,9 @@ fn record(path: &std::path::Path, steps: usize, schedule: Option<Schedule>) {
 #[test]
 fn summary_prints_the_profilers_own_cost_per_step() {
     let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
     record(&dir.path().join("o.jsonl"), 3, None);
+    let recording_ns = started.elapsed().as_nanos() as u64;
     let out = run_in(dir.path(), &["summary", "o.jsonl"]);
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
@@ -39,8 +41,16 @@ fn summary_prints_the_profilers_own_cost_per_step() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let o = &v["overhead"];
     let total = o["total_ns"].as_u64().unwrap();
-    // Three spans, three ops, three boundaries: real work, well under a millisecond each.
-    assert!((1..3_000_000).contains(&total), "{o}");
+    // Three spans, three ops, three boundaries: real work, and no more than the whole
+    // recording took. Every part of the estimate is time spent inside `record` (the block
+    // writes as they ran; each kind's median cold cost, timed at the finish over 16 to 64
+    // calls, times the 3 of that kind the trace holds: at most the time of the calls timed),
+    // so this bound holds however loaded the machine; what the estimate comes to on a
+    // quiet one is the `capture` bench's concern, not a test's.
+    assert!(
+        (1..=recording_ns).contains(&total),
+        "{o}: {recording_ns} ns recording"
+    );
     let steps = v["steps"]["count"].as_u64().unwrap();
     assert_eq!(o["per_step_ns"].as_u64(), Some(total / steps), "{v}");
 }

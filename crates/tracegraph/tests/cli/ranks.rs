@@ -1,77 +1,47 @@
-//! Four ranks of one run, recorded by four real processes, one slowed down on purpose:
-//! `summary DIR` names the slowed rank as the straggler of every step.
+//! Four ranks of one run, one slowed down by a chosen amount: `summary DIR` names the slowed
+//! rank as the straggler of every step.
 //!
-//! The ranks are this test binary re-run as children (`rank_child`, ignored unless a parent
-//! runs it with `TG_RANK`): separate processes with their own clocks and headers.
+//! The ranks are synthetic traces (`testkit::SynthConfig` with a rank): each its own header,
+//! run clock and start time (the ranks started a few microseconds apart), and rank [`SLOW`]
+//! spends [`PAUSE_NS`] more in every step. Written, not timed: what the test asserts is the
+//! traces' chosen durations, the same on an idle and on a saturated machine (four processes
+//! sleeping their way to a slow rank were at the mercy of the scheduler: a loaded rank 1 once
+//! came out slower than the slowed rank 2).
 
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
-
-use trace_candle::{Capture, Phase, Run};
 
 use crate::{run_in, stdout};
 
 const RANKS: u32 = 4;
 const SLOW: u32 = 2;
 const STEPS: usize = 6;
+/// What the slowed rank spends more in every step.
+const PAUSE_NS: u64 = 30_000_000;
 
-/// One rank's run into `dir/rank-R.jsonl`: `STEPS` steps of a little work each; rank
-/// [`SLOW`] sleeps 30 ms more per step.
-fn record_rank(dir: &Path, rank: u32) {
+/// One rank's trace into `dir/rank-R.jsonl`: `STEPS` steps of 100 generated ops (about
+/// 150 µs each, jittered by the rank's own seed); rank [`SLOW`] pauses [`PAUSE_NS`] more in
+/// each step's `train_step` span. The ranks' clocks start 10 µs apart.
+fn write_rank(dir: &Path, rank: u32) {
     let path = dir.join(format!("rank-{rank}.jsonl"));
-    let run = Run::new("tests::ranks", Phase::Train, "cpu").rank(rank, RANKS);
-    let capture = Capture::open(&path, run).unwrap();
-    for _ in 0..STEPS {
-        {
-            let _work = capture.span("train_step", trace_record::schema::SpanKind::Function);
-            std::thread::sleep(Duration::from_millis(5));
-            if rank == SLOW {
-                std::thread::sleep(Duration::from_millis(30));
-            }
-        }
-        capture.step();
-    }
-    capture.finish().unwrap();
-}
-
-/// The child side: records one rank when a parent asked for it.
-#[test]
-#[ignore = "a rank process of four_ranks_name_the_slowed_one; run by that test"]
-fn rank_child() {
-    if let (Ok(rank), Ok(dir)) = (std::env::var("TG_RANK"), std::env::var("TG_RANK_DIR")) {
-        record_rank(Path::new(&dir), rank.parse().unwrap());
-    }
+    let cfg = testkit::SynthConfig {
+        ops: STEPS * 100,
+        ops_per_step: 100,
+        seed: 7 + u64::from(rank),
+        rank: Some((rank, RANKS)),
+        run_id: Some("tests::ranks".into()),
+        start_offset_ns: u64::from(rank) * 10_000,
+        step_pause_ns: if rank == SLOW { PAUSE_NS } else { 0 },
+        ..testkit::SynthConfig::default()
+    };
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    testkit::write_synthetic(&mut f, &cfg).unwrap();
 }
 
 #[test]
 fn four_ranks_name_the_slowed_one() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = (0..RANKS)
-        .map(|r| {
-            Command::new(&exe)
-                .args([
-                    "--exact",
-                    "ranks::rank_child",
-                    "--include-ignored",
-                    "--quiet",
-                ])
-                .env("TG_RANK", r.to_string())
-                .env("TG_RANK_DIR", dir.path())
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
-    }
     for r in 0..RANKS {
-        assert!(
-            dir.path().join(format!("rank-{r}.jsonl")).exists(),
-            "rank {r}"
-        );
+        write_rank(dir.path(), r);
     }
     let out = run_in(dir.path(), &["summary", "--json", "."]);
     assert!(out.status.success(), "{}", crate::stderr(&out));
@@ -88,14 +58,26 @@ fn four_ranks_name_the_slowed_one() {
     assert_eq!(steps.len(), STEPS);
     for s in steps {
         assert_eq!(s["slowest_rank"], SLOW, "{s}");
-        assert!(s["slowest_ns"].as_u64().unwrap() >= 30_000_000, "{s}");
+        // Its step is the others' (about 150 µs) and the pause.
+        let slowest = s["slowest_ns"].as_u64().unwrap();
+        assert!((PAUSE_NS..PAUSE_NS + 1_000_000).contains(&slowest), "{s}");
     }
     assert_eq!(v["ranks"][SLOW as usize]["slowest_in"], STEPS);
-    // The slowed rank finishes ever later than the others: by its last step, by about
-    // STEPS × 30 ms.
+    // The slowed rank finishes ever later than the others: by its last step, by STEPS
+    // pauses (and the 20 µs it started after rank 0).
     let last = steps.last().unwrap()["finished_later_ns"].as_u64().unwrap();
-    assert!(last >= (STEPS as u64 - 1) * 30_000_000, "{last}");
+    assert!(
+        (STEPS as u64 * PAUSE_NS..STEPS as u64 * PAUSE_NS + 1_000_000).contains(&last),
+        "{last}"
+    );
     assert!(v["notes"].as_array().unwrap().is_empty(), "{}", v["notes"]);
+    // The clocks are placed on the headers' starts: 30 µs apart at most, less than a step.
+    assert_eq!(v["alignment"]["doubtful"], false, "{}", v["alignment"]);
+    assert_eq!(
+        v["alignment"]["start_spread_ns"], 30_000,
+        "{}",
+        v["alignment"]
+    );
     // The text names it too, and several files given one by one are the same ranks.
     let files: Vec<String> = (0..RANKS).map(|r| format!("rank-{r}.jsonl")).collect();
     let mut args = vec!["summary"];
@@ -116,7 +98,7 @@ fn four_ranks_name_the_slowed_one() {
     let cells: Vec<&str> = first_row.split_whitespace().collect();
     assert_eq!(cells.get(1), Some(&"2"), "{text}");
 
-    // The span tree of the four processes: their one path, the slowed rank its slowest.
+    // The span tree of the four ranks: the step's path first, the slowed rank its slowest.
     let out = run_in(dir.path(), &["spans", "--json", "."]);
     assert!(out.status.success(), "{}", crate::stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -124,7 +106,8 @@ fn four_ranks_name_the_slowed_one() {
     assert_eq!(v["rows"][0]["path"], "train_step", "{v}");
     assert_eq!(v["rows"][0]["slowest"]["rank"], SLOW, "{v}");
     assert!(
-        v["rows"][0]["slowest"]["excess_ns"].as_f64().unwrap() >= 0.9 * STEPS as f64 * 30e6,
+        v["rows"][0]["slowest"]["excess_ns"].as_f64().unwrap()
+            >= 0.9 * (STEPS as u64 * PAUSE_NS) as f64,
         "{v}"
     );
 

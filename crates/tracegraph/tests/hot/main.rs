@@ -18,15 +18,20 @@ use trace_candle::{Capture, Phase, Run, SamplerConfig, SpanKind};
 /// Set in the child process: the trace path to record into.
 const CHILD: &str = "TRACEGRAPH_HOT_TEST_TRACE";
 
-/// Runs `work` in steps of about 300 ms inside a span named `name`, for at least `min` and
-/// until the sampler has taken `samples` more (or 20 s passed): a loaded machine gives fewer
-/// samples per second.
+/// Runs `work` in steps of about 300 ms inside a span named
+/// `name`, for at least `min` of that CPU time and until the sampler has taken `samples` more
+/// (a loaded machine gives fewer samples per CPU second), giving up after 300 s of CPU time
+/// (a sampler that stopped sampling). Bounded by CPU time, not wall time: a busy machine
+/// makes the recording longer, never smaller.
 fn sampled_steps(capture: &Capture, name: &str, min: Duration, samples: u64, work: impl Fn()) {
     let taken = || capture.sampler_stats().map_or(0, |s| s.taken);
     let target = taken() + samples;
-    let start = Instant::now();
-    while (start.elapsed() < min || taken() < target) && start.elapsed() < Duration::from_secs(20) {
+    let cpu0 = testkit::thread_cpu();
+    let cpu = || testkit::thread_cpu() - cpu0;
+    while (cpu() < min || taken() < target) && cpu() < Duration::from_secs(300) {
         let _span = capture.span(name, SpanKind::Function);
+        // The step's length is only how often the account is read: wall time will do (and
+        // reading the CPU time per call would put its own samples among the work's).
         let step = Instant::now();
         while step.elapsed() < Duration::from_millis(300) {
             work();

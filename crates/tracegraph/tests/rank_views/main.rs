@@ -1,10 +1,9 @@
 //! `ops`, `spans` and `memory` over several traces of one run: four ranks recorded by real
-//! sessions into one directory (one of them zstd-compressed), rank 2 slowed down in its
-//! `matmul` and allocating more; each command, as text and as JSON, names rank 2.
+//! sessions into one directory (one of them zstd-compressed), rank 2's `matmul` given 3 ms
+//! more and allocating more; each command, as text and as JSON, names rank 2.
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use trace_record::schema::{AllocKind, ExecStep, MemoryCategory, Phase, SpanKind};
 use trace_record::{MemoryRecord, OpRecord, Run, TraceSession};
@@ -38,9 +37,19 @@ fn json(dir: &Path, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(dir, args)).expect("JSON output")
 }
 
-/// One rank: `STEPS` steps of `train_step` / `forward` with a `matmul` (3 ms longer on
-/// [`SLOW`]) and an `add`, the matmul's output allocated (1 MiB on [`SLOW`], 4 KiB
+/// Every op's duration; the slowed rank's `matmul` takes [`EXTRA_NS`] more.
+const OP_NS: u64 = 50_000;
+const EXTRA_NS: u64 = 3_000_000;
+
+/// One rank: `STEPS` steps of `train_step` / `forward` with a `matmul` ([`EXTRA_NS`] longer
+/// on [`SLOW`]) and an `add`, the matmul's output allocated (1 MiB on [`SLOW`], 4 KiB
 /// elsewhere) and freed at the step's end.
+///
+/// Recorded by a real session with chosen times: each step's spans, ops and memory events
+/// are placed from the instant the step began, and the next boundary waits until the clock
+/// has passed them (`testkit::wait_past`), so the durations compared are the chosen ones
+/// whatever the machine's load (timed sleeps once let a preempted rank outrun the slowed
+/// one).
 fn record_rank(path: &Path, rank: u32) {
     let run = Run::new("tests::rank_views", Phase::Train, "cpu")
         .run_id("job-1")
@@ -49,14 +58,17 @@ fn record_rank(path: &Path, rank: u32) {
     let bytes: u64 = if rank == SLOW { 1 << 20 } else { 4096 };
     for step in 0..STEPS {
         s.step();
-        let _step = s.span("train_step", SpanKind::Function, None);
-        let _fwd = s.span("forward", SpanKind::Module, Some(ExecStep::Forward));
+        let t0 = s.now_ns();
+        let root = s
+            .start_span_at("train_step", SpanKind::Function, None, t0)
+            .unwrap();
+        let fwd = s
+            .start_span_at("forward", SpanKind::Module, Some(ExecStep::Forward), t0)
+            .unwrap();
         let id = 10 + 2 * step;
+        let mut t = t0;
         for (name, slow) in [("matmul", rank == SLOW), ("add", false)] {
-            let start = s.now_ns();
-            if slow {
-                std::thread::sleep(Duration::from_millis(3));
-            }
+            let dur = if slow { OP_NS + EXTRA_NS } else { OP_NS };
             s.record_op(&OpRecord {
                 name,
                 inputs: &[],
@@ -64,24 +76,31 @@ fn record_rank(path: &Path, rank: u32) {
                 shape: &[256, 1024],
                 dtype: "f32",
                 device: "cpu",
-                start_ns: start,
-                dur_ns: s.now_ns().saturating_sub(start).max(1),
+                start_ns: t,
+                dur_ns: dur,
                 in_bytes: 0,
                 out_bytes: bytes,
                 category: Some(MemoryCategory::Activation),
                 flops: None,
             });
+            t += dur;
         }
         for kind in [AllocKind::Alloc, AllocKind::Free] {
-            s.record_memory(&MemoryRecord {
-                kind,
-                storage: id,
-                tensor: id,
-                bytes,
-                device: "cpu",
-                category: MemoryCategory::Activation,
-            });
+            s.record_memory_at(
+                &MemoryRecord {
+                    kind,
+                    storage: id,
+                    tensor: id,
+                    bytes,
+                    device: "cpu",
+                    category: MemoryCategory::Activation,
+                },
+                t,
+            );
         }
+        s.end_span_id_at(fwd, t);
+        s.end_span_id_at(root, t);
+        testkit::wait_past(&s, t);
     }
     s.finish().unwrap();
 }
@@ -116,7 +135,7 @@ fn ops_spans_and_memory_of_four_ranks_name_the_slowed_one() {
     assert_eq!(mm["ranks"].as_array().unwrap().len(), 4);
     assert_eq!(mm["slowest"]["rank"], SLOW);
     assert!(
-        mm["slowest"]["excess_ns"].as_f64().unwrap() >= 0.9 * (STEPS as f64) * 3e6,
+        mm["slowest"]["excess_ns"].as_f64() == Some((STEPS * EXTRA_NS) as f64),
         "{mm}"
     );
     assert_eq!(v["slowest"]["rank"], SLOW);
@@ -178,11 +197,11 @@ fn ops_spans_and_memory_of_four_ranks_name_the_slowed_one() {
     for r in rows {
         assert_eq!(r["slowest"]["rank"], SLOW, "{r}");
         assert_eq!(r["ranks"][SLOW as usize]["count"], STEPS, "{r}");
-        assert!(
-            r["ranks"][SLOW as usize]["mean_per_step_ns"]
-                .as_f64()
-                .unwrap()
-                >= 2.7e6
+        // Both spans hold the two ops: exactly their chosen durations per step.
+        assert_eq!(
+            r["ranks"][SLOW as usize]["mean_per_step_ns"].as_f64(),
+            Some((2 * OP_NS + EXTRA_NS) as f64),
+            "{r}"
         );
     }
     let out = ok(d, &["spans", "."]);

@@ -3,7 +3,8 @@
 //! Its own test binary: the CPU sampler records every thread of the process. Each recording
 //! runs in a child process of this binary with Candle's and rayon's thread counts set to one
 //! (`CANDLE_NUM_THREADS`, `RAYON_NUM_THREADS`), so that the timed ops run on the calling
-//! thread: their CPU time is their wall time, which the test measures with `Instant`.
+//! thread: their CPU time is their wall time, which the test measures with `Instant`, call
+//! by call, leaving out the calls a loaded machine preempted (`unpreempted_ns`).
 
 #![cfg(all(feature = "demo", target_os = "linux"))]
 
@@ -37,8 +38,11 @@ fn record_in_child(name: &str, path: &Path) {
     assert!(status.success(), "recording child failed: {status:?}");
 }
 
-/// Runs `work` in steps of about 300 ms inside a span named `name` until the sampler has taken
-/// `samples` more (at least `min`, at most 30 s: a loaded machine gives fewer per second).
+/// Runs `work` in steps of about 300 ms inside a span named
+/// `name` until the sampler has taken `samples` more (and at least `min` of that CPU time),
+/// giving up after 300 s of CPU time (a sampler that stopped sampling). Bounded by CPU
+/// time, not wall time: a loaded machine gives fewer samples per CPU second, and makes the
+/// recording longer, never smaller.
 fn sampled_steps(
     capture: &Capture,
     name: &str,
@@ -48,9 +52,12 @@ fn sampled_steps(
 ) {
     let taken = || capture.sampler_stats().map_or(0, |s| s.taken);
     let target = taken() + samples;
-    let start = Instant::now();
-    while (start.elapsed() < min || taken() < target) && start.elapsed() < Duration::from_secs(30) {
+    let cpu0 = testkit::thread_cpu();
+    let cpu = || testkit::thread_cpu() - cpu0;
+    while (cpu() < min || taken() < target) && cpu() < Duration::from_secs(300) {
         let span = capture.span(name, SpanKind::Function);
+        // The step's length is only how often the account is read: wall time will do (and
+        // reading the CPU time per call would put its own samples among the work's).
         let step = Instant::now();
         while step.elapsed() < Duration::from_millis(300) {
             work();
@@ -58,6 +65,25 @@ fn sampled_steps(
         drop(span);
         capture.step();
     }
+}
+
+/// What a timed call's wall time says of its CPU time: the sum of its calls' times, each
+/// call over 4× the median left out. On one thread a call's wall time is its CPU time unless
+/// the thread was preempted inside it; on a loaded machine a few calls are (by a
+/// millisecond or more, tens of times a call), and those alone would skew a sum of wall
+/// times. Leaving them out (and, idle, the rare call slowed by a page fault) keeps what the
+/// samples measure: CPU time.
+fn unpreempted_ns(calls: &mut [u64]) -> u128 {
+    if calls.is_empty() {
+        return 0;
+    }
+    calls.sort_unstable();
+    let cap = calls[calls.len() / 2].saturating_mul(4);
+    calls
+        .iter()
+        .filter(|&&c| c <= cap)
+        .map(|&c| u128::from(c))
+        .sum()
 }
 
 /// The known work: a 64×64 matmul (gemm without threads) and an `exp` over 4 Ki floats (no
@@ -68,7 +94,7 @@ fn record_known_work(path: &Path) {
     let x = Tensor::randn(0f32, 1.0, 4 * 1024, &Device::Cpu).unwrap();
     let capture = Capture::open(path, Run::new("sampled_ops::known", Phase::Infer, "cpu")).unwrap();
     capture.sample_stacks(SamplerConfig::hz(2000)).unwrap();
-    let (mut mm_ns, mut exp_ns) = (0u128, 0u128);
+    let (mut mm, mut exp) = (Vec::new(), Vec::new());
     // Somewhat more than needed: some samples fall outside both ops (the loop, the frees).
     sampled_steps(
         &capture,
@@ -78,14 +104,15 @@ fn record_known_work(path: &Path) {
         || {
             let t = Instant::now();
             let c = a.matmul(&a).unwrap();
-            mm_ns += t.elapsed().as_nanos();
+            mm.push(t.elapsed().as_nanos() as u64);
             let t = Instant::now();
             let e = x.exp().unwrap();
-            exp_ns += t.elapsed().as_nanos();
+            exp.push(t.elapsed().as_nanos() as u64);
             std::hint::black_box((c, e));
         },
     );
     capture.finish().unwrap();
+    let (mm_ns, exp_ns) = (unpreempted_ns(&mut mm), unpreempted_ns(&mut exp));
     std::fs::write(path.with_extension("times"), format!("{mm_ns} {exp_ns}")).unwrap();
 }
 
