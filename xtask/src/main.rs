@@ -69,6 +69,25 @@ fn root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// The target directory (`CARGO_TARGET_DIR`, else `target/`), the check's own empty output
+/// folder `target/NAME` (what an earlier run left there removed: the folder is the check's),
+/// and the release `tracegraph`, built: what `parquet-check` and `torch-check` start from.
+fn fresh_check(root: &Path, name: &str) -> Result<(PathBuf, PathBuf, PathBuf)> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let out = target.join(name);
+    if out.exists() {
+        std::fs::remove_dir_all(&out).with_context(|| format!("removing {}", out.display()))?;
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let mut build = cargo();
+    build.args(["build", "--release", "-p", "tracegraph"]);
+    run(build)?;
+    let tg = target.join("release").join("tracegraph");
+    Ok((target, out, tg))
+}
+
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root());

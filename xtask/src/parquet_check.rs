@@ -40,19 +40,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         bail!("parquet-check takes no arguments");
     }
     let started = Instant::now();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let out = target.join("parquet-check");
-    if out.exists() {
-        std::fs::remove_dir_all(&out).with_context(|| format!("removing {}", out.display()))?;
-    }
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-
-    let mut build = super::cargo();
-    build.args(["build", "--release", "-p", "tracegraph"]);
-    super::run(build)?;
-    let tg = target.join("release").join("tracegraph");
+    let (target, out, tg) = super::fresh_check(root, "parquet-check")?;
 
     let t = Instant::now();
     let demo_dir = out.join("demo");

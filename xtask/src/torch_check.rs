@@ -50,19 +50,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         bail!("torch-check takes no arguments");
     }
     let started = Instant::now();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let out = target.join("torch-check");
-    if out.exists() {
-        std::fs::remove_dir_all(&out).with_context(|| format!("removing {}", out.display()))?;
-    }
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-
-    let mut build = super::cargo();
-    build.args(["build", "--release", "-p", "tracegraph"]);
-    super::run(build)?;
-    let tg = target.join("release").join("tracegraph");
+    let (target, out, tg) = super::fresh_check(root, "torch-check")?;
     let help = output_of(Command::new(&tg).args(["compare", "--help"]))?;
     if !String::from_utf8_lossy(&help.stdout).contains("--against-torch") {
         bail!(

@@ -268,7 +268,7 @@ impl TrainingCapture {
     /// The old name of [`TrainingCapture::backward_phase`]: it opens a span and does not run
     /// backward, unlike [`Capture::backward`], which shares the name.
     #[deprecated(
-        since = "0.3.0",
+        since = "0.1.0",
         note = "renamed backward_phase: Capture::backward(&loss) runs backward, this only opens its span"
     )]
     pub fn backward(&self) -> PhaseGuard<'_> {

@@ -27,26 +27,11 @@ pub(crate) struct CompareArgs {
     /// two or more runs a side the intervals resample runs, then steps within them, so that
     /// run-to-run variation counts as noise; with one run a side they cover the steps'
     /// spread only.
-    #[arg(long, num_args = 1.., value_name = "TRACE")]
+    #[arg(long, num_args = 1.., value_name = "TRACE", conflicts_with = "against_torch")]
     pub(crate) against: Vec<PathBuf>,
-    /// A torch.profiler trace of the same model (`prof.export_chrome_trace`, `.json` or
-    /// `.json.gz`): compare the one Candle trace given first with it, op kind by op kind and
-    /// layer by layer, with diagnoses (JSON schema `tracegraph.compare_torch/1`).
-    #[arg(long, value_name = "TORCH_TRACE", conflicts_with_all = ["against", "fail_on_regression"])]
-    pub(crate) against_torch: Option<PathBuf>,
-    /// With `--against-torch`: the Candle steps to compare (`A..B` or `N`, as `tracegraph`
-    /// numbers them); default: the numbers of torch's `ProfilerStep#N` where the Candle trace
-    /// has them, else every step.
-    #[arg(long, value_name = "A..B", value_parser = super::parse_step_range, requires = "against_torch")]
-    pub(crate) candle_steps: Option<(u64, u64)>,
-    /// With `--against-torch`: torch's steps (`ProfilerStep#N` numbers, `A..B` or `N`);
-    /// default: every recorded step.
-    #[arg(long, value_name = "A..B", value_parser = super::parse_step_range, requires = "against_torch")]
-    pub(crate) torch_steps: Option<(u64, u64)>,
-    /// With `--against-torch`: a file mapping torch's range paths to Candle's span paths, one
-    /// `TORCH_PATH => CANDLE_PATH` a line (whole leading names; `#` starts a comment line).
-    #[arg(long, value_name = "FILE", requires = "against_torch")]
-    pub(crate) layer_map: Option<PathBuf>,
+    /// A comparison of one Candle trace with a torch.profiler run instead.
+    #[command(flatten)]
+    pub(crate) torch: super::compare_torch::TorchFlags,
     /// Show at most N rows per table.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub(crate) limit: usize,
@@ -60,7 +45,7 @@ pub(crate) struct CompareArgs {
     /// Changes within noise never fail.
     /// PCT is a finite number from 0 to 10000; anything else (NaN, inf, negative, 1e400) is a
     /// usage error, so no value can switch the gate off.
-    #[arg(long, value_name = "PCT", value_parser = parse_threshold_pct)]
+    #[arg(long, value_name = "PCT", value_parser = parse_threshold_pct, conflicts_with = "against_torch")]
     pub(crate) fail_on_regression: Option<f64>,
 }
 
@@ -126,22 +111,16 @@ fn delta_cells(d: &Delta, f: fn(f64) -> String) -> [String; 4] {
 
 /// Runs `tracegraph compare`.
 pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
-    if let Some(torch) = &args.against_torch {
+    if args.torch.against_torch.is_some() {
         let [candle] = args.traces.as_slice() else {
             return Err(super::output::UsageError(
                 "compare --against-torch takes one Candle trace".to_string(),
             )
             .into());
         };
-        return super::compare_torch::run(&super::compare_torch::TorchArgs {
-            candle,
-            torch,
-            candle_steps: args.candle_steps,
-            torch_steps: args.torch_steps,
-            layer_map: args.layer_map.as_ref(),
-            limit: args.limit,
-            json: args.json,
-        });
+        if let Some(torch) = args.torch.load()? {
+            return super::compare_torch::run(candle, torch, args.limit, args.json);
+        }
     }
     let (base_paths, cand_paths) = if args.against.is_empty() {
         match args.traces.as_slice() {

@@ -8,33 +8,68 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use trace_analyze::runs::{
-    CandleSource, TorchCompareOptions, TorchComparison, compare_with_torch, load_torch_path,
+    CandleSource, TorchCompareOptions, TorchComparison, TorchRun, compare_with_torch,
+    load_torch_path,
 };
 use trace_analyze::{format_ns, format_share, format_signed_ns, format_times};
 
 use super::{Status, Table, load, print_json, write_stdout};
 
-/// What `compare --against-torch` was asked.
-pub(crate) struct TorchArgs<'a> {
-    /// The Candle trace.
-    pub(crate) candle: &'a Path,
-    /// The torch.profiler trace (`.json` or `.json.gz`).
-    pub(crate) torch: &'a Path,
-    /// `--candle-steps`.
+/// The options of a comparison with a torch.profiler run, one set for `compare` and `report`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct TorchFlags {
+    /// A torch.profiler trace of the same model (`prof.export_chrome_trace`, `.json` or
+    /// `.json.gz`): set the Candle trace beside it, op kind by op kind and layer by layer,
+    /// with diagnoses (`compare --json`: schema `tracegraph.compare_torch/1`; `report`: a
+    /// section of the page).
+    #[arg(long, value_name = "TORCH_TRACE")]
+    pub(crate) against_torch: Option<PathBuf>,
+    /// With `--against-torch`: the Candle steps to compare (`A..B` or `N`, as `tracegraph`
+    /// numbers them); default: the numbers of torch's `ProfilerStep#N` where the Candle trace
+    /// has them, else every step.
+    #[arg(long, value_name = "A..B", value_parser = super::parse_step_range, requires = "against_torch")]
     pub(crate) candle_steps: Option<(u64, u64)>,
-    /// `--torch-steps`.
+    /// With `--against-torch`: torch's steps (`ProfilerStep#N` numbers, `A..B` or `N`);
+    /// default: every recorded step.
+    #[arg(long, value_name = "A..B", value_parser = super::parse_step_range, requires = "against_torch")]
     pub(crate) torch_steps: Option<(u64, u64)>,
-    /// `--layer-map`.
-    pub(crate) layer_map: Option<&'a PathBuf>,
-    /// Rows per table.
-    pub(crate) limit: usize,
-    /// `--json`.
-    pub(crate) json: bool,
+    /// With `--against-torch`: a file mapping torch's range paths to Candle's span paths, one
+    /// `TORCH_PATH => CANDLE_PATH` a line (whole leading names; `#` starts a comment line).
+    #[arg(long, value_name = "FILE", requires = "against_torch")]
+    pub(crate) layer_map: Option<PathBuf>,
+}
+
+impl TorchFlags {
+    /// The files these options read (for the output-is-an-input guard).
+    pub(crate) fn inputs(&self) -> impl Iterator<Item = &Path> {
+        self.against_torch
+            .iter()
+            .chain(&self.layer_map)
+            .map(PathBuf::as_path)
+    }
+
+    /// The torch run and the comparison's options, when `--against-torch` was given: the
+    /// trace and the layer map are read here, so bad input fails before any analysis.
+    pub(crate) fn load(&self) -> anyhow::Result<Option<(TorchRun, TorchCompareOptions)>> {
+        let Some(torch) = &self.against_torch else {
+            return Ok(None);
+        };
+        let run = load_torch_path(torch)?;
+        let opts = TorchCompareOptions {
+            candle_steps: self.candle_steps,
+            torch_steps: self.torch_steps,
+            layer_map: match &self.layer_map {
+                Some(p) => read_layer_map(p)?,
+                None => Vec::new(),
+            },
+        };
+        Ok(Some((run, opts)))
+    }
 }
 
 /// Reads a layer map: one `TORCH_PATH => CANDLE_PATH` a line; blank lines and lines starting
 /// with `#` are skipped. An unreadable line is an error naming the file and line.
-pub(crate) fn read_layer_map(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+fn read_layer_map(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the layer map {}", path.display()))?;
     let mut out = Vec::new();
@@ -65,23 +100,20 @@ pub(crate) fn read_layer_map(path: &Path) -> anyhow::Result<Vec<(String, String)
     Ok(out)
 }
 
-/// Runs the comparison and prints it.
-pub(crate) fn run(args: &TorchArgs<'_>) -> anyhow::Result<Status> {
-    let trace = load(args.candle, false)?;
-    let torch = load_torch_path(args.torch)?;
-    let opts = TorchCompareOptions {
-        candle_steps: args.candle_steps,
-        torch_steps: args.torch_steps,
-        layer_map: match args.layer_map {
-            Some(p) => read_layer_map(p)?,
-            None => Vec::new(),
-        },
-    };
+/// Runs `compare CANDLE --against-torch TORCH` and prints it (`limit` rows a table).
+pub(crate) fn run(
+    candle: &Path,
+    torch: (TorchRun, TorchCompareOptions),
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<Status> {
+    let trace = load(candle, false)?;
+    let (torch, opts) = torch;
     let c = compare_with_torch(&trace, &torch, &opts);
-    if args.json {
+    if json {
         print_json("compare_torch", &c)?;
     } else {
-        write_stdout(&text(&c, args.limit))?;
+        write_stdout(&text(&c, limit))?;
     }
     Ok(Status::Ok)
 }
