@@ -26,7 +26,7 @@ use tracegraph_benches::{Row, emit, emit_time, measure_child, quick, release_cli
 
 const BASELINE_ENV: &str = "TRACEGRAPH_ANALYZE_BASELINE";
 const BASELINE: &str = "candle-graph 0.7.0 summary";
-const BASELINE_LIMIT: Duration = Duration::from_secs(180);
+const BASELINE_LIMIT: Duration = Duration::from_mins(3);
 
 fn main() {
     // Child mode: run candle-graph's summary on one trace and exit.
@@ -105,7 +105,7 @@ fn main() {
                         trace_analyze::load_str(&text, "bench", Default::default()).expect("loads");
                     let cache = trace_analyze::new_step_cache();
                     trace_analyze::summarize(&t, &cache).expect("summary")
-                })
+                });
             });
             g.finish();
         }

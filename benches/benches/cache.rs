@@ -116,7 +116,7 @@ fn bench_hit(c: &mut Criterion) {
         b.iter(|| {
             k = (k + 7) % HOT;
             black_box(ours.get(black_box(&k)))
-        })
+        });
     });
     let mut k = 0u64;
     g.bench_function("lru_mutex", |b| {
@@ -124,7 +124,7 @@ fn bench_hit(c: &mut Criterion) {
             k = (k + 7) % HOT;
             let v = base.lock().unwrap().get(black_box(&k)).cloned();
             black_box(v)
-        })
+        });
     });
     g.finish();
 }
@@ -182,13 +182,12 @@ fn bench_two_threads(c: &mut Criterion) {
     };
     let base_op = |key: u64, size: usize| {
         let hit = base.lock().unwrap().get(&key).cloned();
-        let v = match hit {
-            Some(v) => v,
-            None => {
-                let v = Arc::new(vec![1u8; size]);
-                base.lock().unwrap().put(key, Arc::clone(&v));
-                v
-            }
+        let v = if let Some(v) = hit {
+            v
+        } else {
+            let v = Arc::new(vec![1u8; size]);
+            base.lock().unwrap().put(key, Arc::clone(&v));
+            v
         };
         black_box(v);
     };
@@ -197,10 +196,10 @@ fn bench_two_threads(c: &mut Criterion) {
     two_threads(&seqs, 20_000, base_op);
     let mut g = c.benchmark_group("cache_2threads");
     g.bench_function("ad_cache", |b| {
-        b.iter_custom(|iters| two_threads(&seqs, iters, ours_op))
+        b.iter_custom(|iters| two_threads(&seqs, iters, ours_op));
     });
     g.bench_function("lru_mutex", |b| {
-        b.iter_custom(|iters| two_threads(&seqs, iters, base_op))
+        b.iter_custom(|iters| two_threads(&seqs, iters, base_op));
     });
     g.finish();
     let s = ours.stats();
@@ -220,19 +219,19 @@ fn bench_vjp(c: &mut Criterion) {
         .expect("transform");
     let mut g = c.benchmark_group("cache_vjp_10k");
     g.bench_function("rebuild", |b| {
-        b.iter(|| black_box(vecad::vjp(black_box(&primal), &[0]).expect("transform")))
+        b.iter(|| black_box(vecad::vjp(black_box(&primal), &[0]).expect("transform")));
     });
     g.bench_function("hit", |b| {
         b.iter(|| {
             let key = LinearizeKey::new(Arc::clone(black_box(&primal)), &[0]).expect("slot 0");
             black_box(cache.get(&key).expect("cached"))
-        })
+        });
     });
     g.bench_function("hit_structural", |b| {
         b.iter(|| {
             let key = LinearizeKey::new(Arc::clone(black_box(&rerecorded)), &[0]).expect("slot 0");
             black_box(cache.get(&key).expect("cached"))
-        })
+        });
     });
     g.finish();
 }
@@ -259,7 +258,7 @@ fn bench_parallel_structural_hits(c: &mut Criterion) {
             let start = Instant::now();
             hits(&recordings[0], iters);
             start.elapsed()
-        })
+        });
     });
     g.bench_function("2threads", |b| {
         b.iter_custom(|iters| {
@@ -271,7 +270,7 @@ fn bench_parallel_structural_hits(c: &mut Criterion) {
                 }
             });
             start.elapsed()
-        })
+        });
     });
     g.finish();
 }

@@ -99,9 +99,9 @@ fn train_step_rows() {
     let (warmup, budget, min_rounds, max_rounds) = if quick() {
         (5, Duration::from_secs(12), 20, 400)
     } else {
-        (20, Duration::from_secs(60), 100, 4000)
+        (20, Duration::from_mins(1), 100, 4000)
     };
-    for (on, off) in pairs.iter_mut() {
+    for (on, off) in &mut pairs {
         for _ in 0..warmup {
             black_box(on.step().expect("step"));
             black_box(off.step().expect("step"));
@@ -174,7 +174,7 @@ fn probe_groups(c: &mut Criterion) {
     let inactive = Capture::new(Arc::new(inactive));
     let mut g = c.benchmark_group("capture_probe");
     g.bench_function("bare", |b| {
-        b.iter(|| black_box(black_box(&x).affine(2.0, 1.0).expect("op")))
+        b.iter(|| black_box(black_box(&x).affine(2.0, 1.0).expect("op")));
     });
     let mut frees = Duration::ZERO;
     let mut freed = 0u64;
@@ -202,7 +202,7 @@ fn probe_groups(c: &mut Criterion) {
                 left -= n;
             }
             timed
-        })
+        });
     });
     // The floor under `Capture::op`: the same three trace-record calls (op, tensor, alloc) and
     // two clock reads made directly on the session, with no Candle op and no capture logic.
@@ -225,7 +225,7 @@ fn probe_groups(c: &mut Criterion) {
                 left -= n;
             }
             timed
-        })
+        });
     });
     // The same three events through trace-record's combined call (one lock, one span
     // lookup, the allocation stamped at the op's end), as `Capture::op` records them.
@@ -246,7 +246,7 @@ fn probe_groups(c: &mut Criterion) {
                 left -= n;
             }
             timed
-        })
+        });
     });
     g.bench_function("inactive", |b| {
         b.iter(|| {
@@ -255,11 +255,11 @@ fn probe_groups(c: &mut Criterion) {
                     .op("affine", &[&x], || black_box(&x).affine(2.0, 1.0))
                     .expect("op"),
             )
-        })
+        });
     });
     // Outside the window around a near-free op (an `Arc` clone), where a few ns show.
     g.bench_function("bare_clone", |b| {
-        b.iter(|| black_box(black_box(&x).clone()))
+        b.iter(|| black_box(black_box(&x).clone()));
     });
     g.bench_function("inactive_clone", |b| {
         b.iter(|| {
@@ -268,7 +268,7 @@ fn probe_groups(c: &mut Criterion) {
                     .op("clone", &[&x], || Ok(black_box(&x).clone()))
                     .expect("op"),
             )
-        })
+        });
     });
     g.finish();
     assert!(!inactive.is_active());
@@ -350,7 +350,7 @@ fn probe_rows() {
             let overhead = Row::new("capture/probe_tiny_op", "overhead_ns", on - bare, "ns");
             match criterion_mean_ns("capture_probe/record_floor") {
                 Some(floor) => {
-                    emit(overhead.vs("trace-record op+tensor+alloc+2 clock reads", floor))
+                    emit(overhead.vs("trace-record op+tensor+alloc+2 clock reads", floor));
                 }
                 None => emit(overhead),
             }
@@ -408,11 +408,11 @@ fn step_groups(c: &mut Criterion) {
     let plain = open("plain.jsonl");
     let mut g = c.benchmark_group("capture_step");
     g.bench_function("with_memory_sample", |b| {
-        b.iter(|| black_box(sampled.step()))
+        b.iter(|| black_box(sampled.step()));
     });
     g.bench_function("no_memory_sample", |b| b.iter(|| black_box(plain.step())));
     g.bench_function("memory_sample", |b| {
-        b.iter(|| black_box(plain.sample_memory(&Device::Cpu)))
+        b.iter(|| black_box(plain.sample_memory(&Device::Cpu)));
     });
     g.finish();
     sampled.finish().expect("finish");
@@ -472,13 +472,13 @@ fn tracing_groups(c: &mut Criterion) {
         b.iter(|| {
             let _o = black_box(&bare_outer).enter();
             let _i = black_box(&bare_inner).enter();
-        })
+        });
     });
     g.bench_function("layer", |b| {
         b.iter(|| {
             let _o = black_box(&outer).enter();
             let _i = black_box(&inner).enter();
-        })
+        });
     });
     // Cold (timed by hand: criterion would size its runs by the timed part alone, and each
     // pair follows a 4 MiB write): the median of many pairs, each alone after the write.

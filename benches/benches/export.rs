@@ -150,14 +150,14 @@ fn main() {
             let mut reader =
                 TraceReader::new(&small_bytes[..], ReadOptions::default()).expect("header");
             write_chrome(&mut reader, std::io::sink(), &ChromeOptions::default()).expect("export")
-        })
+        });
     });
     group.bench_function("folded_10k_ops", |b| {
         b.iter(|| {
             let mut reader =
                 TraceReader::new(&small_bytes[..], ReadOptions::default()).expect("header");
             folded_stacks(&mut reader, None).expect("fold")
-        })
+        });
     });
     group.finish();
     c.final_summary();

@@ -246,7 +246,7 @@ fn main() {
         let mut group = c.benchmark_group("fingerprint");
         for (n, g) in &graphs {
             group.bench_with_input(BenchmarkId::new("compute", label(*n)), g, |b, g| {
-                b.iter(|| black_box(g).compute_fingerprint())
+                b.iter(|| black_box(g).compute_fingerprint());
             });
             group.bench_with_input(
                 BenchmarkId::new("defaulthasher_walk", label(*n)),
@@ -259,16 +259,16 @@ fn main() {
         group.bench_function(BenchmarkId::new("build", "10k"), |b| {
             b.iter_batched(
                 || mixed_graph(10_000),
-                |builder| builder.build(),
+                graph_core::GraphBuilder::build,
                 BatchSize::LargeInput,
-            )
+            );
         });
         group.bench_function(BenchmarkId::new("record_build", "10k"), |b| {
-            b.iter(|| mixed_graph(black_box(10_000)).build())
+            b.iter(|| mixed_graph(black_box(10_000)).build());
         });
         let other = mixed_graph(10_000).build().expect("valid");
         group.bench_function(BenchmarkId::new("structural_eq", "10k"), |b| {
-            b.iter(|| graph_core::structural_eq(black_box(g10), black_box(&other)))
+            b.iter(|| graph_core::structural_eq(black_box(g10), black_box(&other)));
         });
         group.finish();
     }
@@ -294,7 +294,7 @@ fn main() {
                     .vs("defaulthasher_walk", base),
             ),
             None => {
-                eprintln!("bench-row: fingerprint/{l} cpu_ns_per_op skipped (no thread CPU clock)")
+                eprintln!("bench-row: fingerprint/{l} cpu_ns_per_op skipped (no thread CPU clock)");
             }
         }
     }

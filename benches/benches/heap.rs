@@ -109,10 +109,10 @@ fn alloc_groups(c: &mut Criterion) {
             continue;
         };
         g.bench_function(format!("direct_system_{bytes}"), |b| {
-            b.iter(|| direct::pair(ALLOC.inner(), black_box(layout)))
+            b.iter(|| direct::pair(ALLOC.inner(), black_box(layout)));
         });
         g.bench_function(format!("direct_tracking_{bytes}"), |b| {
-            b.iter(|| direct::pair(&ALLOC, black_box(layout)))
+            b.iter(|| direct::pair(&ALLOC, black_box(layout)));
         });
     }
     let dir = tempfile::tempdir().expect("temp dir");

@@ -23,7 +23,7 @@ use tracegraph_benches::{Row, emit, emit_time_ratio, measure_child, quick, relea
 
 const DEPTH: u64 = 20_000;
 const ALLOCS: u64 = 250_000;
-const LIMIT: Duration = Duration::from_secs(60);
+const LIMIT: Duration = Duration::from_mins(1);
 
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -102,7 +102,7 @@ fn main() {
             b.iter(|| {
                 let t = load_reader(&bytes[..], "bench", LoadOptions::default()).expect("load");
                 black_box(memory_report(&t));
-            })
+            });
         });
     }
     g.finish();

@@ -531,7 +531,7 @@ fn main() -> Res<()> {
             let threads = match std::env::var("RAYON_NUM_THREADS") {
                 Ok(n) if n.parse::<usize>().is_ok_and(|n| n > 0) => n,
                 _ => std::thread::available_parallelism()
-                    .map_or(1, |n| n.get())
+                    .map_or(1, std::num::NonZero::get)
                     .to_string(),
             };
             run_self_as_child("the fast-path child", (PATH_VAR, "fast"), Some(&threads))?;

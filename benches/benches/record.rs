@@ -244,10 +244,10 @@ fn bench_record(c: &mut Criterion) {
     let ids = cg_ids();
     let mut g = c.benchmark_group("record");
     g.bench_function(BenchmarkId::new("op", "ours"), |b| {
-        b.iter_custom(|iters| time_ours(iters, ours_op))
+        b.iter_custom(|iters| time_ours(iters, ours_op));
     });
     g.bench_function(BenchmarkId::new("op", "candle-graph"), |b| {
-        b.iter_custom(|iters| time_cg(iters, |s, span, i| cg_op(s, span, &ids, i)))
+        b.iter_custom(|iters| time_cg(iters, |s, span, i| cg_op(s, span, &ids, i)));
     });
     g.bench_function(BenchmarkId::new("op+tensor+alloc+free", "ours"), |b| {
         b.iter_custom(|iters| {
@@ -275,7 +275,7 @@ fn bench_record(c: &mut Criterion) {
                     });
                 }
             })
-        })
+        });
     });
     g.bench_function(BenchmarkId::new("op_with_output+free", "ours"), |b| {
         b.iter_custom(|iters| {
@@ -320,7 +320,7 @@ fn bench_record(c: &mut Criterion) {
                 );
                 s.record_memory(&mem(AllocKind::Free));
             })
-        })
+        });
     });
     g.bench_function(
         BenchmarkId::new("op+tensor+alloc+free", "candle-graph"),
@@ -351,7 +351,7 @@ fn bench_record(c: &mut Criterion) {
                     black_box(s.record_memory_alloc(sid, mem)).ok();
                     black_box(s.record_memory_free(sid, mem)).ok();
                 })
-            })
+            });
         },
     );
     g.bench_function(BenchmarkId::new("span+op", "ours"), |b| {
@@ -360,7 +360,7 @@ fn bench_record(c: &mut Criterion) {
                 let _g = s.span("linear", SpanKind::Op, None);
                 ours_op(s, i);
             })
-        })
+        });
     });
     g.bench_function(BenchmarkId::new("span+op", "candle-graph"), |b| {
         b.iter_custom(|iters| {
@@ -368,7 +368,7 @@ fn bench_record(c: &mut Criterion) {
                 let span = s.begin_span("linear", CgSpanKind::Op);
                 cg_op(s, span.id(), &ids, i);
             })
-        })
+        });
     });
     g.bench_function(BenchmarkId::new("two_threads", "ours"), |b| {
         b.iter_custom(|iters| {
@@ -396,7 +396,7 @@ fn bench_record(c: &mut Criterion) {
             let t = start.elapsed();
             // `iters` events were asked for; 2 × half were recorded.
             t.mul_f64(iters as f64 / (2 * half) as f64)
-        })
+        });
     });
     let inactive = TraceSession::from_writer(
         std::io::sink(),
@@ -425,12 +425,12 @@ fn bench_record(c: &mut Criterion) {
         flops: None,
     };
     g.bench_function(BenchmarkId::new("inactive", "ours"), |b| {
-        b.iter(|| black_box(&inactive).record_op(black_box(&op)))
+        b.iter(|| black_box(&inactive).record_op(black_box(&op)));
     });
     g.bench_function(BenchmarkId::new("op", "zstd"), |b| {
         b.iter_custom(|iters| {
             time_ours_with(iters, run().compression(Compression::zstd()), ours_op)
-        })
+        });
     });
     // Into files, as a user records, and into /dev/null, where a plain session's `write`
     // copies nothing.
@@ -450,7 +450,7 @@ fn bench_record(c: &mut Criterion) {
                 };
                 let path = dir.map(|d| (d, ext));
                 time_recording_calls(iters, run().compression(compression), path, ours_op)
-            })
+            });
         });
     }
     g.finish();
@@ -565,7 +565,7 @@ fn bench_read(c: &mut Criterion, dir: &Path, n: u64, label: &str) -> (u64, u64) 
                     .expect("valid trace");
                 assert!(v.issues.is_empty() && !v.incomplete);
                 black_box(v.counts.op)
-            })
+            });
         },
     );
     g.bench_function(
@@ -574,7 +574,7 @@ fn bench_read(c: &mut Criterion, dir: &Path, n: u64, label: &str) -> (u64, u64) 
             b.iter(|| {
                 let doc = candle_graph::parse_trace(&cg_path).expect("valid trace");
                 black_box(doc.ops.len())
-            })
+            });
         },
     );
     g.finish();
@@ -614,7 +614,7 @@ fn main() {
         median_ns(&format!("{id}/candle-graph")),
     ) {
         (Some(o), Some(t)) => {
-            emit(Row::new(bench, "ns_per_event_median", o / per, "ns").vs(cg, t / per))
+            emit(Row::new(bench, "ns_per_event_median", o / per, "ns").vs(cg, t / per));
         }
         _ => eprintln!("bench-row: {bench} skipped (did not run)"),
     };
@@ -686,7 +686,7 @@ fn main() {
             median_ns(&format!("record/op_recording_thread/{p}")),
         ) {
             (Some(z), Some(p)) => {
-                emit(Row::new(row, "ns_per_event_median", z, "ns").vs(baseline, p))
+                emit(Row::new(row, "ns_per_event_median", z, "ns").vs(baseline, p));
             }
             _ => eprintln!("bench-row: {row} skipped (did not run)"),
         }

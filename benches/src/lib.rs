@@ -100,9 +100,10 @@ fn rows_path() -> PathBuf {
 
 /// The workspace target directory (`$CARGO_TARGET_DIR` or `<workspace>/target`).
 pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        PathBuf::from,
+    )
 }
 
 /// Where criterion writes its estimates, found as criterion finds it: `$CRITERION_HOME`, else
@@ -337,7 +338,7 @@ pub fn median(values: &mut [f64]) -> f64 {
     match n {
         0 => f64::NAN,
         _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        _ => f64::midpoint(values[n / 2 - 1], values[n / 2]),
     }
 }
 

@@ -76,16 +76,15 @@ const CHROMIUM_FLAGS: &[&str] = &[
 ];
 
 /// How long one Chromium run may take before it is killed.
-const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(120);
+const CHROMIUM_TIMEOUT: Duration = Duration::from_mins(2);
 
 /// Runs the check from the workspace root `root`.
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     if let Some(a) = args.first() {
         bail!("browser-check takes no arguments (got `{a}`)");
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let out = target.join("browser-check");
     if out.exists() {
         std::fs::remove_dir_all(&out).with_context(|| format!("removing {}", out.display()))?;
@@ -400,8 +399,7 @@ fn export_checks(root: &Path, trace: &Path, out: &Path, name: &str) -> Result<Ve
 /// `.ci/run` installs under `target/npm`.
 fn speedscope_index(target: &Path) -> Result<PathBuf> {
     let dir = std::env::var_os("SPEEDSCOPE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target.join("npm/node_modules/speedscope"));
+        .map_or_else(|| target.join("npm/node_modules/speedscope"), PathBuf::from);
     let index = dir.join("dist/release/index.html");
     if !index.is_file() {
         bail!(
@@ -820,8 +818,7 @@ fn newest_trace(dir: &Path) -> Result<PathBuf> {
 fn fresh_profile(out: &Path, tag: &str) -> Result<PathBuf> {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+        .map_or(0, |d| d.as_nanos());
     let dir = out.join(format!(
         "chromium-profile-{tag}-{}-{nanos}",
         std::process::id()
@@ -837,7 +834,7 @@ fn file_url(path: &Path) -> Result<String> {
     for b in abs.to_string_lossy().bytes() {
         match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
-                url.push(char::from(b))
+                url.push(char::from(b));
             }
             _ => url.push_str(&format!("%{b:02X}")),
         }
@@ -1142,8 +1139,7 @@ fn dom_checks(dom: &str, needs_comparison: bool) -> Vec<String> {
         Some(text) => {
             let content = text
                 .split_once('>')
-                .map(|(_, c)| c)
-                .unwrap_or("")
+                .map_or("", |(_, c)| c)
                 .split("</pre>")
                 .next()
                 .unwrap_or("");

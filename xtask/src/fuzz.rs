@@ -127,7 +127,7 @@ fn parse(args: &[String]) -> Result<Options> {
             "--seed" => o.seed = value("--seed")?,
             "--time-budget-ms" => o.time_budget = Duration::from_millis(value(a)?),
             "--memory-budget-mb" => {
-                o.memory_budget = usize::try_from(value(a)?)?.saturating_mul(1 << 20)
+                o.memory_budget = usize::try_from(value(a)?)?.saturating_mul(1 << 20);
             }
             other => bail!("unknown fuzz option `{other}`\n{USAGE}"),
         }
@@ -675,12 +675,9 @@ fn run_all(input: &[u8]) -> Result<Outcome, String> {
             };
         }
     };
-    let trace = match trace_analyze::load_str(text, "fuzz", Default::default()) {
-        Ok(t) => t,
-        Err(_) => {
-            outcome.rejected = true;
-            return Ok(outcome);
-        }
+    let Ok(trace) = trace_analyze::load_str(text, "fuzz", Default::default()) else {
+        outcome.rejected = true;
+        return Ok(outcome);
     };
     outcome.loaded = true;
     let json = |what: &str, v: serde_json::Result<String>| -> Result<(), String> {
@@ -811,7 +808,11 @@ fn budgeted<T: Send + 'static>(
             let msg = panic
                 .downcast_ref::<String>()
                 .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .or_else(|| {
+                    panic
+                        .downcast_ref::<&str>()
+                        .map(std::string::ToString::to_string)
+                })
                 .unwrap_or_else(|| "?".into());
             let at = PANIC_AT.lock().map(|w| w.clone()).unwrap_or_default();
             Err(if OVER.load(Ordering::Relaxed) {
@@ -1286,16 +1287,17 @@ mod torch {
     /// Sets `key` of event `k` to `with` (inserting it first in the event when absent).
     fn set_field(input: &[u8], l: &Layout, k: usize, key: &[u8], with: &str) -> Vec<u8> {
         let (s, _) = l.events[k];
-        match event_members(input, l, k).and_then(|ms| ms.into_iter().find(|(mk, _)| *mk == key)) {
-            Some((_, r)) => splice(input, r, with.as_bytes()),
-            None => {
-                let mut ins = format!("\"{}\": {with}", String::from_utf8_lossy(key));
-                let empty = input.get(skip_ws(input, s + 1)) == Some(&b'}');
-                if !empty {
-                    ins.push(',');
-                }
-                splice(input, (s + 1, s + 1), ins.as_bytes())
+        if let Some((_, r)) =
+            event_members(input, l, k).and_then(|ms| ms.into_iter().find(|(mk, _)| *mk == key))
+        {
+            splice(input, r, with.as_bytes())
+        } else {
+            let mut ins = format!("\"{}\": {with}", String::from_utf8_lossy(key));
+            let empty = input.get(skip_ws(input, s + 1)) == Some(&b'}');
+            if !empty {
+                ins.push(',');
             }
+            splice(input, (s + 1, s + 1), ins.as_bytes())
         }
     }
 
@@ -1506,7 +1508,7 @@ mod torch {
         let raw = |key: &[u8], or: &str| {
             ms.iter()
                 .find(|(mk, (vs, ve))| {
-                    *mk == key && input.get(*vs).is_some_and(|c| c.is_ascii_digit()) && ve > vs
+                    *mk == key && input.get(*vs).is_some_and(u8::is_ascii_digit) && ve > vs
                 })
                 .map_or(or.to_string(), |(_, (vs, ve))| {
                     String::from_utf8_lossy(&input[*vs..*ve]).into_owned()

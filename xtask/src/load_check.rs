@@ -249,7 +249,7 @@ mod tests {
         let mut busy = Spinners::watching(1, gone).unwrap();
         let child = &mut busy.children[0];
         // Only a hang guard: the loop checks between rounds of a few milliseconds.
-        let deadline = Instant::now() + Duration::from_secs(120);
+        let deadline = Instant::now() + Duration::from_mins(2);
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
                 break status;

@@ -65,17 +65,15 @@ fn main() -> Result<()> {
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
 /// The target directory (`CARGO_TARGET_DIR`, else `target/`), the check's own empty output
 /// folder `target/NAME` (what an earlier run left there removed: the folder is the check's),
 /// and the release `tracegraph`, built: what `parquet-check` and `torch-check` start from.
 fn fresh_check(root: &Path, name: &str) -> Result<(PathBuf, PathBuf, PathBuf)> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let out = target.join(name);
     if out.exists() {
         std::fs::remove_dir_all(&out).with_context(|| format!("removing {}", out.display()))?;
@@ -143,9 +141,8 @@ fn bench(args: &[String]) -> Result<()> {
         }
     }
     let root = root();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
     let rows_path = target.join("bench-rows.jsonl");
     if rows_path.exists() {
@@ -176,7 +173,7 @@ fn bench(args: &[String]) -> Result<()> {
     // candle-core reads /proc on every matmul, which slows the bare work the rows compare
     // against and hides our cost. The llama suite also measures the unset path itself.
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let n = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         eprintln!("bench: RAYON_NUM_THREADS={n} (Candle's fast path; set it to choose)");
         cmd.env("RAYON_NUM_THREADS", n.to_string());
     }

@@ -276,7 +276,7 @@ fn python_env(target: &Path) -> Result<PathBuf> {
 }
 
 /// The Python side: runs the marked queries of docs/exports.md and compares the numbers.
-const CHECK_PY: &str = r##""""Runs the DuckDB and Polars queries of docs/exports.md and checks their numbers."""
+const CHECK_PY: &str = r#""""Runs the DuckDB and Polars queries of docs/exports.md and checks their numbers."""
 import json
 import re
 import sys
@@ -383,4 +383,4 @@ if failures:
     sys.exit(1)
 print(f"parquet-check: ok: the documented DuckDB {duckdb.__version__} and Polars queries "
       "agree with each other and with tracegraph ops, memory and the straggler table")
-"##;
+"#;

@@ -602,7 +602,7 @@ mod tests {
                 r["layers"].as_array_mut().map(Vec::pop);
             }),
             ("sampled", |r| {
-                r["candle_source"] = json!({"source": "captured_ops"})
+                r["candle_source"] = json!({"source": "captured_ops"});
             }),
             ("threads", |r| r["candle"]["threads"] = json!(2)),
             ("evidence", |r| r["diagnoses"][0]["evidence"] = json!([])),

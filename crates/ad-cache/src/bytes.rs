@@ -195,19 +195,18 @@ impl<'a> HeapMeter<'a> {
 
     fn reference<T: RetainedBytes + ?Sized>(&mut self, arc: &'a Arc<T>, reach: Reach) {
         let key = Arc::as_ptr(arc).cast::<()>();
-        let i = match self.index.get(&key) {
-            Some(&i) => i,
-            None => {
-                let i = self.shared.len();
-                self.index.insert(key, i);
-                self.shared.push(Shared {
-                    alloc: arc,
-                    ptr: key.addr(),
-                    own: 0,
-                });
-                self.unwalked.push(i);
-                i
-            }
+        let i = if let Some(&i) = self.index.get(&key) {
+            i
+        } else {
+            let i = self.shared.len();
+            self.index.insert(key, i);
+            self.shared.push(Shared {
+                alloc: arc,
+                ptr: key.addr(),
+                own: 0,
+            });
+            self.unwalked.push(i);
+            i
         };
         self.edges.push((self.current, i, reach));
     }
@@ -314,15 +313,12 @@ impl Priced {
         let mut claimed = vec![false; n];
         let mut out: Vec<Vec<(usize, Reach)>> = vec![Vec::new(); n];
         for &(holder, child, reach) in &self.edges {
-            match holder {
-                Some(h) => {
-                    out[h].push((child, reach));
-                    pending[child] += 1;
-                }
-                None => {
-                    owned_refs[child] += 1;
-                    claimed[child] |= reach == Reach::Owned;
-                }
+            if let Some(h) = holder {
+                out[h].push((child, reach));
+                pending[child] += 1;
+            } else {
+                owned_refs[child] += 1;
+                claimed[child] |= reach == Reach::Owned;
             }
         }
         let mut ready: Vec<usize> = (0..n).filter(|&i| pending[i] == 0).collect();

@@ -357,7 +357,7 @@ impl<Op: StableHash> GraphBuilder<Op> {
                         *k = Some(ValueKey::Output {
                             op,
                             slot: slot as u32,
-                        })
+                        });
                     }
                 }
             }

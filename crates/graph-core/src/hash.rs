@@ -367,7 +367,7 @@ impl StableHasher {
     /// Writes a bool as one byte, 0 or 1.
     #[inline]
     pub fn write_bool(&mut self, b: bool) {
-        self.write_u8(b as u8);
+        self.write_u8(u8::from(b));
     }
 
     /// Writes a string: its UTF-8 length as a `u64`, then its bytes.

@@ -658,7 +658,10 @@ fn eq_one<'a, G: GraphView>(
                         return false;
                     }
                     if !std::ptr::eq(qa, qb) {
-                        let key = (qa as *const _ as usize, qb as *const _ as usize);
+                        let key = (
+                            std::ptr::from_ref(qa) as usize,
+                            std::ptr::from_ref(qb) as usize,
+                        );
                         if seen.insert(key) {
                             pending.push((qa, qb));
                         }

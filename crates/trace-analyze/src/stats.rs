@@ -104,7 +104,7 @@ pub fn median(v: &mut [u64]) -> Option<f64> {
         return Some(upper);
     }
     let lower = lo.iter().copied().max().unwrap_or(*mid) as f64;
-    Some((lower + upper) / 2.0)
+    Some(f64::midpoint(lower, upper))
 }
 
 #[cfg(test)]

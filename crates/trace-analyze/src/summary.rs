@@ -249,18 +249,17 @@ fn distinct_changes(g: &crate::events::steps::GraphReport) -> Vec<ChangedStep> {
         if s.changed
             && let Some(p) = prev
         {
-            match at.get(&(p, fp)) {
-                Some(&i) => out[i].times += 1,
-                None => {
-                    at.insert((p, fp), out.len());
-                    out.push(ChangedStep {
-                        step: s.step,
-                        diff: s.diff.clone(),
-                        from: label.get(p).map(|l| l.to_string()),
-                        to: label.get(fp).map(|l| l.to_string()),
-                        times: 1,
-                    });
-                }
+            if let Some(&i) = at.get(&(p, fp)) {
+                out[i].times += 1;
+            } else {
+                at.insert((p, fp), out.len());
+                out.push(ChangedStep {
+                    step: s.step,
+                    diff: s.diff.clone(),
+                    from: label.get(p).map(std::string::ToString::to_string),
+                    to: label.get(fp).map(std::string::ToString::to_string),
+                    times: 1,
+                });
             }
         }
         prev = Some(fp);
@@ -383,7 +382,7 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
     let mut durs: Vec<u64> = trace
         .complete_steps()
         .iter()
-        .map(|s| s.duration_ns())
+        .map(super::model::trace::Step::duration_ns)
         .collect();
     // Summed exactly; a total past u64::MAX is shown capped and flagged, never wrapped.
     let exact: u128 = durs.iter().map(|&d| u128::from(d)).sum();

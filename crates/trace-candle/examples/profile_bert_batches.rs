@@ -126,9 +126,9 @@ pub fn run(path: &Path) -> Result<(), Box<dyn Error>> {
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn Error>> {
-    let path = std::env::args_os()
-        .nth(1)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join("profile_bert_batches.trace.jsonl"));
+    let path = std::env::args_os().nth(1).map_or_else(
+        || std::env::temp_dir().join("profile_bert_batches.trace.jsonl"),
+        PathBuf::from,
+    );
     run(&path)
 }

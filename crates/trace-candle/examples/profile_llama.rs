@@ -122,7 +122,7 @@ pub fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     let mut no_kv = Cache::new(false, DType::F32, &cfg, &device)?;
     for step in 0..TRAIN_STEPS {
         let input = Tensor::new(&tokens[step..step + PROMPT], &device)?.unsqueeze(0)?;
-        let target = Tensor::new(&tokens[step + PROMPT..step + PROMPT + 1], &device)?;
+        let target = Tensor::new(&tokens[(step + PROMPT)..=(step + PROMPT)], &device)?;
         let forward = || llama.forward(&input, 0, &mut no_kv);
         let logits = capture.op("llama.forward", &[&input], forward)?; // capture
         let loss = candle_nn::loss::cross_entropy(&logits, &target)?;
@@ -145,9 +145,9 @@ pub fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn Error>> {
-    let path = std::env::args_os()
-        .nth(1)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join("profile_llama.trace.jsonl"));
+    let path = std::env::args_os().nth(1).map_or_else(
+        || std::env::temp_dir().join("profile_llama.trace.jsonl"),
+        PathBuf::from,
+    );
     run(&path)
 }

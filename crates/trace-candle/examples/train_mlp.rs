@@ -46,10 +46,10 @@ impl Module for Layer {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args_os()
-        .nth(1)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join("train_mlp.trace.jsonl"));
+    let path = std::env::args_os().nth(1).map_or_else(
+        || std::env::temp_dir().join("train_mlp.trace.jsonl"),
+        PathBuf::from,
+    );
     let device = Device::Cpu;
 
     // Data: CLASSES overlapping Gaussian blobs in FEATURES dimensions; one full batch.

@@ -105,16 +105,13 @@ impl Capture {
             }
             let extent = view_extent(t);
             let id = tensor_id(t);
-            match by_storage.get(&key) {
-                Some(&i) => {
-                    let s = &mut storages[i];
-                    s.1 = s.1.max(extent);
-                    s.4.push(id);
-                }
-                None => {
-                    by_storage.insert(key, storages.len());
-                    storages.push((id, extent, t.dtype(), DeviceLabel::of(t.device()), vec![id]));
-                }
+            if let Some(&i) = by_storage.get(&key) {
+                let s = &mut storages[i];
+                s.1 = s.1.max(extent);
+                s.4.push(id);
+            } else {
+                by_storage.insert(key, storages.len());
+                storages.push((id, extent, t.dtype(), DeviceLabel::of(t.device()), vec![id]));
             }
         }
         summary.storages = storages.len();

@@ -73,12 +73,16 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub(crate) fn persist(&self) -> MutexGuard<'_, Persistent> {
-        self.persist.lock().unwrap_or_else(|e| e.into_inner())
+        self.persist
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn allocations(&self) -> MutexGuard<'_, Allocations> {
         // A panic while holding the lock leaves consistent data (plain pushes): keep going.
-        self.allocations.lock().unwrap_or_else(|e| e.into_inner())
+        self.allocations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn alloc_step_id(
@@ -601,7 +605,7 @@ impl Capture {
     pub(crate) fn free_step_allocations(&self) -> usize {
         let mut a = self.allocations();
         let n = a.step.len();
-        for l in a.step.iter() {
+        for l in &a.step {
             self.inner.session.record_memory(&MemoryRecord {
                 kind: AllocKind::Free,
                 storage: l.storage,

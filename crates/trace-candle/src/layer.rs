@@ -97,15 +97,12 @@ thread_local! {
 
 /// The next index of `name` among `siblings` (0 for the first).
 fn next_index(siblings: &mut Siblings, name: &'static str) -> u32 {
-    match siblings.iter_mut().find(|(n, _)| *n == name) {
-        Some((_, k)) => {
-            *k += 1;
-            *k
-        }
-        None => {
-            siblings.push((name, 0));
-            0
-        }
+    if let Some((_, k)) = siblings.iter_mut().find(|(n, _)| *n == name) {
+        *k += 1;
+        *k
+    } else {
+        siblings.push((name, 0));
+        0
     }
 }
 
@@ -296,15 +293,14 @@ impl TraceLayer {
                     .entries
                     .iter()
                     .position(|(l, p, _)| *l == self.id && *p == parent);
-                let i = match pos {
-                    Some(i) => i,
-                    None => {
-                        if roots.entries.len() >= ROOTS_KEPT {
-                            roots.entries.remove(0);
-                        }
-                        roots.entries.push((self.id, parent, Vec::new()));
-                        roots.entries.len() - 1
+                let i = if let Some(i) = pos {
+                    i
+                } else {
+                    if roots.entries.len() >= ROOTS_KEPT {
+                        roots.entries.remove(0);
                     }
+                    roots.entries.push((self.id, parent, Vec::new()));
+                    roots.entries.len() - 1
                 };
                 next_index(&mut roots.entries[i].2, name)
             })

@@ -101,7 +101,7 @@ pub(crate) fn materialize(session: &TraceSession) {
         }
         let k = key(session);
         let mut opened = false;
-        for e in s.entries[..len].iter_mut() {
+        for e in &mut s.entries[..len] {
             if e.session == k && e.span.is_none() {
                 e.span = session.start_span_at(&e.name, SpanKind::Op, e.exec_step, e.start_ns);
                 opened |= e.span.is_some();
@@ -110,7 +110,7 @@ pub(crate) fn materialize(session: &TraceSession) {
         if opened {
             crate::exec_scope::publish(session);
         }
-    })
+    });
 }
 
 /// Ends the span of a scope popped while unwinding (a panic inside an op's closure).

@@ -56,7 +56,10 @@ impl Capture {
     /// were newly registered.
     #[cfg(feature = "nn")]
     pub fn parameters_varmap(&self, varmap: &candle_nn::VarMap) -> usize {
-        let data = varmap.data().lock().unwrap_or_else(|e| e.into_inner());
+        let data = varmap
+            .data()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.parameters(
             data.iter()
                 .map(|(name, var)| (name.as_str(), var.as_tensor())),

@@ -19,7 +19,9 @@ pub fn process_resident_bytes() -> Option<u64> {
     use std::sync::Mutex;
     static STATM: Mutex<Option<(u32, std::fs::File)>> = Mutex::new(None);
     let pid = std::process::id();
-    let mut statm = STATM.lock().unwrap_or_else(|e| e.into_inner());
+    let mut statm = STATM
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if statm.as_ref().is_none_or(|(p, _)| *p != pid) {
         *statm = Some((pid, std::fs::File::open("/proc/self/statm").ok()?));
     }

@@ -55,7 +55,10 @@ impl Callsites {
     /// The slot of `meta`, given one the first time it is seen (`None` once the table is full).
     fn slot(&self, meta: &'static Metadata<'static>) -> Option<u32> {
         let key = std::ptr::from_ref(meta) as usize;
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(&slot) = slots.get(&key) {
             return Some(slot);
         }

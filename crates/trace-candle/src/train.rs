@@ -214,7 +214,7 @@ impl TrainingCapture {
         self.capture.record_pending_parameters();
         let groups = [(&self.optimizer_state, MemoryCategory::OptimizerState)];
         for (items, category) in groups {
-            for p in items.iter() {
+            for p in items {
                 if self.capture.has_persistent(p.id) {
                     continue;
                 }

@@ -115,16 +115,14 @@ fn sampled_events(trace: &ParsedTrace) -> usize {
 }
 
 fn sampler_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|t| {
-                    std::fs::read_to_string(t.path().join("comm"))
-                        .is_ok_and(|c| c.trim() == "tg-sampler")
-                })
-                .count()
-        })
-        .unwrap_or(0)
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| {
+        d.filter_map(Result::ok)
+            .filter(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "tg-sampler")
+            })
+            .count()
+    })
 }
 
 #[test]
@@ -471,7 +469,7 @@ fn samples_in_a_llama_forward_name_the_innermost_span_open_on_the_driving_thread
     // table), a step per few; bounded by CPU time, so a busy machine makes it longer, not
     // shorter.
     let cpu0 = common::thread_cpu();
-    let cpu = || common::thread_cpu() - cpu0;
+    let cpu = || common::thread_cpu().checked_sub(cpu0).unwrap();
     let mut n = 0;
     let enough = |c: &Capture| c.sampler_stats().is_some_and(|s| s.taken >= 600);
     while (cpu() < Duration::from_millis(1500) || n < 8 || !enough(&capture))

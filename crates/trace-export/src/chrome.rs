@@ -425,35 +425,34 @@ impl<W: Write> Chrome<W> {
         {
             return i;
         }
-        let i = match self.device_index.get(name) {
-            Some(i) => *i,
-            None => {
-                let i = self.devices.len();
-                let heads = MemoryCategory::ALL
-                    .iter()
-                    .map(|c| {
-                        let mut head = b"{\"ph\":\"C\",\"name\":".to_vec();
-                        json::push_str(&mut head, &format!("logical memory {name} {}", c.as_str()));
-                        head.extend_from_slice(b",\"pid\":");
-                        json::push_u64(&mut head, self.pid);
-                        head.extend_from_slice(b",\"ts\":");
-                        head
-                    })
-                    .collect();
-                self.devices.push(DeviceLive {
-                    name: name.to_string(),
-                    heads,
-                    bytes: [0; MemoryCategory::ALL.len()],
-                    exact: [0; MemoryCategory::ALL.len()],
-                    peak_exact: 0,
-                    group_peak: None,
-                    shown: [0; MemoryCategory::ALL.len()],
-                    shown_max: [0; MemoryCategory::ALL.len()],
-                    window: Window::default(),
-                });
-                self.device_index.insert(name.to_string(), i);
-                i
-            }
+        let i = if let Some(i) = self.device_index.get(name) {
+            *i
+        } else {
+            let i = self.devices.len();
+            let heads = MemoryCategory::ALL
+                .iter()
+                .map(|c| {
+                    let mut head = b"{\"ph\":\"C\",\"name\":".to_vec();
+                    json::push_str(&mut head, &format!("logical memory {name} {}", c.as_str()));
+                    head.extend_from_slice(b",\"pid\":");
+                    json::push_u64(&mut head, self.pid);
+                    head.extend_from_slice(b",\"ts\":");
+                    head
+                })
+                .collect();
+            self.devices.push(DeviceLive {
+                name: name.to_string(),
+                heads,
+                bytes: [0; MemoryCategory::ALL.len()],
+                exact: [0; MemoryCategory::ALL.len()],
+                peak_exact: 0,
+                group_peak: None,
+                shown: [0; MemoryCategory::ALL.len()],
+                shown_max: [0; MemoryCategory::ALL.len()],
+                window: Window::default(),
+            });
+            self.device_index.insert(name.to_string(), i);
+            i
         };
         self.last_device = Some(i);
         i
@@ -707,8 +706,8 @@ impl<W: Write> Chrome<W> {
                         }
                         Some(dev)
                     }
-                    AllocKind::Free => match self.live.remove(&m.storage) {
-                        Some((d, c, b)) => {
+                    AllocKind::Free => {
+                        if let Some((d, c, b)) = self.live.remove(&m.storage) {
                             if b != m.bytes {
                                 self.summary.memory.free_size_mismatches += 1;
                             }
@@ -716,21 +715,20 @@ impl<W: Write> Chrome<W> {
                                 dl.bytes[c] = dl.bytes[c].saturating_sub(b);
                             }
                             Some(d)
-                        }
-                        None => {
+                        } else {
                             self.summary.memory.frees_without_alloc += 1;
                             None
                         }
-                    },
+                    }
                 };
                 if let Some(d) = touched
                     && self.keep(step)
                 {
-                    if d != dev {
-                        self.memory_counter(d, m.ts)?;
-                    } else {
+                    if d == dev {
                         self.pending_counter = Some((d, m.ts));
                         self.note_pending(d);
+                    } else {
+                        self.memory_counter(d, m.ts)?;
                     }
                 }
             }
@@ -958,14 +956,14 @@ where
         match event {
             Event::SpanStart(_) | Event::SpanEnd(_) | Event::Op(_) => {
                 nester.push(event, &mut |n: &Nester, iv: Interval<'_>| {
-                    c.on_interval(n, iv)
+                    c.on_interval(n, iv);
                 });
             }
             Event::Tensor(_) => {}
             Event::Step(_) => {
                 c.side_event(&event, &nester)?;
                 nester.push(event, &mut |n: &Nester, iv: Interval<'_>| {
-                    c.on_interval(n, iv)
+                    c.on_interval(n, iv);
                 });
             }
             other => c.side_event(&other, &nester)?,

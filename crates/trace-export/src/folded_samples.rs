@@ -261,22 +261,19 @@ pub fn folded_samples<R: BufRead + Send>(
                 });
             }
         }
-        match stacks.get(&key.stack) {
-            Some(ids) => {
-                // Undefined frames are a validation issue; they are left out here.
-                let known: Vec<&String> = ids.iter().filter_map(|id| frames.get(id)).collect();
-                if known.len() > MAX_SAMPLED_FRAMES {
-                    parts.extend(known[..MAX_SAMPLED_FRAMES - 1].iter().map(|s| (*s).clone()));
-                    parts.push(DEEPER_FRAMES.to_string());
-                    cut = true;
-                } else {
-                    parts.extend(known.into_iter().cloned());
-                }
+        if let Some(ids) = stacks.get(&key.stack) {
+            // Undefined frames are a validation issue; they are left out here.
+            let known: Vec<&String> = ids.iter().filter_map(|id| frames.get(id)).collect();
+            if known.len() > MAX_SAMPLED_FRAMES {
+                parts.extend(known[..MAX_SAMPLED_FRAMES - 1].iter().map(|s| (*s).clone()));
+                parts.push(DEEPER_FRAMES.to_string());
+                cut = true;
+            } else {
+                parts.extend(known.into_iter().cloned());
             }
-            None => {
-                unknown_stacks = unknown_stacks.saturating_add(n);
-                parts.push(UNKNOWN_STACK.to_string());
-            }
+        } else {
+            unknown_stacks = unknown_stacks.saturating_add(n);
+            parts.push(UNKNOWN_STACK.to_string());
         }
         if cut {
             truncated += 1;

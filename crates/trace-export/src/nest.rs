@@ -387,12 +387,11 @@ impl Nester {
     }
 
     fn push_op<F: FnMut(&Nester, Interval<'_>)>(&mut self, op: OpEvent, emit: &mut F) {
-        let tid = match op.span.and_then(|s| self.span_thread(s)) {
-            Some(t) => t,
-            None => {
-                self.adjustments.ops_outside_spans += 1;
-                OUTSIDE_SPANS_TID
-            }
+        let tid = if let Some(t) = op.span.and_then(|s| self.span_thread(s)) {
+            t
+        } else {
+            self.adjustments.ops_outside_spans += 1;
+            OUTSIDE_SPANS_TID
         };
         self.flush_pending(tid, emit);
         let step = self.step;

@@ -507,13 +507,13 @@ mod tests {
         assert_eq!(try_advance(), None, "every table waits to be taken");
         let mut per_generation = Vec::new();
         take_generation(first, |g, x| {
-            per_generation.push((g - first, x.span, x.bytes))
+            per_generation.push((g - first, x.span, x.bytes));
         });
         assert_eq!(per_generation, [(0, Some(1_000_000), 1)]);
         assert!(try_advance().is_some(), "the oldest table was taken");
         per_generation.clear();
         take_generation(current(), |g, x| {
-            per_generation.push((g - first, x.span, x.bytes))
+            per_generation.push((g - first, x.span, x.bytes));
         });
         let mut expected: Vec<_> = (1..GENERATIONS as u64 - 1)
             .map(|i| (i as usize, Some(1_000_000 + i), i + 1))

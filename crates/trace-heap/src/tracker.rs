@@ -383,17 +383,16 @@ impl Drain {
                     self.stats.allocs += 1;
                     self.stats.alloc_bytes = self.stats.alloc_bytes.saturating_add(e.size);
                 }
-                Kind::Free => match self.live.remove(&e.addr) {
-                    Some((id, _)) => {
+                Kind::Free => {
+                    if let Some((id, _)) = self.live.remove(&e.addr) {
                         let ts = self.session_ts(e.ts);
                         self.events.push(Event::HeapFree(HeapFreeEvent { id, ts }));
                         self.stats.frees += 1;
-                    }
-                    None => {
+                    } else {
                         self.step_unmatched += 1;
                         self.stats.unmatched_frees += 1;
                     }
-                },
+                }
                 Kind::Step => {
                     let ts = self.session_ts(e.ts);
                     self.boundary(e.addr, e.size == 1, ts, e.scope as usize);
@@ -433,12 +432,11 @@ impl Drain {
         let (small, at) = (&mut self.small, &mut self.small_at);
         small.clear();
         at.clear();
-        small::take_generation(generation, |_, t| match at.get(&(t.phase, t.span)) {
-            Some(&i) => {
+        small::take_generation(generation, |_, t| {
+            if let Some(&i) = at.get(&(t.phase, t.span)) {
                 small[i].count = small[i].count.saturating_add(t.count);
                 small[i].bytes = small[i].bytes.saturating_add(t.bytes);
-            }
-            None => {
+            } else {
                 at.insert((t.phase, t.span), small.len());
                 small.push(t);
             }

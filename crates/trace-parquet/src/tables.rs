@@ -302,7 +302,8 @@ impl OpRows {
         list_of(&mut self.outputs, o.outputs.iter().copied());
         self.in_bytes.append_value(in_b);
         self.out_bytes.append_value(out_b);
-        self.category.append_option(o.category.map(|c| c.as_str()));
+        self.category
+            .append_option(o.category.map(trace_record::schema::MemoryCategory::as_str));
         self.flops.append_option(flops);
         self.own_op.append_value(own_op);
         Ok(())
@@ -574,7 +575,8 @@ impl SampleRows {
         self.thread.append_value(thread);
         self.stack_id.append_value(stack);
         self.n.append_value(n);
-        self.exec_step.append_option(s.phase.map(|p| p.as_str()));
+        self.exec_step
+            .append_option(s.phase.map(trace_record::schema::ExecStep::as_str));
         self.span_id.append_option(span);
         Ok(())
     }

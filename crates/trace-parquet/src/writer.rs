@@ -309,7 +309,7 @@ impl<'a, W: Write> Exporter<'a, W> {
                     parent: s.parent.map(|p| int(p, line, "parent")).transpose()?,
                     name: s.name.clone(),
                     kind: s.kind,
-                    exec_step: s.step.map(|x| x.as_str()),
+                    exec_step: s.step.map(trace_record::schema::ExecStep::as_str),
                     thread: int(s.thread, line, "thread")?,
                     start_ns: int(s.ts, line, "ts")?,
                     end_ns: None,
@@ -335,12 +335,11 @@ impl<'a, W: Write> Exporter<'a, W> {
                 None => self.summary.stray_span_ends += 1,
             },
             Event::Memory(m) => {
-                let dev = match self.devices.iter().position(|d| *d == m.device) {
-                    Some(i) => i as u32,
-                    None => {
-                        self.devices.push(m.device.clone());
-                        (self.devices.len() - 1) as u32
-                    }
+                let dev = if let Some(i) = self.devices.iter().position(|d| *d == m.device) {
+                    i as u32
+                } else {
+                    self.devices.push(m.device.clone());
+                    (self.devices.len() - 1) as u32
                 };
                 let bytes = int(m.bytes, line, "bytes")?;
                 let delta = match m.kind {
@@ -351,13 +350,14 @@ impl<'a, W: Write> Exporter<'a, W> {
                         }
                         None => bytes,
                     },
-                    AllocKind::Free => match self.live.remove(&(dev, m.storage)) {
-                        Some(old) => -old,
-                        None => {
+                    AllocKind::Free => {
+                        if let Some(old) = self.live.remove(&(dev, m.storage)) {
+                            -old
+                        } else {
                             self.summary.frees_without_alloc += 1;
                             0
                         }
-                    },
+                    }
                 };
                 let row = MemoryRow {
                     line: int(line, line, "line")?,

@@ -70,12 +70,11 @@ impl Default for SamplerAccount {
 
 /// `*acc += x`, stopping at `u64::MAX` and setting `flag` when it would pass it.
 fn add_sat(acc: &mut u64, x: u64, flag: &mut bool) {
-    match acc.checked_add(x) {
-        Some(v) => *acc = v,
-        None => {
-            *acc = u64::MAX;
-            *flag = true;
-        }
+    if let Some(v) = acc.checked_add(x) {
+        *acc = v;
+    } else {
+        *acc = u64::MAX;
+        *flag = true;
     }
 }
 

@@ -53,10 +53,10 @@ fn encode_into(event: &Event, default_device: &str, out: &mut LineBuf) {
         Event::Marker(e) => marker(out, &e.name, e.span, e.ts),
         Event::Counter(e) => counter(out, &e.name, e.value, e.ts),
         Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {
-            sampled(out, event)
+            sampled(out, event);
         }
         Event::HeapAlloc(_) | Event::HeapFree(_) | Event::HeapSmall(_) | Event::HeapAccount(_) => {
-            heap(out, event)
+            heap(out, event);
         }
     }
 }

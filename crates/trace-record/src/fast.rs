@@ -274,6 +274,10 @@ impl<'a> Cur<'a> {
         Some(found)
     }
 
+    #[allow(
+        clippy::option_option,
+        reason = "not the fast form (None), the field absent (Some(None)) or present (Some(Some(n)))"
+    )]
     fn opt_u64(&mut self, key: &[u8]) -> Option<Option<u64>> {
         if self.opt(key) {
             self.u64().map(Some)

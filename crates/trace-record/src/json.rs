@@ -445,10 +445,10 @@ impl Cur<'_> {
     #[inline]
     fn string_body(&mut self, s: &str) {
         let bytes = s.as_bytes();
-        if !bytes.iter().any(|&b| needs_escape(b)) {
-            self.raw(bytes);
-        } else {
+        if bytes.iter().any(|&b| needs_escape(b)) {
             self.escaped(bytes);
+        } else {
+            self.raw(bytes);
         }
     }
 

@@ -309,35 +309,32 @@ impl<R: BufRead> TraceReader<R> {
             // A whole line inside the reader's buffer is parsed in place (no copy); a line
             // that spans buffers, or a last line without a newline, goes through `buf`.
             let avail = self.src.fill_buf()?;
-            let (parsed, complete) = match memchr::memchr(b'\n', avail) {
-                Some(pos) => {
-                    let l = trim_cr(&avail[..pos]);
-                    self.line += 1;
-                    let parsed = if l.iter().all(u8::is_ascii_whitespace) {
-                        None
-                    } else if self.trailer.is_some() {
-                        Some(Err(after_trailer(self.line)))
-                    } else {
-                        Some(parse_line(l, self.line, self.mode, slot, spare))
-                    };
-                    self.src.consume(pos + 1);
-                    (parsed, true)
+            let (parsed, complete) = if let Some(pos) = memchr::memchr(b'\n', avail) {
+                let l = trim_cr(&avail[..pos]);
+                self.line += 1;
+                let parsed = if l.iter().all(u8::is_ascii_whitespace) {
+                    None
+                } else if self.trailer.is_some() {
+                    Some(Err(after_trailer(self.line)))
+                } else {
+                    Some(parse_line(l, self.line, self.mode, slot, spare))
+                };
+                self.src.consume(pos + 1);
+                (parsed, true)
+            } else {
+                let complete = self.fill_line()?;
+                if !complete && self.buf.is_empty() {
+                    self.done = true;
+                    return Ok(None);
                 }
-                None => {
-                    let complete = self.fill_line()?;
-                    if !complete && self.buf.is_empty() {
-                        self.done = true;
-                        return Ok(None);
-                    }
-                    let parsed = if self.buf.iter().all(u8::is_ascii_whitespace) {
-                        None
-                    } else if self.trailer.is_some() {
-                        Some(Err(after_trailer(self.line)))
-                    } else {
-                        Some(parse_line(&self.buf, self.line, self.mode, slot, spare))
-                    };
-                    (parsed, complete)
-                }
+                let parsed = if self.buf.iter().all(u8::is_ascii_whitespace) {
+                    None
+                } else if self.trailer.is_some() {
+                    Some(Err(after_trailer(self.line)))
+                } else {
+                    Some(parse_line(&self.buf, self.line, self.mode, slot, spare))
+                };
+                (parsed, complete)
             };
             let Some(parsed) = parsed else { continue };
             let line = self.line;
@@ -563,25 +560,24 @@ fn parse_line(
         return Ok(Parsed::Event);
     }
     let slow;
-    let tag = match fast_tag(line) {
-        Some(tag) => tag,
-        None => {
-            // Any key order: find the tag first; struct fields are order-independent.
-            if let Some(found) = not_an_object(line) {
-                // Valid JSON of another kind (`"hello"`, `[1,2]`, `555`) is named as such; a
-                // damaged line keeps its syntax error and column.
-                from_slice_at::<serde::de::IgnoredAny>(line, no)?;
-                return Err(schema_err(
-                    no,
-                    "type",
-                    format!("expected a JSON object with a \"type\" field, found {found}"),
-                ));
-            }
-            let t: TagOnly = from_slice_at(line, no)?;
-            slow =
-                t.ty.ok_or_else(|| schema_err(no, "type", "missing field `type`".into()))?;
-            slow.as_bytes()
+    let tag = if let Some(tag) = fast_tag(line) {
+        tag
+    } else {
+        // Any key order: find the tag first; struct fields are order-independent.
+        if let Some(found) = not_an_object(line) {
+            // Valid JSON of another kind (`"hello"`, `[1,2]`, `555`) is named as such; a
+            // damaged line keeps its syntax error and column.
+            from_slice_at::<serde::de::IgnoredAny>(line, no)?;
+            return Err(schema_err(
+                no,
+                "type",
+                format!("expected a JSON object with a \"type\" field, found {found}"),
+            ));
         }
+        let t: TagOnly = from_slice_at(line, no)?;
+        slow =
+            t.ty.ok_or_else(|| schema_err(no, "type", "missing field `type`".into()))?;
+        slow.as_bytes()
     };
     let Some(ty) = EventType::from_wire(tag) else {
         return match tag {
@@ -655,7 +651,7 @@ fn parse_header(line: &[u8]) -> Result<Header, ReadError> {
         }
         None => return Err(schema_err(1, "schema", "missing field `schema`".into())),
     }
-    let Some(version) = value.get("version").and_then(|v| v.as_u64()) else {
+    let Some(version) = value.get("version").and_then(serde_json::Value::as_u64) else {
         return Err(schema_err(
             1,
             "version",

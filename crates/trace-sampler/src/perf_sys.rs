@@ -135,7 +135,7 @@ impl TaskClock {
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttr,
+                &raw const attr,
                 pid,
                 -1 as libc::c_int,
                 -1 as libc::c_int,
@@ -157,7 +157,7 @@ impl TaskClock {
         // for the call, F_SETSIG takes a signal number, F_GETFL/F_SETFL plain flags.
         unsafe {
             if libc::fcntl(fd.as_raw_fd(), F_SETSIG, signal) != 0
-                || libc::fcntl(fd.as_raw_fd(), F_SETOWN_EX, &owner as *const FOwnerEx) != 0
+                || libc::fcntl(fd.as_raw_fd(), F_SETOWN_EX, &raw const owner) != 0
             {
                 return Err(io::Error::last_os_error());
             }

@@ -311,7 +311,7 @@ mod tests {
         let mut taken = 0u64;
         let mut done = false;
         while !done {
-            done = handles.iter().all(|h| h.is_finished());
+            done = handles.iter().all(std::thread::JoinHandle::is_finished);
             ring.drain(|_| taken += 1);
         }
         for h in handles {

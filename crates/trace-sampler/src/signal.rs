@@ -81,7 +81,7 @@ pub(super) fn thread_cpu_clock(thread: libc::pthread_t) -> Option<libc::clockid_
     let mut clock: libc::clockid_t = 0;
     // SAFETY: `thread` names a thread that is not joined yet (the caller holds its join
     // handle), so it is a valid pthread_t; `clock` is writable for the call.
-    let rc = unsafe { libc::pthread_getcpuclockid(thread, &mut clock) };
+    let rc = unsafe { libc::pthread_getcpuclockid(thread, &raw mut clock) };
     (rc == 0).then_some(clock)
 }
 
@@ -92,7 +92,7 @@ pub(super) fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(clock, &raw mut ts) };
     if rc != 0 {
         return None;
     }
@@ -256,7 +256,7 @@ pub(super) fn short_time_slice(ns: u64) -> bool {
         libc::syscall(
             libc::SYS_sched_setattr,
             0 as libc::pid_t,
-            &attr as *const libc::sched_attr,
+            &raw const attr,
             0 as libc::c_uint,
         )
     };
@@ -324,7 +324,7 @@ pub(super) fn queue_sigprof(sender: Sender, tid: u64, slot: usize) -> io::Result
             pid,
             tid,
             libc::SIGPROF,
-            &info as *const Queued,
+            &raw const info,
         )
     };
     if rc != 0 {
@@ -347,12 +347,12 @@ impl Handler {
         action.sa_sigaction = on_sigprof as *const () as usize;
         action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
         // SAFETY: sa_mask is a valid sigset_t owned by `action`.
-        unsafe { libc::sigemptyset(&mut action.sa_mask) };
+        unsafe { libc::sigemptyset(&raw mut action.sa_mask) };
         // SAFETY: zeroed is a valid `sigaction` for the kernel to write the old action into.
         let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
         // SAFETY: both pointers are valid for the call; the handler is an `extern "C"` fn
         // with the SA_SIGINFO signature.
-        if unsafe { libc::sigaction(libc::SIGPROF, &action, &mut old) } != 0 {
+        if unsafe { libc::sigaction(libc::SIGPROF, &raw const action, &raw mut old) } != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(Handler { old })
@@ -371,7 +371,7 @@ impl Drop for Handler {
             return;
         }
         // SAFETY: restores the action saved at install; the pointer is valid for the call.
-        unsafe { libc::sigaction(libc::SIGPROF, &self.old, std::ptr::null_mut()) };
+        unsafe { libc::sigaction(libc::SIGPROF, &raw const self.old, std::ptr::null_mut()) };
     }
 }
 
@@ -395,7 +395,7 @@ fn set_timer(period_us: u64) -> io::Result<()> {
         it_value: tv,
     };
     // SAFETY: `value` is a valid itimerval; the old value is not asked for.
-    if unsafe { libc::setitimer(libc::ITIMER_PROF, &value, std::ptr::null_mut()) } != 0 {
+    if unsafe { libc::setitimer(libc::ITIMER_PROF, &raw const value, std::ptr::null_mut()) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
@@ -438,7 +438,7 @@ mod tests {
             libc::syscall(
                 libc::SYS_sched_getattr,
                 0 as libc::pid_t,
-                &mut attr as *mut libc::sched_attr,
+                &raw mut attr,
                 size,
                 0 as libc::c_uint,
             )

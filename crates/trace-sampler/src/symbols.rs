@@ -25,6 +25,10 @@ pub(super) struct Symbols {
     /// its address once): with line tables only (`debug = "line-tables-only"`, what release
     /// builds here use) a function is named without its path (`on_sigprof`), so the name
     /// alone does not find it. `Some(None)` when it resolves to nothing known.
+    #[allow(
+        clippy::option_option,
+        reason = "not resolved yet (None) against resolved to nothing known (Some(None))"
+    )]
     handler_fn: Option<Option<(String, Option<String>)>>,
     by_ip: FastMap<usize, IpInfo>,
     frames: FastMap<(String, Option<String>, bool), u64>,

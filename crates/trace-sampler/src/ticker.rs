@@ -336,7 +336,7 @@ fn tick(sh: &Shared, st: &mut State, sender: signal::Sender) -> bool {
     let p = sh.period_ns;
     let now = Instant::now();
     let mut behind = false;
-    for (&tid, t) in st.threads.iter_mut() {
+    for (&tid, t) in &mut st.threads {
         let used = t.credit_since_last();
         let refunds = BLOCKED[t.slot].swap(0, Ordering::Relaxed);
         t.credit = t

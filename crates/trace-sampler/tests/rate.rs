@@ -186,7 +186,7 @@ fn recorded_steps(name: &str, active: u64) -> (Arc<TraceSession>, MemorySink) {
 /// Waits until the sampler has written `steps` steps (its thread writes them after the
 /// boundary). The deadline only keeps a regression from hanging the test.
 fn wait_written(sampler: &Sampler, steps: u64) -> SamplerStats {
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let deadline = Instant::now() + Duration::from_mins(5);
     loop {
         let s = sampler.stats().unwrap();
         if s.steps >= steps {

@@ -579,15 +579,14 @@ pub fn transpose(lin: &LinearizedGraph<VecOp>) -> Result<VjpTransform<VecOp>, Ve
     }
     let mut outputs = Vec::with_capacity(lin.tangent_inputs.len());
     for (i, &t) in lin.tangent_inputs.iter().enumerate() {
-        let c = match ct.get(t.index()).copied().flatten() {
-            Some(c) => c,
-            None => {
-                let x = ValueRef::Parent {
-                    parent: PRIMAL,
-                    value: primal.inputs()[i],
-                };
-                tb.add_op1(VecOp::ZerosLike, &[x], Role::Transposed).1
-            }
+        let c = if let Some(c) = ct.get(t.index()).copied().flatten() {
+            c
+        } else {
+            let x = ValueRef::Parent {
+                parent: PRIMAL,
+                value: primal.inputs()[i],
+            };
+            tb.add_op1(VecOp::ZerosLike, &[x], Role::Transposed).1
         };
         outputs.push(c);
     }

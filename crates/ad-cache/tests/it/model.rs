@@ -63,18 +63,15 @@ impl Model {
 
     fn get(&mut self, key: u64) -> Option<Blob> {
         self.lookups += 1;
-        match self.entries.iter().position(|e| e.0 == key) {
-            Some(i) => {
-                let e = self.entries.remove(i);
-                let v = e.1.clone();
-                self.entries.insert(0, e);
-                self.stats.hits += 1;
-                Some(v)
-            }
-            None => {
-                self.stats.misses += 1;
-                None
-            }
+        if let Some(i) = self.entries.iter().position(|e| e.0 == key) {
+            let e = self.entries.remove(i);
+            let v = e.1.clone();
+            self.entries.insert(0, e);
+            self.stats.hits += 1;
+            Some(v)
+        } else {
+            self.stats.misses += 1;
+            None
         }
     }
 

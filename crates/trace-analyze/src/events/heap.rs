@@ -215,9 +215,10 @@ pub fn heap_report(trace: &Trace) -> Option<HeapReport> {
         depth[p] = parent.map_or(1, |q| depth[q as usize].saturating_add(1));
     }
     let saturated = std::cell::Cell::new(false);
-    let add = |a: &mut u64, b: u64| match a.checked_add(b) {
-        Some(v) => *a = v,
-        None => {
+    let add = |a: &mut u64, b: u64| {
+        if let Some(v) = a.checked_add(b) {
+            *a = v;
+        } else {
             *a = u64::MAX;
             saturated.set(true);
         }

@@ -520,8 +520,8 @@ fn device_memory(trace: &Trace, device: Sym, t0: u64, t1: u64) -> DeviceMemory {
             peak_cats = cats;
             peak_live = live.len() as u64;
         }
-        let b = (((e.t_ns.saturating_sub(t0)) as u128 * (TIMELINE_POINTS as u128 - 1))
-            / span as u128) as usize;
+        let b = ((u128::from(e.t_ns.saturating_sub(t0)) * (TIMELINE_POINTS as u128 - 1))
+            / u128::from(span)) as usize;
         let slot = &mut buckets[b.min(TIMELINE_POINTS - 1)];
         let live_bytes = capped(total, &mut saturated);
         if slot.is_none_or(|p| live_bytes > p.live_bytes) {

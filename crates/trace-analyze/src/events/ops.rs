@@ -179,42 +179,40 @@ pub fn op_table(trace: &Trace, opts: &OpTableOptions) -> OpTable {
                     None => scratch.push(ShapeId(u32::MAX)),
                 }
             }
-            match shape_lists.get(&scratch) {
-                Some(&id) => id,
-                None => {
-                    let id = shape_list_strings.len() as u32;
-                    let text = if scratch.is_empty() {
-                        "-".to_string()
-                    } else {
-                        scratch
-                            .iter()
-                            .map(|s| {
-                                if s.0 == u32::MAX {
-                                    "?".to_string()
-                                } else {
-                                    format_shape(trace.shapes.resolve(*s))
-                                }
-                            })
-                            .collect::<Vec<_>>()
-                            .join(" x ")
-                    };
-                    shape_list_strings.push(text);
-                    shape_lists.insert(scratch.clone(), id);
-                    id
-                }
+            if let Some(&id) = shape_lists.get(&scratch) {
+                id
+            } else {
+                let id = shape_list_strings.len() as u32;
+                let text = if scratch.is_empty() {
+                    "-".to_string()
+                } else {
+                    scratch
+                        .iter()
+                        .map(|s| {
+                            if s.0 == u32::MAX {
+                                "?".to_string()
+                            } else {
+                                format_shape(trace.shapes.resolve(*s))
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" x ")
+                };
+                shape_list_strings.push(text);
+                shape_lists.insert(scratch.clone(), id);
+                id
             }
         } else {
             0
         };
         let k = (op.name, list);
-        let g = match group_of.get(&k) {
-            Some(&g) => g,
-            None => {
-                let g = groups.len() as u32;
-                groups.push(k);
-                group_of.insert(k, g);
-                g
-            }
+        let g = if let Some(&g) = group_of.get(&k) {
+            g
+        } else {
+            let g = groups.len() as u32;
+            groups.push(k);
+            group_of.insert(k, g);
+            g
         };
         op_group.push(g);
     }
@@ -351,14 +349,11 @@ pub(crate) fn sort_rows(rows: &mut [OpRow], col: OpColumn) {
 
 /// `*acc += v`, capped at `u64::MAX`; true when it had to cap.
 fn add_to(acc: &mut u64, v: u64) -> bool {
-    match acc.checked_add(v) {
-        Some(x) => {
-            *acc = x;
-            false
-        }
-        None => {
-            *acc = u64::MAX;
-            true
-        }
+    if let Some(x) = acc.checked_add(v) {
+        *acc = x;
+        false
+    } else {
+        *acc = u64::MAX;
+        true
     }
 }

@@ -13,7 +13,11 @@ use crate::model::trace::Trace;
 /// of its direct child spans and minus the time covered by the ops recorded directly in it
 /// other than its own op; `None` for a span never closed. O(n log n).
 pub fn span_self_times(trace: &Trace) -> Vec<Option<u64>> {
-    let mut self_ns: Vec<Option<u64>> = trace.spans.iter().map(|s| s.duration_ns()).collect();
+    let mut self_ns: Vec<Option<u64>> = trace
+        .spans
+        .iter()
+        .map(super::super::model::trace::Span::duration_ns)
+        .collect();
     for (i, s) in trace.spans.iter().enumerate() {
         if let (Some(p), Some(d)) = (s.parent.filter(|&p| (p as usize) < i), s.duration_ns())
             && let Some(ps) = self_ns[p as usize].as_mut()

@@ -120,7 +120,7 @@ pub fn span_shape_table(trace: &Trace) -> SpanShapeTable {
         .map(|(pos, (_, shape), g)| SpanShapeRow {
             path: paths.get(pos).cloned().unwrap_or_default(),
             depth: tree.nodes.get(pos).map_or(0, |n| n.depth),
-            input_shape: shape.map(|s| trace.shapes.display(s).to_string()),
+            input_shape: shape.map(|s| trace.shapes.display(s).clone()),
             count: g.count,
             total_ns: g.total,
             self_ns: g.self_t,

@@ -196,14 +196,13 @@ pub fn span_paths(trace: &Trace) -> (Vec<u32>, Vec<(Option<u32>, Sym)>) {
             .filter(|&p| (p as usize) < i)
             .map(|p| path_of[p as usize]);
         let k = (parent_path, s.name);
-        let id = match index.get(&k) {
-            Some(&id) => id,
-            None => {
-                let id = table.len() as u32;
-                table.push(k);
-                index.insert(k, id);
-                id
-            }
+        let id = if let Some(&id) = index.get(&k) {
+            id
+        } else {
+            let id = table.len() as u32;
+            table.push(k);
+            index.insert(k, id);
+            id
         };
         path_of.push(id);
     }

@@ -138,12 +138,11 @@ struct Canonical {
 impl Canonical {
     /// The canonical form of input tensor `t` of the next op.
     fn input(&mut self, t: u64) -> CanonInput {
-        match self.produced.get(&t) {
-            Some(&c) => c,
-            None => {
-                let n = self.external.len() as u32;
-                CanonInput::External(*self.external.entry(t).or_insert(n))
-            }
+        if let Some(&c) = self.produced.get(&t) {
+            c
+        } else {
+            let n = self.external.len() as u32;
+            CanonInput::External(*self.external.entry(t).or_insert(n))
         }
     }
 
@@ -193,28 +192,27 @@ impl PayloadPool {
             .entry(op.shape)
             .or_insert_with(|| Arc::from(trace.shapes.resolve(op.shape)))
             .clone();
-        let inputs = match self.input_lists.get(input_meta) {
-            Some(l) => Arc::clone(l),
-            None => {
-                let l: InputMetaList = input_meta
-                    .iter()
-                    .map(|&(sh, dt)| {
-                        let shape = self
-                            .shapes
-                            .entry(sh)
-                            .or_insert_with(|| Arc::from(trace.shapes.resolve(sh)))
-                            .clone();
-                        let dtype = self
-                            .names
-                            .entry(dt)
-                            .or_insert_with(|| Arc::from(trace.str(dt)))
-                            .clone();
-                        (shape, dtype)
-                    })
-                    .collect();
-                self.input_lists.insert(input_meta.to_vec(), Arc::clone(&l));
-                l
-            }
+        let inputs = if let Some(l) = self.input_lists.get(input_meta) {
+            Arc::clone(l)
+        } else {
+            let l: InputMetaList = input_meta
+                .iter()
+                .map(|&(sh, dt)| {
+                    let shape = self
+                        .shapes
+                        .entry(sh)
+                        .or_insert_with(|| Arc::from(trace.shapes.resolve(sh)))
+                        .clone();
+                    let dtype = self
+                        .names
+                        .entry(dt)
+                        .or_insert_with(|| Arc::from(trace.str(dt)))
+                        .clone();
+                    (shape, dtype)
+                })
+                .collect();
+            self.input_lists.insert(input_meta.to_vec(), Arc::clone(&l));
+            l
         };
         StepOp {
             name,
@@ -587,7 +585,7 @@ fn signature(trace: &Trace, ops: &[Op]) -> String {
     } else {
         let shapes: Vec<String> = input_meta
             .iter()
-            .map(|&(sh, _)| trace.shapes.display(sh).to_string())
+            .map(|&(sh, _)| trace.shapes.display(sh).clone())
             .collect();
         format!("{name}({})", shapes.join(", "))
     }

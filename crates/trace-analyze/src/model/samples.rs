@@ -668,12 +668,11 @@ pub(crate) fn is_allocator(func: &str) -> bool {
 
 /// `*acc += x`, stopping at `u64::MAX` and setting `flag` when it would pass it.
 pub(crate) fn add_sat(acc: &mut u64, x: u64, flag: &mut bool) {
-    match acc.checked_add(x) {
-        Some(v) => *acc = v,
-        None => {
-            *acc = u64::MAX;
-            *flag = true;
-        }
+    if let Some(v) = acc.checked_add(x) {
+        *acc = v;
+    } else {
+        *acc = u64::MAX;
+        *flag = true;
     }
 }
 

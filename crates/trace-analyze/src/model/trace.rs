@@ -420,7 +420,7 @@ impl WorkCounter {
     /// Adds the cost of sorting `n` items.
     pub fn add_sort(&self, n: usize) {
         let n = n as u64;
-        let log = 64 - n.max(1).leading_zeros() as u64;
+        let log = 64 - u64::from(n.max(1).leading_zeros());
         self.add(n * log.max(1));
     }
 

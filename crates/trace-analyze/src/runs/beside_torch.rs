@@ -1082,7 +1082,7 @@ mod tests {
             &torch,
         );
         let mut got: Vec<&str> = c.keys().map(String::as_str).collect();
-        got.sort();
+        got.sort_unstable();
         assert_eq!(
             got,
             ["bert.forward", "bert.forward/model", "forward", "other"]

@@ -662,7 +662,11 @@ pub fn compare_runs(
     // Step times.
     let st = |t: &Trace| {
         // Whole steps only: a step cut off by a truncation is a prefix, not a step time.
-        let v: Vec<u64> = t.complete_steps().iter().map(|s| s.duration_ns()).collect();
+        let v: Vec<u64> = t
+            .complete_steps()
+            .iter()
+            .map(super::super::model::trace::Step::duration_ns)
+            .collect();
         Spread::of(&v)
     };
     let (bs, cs) = (st(base), st(candidate));

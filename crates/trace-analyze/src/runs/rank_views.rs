@@ -111,7 +111,7 @@ fn median_with_zeros(present: &mut [u64], zeros: usize) -> f64 {
     if n % 2 == 1 {
         at(n / 2)
     } else {
-        (at(n / 2 - 1) + at(n / 2)) / 2.0
+        f64::midpoint(at(n / 2 - 1), at(n / 2))
     }
 }
 
@@ -240,51 +240,48 @@ pub fn rank_op_tables(traces: &[Trace], opts: &OpTableOptions) -> RankOps {
                 _ => 0.0,
             };
             let key = (r.name, r.input_shapes);
-            match index.get(&key) {
-                Some(&m) => {
-                    let m = &mut merged[m];
-                    let a = &mut m.row;
-                    saturated |= add_to(&mut a.count, r.count);
-                    saturated |= add_to(&mut a.total_ns, r.total_ns);
-                    saturated |= add_to(&mut a.self_ns, r.self_ns);
-                    saturated |= add_to(&mut a.output_bytes, r.output_bytes);
-                    a.min_ns = a.min_ns.min(r.min_ns);
-                    a.max_ns = a.max_ns.max(r.max_ns);
-                    a.p95_ns = a.p95_ns.max(r.p95_ns);
-                    a.flops = match (a.flops, r.flops) {
-                        (Some(x), Some(y)) => {
-                            saturated |= x.checked_add(y).is_none();
-                            Some(x.saturating_add(y))
-                        }
-                        (x, y) => x.or(y),
-                    };
-                    m.in_whole += in_whole;
-                    m.flop_ns += flop_ns;
-                    m.cells.push(cell);
-                }
-                None => {
-                    index.insert(key.clone(), merged.len());
-                    merged.push(OpMerge {
-                        row: OpRow {
-                            name: key.0,
-                            input_shapes: key.1,
-                            count: r.count,
-                            total_ns: r.total_ns,
-                            self_ns: r.self_ns,
-                            mean_ns: 0.0,
-                            min_ns: r.min_ns,
-                            max_ns: r.max_ns,
-                            p95_ns: r.p95_ns,
-                            output_bytes: r.output_bytes,
-                            share_of_step: None,
-                            flops: r.flops,
-                            gflop_per_s: None,
-                        },
-                        in_whole,
-                        flop_ns,
-                        cells: vec![cell],
-                    });
-                }
+            if let Some(&m) = index.get(&key) {
+                let m = &mut merged[m];
+                let a = &mut m.row;
+                saturated |= add_to(&mut a.count, r.count);
+                saturated |= add_to(&mut a.total_ns, r.total_ns);
+                saturated |= add_to(&mut a.self_ns, r.self_ns);
+                saturated |= add_to(&mut a.output_bytes, r.output_bytes);
+                a.min_ns = a.min_ns.min(r.min_ns);
+                a.max_ns = a.max_ns.max(r.max_ns);
+                a.p95_ns = a.p95_ns.max(r.p95_ns);
+                a.flops = match (a.flops, r.flops) {
+                    (Some(x), Some(y)) => {
+                        saturated |= x.checked_add(y).is_none();
+                        Some(x.saturating_add(y))
+                    }
+                    (x, y) => x.or(y),
+                };
+                m.in_whole += in_whole;
+                m.flop_ns += flop_ns;
+                m.cells.push(cell);
+            } else {
+                index.insert(key.clone(), merged.len());
+                merged.push(OpMerge {
+                    row: OpRow {
+                        name: key.0,
+                        input_shapes: key.1,
+                        count: r.count,
+                        total_ns: r.total_ns,
+                        self_ns: r.self_ns,
+                        mean_ns: 0.0,
+                        min_ns: r.min_ns,
+                        max_ns: r.max_ns,
+                        p95_ns: r.p95_ns,
+                        output_bytes: r.output_bytes,
+                        share_of_step: None,
+                        flops: r.flops,
+                        gflop_per_s: None,
+                    },
+                    in_whole,
+                    flop_ns,
+                    cells: vec![cell],
+                });
             }
         }
         totals.push(RankOpTotals {
@@ -471,31 +468,30 @@ pub fn rank_span_trees(traces: &[Trace], order: SpanOrder) -> RankSpans {
                 mean_per_step_ns: n.per_step.map(|s| s.mean),
             };
             let key = (parent, n.name);
-            let m = match index.get(&key) {
-                Some(&m) => m,
-                None => {
-                    let m = merged.len();
-                    merged.push(Merged {
-                        parent,
-                        row: RankSpanRow {
-                            path: n.path,
-                            name: key.1.clone(),
-                            depth: parent.map_or(0, |p| merged[p].row.depth.saturating_add(1)),
-                            exec_step: n.exec_step,
-                            ranks: Vec::new(),
-                            slowest: Slowest {
-                                column,
-                                rank: 0,
-                                total_ns: 0,
-                                median_ns: 0.0,
-                                excess_ns: 0.0,
-                            },
+            let m = if let Some(&m) = index.get(&key) {
+                m
+            } else {
+                let m = merged.len();
+                merged.push(Merged {
+                    parent,
+                    row: RankSpanRow {
+                        path: n.path,
+                        name: key.1.clone(),
+                        depth: parent.map_or(0, |p| merged[p].row.depth.saturating_add(1)),
+                        exec_step: n.exec_step,
+                        ranks: Vec::new(),
+                        slowest: Slowest {
+                            column,
+                            rank: 0,
+                            total_ns: 0,
+                            median_ns: 0.0,
+                            excess_ns: 0.0,
                         },
-                        total: 0,
-                    });
-                    index.insert(key, m);
-                    m
-                }
+                    },
+                    total: 0,
+                });
+                index.insert(key, m);
+                m
             };
             let node = &mut merged[m];
             // A path met twice in one rank (names repeated under one parent do not occur in

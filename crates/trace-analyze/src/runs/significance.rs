@@ -115,10 +115,10 @@ pub(crate) fn bootstrap_resamples(n: usize) -> usize {
 pub fn compare_samples(base: &[u64], candidate: &[u64], seed: u64) -> Option<Change> {
     let (mut rb, mut rc) = (vec![0u64; base.len()], vec![0u64; candidate.len()]);
     bootstrap_change(base.to_vec(), candidate.to_vec(), None, seed, |rng| {
-        for x in rb.iter_mut() {
+        for x in &mut rb {
             *x = base[below(rng, base.len())];
         }
-        for x in rc.iter_mut() {
+        for x in &mut rc {
             *x = candidate[below(rng, candidate.len())];
         }
         Some((median(&mut rb)?, median(&mut rc)?))

@@ -541,7 +541,7 @@ pub fn frame_op(func: &str, file: Option<&str>) -> Option<FrameOp> {
         .any(|&(k, m, f)| k == krate && m == module && f == function);
     let owner = match (entry.kind, owner) {
         // Tensor methods by their own name; `Var::set`.
-        (OpKind::Tensor, Some("Tensor")) | (OpKind::Nn, _) | (OpKind::Backward, _) => None,
+        (OpKind::Tensor, Some("Tensor")) | (OpKind::Nn | OpKind::Backward, _) => None,
         (_, Some(o)) => Some(o),
         // A layer's `forward` by its type; its other functions (constructors such as
         // `linear_no_bias`) by their module, the file telling no type.
@@ -819,14 +819,13 @@ pub(crate) fn stack_ops(trace: &Trace) -> StackOps {
         trace.work.add(stack.len() as u64);
         let op = match frames.attribute(stack) {
             Attribution::Op(name, kind, worker) => {
-                let id = match index.get(&name) {
-                    Some(&id) => id,
-                    None => {
-                        let id = names.len() as u32;
-                        index.insert(name.clone(), id);
-                        names.push((name, kind));
-                        id
-                    }
+                let id = if let Some(&id) = index.get(&name) {
+                    id
+                } else {
+                    let id = names.len() as u32;
+                    index.insert(name.clone(), id);
+                    names.push((name, kind));
+                    id
                 };
                 StackOp::Op(id, worker)
             }
@@ -1002,9 +1001,10 @@ pub fn sampled_op_table(trace: &Trace, opts: &SampledOpOptions) -> Option<Sample
         }
     }
     let mut sat = false;
-    let mut add = |a: &mut u64, x: u64| match a.checked_add(x) {
-        Some(v) => *a = v,
-        None => {
+    let mut add = |a: &mut u64, x: u64| {
+        if let Some(v) = a.checked_add(x) {
+            *a = v;
+        } else {
             *a = u64::MAX;
             sat = true;
         }

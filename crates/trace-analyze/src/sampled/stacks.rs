@@ -187,9 +187,9 @@ pub fn stack_counts(trace: &Trace) -> Option<SampledStackCounts<'_>> {
         })
         .collect();
     Some(SampledStackCounts {
-        total,
         stacks,
         by_phase,
+        total,
     })
 }
 

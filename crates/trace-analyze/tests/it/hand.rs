@@ -158,7 +158,11 @@ fn steps_and_health() {
     let t = small();
     assert_eq!(t.outcome, TraceEnd::Trailer(Outcome::Complete));
     assert!(t.issues.is_empty(), "{:?}", t.issues);
-    let durs: Vec<u64> = t.steps.iter().map(|s| s.duration_ns()).collect();
+    let durs: Vec<u64> = t
+        .steps
+        .iter()
+        .map(trace_analyze::Step::duration_ns)
+        .collect();
     assert_eq!(durs, [300, 200]);
     assert_eq!(t.step_ops(0).len(), 4);
     assert_eq!(t.step_ops(1).len(), 2);

@@ -12,9 +12,9 @@ proptest! {
     fn percentile_matches_sorting(mut v in proptest::collection::vec(0u64..1000, 1..200), p in 1u32..=100) {
         let mut sorted = v.clone();
         sorted.sort_unstable();
-        let rank = ((p as f64 / 100.0) * sorted.len() as f64).ceil() as usize;
+        let rank = ((f64::from(p) / 100.0) * sorted.len() as f64).ceil() as usize;
         let want = sorted[rank.clamp(1, sorted.len()) - 1];
-        prop_assert_eq!(percentile(&mut v, p as f64), Some(want));
+        prop_assert_eq!(percentile(&mut v, f64::from(p)), Some(want));
     }
 
     #[test]

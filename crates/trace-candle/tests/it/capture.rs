@@ -99,7 +99,7 @@ fn op_lines_are_adjacent_and_the_alloc_is_stamped_at_the_op_end() {
         }
         match (op.name.as_str(), evs.get(i + 2)) {
             ("identity", Some(Event::Memory(m))) => {
-                assert_ne!((m.kind, m.storage), (AllocKind::Alloc, out))
+                assert_ne!((m.kind, m.storage), (AllocKind::Alloc, out));
             }
             ("identity", _) => {}
             (_, Some(Event::Memory(m))) => {

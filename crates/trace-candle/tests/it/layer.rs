@@ -191,7 +191,9 @@ fn the_capture_subscriber_knows_the_current_span_and_ignores_ids_it_never_made()
         {
             let _i = inner.enter();
             assert_eq!(
-                tracing::Span::current().metadata().map(|m| m.name()),
+                tracing::Span::current()
+                    .metadata()
+                    .map(tracing::Metadata::name),
                 Some("inner")
             );
         }

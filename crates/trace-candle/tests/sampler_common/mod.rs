@@ -58,7 +58,7 @@ pub fn thread_cpu() -> Duration {
 pub fn run_for_cpu(cpu: Duration, mut work: impl FnMut()) -> usize {
     let cpu0 = thread_cpu();
     let mut rounds = 0;
-    while thread_cpu() - cpu0 < cpu || rounds < 2 {
+    while thread_cpu().checked_sub(cpu0).unwrap() < cpu || rounds < 2 {
         work();
         rounds += 1;
     }
@@ -79,7 +79,7 @@ pub fn run_for_samples(
     let cpu0 = thread_cpu();
     let mut rounds = run_for_cpu(cpu, &mut work);
     let enough = || capture.sampler_stats().is_some_and(|s| s.taken >= samples);
-    while !enough() && thread_cpu() - cpu0 < MAX_CPU {
+    while !enough() && thread_cpu().checked_sub(cpu0).unwrap() < MAX_CPU {
         work();
         rounds += 1;
     }
@@ -87,7 +87,7 @@ pub fn run_for_samples(
 }
 
 /// The most CPU time [`run_for_samples`] spends waiting for its samples.
-pub const MAX_CPU: Duration = Duration::from_secs(300);
+pub const MAX_CPU: Duration = Duration::from_mins(5);
 
 /// The trace's sampled op table, as `tracegraph ops --sampled` computes it (every op row).
 pub fn sampled_ops(sink: &trace_record::MemorySink) -> trace_analyze::SampledOpTable {
@@ -355,7 +355,7 @@ pub fn attribute(
             out.agree += s.n;
         } else {
             let key = (
-                path.iter().map(|p| p.to_string()).collect(),
+                path.iter().map(std::string::ToString::to_string).collect(),
                 named.map(str::to_string),
             );
             *disagree.entry(key).or_default() += s.n;

@@ -84,8 +84,7 @@ fn overlapping_times_are_adjusted_counted_and_then_nest() {
     let get = |name: &str| {
         xs.iter()
             .find(|x| x.name == name)
-            .map(|x| (x.tid, x.start, x.end))
-            .unwrap_or_else(|| panic!("no {name}"))
+            .map_or_else(|| panic!("no {name}"), |x| (x.tid, x.start, x.end))
     };
     assert_eq!(get("root"), (0, 100, 150));
     assert_eq!(get("child"), (0, 100, 150));
@@ -884,7 +883,7 @@ fn args_modes_keep_what_ran_and_drop_per_call_ids() {
         args_of(&v, "span")
             .iter()
             .chain(&args_of(&v, "op"))
-            .all(|a| a.is_null())
+            .all(serde_json::Value::is_null)
     );
     assert_eq!(args_of(&v, "step").len(), 2);
     assert_eq!(ChromeOptions::default().args, ArgsMode::Compact);

@@ -206,6 +206,10 @@ pub struct EventCounts {
     pub heap_account: u64,
 }
 
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -555,6 +559,10 @@ pub struct FrameEvent {
     pub inlined: bool,
 }
 
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
 fn is_false(b: &bool) -> bool {
     !*b
 }

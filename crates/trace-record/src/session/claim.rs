@@ -190,7 +190,7 @@ fn header_pid(file: &File) -> Option<u32> {
     let at = line.find("\"pid\":")? + "\"pid\":".len();
     let digits: String = line[at..]
         .chars()
-        .skip_while(|c| c.is_ascii_whitespace())
+        .skip_while(char::is_ascii_whitespace)
         .take_while(char::is_ascii_digit)
         .collect();
     digits.parse().ok()

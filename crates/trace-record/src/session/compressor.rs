@@ -26,7 +26,7 @@ use crate::schema::EventCounts;
 /// Locks `m`, going on after a panic elsewhere (as the session's own lock does: a panic
 /// while holding it leaves at worst a partial block, which the format tolerates).
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Blocks that may wait for the writer thread before block writes wait for it.
@@ -115,9 +115,8 @@ impl Worker {
 
     /// Compresses `bytes` into `self.frame` as one whole frame.
     fn frame_of(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let c = match &mut self.compressor {
-            Some(c) => c,
-            None => return Err(io::Error::other("the zstd compressor could not be created")),
+        let Some(c) = &mut self.compressor else {
+            return Err(io::Error::other("the zstd compressor could not be created"));
         };
         self.frame.clear();
         self.frame
@@ -172,7 +171,11 @@ impl Ticket {
     pub(super) fn wait(&self) {
         let mut d = lock(&self.shared.done);
         while d.jobs < self.job && !d.ended {
-            d = self.shared.cv.wait(d).unwrap_or_else(|e| e.into_inner());
+            d = self
+                .shared
+                .cv
+                .wait(d)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 }

@@ -571,7 +571,7 @@ impl TraceSession {
             let ts = self.now_ns();
             let thread = thread_no();
             self.emit(EventType::SpanStart, |b| {
-                encode::span_start(b, id, parent, (name, index), kind, step, thread, ts)
+                encode::span_start(b, id, parent, (name, index), kind, step, thread, ts);
             });
         }
         SpanGuard {
@@ -646,7 +646,7 @@ impl TraceSession {
         }
         let span = self.current_span_raw();
         self.emit(EventType::Tensor, |b| {
-            encode::tensor(b, span, tensor, &self.device)
+            encode::tensor(b, span, tensor, &self.device);
         });
     }
 
@@ -659,7 +659,7 @@ impl TraceSession {
         let span = self.current_span_raw();
         let ts = self.now_ns();
         self.emit(EventType::Memory, |b| {
-            encode::memory(b, span, mem, &self.device, ts)
+            encode::memory(b, span, mem, &self.device, ts);
         });
     }
 
@@ -672,7 +672,7 @@ impl TraceSession {
         }
         let span = self.current_span_raw();
         self.emit(EventType::Memory, |b| {
-            encode::memory(b, span, mem, &self.device, ts_ns)
+            encode::memory(b, span, mem, &self.device, ts_ns);
         });
     }
 
@@ -735,7 +735,7 @@ impl TraceSession {
                 );
             }
             None => self.emit_lines(&[EventType::Op, EventType::Tensor], |b| {
-                encode::op_with_output(b, span, op, tensor, None, device)
+                encode::op_with_output(b, span, op, tensor, None, device);
             }),
         }
     }
@@ -747,7 +747,7 @@ impl TraceSession {
         }
         let ts = self.now_ns();
         self.emit(EventType::Gradient, |b| {
-            encode::gradient(b, param, state, norm, ts)
+            encode::gradient(b, param, state, norm, ts);
         });
     }
 
@@ -764,7 +764,7 @@ impl TraceSession {
         }
         let ts = self.now_ns();
         self.emit(EventType::DeviceMemory, |b| {
-            encode::device_memory(b, device, used, free, reserved, ts)
+            encode::device_memory(b, device, used, free, reserved, ts);
         });
     }
 

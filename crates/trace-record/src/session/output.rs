@@ -61,7 +61,7 @@ impl Write for SharedVec {
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave the buffers in a state worse than partial
     // data, which the format tolerates; keep going.
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Where written blocks go.
@@ -198,6 +198,13 @@ impl Output {
 
     /// Waits until everything handed to the sink is written and folds the outcome into the
     /// counts (no-op for a plain sink).
+    #[cfg_attr(
+        not(feature = "zstd"),
+        allow(
+            clippy::unused_self,
+            reason = "without zstd every sink is plain and there is nothing to wait for"
+        )
+    )]
     pub(super) fn sync(&mut self) {
         #[cfg(feature = "zstd")]
         if let Some(t) = self.ticket() {

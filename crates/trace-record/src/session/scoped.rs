@@ -71,12 +71,12 @@ impl TraceSession {
                             tensor,
                             Some((mem, ts)),
                             device,
-                        )
+                        );
                     },
                 );
             }
             None => self.emit_lines(&[EventType::Op, EventType::Tensor], |b| {
-                encode::op_with_output_inputs(b, span, op, Some(&inputs), tensor, None, device)
+                encode::op_with_output_inputs(b, span, op, Some(&inputs), tensor, None, device);
             }),
         }
     }
@@ -111,7 +111,7 @@ impl TraceSession {
         });
         let thread = thread_no();
         self.emit(EventType::SpanStart, |b| {
-            encode::span_start(b, id, parent, (name, None), kind, step, thread, start_ns)
+            encode::span_start(b, id, parent, (name, None), kind, step, thread, start_ns);
         });
         Some(SpanId(id))
     }

@@ -296,7 +296,7 @@ fn a_truncated_last_frame_reads_to_its_last_decodable_line() {
     // (The last frame holds the trailer alone.)
     for k in [1, 2, ends.len() / 2, ends.len() - 2] {
         let (start, end) = (ends[k - 1], ends[k]);
-        for cut in [start + 1, (start + end) / 2, end - 1] {
+        for cut in [start + 1, usize::midpoint(start, end), end - 1] {
             let prefix = &bytes[..cut];
             let complete = zstd::decode_all(&bytes[..start]).unwrap();
             let complete_lines = complete.iter().filter(|&&b| b == b'\n').count();

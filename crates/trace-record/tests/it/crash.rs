@@ -56,9 +56,9 @@ pub(crate) fn kill_recorder_once_written(test: &str, env: &str, path: &Path, min
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     loop {
-        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let len = std::fs::metadata(path).map_or(0, |m| m.len());
         if len > min_bytes {
             break;
         }

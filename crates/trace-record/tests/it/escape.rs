@@ -24,7 +24,7 @@ fn nasty() -> Vec<String> {
             "null\u{0}byte",
         ]
         .iter()
-        .map(|s| s.to_string()),
+        .map(std::string::ToString::to_string),
     );
     v
 }

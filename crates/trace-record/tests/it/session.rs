@@ -14,7 +14,7 @@ use trace_record::{
 
 use crate::common::{issues, run};
 
-fn op<'a>(name: &'a str, start_ns: u64) -> OpRecord<'a> {
+fn op(name: &str, start_ns: u64) -> OpRecord<'_> {
     OpRecord {
         name,
         inputs: &[1, 2],
@@ -394,7 +394,7 @@ fn a_step_writes_out_only_when_the_last_write_out_is_a_quarter_interval_ago() {
     // write-out (the header, at creation), and the flusher never runs: steps stay buffered,
     // whatever the machine's load, until the finish writes them.
     let (session, sink) =
-        TraceSession::in_memory(run().flush_interval(Some(Duration::from_secs(3600))));
+        TraceSession::in_memory(run().flush_interval(Some(Duration::from_hours(1))));
     session.step();
     assert_eq!(
         step_lines(&sink),

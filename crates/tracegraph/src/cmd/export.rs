@@ -164,7 +164,7 @@ type Opened = (
 
 fn open_trace(path: &Path) -> anyhow::Result<Opened> {
     let file = File::open(path).with_context(|| format!("cannot open trace {}", path.display()))?;
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let len = file.metadata().map_or(0, |m| m.len());
     let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
     let name = path.display().to_string();
     let src = progress::ProgressReader::new(file, len, show, &name);

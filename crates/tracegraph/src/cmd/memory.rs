@@ -71,7 +71,7 @@ fn sparkline(points: &[(u64, u64)], width: usize, windows: &[(u64, u64)]) -> Str
     let span = (last - first).max(1);
     let max = points.iter().map(|p| p.1).max().unwrap_or(0).max(1);
     let col_of = |t: u64| {
-        ((((t - first) as u128) * (width as u128 - 1)) / span as u128).min(width as u128 - 1)
+        ((u128::from(t - first) * (width as u128 - 1)) / u128::from(span)).min(width as u128 - 1)
             as usize
     };
     let mut cols: Vec<Option<u64>> = vec![None; width];
@@ -96,7 +96,7 @@ fn sparkline(points: &[(u64, u64)], width: usize, windows: &[(u64, u64)]) -> Str
             let v = c.unwrap_or(carry);
             carry = v;
             if rec || c.is_some() {
-                BLOCKS[((v as u128 * 7) / max as u128) as usize]
+                BLOCKS[((u128::from(v) * 7) / u128::from(max)) as usize]
             } else {
                 ' '
             }

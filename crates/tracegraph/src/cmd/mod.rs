@@ -46,7 +46,9 @@ pub(crate) enum Status {
 /// The exit code for an error: 2 for a usage error found after parsing the arguments, 3 for
 /// an invalid trace, 1 otherwise.
 pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.chain().any(|c| c.is::<output::UsageError>()) {
+    if e.chain()
+        .any(<dyn std::error::Error + 'static>::is::<output::UsageError>)
+    {
         return 2;
     }
     let bad = e.chain().any(|c| {
@@ -102,7 +104,7 @@ pub(crate) fn load_stored(
     let file = File::open(path).with_context(|| format!("cannot open trace {}", path.display()))?;
     // Asked before reading: a writer that finishes meanwhile leaves a whole trace.
     let writer = trace_record::writer_of(path);
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let len = file.metadata().map_or(0, |m| m.len());
     let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
     let reader = progress::ProgressReader::new(file, len, show, &path.display().to_string());
     // Plain or zstd-compressed, decided by the first bytes; the bar counts bytes of the file.

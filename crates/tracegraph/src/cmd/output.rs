@@ -152,7 +152,7 @@ impl Output {
             Target::Temp { file, dest, .. } => {
                 let tmp = file
                     .into_inner()
-                    .map_err(|e| e.into_error())
+                    .map_err(std::io::IntoInnerError::into_error)
                     .with_context(|| format!("writing {}", shown.display()))?;
                 tmp.as_file()
                     .sync_all()
@@ -215,6 +215,10 @@ fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
 /// The mode of the file that replaces `dest`: the existing file's, or 0o666 less the umask
 /// (applied by the OS at creation) for a new one, as `File::create` would give it.
 #[cfg(unix)]
+#[allow(
+    clippy::unnecessary_wraps,
+    reason = "the same signature as the other platforms', where the mode may be unknown"
+)]
 fn new_file_permissions(dest: &Path) -> Option<std::fs::Permissions> {
     use std::os::unix::fs::PermissionsExt;
     Some(match std::fs::metadata(dest) {

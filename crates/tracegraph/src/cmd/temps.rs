@@ -25,7 +25,7 @@ static LIVE: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
 static INSTALLED: Mutex<bool> = Mutex::new(false);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The prefix of this process's temporary files for an output named `name`.

@@ -63,7 +63,10 @@ fn synthetic_data(seed: u64, device: &Device) -> candle_core::Result<(Tensor, Te
 fn seed_parameters(varmap: &VarMap, seed: u64, device: &Device) -> candle_core::Result<()> {
     let mut rng = SplitMix64::seed_from_u64(seed ^ 0x5EED_5EED_5EED_5EED);
     let dims = layer_dims();
-    let mut data = varmap.data().lock().unwrap_or_else(|e| e.into_inner());
+    let mut data = varmap
+        .data()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for (i, (fan_in, fan_out)) in dims.iter().copied().enumerate() {
         let bound = 1.0 / (fan_in as f64).sqrt();
         let w: Vec<f32> = (0..fan_in * fan_out)
@@ -265,7 +268,11 @@ impl MlpTrainer {
     pub(crate) fn accuracy(&self) -> Result<f32, CaptureError> {
         let layers: Vec<&DemoLayer> = match &self.model {
             Model::Plain(l) => l.iter().collect(),
-            Model::Profiled(seq) => seq.layers().iter().map(|p| p.inner()).collect(),
+            Model::Profiled(seq) => seq
+                .layers()
+                .iter()
+                .map(trace_candle::Profiled::inner)
+                .collect(),
         };
         let mut logits = self.x.clone();
         for l in layers {

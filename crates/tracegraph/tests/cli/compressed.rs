@@ -90,7 +90,7 @@ fn a_compressed_trace_cut_inside_a_frame_is_analysed_up_to_the_cut() {
     let ends = compress(&plain, &d.join("whole.jsonl.zst"), 2);
     let bytes = std::fs::read(d.join("whole.jsonl.zst")).unwrap();
     // Keep the first three frames and half of the fourth.
-    let cut = (ends[2] + ends[3]) / 2;
+    let cut = usize::midpoint(ends[2], ends[3]);
     std::fs::write(d.join("cut.jsonl.zst"), &bytes[..cut]).unwrap();
     let o = run_in(d, &["validate", "--json", "cut.jsonl.zst"]);
     assert!(o.status.success(), "{}", stderr(&o));

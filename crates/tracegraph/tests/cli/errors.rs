@@ -293,6 +293,6 @@ fn compare_signs_each_change_once() {
     let o = run_in(dir.path(), &["compare", "a.jsonl", "b.jsonl"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    assert!(text.contains("+"), "{text}");
+    assert!(text.contains('+'), "{text}");
     assert!(!text.contains("++") && !text.contains("+-"), "{text}");
 }

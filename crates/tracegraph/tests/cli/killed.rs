@@ -19,7 +19,7 @@ fn spawn_demo(dir: &std::path::Path, out: &str) -> std::process::Child {
     // `open` creates the file: wait for it (the header is written before `open` returns).
     let trace = dir.join(out).join("trace.jsonl");
     // A hang guard only (the demo opens its trace as it starts).
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let deadline = Instant::now() + Duration::from_mins(5);
     while !trace.exists() {
         assert!(Instant::now() < deadline, "the demo never opened its trace");
         std::thread::sleep(Duration::from_millis(2));
@@ -30,7 +30,7 @@ fn spawn_demo(dir: &std::path::Path, out: &str) -> std::process::Child {
 /// Waits until `trace` holds `lines` complete lines. The deadline only keeps a regression from
 /// hanging the test.
 fn wait_for_lines(trace: &std::path::Path, lines: usize) {
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let deadline = Instant::now() + Duration::from_mins(5);
     while !std::fs::read_to_string(trace).is_ok_and(|t| t.matches('\n').count() >= lines) {
         assert!(
             Instant::now() < deadline,

@@ -355,7 +355,7 @@ fn export_in_flight(dir: &Path) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
     while temporaries(dir).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,

@@ -27,8 +27,8 @@ fn sampled_steps(capture: &Capture, name: &str, min: Duration, samples: u64, wor
     let taken = || capture.sampler_stats().map_or(0, |s| s.taken);
     let target = taken() + samples;
     let cpu0 = testkit::thread_cpu();
-    let cpu = || testkit::thread_cpu() - cpu0;
-    while (cpu() < min || taken() < target) && cpu() < Duration::from_secs(300) {
+    let cpu = || testkit::thread_cpu().checked_sub(cpu0).unwrap();
+    while (cpu() < min || taken() < target) && cpu() < Duration::from_mins(5) {
         let _span = capture.span(name, SpanKind::Function);
         // The step's length is only how often the account is read: wall time will do (and
         // reading the CPU time per call would put its own samples among the work's).

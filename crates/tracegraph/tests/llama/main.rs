@@ -129,7 +129,11 @@ fn check(path: &Path) {
     let mut reader =
         TraceReader::new(std::io::BufReader::new(file), ReadOptions::default()).unwrap();
     let folded = trace_export::folded_stacks(&mut reader, None).unwrap();
-    let wall: u64 = trace.steps.iter().map(|s| s.duration_ns()).sum();
+    let wall: u64 = trace
+        .steps
+        .iter()
+        .map(trace_analyze::Step::duration_ns)
+        .sum();
     assert!(
         folded.total_self_ns <= wall,
         "{} > {wall}",

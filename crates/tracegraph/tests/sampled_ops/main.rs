@@ -53,8 +53,8 @@ fn sampled_steps(
     let taken = || capture.sampler_stats().map_or(0, |s| s.taken);
     let target = taken() + samples;
     let cpu0 = testkit::thread_cpu();
-    let cpu = || testkit::thread_cpu() - cpu0;
-    while (cpu() < min || taken() < target) && cpu() < Duration::from_secs(300) {
+    let cpu = || testkit::thread_cpu().checked_sub(cpu0).unwrap();
+    while (cpu() < min || taken() < target) && cpu() < Duration::from_mins(5) {
         let span = capture.span(name, SpanKind::Function);
         // The step's length is only how often the account is read: wall time will do (and
         // reading the CPU time per call would put its own samples among the work's).
@@ -209,8 +209,9 @@ fn record_attention(path: &Path) {
     });
     let mut v: Vec<u64> = (0..4096).collect();
     sampled_steps(&capture, "glue", Duration::from_millis(300), 100, || {
-        v.iter_mut()
-            .for_each(|x| *x = x.wrapping_mul(6364136223846793005).rotate_left(7));
+        for x in &mut v {
+            *x = x.wrapping_mul(6364136223846793005).rotate_left(7);
+        }
         std::hint::black_box(&v);
     });
     capture.finish().unwrap();

@@ -249,7 +249,7 @@ pub(crate) fn finish(b: Builder) -> TorchRun {
     // Element types of the ops' inputs.
     let mut dtype_counts: FastMap<&'static str, u64> = FastMap::default();
     for (sig, &uses) in types.iter().zip(&type_uses) {
-        for &t in sig.iter() {
+        for &t in sig {
             if let Some(d) = dtype_of(strings.resolve(t)) {
                 *dtype_counts.entry(d).or_default() += uses;
             }

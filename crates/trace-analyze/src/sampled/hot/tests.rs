@@ -450,18 +450,17 @@ fn trace_of(stacks: &[(&[&str], u64)]) -> Trace {
     for (i, (funcs, n)) in stacks.iter().enumerate() {
         let mut frames = Vec::new();
         for f in *funcs {
-            let id = match ids.iter().position(|x| x == f) {
-                Some(p) => p,
-                None => {
-                    ids.push(f);
-                    events.push(Event::Frame(FrameEvent {
-                        id: ids.len() as u64 - 1,
-                        func: (*f).into(),
-                        file: None,
-                        inlined: false,
-                    }));
-                    ids.len() - 1
-                }
+            let id = if let Some(p) = ids.iter().position(|x| x == f) {
+                p
+            } else {
+                ids.push(f);
+                events.push(Event::Frame(FrameEvent {
+                    id: ids.len() as u64 - 1,
+                    func: (*f).into(),
+                    file: None,
+                    inlined: false,
+                }));
+                ids.len() - 1
             };
             frames.push(id as u64);
         }
