@@ -6,6 +6,7 @@ use trace_analyze::events::{OpClass, OpTableOptions, op_table};
 use trace_analyze::runs::{
     CandleSource, TorchCompareOptions, compare_with_torch, load_torch_path, load_torch_reader,
 };
+use trace_analyze::{SampledOpOptions, sampled_op_table};
 
 use crate::common::from_lines;
 
@@ -415,4 +416,24 @@ fn without_captured_ops_the_samples_estimate_candle_s_kinds_with_intervals() {
     // Samples the table cannot name are kept, as `other`, never dropped.
     let named: u64 = c.kinds.iter().filter_map(|r| r.candle_samples).sum();
     assert_eq!(named, 210);
+    // Kind by kind, the samples are those `ops --sampled` names (every step is compared).
+    let table = sampled_op_table(&sampled_candle(30, 30, 10), &SampledOpOptions::default())
+        .expect("samples");
+    let mut by_kind: std::collections::BTreeMap<OpClass, u64> = Default::default();
+    for span in &table.spans {
+        for row in &span.rows {
+            let kind = row
+                .kind
+                .map_or(OpClass::Other, |_| OpClass::of_candle(&row.op));
+            *by_kind.entry(kind).or_default() += row.samples;
+        }
+    }
+    for r in &c.kinds {
+        assert_eq!(
+            r.candle_samples.unwrap_or(0),
+            by_kind.get(&r.kind).copied().unwrap_or(0),
+            "{:?}",
+            r.kind
+        );
+    }
 }
