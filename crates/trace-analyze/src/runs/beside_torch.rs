@@ -844,7 +844,8 @@ fn ns(v: f64) -> String {
     crate::format::format_ns(v)
 }
 
-/// The findings of a comparison, by what Candle loses (largest first): kinds at least
+/// The findings of a comparison, by what Candle loses (largest first), a sampled estimate
+/// judged at the low end of its 95 % interval: kinds at least
 /// [`SLOWER_MIN_RATIO`] slower that lose at least [`LOSS_MIN_SHARE`] of Candle's step;
 /// copy/layout at least [`COPY_MIN_SHARE`] of Candle's step and [`COPY_MIN_RATIO`] times its
 /// share in torch; matrix products' rate against torch's on the same FLOPs; the innermost
@@ -868,7 +869,16 @@ pub(crate) fn diagnose(
         if row.kind == OpClass::Other || row.kind == OpClass::CopyLayout {
             continue;
         }
-        if ratio >= SLOWER_MIN_RATIO && step > 0.0 && loss >= LOSS_MIN_SHARE * step {
+        // A sampled estimate must make its case at the low end of its interval: two samples
+        // of twenty that both landed in one kind are no finding.
+        let low = row.candle_interval.map_or(cn, |(lo, _)| lo.min(cn));
+        let sure_ratio = if row.torch_ns > 0.0 {
+            low / row.torch_ns
+        } else {
+            ratio
+        };
+        let sure_loss = loss - (cn - low);
+        if sure_ratio >= SLOWER_MIN_RATIO && step > 0.0 && sure_loss >= LOSS_MIN_SHARE * step {
             let mut evidence = vec![format!(
                 "Candle {} per step ({source}{}), torch {} per step (self time)",
                 ns(cn),
@@ -896,7 +906,7 @@ pub(crate) fn diagnose(
         if row.kind == OpClass::Matmul
             && matmul.flops_per_step > 0.0
             && cn > 0.0
-            && ratio >= SLOWER_MIN_RATIO
+            && sure_ratio >= SLOWER_MIN_RATIO
         {
             let c_rate = matmul.flops_per_step / cn;
             let t_rate = matmul.flops_per_step / row.torch_ns.max(1.0);
@@ -927,9 +937,16 @@ pub(crate) fn diagnose(
             });
         }
     }
+    // As for the kinds: a sampled share makes its case at the low end of its interval.
+    let copy_low = c
+        .kinds
+        .iter()
+        .find(|r| r.kind == OpClass::CopyLayout)
+        .and_then(|r| r.candle_interval)
+        .map(|(lo, _)| if step > 0.0 { lo / step } else { 0.0 });
     if let Some(share) = c.candle_copy_share
-        && share >= COPY_MIN_SHARE
-        && share >= COPY_MIN_RATIO * c.torch_copy_share
+        && copy_low.unwrap_or(share).min(share) >= COPY_MIN_SHARE
+        && copy_low.unwrap_or(share).min(share) >= COPY_MIN_RATIO * c.torch_copy_share
     {
         let row = c.kinds.iter().find(|r| r.kind == OpClass::CopyLayout);
         let loss = row.and_then(|r| r.loss_ns).unwrap_or(share * step);

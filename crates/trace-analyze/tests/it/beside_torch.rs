@@ -437,3 +437,36 @@ fn without_captured_ops_the_samples_estimate_candle_s_kinds_with_intervals() {
         );
     }
 }
+
+#[test]
+fn a_sampled_kind_is_diagnosed_only_when_its_interval_makes_the_case() {
+    // Softmax takes half of Candle's busy samples (3 of 6 over the steps): 500 µs a step as a
+    // point estimate, twice torch's 250 µs, but its 95 % interval reaches down to 190 µs.
+    let mut spec = model(100);
+    spec[1].4 = 250;
+    let few = compare_with_torch(&sampled_candle(1, 1, 0), &torch(&spec), &Default::default());
+    let softmax = few
+        .kinds
+        .iter()
+        .find(|r| r.kind == OpClass::Softmax)
+        .unwrap();
+    assert!(softmax.ratio.unwrap() >= 1.5, "{softmax:?}");
+    assert!(
+        !few.diagnoses.iter().any(|d| d.rule == "kind_slower"),
+        "{:?}",
+        few.diagnoses
+    );
+    // Thirty times the samples in the same shares: the interval is narrow, the finding holds.
+    let many = compare_with_torch(
+        &sampled_candle(30, 30, 0),
+        &torch(&spec),
+        &Default::default(),
+    );
+    assert!(
+        many.diagnoses
+            .iter()
+            .any(|d| d.rule == "kind_slower" && d.text.starts_with("softmax is ")),
+        "{:?}",
+        many.diagnoses
+    );
+}
