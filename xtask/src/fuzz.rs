@@ -376,6 +376,19 @@ const MUTATIONS: &[&str] = &[
     "none",
 ];
 
+/// One to four distinct number tokens of `input` (byte ranges, sorted), for a mutation to
+/// replace right to left; none when it has no number.
+fn number_picks(rng: &mut Rng, input: &[u8]) -> Vec<(usize, usize)> {
+    let (nums, _) = tokens(input);
+    let mut picks: Vec<(usize, usize)> = (0..=rng.below(4))
+        .filter(|_| !nums.is_empty())
+        .map(|_| nums[rng.below(nums.len())])
+        .collect();
+    picks.sort_unstable();
+    picks.dedup();
+    picks
+}
+
 fn mutate(rng: &mut Rng, input: &[u8], which: &str) -> Vec<u8> {
     let ls = lines(input);
     match which {
@@ -416,16 +429,9 @@ fn mutate(rng: &mut Rng, input: &[u8], which: &str) -> Vec<u8> {
             v.concat()
         }
         "hostile_number" | "structured_ids" => {
-            let (nums, _) = tokens(input);
             let mut b = input.to_vec();
             // Right to left so earlier ranges stay valid.
-            let mut picks: Vec<(usize, usize)> = (0..=rng.below(4))
-                .filter(|_| !nums.is_empty())
-                .map(|_| nums[rng.below(nums.len())])
-                .collect();
-            picks.sort_unstable();
-            picks.dedup();
-            for r in picks.into_iter().rev() {
+            for r in number_picks(rng, input).into_iter().rev() {
                 let with = if which == "structured_ids" {
                     let v: u64 = std::str::from_utf8(&b[r.0..r.1])
                         .ok()
@@ -955,7 +961,7 @@ mod torch {
     use trace_record::schema::{ExecStep, Phase, SpanKind};
     use trace_record::{OpRecord, Run, TraceSession};
 
-    use super::{HOSTILE_NUMBERS, Options, Rng, budgeted, splice, tokens};
+    use super::{HOSTILE_NUMBERS, Options, Rng, budgeted, splice};
 
     /// The torch seeds: each fixture decompressed, and its first 400 events as a trace of
     /// its own (small inputs run many more times a second).
@@ -1424,15 +1430,8 @@ mod torch {
             }
             ("byte_flip", _) => (super::mutate(rng, input, "byte_flip"), Expect::Nothing),
             ("hostile_number", _) => {
-                let (nums, _) = tokens(input);
                 let mut b = input.to_vec();
-                let mut picks: Vec<(usize, usize)> = (0..=rng.below(4))
-                    .filter(|_| !nums.is_empty())
-                    .map(|_| nums[rng.below(nums.len())])
-                    .collect();
-                picks.sort_unstable();
-                picks.dedup();
-                for r in picks.into_iter().rev() {
+                for r in super::number_picks(rng, input).into_iter().rev() {
                     let with = if rng.below(2) == 0 {
                         HOSTILE_NUMBERS[rng.below(HOSTILE_NUMBERS.len())]
                     } else {

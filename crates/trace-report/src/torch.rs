@@ -5,9 +5,7 @@
 //! recomputed here.
 
 use serde_json::{Value, json};
-use trace_analyze::runs::{
-    CandleSource, LOSS_MIN_SHARE, SLOWER_MIN_RATIO, SideFacts, TorchComparison,
-};
+use trace_analyze::runs::{CandleSource, LOSS_MIN_SHARE, SLOWER_MIN_RATIO, TorchComparison};
 use trace_analyze::{format_ns, format_share, format_signed_ns, format_times};
 
 use crate::model::{Column, ReportData, ReportOptions, TableData, TorchData, TorchDiagnosis, col};
@@ -20,28 +18,6 @@ fn ratio_cell(r: Option<f64>) -> Value {
 /// A figure, or absent.
 fn figure(v: Option<String>) -> Value {
     v.map_or(Value::Null, Value::String)
-}
-
-/// `step 3` / `4 steps (2-5)` / `no steps`.
-fn steps_text(v: &[u64]) -> String {
-    match (v.first(), v.last()) {
-        (Some(a), Some(b)) if a == b => format!("step {a}"),
-        (Some(a), Some(b)) => format!("{} steps ({a}..{b})", v.len()),
-        _ => "no steps".to_string(),
-    }
-}
-
-/// One side's line: trace, step time, steps, threads, element type, device.
-fn side_text(s: &SideFacts) -> String {
-    format!(
-        "{}: {} per step over {}; {} thread(s), {}, {}",
-        s.source,
-        format_ns(s.step_ns),
-        steps_text(&s.steps),
-        s.threads,
-        s.dtypes.first().map_or("-", String::as_str),
-        s.device
-    )
 }
 
 /// A kind's top ops with their time per step: `matmul 1.2 ms, ...`; absent when none.
@@ -161,8 +137,8 @@ fn layers_table(c: &TorchComparison, limit: usize, caps: &mut Vec<String>) -> Ta
 /// in `caps`).
 fn torch_data(c: &TorchComparison, opts: &ReportOptions, caps: &mut Vec<String>) -> TorchData {
     let mut summary = vec![
-        ("Candle".to_string(), side_text(&c.candle)),
-        ("torch".to_string(), side_text(&c.torch)),
+        ("Candle".to_string(), c.candle.describe()),
+        ("torch".to_string(), c.torch.describe()),
     ];
     if let Some(Value::String(r)) = c.step_ratio.map(|r| ratio_cell(Some(r))) {
         summary.push(("Candle's step".to_string(), r));

@@ -885,8 +885,8 @@ fn autograd_node_forward(name: &str) -> Option<String> {
     Some(camel_to_snake(stem))
 }
 
-/// `SoftmaxLastDim` → `softmax_last_dim`.
-fn camel_to_snake(name: &str) -> String {
+/// `SoftmaxLastDim` → `softmax_last_dim` (also the sampled op table's name of a custom op).
+pub(crate) fn camel_to_snake(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 4);
     for (i, c) in name.chars().enumerate() {
         if c.is_ascii_uppercase() {

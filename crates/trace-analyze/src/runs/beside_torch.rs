@@ -72,7 +72,8 @@ pub struct TorchCompareOptions {
     /// Torch step numbers (`ProfilerStep#N`, inclusive); `None`: every recorded step.
     pub torch_steps: Option<(u64, u64)>,
     /// Torch path prefixes and the Candle paths they stand for (`model.layers.0` →
-    /// `block#0`), applied to whole leading names of a torch range path before matching.
+    /// `block#0`), applied to whole leading names of a torch range path before matching: the
+    /// longest prefix that a mapping names; of two mappings of one path, the first.
     pub layer_map: Vec<(String, String)>,
 }
 
@@ -120,6 +121,26 @@ pub struct SideFacts {
     pub dtypes: Vec<String>,
     /// The device.
     pub device: String,
+}
+
+impl SideFacts {
+    /// The side in one line, as the CLI and the report print it: `TRACE: 1.2 ms per step over
+    /// 4 steps (2..5); 1 thread(s), f32, cpu`.
+    pub fn describe(&self) -> String {
+        let steps = match (self.steps.first(), self.steps.last()) {
+            (Some(a), Some(b)) if a == b => format!("step {a}"),
+            (Some(a), Some(b)) => format!("{} steps ({a}..{b})", self.steps.len()),
+            _ => "no steps".to_string(),
+        };
+        format!(
+            "{}: {} per step over {steps}; {} thread(s), {}, {}",
+            self.source,
+            crate::format::format_ns(self.step_ns),
+            self.threads,
+            self.dtypes.first().map_or("-", String::as_str),
+            self.device
+        )
+    }
 }
 
 /// One op kind side by side.
@@ -230,21 +251,35 @@ fn key_of<'a>(names: impl Iterator<Item = &'a str>) -> String {
     out
 }
 
-/// Applies the first mapping whose torch prefix (whole names) starts `key`.
-fn mapped(key: String, map: &[(String, String)]) -> String {
-    for (from, to) in map {
-        let from = key_of(from.split('/'));
-        let to = key_of(to.split('/'));
-        if key == from {
-            return to;
+/// A user's layer map, normalized once: torch key prefix → Candle key prefix.
+struct LayerMap(FastMap<String, String>);
+
+impl LayerMap {
+    /// Normalizes every mapping's two sides as keys; the first mapping of a torch path wins.
+    fn new(map: &[(String, String)]) -> LayerMap {
+        let mut m: FastMap<String, String> = FastMap::default();
+        for (from, to) in map {
+            m.entry(key_of(from.split('/')))
+                .or_insert_with(|| key_of(to.split('/')));
         }
-        if let Some(rest) = key.strip_prefix(&from)
-            && rest.starts_with('/')
-        {
-            return format!("{to}{rest}");
-        }
+        LayerMap(m)
     }
-    key
+
+    /// `key` with its longest mapped prefix of whole names rewritten. O(names in `key`)
+    /// lookups (keys are at most [`MAX_LAYER_DEPTH`] names), whatever the map's size.
+    fn apply(&self, key: String) -> String {
+        if self.0.is_empty() {
+            return key;
+        }
+        let mut cut = Some(key.len());
+        while let Some(end) = cut {
+            if let Some(to) = self.0.get(&key[..end]) {
+                return format!("{to}{}", &key[end..]);
+            }
+            cut = key[..end].rfind('/');
+        }
+        key
+    }
 }
 
 /// Adds `ns` to `name`'s entry, keeping first-seen order.
@@ -649,6 +684,7 @@ pub fn compare_with_torch(
         let key = key_of(names.iter().map(String::as_str));
         c_keys.insert(key, (p, names.join("/"), depth));
     }
+    let layer_map = LayerMap::new(&opts.layer_map);
     let mut t_layer: FastMap<String, f64> = FastMap::default();
     let mut t_key_of: FastMap<u32, Option<String>> = FastMap::default();
     for r in torch.ranges.iter().filter(|r| t_chosen(r.step)) {
@@ -657,7 +693,7 @@ pub fn compare_with_torch(
             .or_insert_with(|| {
                 ((r.depth as usize) < MAX_LAYER_DEPTH).then(|| {
                     let full = torch.path(r.path);
-                    mapped(key_of(full.split('/')), &opts.layer_map)
+                    layer_map.apply(key_of(full.split('/')))
                 })
             })
             .clone();
@@ -1068,11 +1104,20 @@ mod tests {
 
     #[test]
     fn a_mapping_rewrites_whole_leading_names_only() {
-        let map = vec![("model.layers.0".to_string(), "block#0".to_string())];
-        assert_eq!(mapped("model.layers.0/mlp".into(), &map), "block/mlp");
-        assert_eq!(mapped("model.layers.0".into(), &map), "block");
+        let map = LayerMap::new(&[
+            ("model.layers.0".to_string(), "block#0".to_string()),
+            ("model.layers.0/mlp".to_string(), "block#0/ffn".to_string()),
+            (
+                "model.layers.0".to_string(),
+                "ignored: the first mapping wins".to_string(),
+            ),
+        ]);
+        assert_eq!(map.apply("model.layers.0/attn".into()), "block/attn");
+        assert_eq!(map.apply("model.layers.0".into()), "block");
+        // The longest mapped prefix wins.
+        assert_eq!(map.apply("model.layers.0/mlp/up".into()), "block/ffn/up");
         assert_eq!(
-            mapped("model.layers.01/mlp".into(), &map),
+            map.apply("model.layers.01/mlp".into()),
             "model.layers.01/mlp"
         );
     }

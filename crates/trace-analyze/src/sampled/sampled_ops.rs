@@ -599,18 +599,7 @@ fn custom_op_name(func: &str) -> Option<String> {
     if let Some(&(_, n)) = CUSTOM_OP_NAMES.iter().find(|(t, _)| *t == ty) {
         return Some(n.to_string());
     }
-    let mut out = String::with_capacity(ty.len() + 4);
-    for (i, c) in ty.chars().enumerate() {
-        if c.is_ascii_uppercase() {
-            if i > 0 {
-                out.push('_');
-            }
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    Some(out)
+    Some(crate::events::op_class::camel_to_snake(ty))
 }
 
 /// Crates whose frames between two op frames do not mean Candle called back into a model's

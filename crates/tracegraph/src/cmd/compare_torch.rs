@@ -126,31 +126,8 @@ fn ratio_cell(r: Option<f64>) -> String {
 /// The comparison as text.
 fn text(c: &TorchComparison, limit: usize) -> String {
     let mut out = String::new();
-    let steps = |v: &[u64]| match (v.first(), v.last()) {
-        (Some(a), Some(b)) if a == b => format!("step {a}"),
-        (Some(a), Some(b)) => format!("{} steps ({a}..{b})", v.len()),
-        _ => "no steps".to_string(),
-    };
-    let _ = writeln!(
-        out,
-        "Candle {}: {} per step over {}; {} thread(s), {}, {}",
-        c.candle.source,
-        format_ns(c.candle.step_ns),
-        steps(&c.candle.steps),
-        c.candle.threads,
-        c.candle.dtypes.first().map_or("-", String::as_str),
-        c.candle.device
-    );
-    let _ = writeln!(
-        out,
-        "torch  {}: {} per step over {}; {} thread(s), {}, {}",
-        c.torch.source,
-        format_ns(c.torch.step_ns),
-        steps(&c.torch.steps),
-        c.torch.threads,
-        c.torch.dtypes.first().map_or("-", String::as_str),
-        c.torch.device
-    );
+    let _ = writeln!(out, "Candle {}", c.candle.describe());
+    let _ = writeln!(out, "torch  {}", c.torch.describe());
     if let Some(r) = c.step_ratio {
         let _ = writeln!(out, "Candle's step: {}", ratio_cell(Some(r)));
     }
