@@ -59,8 +59,10 @@ pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
 }
 
 /// The trace files named by `inputs`: a file as given, a directory as its `*.jsonl` and
-/// `*.jsonl.zst` files (sorted by name; subdirectories are not entered). A directory without
-/// any is an error naming it.
+/// `*.jsonl.zst` files (the extension in any case, names need not be UTF-8; sorted by name;
+/// subdirectories are not entered). The other entries of a directory are named in a note on
+/// stderr, so no member is left out silently. A directory without any trace is an error
+/// naming it.
 pub(crate) fn trace_paths(
     inputs: &[std::path::PathBuf],
 ) -> anyhow::Result<Vec<std::path::PathBuf>> {
@@ -70,23 +72,77 @@ pub(crate) fn trace_paths(
             out.push(p.clone());
             continue;
         }
-        let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(p)
-            .with_context(|| format!("cannot list {}", p.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|f| {
-                f.is_file()
-                    && f.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.ends_with(".jsonl") || n.ends_with(".jsonl.zst"))
-            })
-            .collect();
+        let (mut found, skipped) = directory_traces(p)?;
         if found.is_empty() {
             anyhow::bail!("{} holds no trace (*.jsonl or *.jsonl.zst)", p.display());
+        }
+        if !skipped.is_empty() {
+            eprintln!("tracegraph: note: {}", skipped_note(p, &skipped));
         }
         found.sort();
         out.extend(found);
     }
     Ok(out)
+}
+
+/// The most entries a skipped-files note names; the rest are counted.
+const SKIPPED_NAMED: usize = 5;
+
+/// A directory's trace files (`*.jsonl`, `*.jsonl.zst`, the extension in any case) and the
+/// names of its other entries (not subdirectories), each list in `read_dir` order.
+fn directory_traces(
+    dir: &Path,
+) -> anyhow::Result<(Vec<std::path::PathBuf>, Vec<std::path::PathBuf>)> {
+    let mut found = Vec::new();
+    let mut skipped = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .path();
+        if path.is_dir() {
+            continue;
+        }
+        if path.is_file() && is_trace_name(path.file_name().unwrap_or_default()) {
+            found.push(path);
+        } else {
+            skipped.push(path);
+        }
+    }
+    Ok((found, skipped))
+}
+
+/// Whether a file name ends in `.jsonl` or `.jsonl.zst`, in any case, compared on the name's
+/// bytes (a name that is not UTF-8 is still a trace when its extension says so).
+fn is_trace_name(name: &std::ffi::OsStr) -> bool {
+    let bytes = name.as_encoded_bytes();
+    [&b".jsonl"[..], b".jsonl.zst"].iter().any(|ext| {
+        bytes.len() > ext.len() && bytes[bytes.len() - ext.len()..].eq_ignore_ascii_case(ext)
+    })
+}
+
+/// The note naming the entries of `dir` that were not read as traces.
+fn skipped_note(dir: &Path, skipped: &[std::path::PathBuf]) -> String {
+    let mut names: Vec<String> = skipped
+        .iter()
+        .take(SKIPPED_NAMED)
+        .map(|p| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .escape_debug()
+                .to_string()
+        })
+        .collect();
+    if skipped.len() > SKIPPED_NAMED {
+        names.push(format!("and {} more", skipped.len() - SKIPPED_NAMED));
+    }
+    format!(
+        "{} entr{} of {} not read (not a *.jsonl or *.jsonl.zst file): {}",
+        skipped.len(),
+        if skipped.len() == 1 { "y" } else { "ies" },
+        dir.display(),
+        names.join(", ")
+    )
 }
 
 /// Loads a trace, with a progress bar on stderr when it is a terminal and the file is large.
@@ -219,5 +275,50 @@ pub(crate) fn timing_text(t: trace_record::schema::TimingMode) -> &'static str {
     match t {
         trace_record::schema::TimingMode::Host => "host time",
         trace_record::schema::TimingMode::DeviceSynchronized => "device time (synchronized)",
+    }
+}
+
+#[cfg(test)]
+mod trace_paths_tests {
+    use super::*;
+
+    #[test]
+    fn trace_names_match_in_any_case_and_on_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        for yes in ["a.jsonl", "B.JSONL", "c.Jsonl.ZST", "rank-0.jsonl.zst"] {
+            assert!(is_trace_name(std::ffi::OsStr::new(yes)), "{yes}");
+        }
+        for no in [".jsonl", "a.json", "a.jsonl.gz", "a.jsonl.zst.tmp", "jsonl"] {
+            assert!(!is_trace_name(std::ffi::OsStr::new(no)), "{no}");
+        }
+        assert!(is_trace_name(std::ffi::OsStr::from_bytes(
+            b"r\xff\xfe.jsonl"
+        )));
+    }
+
+    #[test]
+    fn a_directory_keeps_every_trace_and_names_the_rest() -> anyhow::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir()?;
+        let odd = std::ffi::OsStr::from_bytes(b"rank-\xff.jsonl");
+        for name in [
+            std::ffi::OsStr::new("rank-0.JSONL"),
+            odd,
+            std::ffi::OsStr::new("notes.txt"),
+        ] {
+            std::fs::write(dir.path().join(name), b"")?;
+        }
+        std::fs::create_dir(dir.path().join("sub.jsonl"))?;
+        let got = trace_paths(&[dir.path().to_path_buf()])?;
+        let names: Vec<_> = got
+            .iter()
+            .map(|p| p.file_name().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(names, [std::ffi::OsStr::new("rank-0.JSONL"), odd]);
+        let (_, skipped) = directory_traces(dir.path())?;
+        let note = skipped_note(dir.path(), &skipped);
+        assert!(note.starts_with("1 entry of "), "{note}");
+        assert!(note.ends_with(": notes.txt"), "{note}");
+        Ok(())
     }
 }
