@@ -34,9 +34,24 @@ pub(crate) struct DemoArgs {
     /// The model to profile.
     #[arg(long, value_enum, default_value_t = DemoModel::Mlp)]
     pub(crate) model: DemoModel,
-    /// The directory the trace is written to (created when missing).
-    #[arg(long, default_value = "tracegraph-demo", value_name = "DIR")]
+    /// The directory the trace is written to (created when missing), as `trace.jsonl`, or
+    /// `rank-R.jsonl` with `--rank R`. A path ending in `.jsonl` is the trace file itself, and
+    /// one ending in `.jsonl.zst` a zstd-compressed trace file.
+    #[arg(long, default_value = "tracegraph-demo", value_name = "DIR|FILE")]
     pub(crate) out: PathBuf,
+    /// Record the MLP's trace as rank R of a distributed run of `--world-size` ranks (every
+    /// rank trains the same model on the same data). N demos with one `--out DIR` make a rank
+    /// directory that `summary DIR`, `spans DIR` and the other rank views read:
+    /// `for r in 0 1 2 3; do tracegraph demo --rank $r --world-size 4 --out ranks & done; wait`.
+    #[arg(long, value_name = "R", requires = "world_size")]
+    pub(crate) rank: Option<u32>,
+    /// The number of ranks of the run `--rank` names (R is below it).
+    #[arg(long, value_name = "N", requires = "rank", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) world_size: Option<u32>,
+    /// The run id the trace names; ranks of one run share it (default with `--rank`:
+    /// `tracegraph-demo`, else one of the session's own).
+    #[arg(long, value_name = "ID")]
+    pub(crate) run_id: Option<String>,
     /// Training steps of the MLP, 50 when not given (the schedule records steps 7-9 and
     /// 12-14 when there are enough).
     /// N is from 1 to 1000000.
@@ -55,17 +70,48 @@ pub(crate) struct DemoArgs {
     pub(crate) sample: Option<u32>,
 }
 
+/// Where the demo writes: the trace file and the directory other outputs go to (the
+/// exports its hints suggest).
+fn out_paths(args: &DemoArgs) -> (PathBuf, PathBuf) {
+    let name = args.out.file_name().unwrap_or_default().to_string_lossy();
+    if name.ends_with(".jsonl") || name.ends_with(".jsonl.zst") {
+        let dir = args
+            .out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf);
+        return (args.out.clone(), dir);
+    }
+    let file = args
+        .rank
+        .map_or_else(|| TRACE_FILE.to_string(), |r| format!("rank-{r}.jsonl"));
+    (args.out.join(file), args.out.clone())
+}
+
 /// Runs `tracegraph demo`.
 pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
-    let path = args.out.join(TRACE_FILE);
+    if let (Some(rank), Some(world)) = (args.rank, args.world_size)
+        && rank >= world
+    {
+        return Err(super::output::UsageError(format!(
+            "--rank {rank} is not below --world-size {world} (ranks are 0 to {})",
+            world - 1
+        ))
+        .into());
+    }
+    let (path, dir) = out_paths(args);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     if args.model == DemoModel::Llama {
         return run_llama(args, &path);
     }
     let mut config = MlpDemoConfig::new(&path);
     config.steps = args.steps.unwrap_or(DEFAULT_STEPS);
     config.sample = args.sample.map(trace_candle::SamplerConfig::hz);
+    config.rank = args.rank.zip(args.world_size);
+    config.run_id = args
+        .run_id
+        .clone()
+        .or_else(|| args.rank.map(|_| "tracegraph-demo".to_string()));
     let started = Instant::now();
     let report = run_mlp_demo(&config).context("the demo training run failed")?;
     let took = started.elapsed();
@@ -106,11 +152,11 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
     next.push(format!("tracegraph validate --strict {p}"));
     next.push(format!(
         "tracegraph export {p} --format chrome -o {}",
-        args.out.join("demo.trace.json").display()
+        dir.join("demo.trace.json").display()
     ));
     next.push(format!(
         "tracegraph report {p} -o {}",
-        args.out.join("report.html").display()
+        dir.join("report.html").display()
     ));
     write_stdout(&format!(
         "\nnext (prefix with `cargo run --release -p tracegraph --` when tracegraph is not installed):\n  {}",
@@ -121,10 +167,11 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<Status> {
 
 /// `tracegraph demo --model llama`: the profile_llama example into `path`, then the summary.
 fn run_llama(args: &DemoArgs, path: &std::path::Path) -> anyhow::Result<Status> {
-    if args.sample.is_some() || args.steps.is_some() {
+    if args.sample.is_some() || args.steps.is_some() || args.rank.is_some() || args.run_id.is_some()
+    {
         return Err(super::output::UsageError(
-            "--steps and --sample apply to the MLP demo; `--model llama` runs a fixed \
-             generation (prefill + 20 decode steps) and 4 training steps"
+            "--steps, --sample, --rank and --run-id apply to the MLP demo; `--model llama` runs \
+             a fixed generation (prefill + 20 decode steps) and 4 training steps"
                 .to_string(),
         )
         .into());

@@ -36,6 +36,10 @@ pub(crate) struct MlpDemoConfig {
     pub(crate) learning_rate: f64,
     /// Sample call stacks in the recorded steps (`tracegraph demo --sample`; default off).
     pub(crate) sample: Option<trace_candle::SamplerConfig>,
+    /// The rank and world size the trace names (`tracegraph demo --rank`; default none).
+    pub(crate) rank: Option<(u32, u32)>,
+    /// The run id the trace names (ranks of one run share it; default: the session's own).
+    pub(crate) run_id: Option<String>,
 }
 
 impl MlpDemoConfig {
@@ -48,6 +52,8 @@ impl MlpDemoConfig {
             seed: 42,
             learning_rate: 0.01,
             sample: None,
+            rank: None,
+            run_id: None,
         }
     }
 }
@@ -101,7 +107,7 @@ pub(crate) fn run_mlp_demo(config: &MlpDemoConfig) -> anyhow::Result<MlpDemoRepo
     }
     // The run's name and version tag are those the demo has always written (the workspace's
     // crates share one version), so demo traces stay comparable across releases.
-    let run = Run::new("trace-candle::demo::run_mlp_demo", Phase::Train, "cpu")
+    let mut run = Run::new("trace-candle::demo::run_mlp_demo", Phase::Train, "cpu")
         .schedule(config.schedule)
         .tag(
             "model",
@@ -114,6 +120,12 @@ pub(crate) fn run_mlp_demo(config: &MlpDemoConfig) -> anyhow::Result<MlpDemoRepo
         // before (by rename, so a symlink there is replaced, not followed), and a demo still
         // running there makes this one refuse.
         .overwrite(true);
+    if let Some((rank, world_size)) = config.rank {
+        run = run.rank(rank, world_size);
+    }
+    if let Some(id) = &config.run_id {
+        run = run.run_id(id.clone());
+    }
     let session = Arc::new(
         TraceSession::open(&config.trace_path, run)
             .with_context(|| format!("cannot write {}", config.trace_path.display()))?,

@@ -17,7 +17,11 @@ fn the_llama_demo_profiles_a_real_model_and_takes_no_mlp_options() {
     assert!(text.contains("input 0 shape [1, 16] → [1, 1]"), "{text}");
     let v = run_in(d, &["validate", "--strict", "out/trace.jsonl"]);
     assert!(v.status.success(), "validate: {}", stdout(&v));
-    for extra in [&["--steps", "3"][..], &["--sample"][..]] {
+    for extra in [
+        &["--steps", "3"][..],
+        &["--sample"][..],
+        &["--rank", "0", "--world-size", "2"][..],
+    ] {
         let mut args = vec!["demo", "--model", "llama", "--out", "out2"];
         args.extend_from_slice(extra);
         let o = run_in(d, &args);
@@ -108,6 +112,67 @@ fn demo_trace_through_every_command() {
     assert_eq!(
         crate::steps::assert_steps_agree(&d.join(trace)),
         [7, 8, 9, 12, 13, 14]
+    );
+}
+
+/// `demo --out FILE.jsonl.zst` writes a zstd-compressed trace that every command reads, and
+/// `demo --rank R --world-size N` into one directory makes the ranks of one run.
+#[cfg(feature = "demo")]
+#[test]
+fn demo_writes_compressed_and_ranked_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = run_in(d, &["demo", "--out", "z/run.jsonl.zst", "--steps", "8"]);
+    assert!(o.status.success(), "demo .zst: {}", stderr(&o));
+    let bytes = std::fs::read(d.join("z/run.jsonl.zst")).unwrap();
+    assert_eq!(bytes[..4], [0x28, 0xb5, 0x2f, 0xfd], "a zstd frame first");
+    assert!(stdout(&o).contains("z/report.html"), "{}", stdout(&o));
+    let v = run_in(d, &["validate", "--strict", "z/run.jsonl.zst"]);
+    assert!(v.status.success(), "validate: {}", stdout(&v));
+
+    for r in ["0", "1"] {
+        let args = [
+            "demo",
+            "--rank",
+            r,
+            "--world-size",
+            "2",
+            "--out",
+            "ranks",
+            "--steps",
+            "8",
+        ];
+        let o = run_in(d, &args);
+        assert!(o.status.success(), "demo --rank {r}: {}", stderr(&o));
+    }
+    let o = run_in(d, &["summary", "ranks", "--json"]);
+    assert!(o.status.success(), "summary ranks: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["schema"], "tracegraph.ranks/1");
+    let ranks: Vec<u64> = v["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rank"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ranks, [0, 1]);
+
+    let o = run_in(
+        d,
+        &["demo", "--rank", "2", "--world-size", "2", "--out", "ranks"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not below --world-size 2"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run_in(d, &["demo", "--rank", "0", "--out", "ranks"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "--rank without --world-size: {}",
+        stderr(&o)
     );
 }
 

@@ -126,6 +126,6 @@ fn the_llama_demo_refuses_the_mlp_demo_s_options() {
     usage(
         dir.path(),
         &["demo", "--model", "llama", "--steps", "3", "--out", "x"],
-        "--steps and --sample apply to the MLP demo",
+        "--steps, --sample, --rank and --run-id apply to the MLP demo",
     );
 }
