@@ -5,14 +5,12 @@ use serde::Serialize;
 
 use crate::error::AnalyzeError;
 use crate::events::memory::{ByCategory, PhysicalSummary, memory_report};
-use crate::model::intern::FastMap;
 use trace_record::Issue;
 use trace_record::schema::{ExecStep, TimingMode};
 
 use crate::events::ops::{OpColumn, OpRow, OpTableOptions, op_table};
-use crate::events::steps::{
-    CacheReport, GraphGroup, GraphPattern, StepCache, StepDiff, graph_report,
-};
+pub use crate::events::steps::ChangedStep;
+use crate::events::steps::{CacheReport, GraphGroup, GraphPattern, StepCache, graph_report};
 use crate::model::trace::{GradientCounts, ReadCounts, RunInfo, Trace, TraceEnd};
 use crate::stats::{Spread, percentile};
 
@@ -189,24 +187,6 @@ pub struct DevicePeak {
     pub physical: Option<PhysicalSummary>,
 }
 
-/// A distinct change of graph between consecutive steps: the first step that made it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ChangedStep {
-    /// The step index (the first step with this change).
-    pub step: u64,
-    /// Where it first differs from the step before.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff: Option<StepDiff>,
-    /// The label of the group changed from (see [`GraphGroup::label`]), when it has ops.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
-    /// The label of the group changed to, when it has ops.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    /// How many steps made this same change (this one included).
-    pub times: u64,
-}
-
 /// Graph stability across steps.
 #[derive(Debug, Clone, Serialize)]
 pub struct GraphStability {
@@ -231,41 +211,6 @@ pub struct GraphStability {
     pub verdict: String,
     /// The step-analysis cache: identical steps are hits.
     pub cache: CacheReport,
-}
-
-/// Each distinct change of graph (from one fingerprint to another) once, at its first step,
-/// with how many steps made it; at most [`LISTED`]. O(n).
-fn distinct_changes(g: &crate::events::steps::GraphReport) -> Vec<ChangedStep> {
-    let label: FastMap<&str, &str> = g
-        .groups
-        .iter()
-        .map(|gr| (gr.fingerprint.as_str(), gr.label.as_str()))
-        .collect();
-    let mut at: FastMap<(&str, &str), usize> = FastMap::default();
-    let mut out: Vec<ChangedStep> = Vec::new();
-    let mut prev: Option<&str> = None;
-    for s in g.steps.iter().filter(|s| !s.partial) {
-        let fp = s.fingerprint.as_str();
-        if s.changed
-            && let Some(p) = prev
-        {
-            if let Some(&i) = at.get(&(p, fp)) {
-                out[i].times += 1;
-            } else {
-                at.insert((p, fp), out.len());
-                out.push(ChangedStep {
-                    step: s.step,
-                    diff: s.diff.clone(),
-                    from: label.get(p).map(std::string::ToString::to_string),
-                    to: label.get(fp).map(std::string::ToString::to_string),
-                    times: 1,
-                });
-            }
-        }
-        prev = Some(fp);
-    }
-    out.truncate(LISTED);
-    out
 }
 
 /// What every view that shows spans says when trace-candle's `tracing` layer was installed
@@ -429,13 +374,19 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
         steps: g.steps.len(),
         distinct_graphs: g.distinct_graphs,
         stable_from_step: g.stable_from_step,
+        // A step without ops has the empty graph's fingerprint, which names nothing.
         last_fingerprint: g
             .steps
             .iter()
             .rev()
             .find(|s| !s.partial)
+            .filter(|s| s.ops > 0)
             .map(|s| s.fingerprint.clone()),
-        changed_steps: distinct_changes(&g),
+        changed_steps: {
+            let mut c = g.distinct_changes();
+            c.truncate(LISTED);
+            c
+        },
         cache: g.cache,
         groups: g.groups.clone(),
         pattern: g.pattern,

@@ -40,7 +40,7 @@ pub use spans::{
     pair_paths, path_tree, path_tree_ordered, span_paths, span_tree, span_tree_ordered,
 };
 pub use steps::{
-    CacheReport, CanonInput, CanonOp, GraphGroup, GraphPattern, GraphReport, OpCount, StepCache,
-    StepDiff, StepGraph, StepGraphAnalysis, StepKey, StepOp, canonical_ops, graph_report,
-    new_step_cache,
+    CacheReport, CanonInput, CanonOp, ChangedStep, GraphGroup, GraphPattern, GraphReport, OpCount,
+    StepCache, StepDiff, StepGraph, StepGraphAnalysis, StepKey, StepOp, canonical_ops,
+    graph_report, new_step_cache,
 };

@@ -591,6 +591,61 @@ fn signature(trace: &Trace, ops: &[Op]) -> String {
     }
 }
 
+/// A distinct change of graph between consecutive steps: the first step that made it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChangedStep {
+    /// The step index (the first step with this change).
+    pub step: u64,
+    /// Where it first differs from the step before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<StepDiff>,
+    /// The label of the group changed from (see [`GraphGroup::label`]), when it has ops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The label of the group changed to, when it has ops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// How many steps made this same change (this one included).
+    pub times: u64,
+}
+
+impl GraphReport {
+    /// Each distinct change of graph (from one fingerprint to another) once, at its first step,
+    /// with how many steps made it, in order of first step. O(n).
+    pub fn distinct_changes(&self) -> Vec<ChangedStep> {
+        let g = self;
+        let label: FastMap<&str, &str> = g
+            .groups
+            .iter()
+            .map(|gr| (gr.fingerprint.as_str(), gr.label.as_str()))
+            .collect();
+        let mut at: FastMap<(&str, &str), usize> = FastMap::default();
+        let mut out: Vec<ChangedStep> = Vec::new();
+        let mut prev: Option<&str> = None;
+        for s in g.steps.iter().filter(|s| !s.partial) {
+            let fp = s.fingerprint.as_str();
+            if s.changed
+                && let Some(p) = prev
+            {
+                if let Some(&i) = at.get(&(p, fp)) {
+                    out[i].times += 1;
+                } else {
+                    at.insert((p, fp), out.len());
+                    out.push(ChangedStep {
+                        step: s.step,
+                        diff: s.diff.clone(),
+                        from: label.get(p).map(std::string::ToString::to_string),
+                        to: label.get(fp).map(std::string::ToString::to_string),
+                        times: 1,
+                    });
+                }
+            }
+            prev = Some(fp);
+        }
+        out
+    }
+}
+
 /// Pattern, stable-from step and verdict of the whole steps (`group_of[i]`: the group of
 /// `steps[i]`, `None` for a step with no ops). O(n).
 fn verdict_of(

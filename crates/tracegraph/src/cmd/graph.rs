@@ -59,19 +59,23 @@ pub(crate) fn run(args: &GraphArgs) -> anyhow::Result<Status> {
         ]);
     }
     let _ = writeln!(o, "{}", t.render());
-    for s in r.steps.iter().filter(|s| s.changed) {
-        if let Some(d) = &s.diff {
-            let _ = writeln!(
-                o,
-                "step {} differs from step {} at op #{} ({}):\n  before: {}\n  after:  {}",
-                s.step,
-                d.against_step,
-                d.op_index,
-                d.what,
-                d.before.as_deref().unwrap_or("(none)"),
-                d.after.as_deref().unwrap_or("(none)")
-            );
-        }
+    // Each distinct change once (an alternating run makes the same change at many steps).
+    for c in r.distinct_changes() {
+        let Some(d) = &c.diff else { continue };
+        let times = match c.times {
+            1 => String::new(),
+            n => format!(" (and {} later step(s) made the same change)", n - 1),
+        };
+        let _ = writeln!(
+            o,
+            "step {} differs from step {} at op #{} ({}){times}:\n  before: {}\n  after:  {}",
+            c.step,
+            d.against_step,
+            d.op_index,
+            d.what,
+            d.before.as_deref().unwrap_or("(none)"),
+            d.after.as_deref().unwrap_or("(none)")
+        );
     }
     let _ = writeln!(
         o,

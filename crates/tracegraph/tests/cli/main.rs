@@ -7,6 +7,7 @@ mod compressed;
 mod demo;
 mod errors;
 mod golden;
+mod graph_changes;
 mod heap;
 #[cfg(feature = "demo")]
 mod killed;
