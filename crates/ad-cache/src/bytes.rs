@@ -19,7 +19,11 @@ use std::sync::Arc;
 /// allocation several entries reach is charged to the cache once while any of them is
 /// cached, and released with the last.
 ///
-/// * [`HeapMeter::arc`]: an `Arc` the value shares. It is charged (pointee, its heap, the
+/// * An `Arc` field through its own [`RetainedBytes`] impl (the default for `Arc<T>`) is
+///   [`HeapMeter::owned_arc`]: charged in full once per cache while any entry holds it,
+///   released with the last, whoever else held it at insert (a caller that drops it after
+///   the insert leaves the cache its owner, and the cache's bytes say so).
+/// * [`HeapMeter::arc`]: an `Arc` the value shares, by explicit choice. It is charged (pointee, its heap, the
 ///   two reference counts), once however often it is reached, when every strong reference to
 ///   it comes from what is being priced (the key, the value, the allocations already
 ///   charged and, in a cache, the entries already cached) and there is no weak reference;
@@ -35,8 +39,8 @@ use std::sync::Arc;
 ///   parents of a key's graphs (parameter subgraphs that many traced roots share, say) are
 ///   charged once to the cache while any entry reaches them, whoever else holds them.
 ///
-/// The reference counts are read once, when the entry is priced at insert; later changes do
-/// not re-price an entry (a shared allocation an earlier entry did not keep alive is charged
+/// The reference counts (for [`HeapMeter::arc`] and [`HeapMeter::part_arc`]) are read once,
+/// when the entry is priced at insert; later changes do not re-price an entry (a shared allocation an earlier entry did not keep alive is charged
 /// by the first later entry that finds the cache holding every reference to it).
 ///
 /// Implement [`visit_heap`](RetainedBytes::visit_heap); the provided methods price a value
@@ -438,10 +442,16 @@ impl<T: RetainedBytes + ?Sized> RetainedBytes for Box<T> {
     }
 }
 
-/// An `Arc` field is shared: [`HeapMeter::arc`] decides whether it is charged.
+/// An `Arc` field is charged by the shared-allocation accounting of parent graphs
+/// ([`HeapMeter::owned_arc`]): in full, once per cache by its identity, while any entry holds
+/// it, and released with the last, whoever else held it when the entry was stored. A field
+/// the caller still holds at insert and drops right after (a shared table, this step's
+/// parameters) is therefore counted; one the caller keeps alive for ever is over-charged,
+/// never under-charged. Implement [`RetainedBytes`] on a wrapper and report the field with
+/// [`HeapMeter::arc`] to charge it only when the cache holds every reference.
 impl<T: RetainedBytes + ?Sized> RetainedBytes for Arc<T> {
     fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
-        meter.arc(self);
+        meter.owned_arc(self);
     }
 }
 
@@ -517,16 +527,38 @@ mod tests {
         assert_eq!(s.heap_bytes(), 5);
     }
 
+    /// An `Arc` reported with [`HeapMeter::arc`] (decided by its reference counts).
+    struct Counted<T>(Arc<T>);
+    impl<T: RetainedBytes> RetainedBytes for Counted<T> {
+        fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
+            meter.arc(&self.0);
+        }
+    }
+
     #[test]
-    fn shared_arc_is_not_charged() {
+    fn an_arc_field_is_charged_whoever_else_holds_it() {
         let a = Arc::new(vec![0u8; 100]);
+        let other = Arc::clone(&a);
+        assert_eq!(a.heap_bytes(), 100 + 24 + 16);
+        let pair = (Arc::clone(&a), Arc::clone(&a));
+        assert_eq!(
+            pair.heap_bytes(),
+            100 + 24 + 16,
+            "once however often reached"
+        );
+        drop(other);
+    }
+
+    #[test]
+    fn a_counted_arc_is_charged_only_when_held_alone() {
+        let a = Counted(Arc::new(vec![0u8; 100]));
         let sole = a.heap_bytes();
         assert_eq!(sole, 100 + 24 + 16);
-        let other = Arc::clone(&a);
+        let other = Arc::clone(&a.0);
         assert_eq!(a.heap_bytes(), 0);
         drop(other);
         assert_eq!(a.heap_bytes(), sole);
-        let weak = Arc::downgrade(&a);
+        let weak = Arc::downgrade(&a.0);
         assert_eq!(
             a.heap_bytes(),
             0,
@@ -536,17 +568,17 @@ mod tests {
     }
 
     #[test]
-    fn an_arc_reached_twice_by_the_priced_values_is_charged_once() {
+    fn a_counted_arc_reached_twice_by_the_priced_values_is_charged_once() {
         let a = Arc::new(vec![0u64; 10]);
-        let pair = (Arc::clone(&a), Arc::clone(&a));
+        let pair = (Counted(Arc::clone(&a)), Counted(Arc::clone(&a)));
         // The caller's `a` is a third reference: nothing charged.
         assert_eq!(pair.heap_bytes(), 0);
         drop(a);
         assert_eq!(pair.heap_bytes(), 80 + 24 + 16);
         // Key and value priced together: the same rule across both.
-        let key = Arc::clone(&pair.0);
+        let key = Counted(Arc::clone(&pair.0.0));
         drop(pair);
-        let value = vec![Arc::clone(&key)];
+        let value = vec![Counted(Arc::clone(&key.0))];
         let both = entry_bytes(&key, &value);
         let inline = (std::mem::size_of_val(&key) + std::mem::size_of_val(&value)) as u64;
         assert_eq!(both, inline + 8 + 80 + 24 + 16);
@@ -554,15 +586,15 @@ mod tests {
     }
 
     #[test]
-    fn nested_arcs_are_charged_when_their_holder_is() {
+    fn nested_counted_arcs_are_charged_when_their_holder_is() {
         let inner = Arc::new(vec![1u8; 50]);
-        let outer = Arc::new(vec![Arc::clone(&inner)]);
+        let outer = Counted(Arc::new(vec![Counted(Arc::clone(&inner))]));
         // The caller holds `inner`: the outer block is charged, the inner one not.
         assert_eq!(outer.heap_bytes(), 8 + 24 + 16);
         drop(inner);
         assert_eq!(outer.heap_bytes(), 8 + 24 + 16 + 50 + 24 + 16);
         // A holder that is not charged does not make its children charged.
-        let other = Arc::clone(&outer);
+        let other = Arc::clone(&outer.0);
         assert_eq!(outer.heap_bytes(), 0);
         drop(other);
     }

@@ -1,9 +1,11 @@
 //! The generic cache: LRU by entry count and retained bytes, collision-safe keys, single flight.
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -11,7 +13,14 @@ use lru::LruCache;
 
 use crate::Fingerprint;
 use crate::bytes::{Priced, Prior, Reached, RetainedBytes, price_entry};
-use crate::wait::{FlightMark, begin_wait, current_actor};
+use crate::explain::{EXPLAIN_CANDIDATES, EXPLAIN_LOG, KeyDifference, KindStats, MissExplanation};
+use crate::wait::{
+    FlightMark, begin_leading, begin_wait, current_actor, end_leading, note_refused,
+};
+
+/// The default bound on a wait for another thread's computation of a key
+/// ([`Cache::wait_limit`]): 10 seconds.
+pub const DEFAULT_WAIT_LIMIT: Duration = Duration::from_secs(10);
 
 /// A cache key: a 128-bit fingerprint used to find the entry, and an exact equality that
 /// confirms it.
@@ -40,6 +49,23 @@ pub trait CacheKey: Clone + Send + Sync + 'static {
     /// costs a second lock acquisition).
     #[inline]
     fn quick_eq(&self, other: &Self) -> Option<bool> {
+        let _ = other;
+        None
+    }
+
+    /// The key's transform kind, for [`Cache::kind_stats`] and miss explanations ("eager-jvp",
+    /// "traced-vjp"); the empty string (the default) keeps no per-kind counters. A key type
+    /// should return a small, fixed set of labels.
+    #[inline]
+    fn kind_label(&self) -> &'static str {
+        ""
+    }
+
+    /// The first difference between this key and `other` (a cached key of the same
+    /// [`kind_label`](CacheKey::kind_label)), for miss explanations; `None` (the default)
+    /// when the key type describes none or none is found. It runs outside the cache's lock
+    /// and should be one linear walk.
+    fn difference(&self, other: &Self) -> Option<KeyDifference> {
         let _ = other;
         None
     }
@@ -193,11 +219,21 @@ pub struct CacheStats {
     pub inserts: u64,
     /// Inserts that replaced the value of an equal key.
     pub replacements: u64,
-    /// Entries removed to keep the limits, or displaced by a colliding key.
+    /// Entries removed to keep the limits, or displaced by a colliding key (the sum of
+    /// `evicted_for_entries`, `evicted_for_bytes` and `displaced`).
     pub evictions: u64,
+    /// Entries evicted to keep the entry limit.
+    pub evicted_for_entries: u64,
+    /// Entries evicted to keep the byte limit.
+    pub evicted_for_bytes: u64,
+    /// Entries displaced by a colliding key's insert.
+    pub displaced: u64,
+    /// Entries removed by [`remove`](Cache::remove) (not evictions).
+    pub removals: u64,
     /// Retained bytes of the evicted entries.
     pub evicted_bytes: u64,
-    /// Values larger than the byte limit on their own: returned to the caller, not retained.
+    /// Values larger than the byte limit on their own (oversize): returned to the caller, not
+    /// retained.
     pub rejected: u64,
     /// Fingerprint matches whose keys were not equal (on lookup or insert).
     pub collisions: u64,
@@ -303,6 +339,10 @@ struct Counters {
     inserts: u64,
     replacements: u64,
     evictions: u64,
+    evicted_for_entries: u64,
+    evicted_for_bytes: u64,
+    displaced: u64,
+    removals: u64,
     evicted_bytes: u64,
     rejected: u64,
     collisions: u64,
@@ -317,6 +357,10 @@ impl Counters {
         inserts: 0,
         replacements: 0,
         evictions: 0,
+        evicted_for_entries: 0,
+        evicted_for_bytes: 0,
+        displaced: 0,
+        removals: 0,
         evicted_bytes: 0,
         rejected: 0,
         collisions: 0,
@@ -337,6 +381,10 @@ struct State<K, V> {
     /// Shared allocations the entries reach, by identity.
     shared: std::collections::HashMap<usize, SharedRecord>,
     counters: Counters,
+    /// Counters per transform kind ([`CacheKey::kind_label`]); a handful of kinds.
+    kinds: Vec<KindStats>,
+    /// The latest miss explanations (explain mode), oldest first.
+    explanations: VecDeque<MissExplanation>,
 }
 
 /// Entries taken out under the lock, dropped after it is released.
@@ -356,13 +404,22 @@ enum Found {
 impl<K: CacheKey, V> State<K, V> {
     /// After a [`Cache::probe`]: on a hit promotes the entry (only the one hit) and returns
     /// its value; when `count`, counts a hit, or a miss (and a collision).
-    fn take_hit(&mut self, fp: u128, found: Found, count: bool) -> Option<Arc<V>> {
+    fn take_hit(
+        &mut self,
+        fp: u128,
+        found: Found,
+        count: bool,
+        kind: &'static str,
+    ) -> Option<Arc<V>> {
         if found == Found::Same
             && let Some(slot) = self.lru.get(&fp)
         {
             let v = Arc::clone(&slot.value);
             if count {
                 bump(&mut self.counters.hits);
+                if !kind.is_empty() {
+                    bump(&mut self.kind(kind).hits);
+                }
             }
             return Some(v);
         }
@@ -371,8 +428,26 @@ impl<K: CacheKey, V> State<K, V> {
                 bump(&mut self.counters.collisions);
             }
             bump(&mut self.counters.misses);
+            if !kind.is_empty() {
+                bump(&mut self.kind(kind).misses);
+            }
         }
         None
+    }
+
+    /// The counters of `kind`, created on first use.
+    fn kind(&mut self, kind: &'static str) -> &mut KindStats {
+        let i = match self.kinds.iter().position(|k| k.kind == kind) {
+            Some(i) => i,
+            None => {
+                self.kinds.push(KindStats {
+                    kind,
+                    ..KindStats::default()
+                });
+                self.kinds.len() - 1
+            }
+        };
+        &mut self.kinds[i]
     }
 
     fn note_retained(&mut self) {
@@ -424,10 +499,16 @@ impl<K: CacheKey, V> State<K, V> {
     }
 
     fn evict_one(&mut self, out: &mut Evicted<K, V>) -> bool {
+        let for_entries = self.lru.len() > self.limits.max_entries.get();
         match self.lru.pop_lru() {
             Some((_, slot)) => {
                 let freed = self.release(&slot);
                 bump(&mut self.counters.evictions);
+                if for_entries {
+                    bump(&mut self.counters.evicted_for_entries);
+                } else {
+                    bump(&mut self.counters.evicted_for_bytes);
+                }
                 self.counters.evicted_bytes = self.counters.evicted_bytes.saturating_add(freed);
                 out.push(slot);
                 true
@@ -459,7 +540,7 @@ impl<K: CacheKey, V> State<K, V> {
         priced: &Priced,
         found: Found,
         out: &mut Evicted<K, V>,
-    ) {
+    ) -> Option<u64> {
         let d = priced.decide(|ptr| {
             self.shared.get(&ptr).map(|r| Prior {
                 charged: r.charged,
@@ -483,8 +564,9 @@ impl<K: CacheKey, V> State<K, V> {
         {
             bump(&mut self.counters.rejected);
             out.push(slot);
-            return;
+            return None;
         }
+        let bytes = slot.bytes;
         bump(&mut self.counters.inserts);
         if let Some(old) = self.lru.pop(&fp) {
             let freed = self.release(&old);
@@ -493,6 +575,7 @@ impl<K: CacheKey, V> State<K, V> {
             } else {
                 bump(&mut self.counters.collisions);
                 bump(&mut self.counters.evictions);
+                bump(&mut self.counters.displaced);
                 self.counters.evicted_bytes = self.counters.evicted_bytes.saturating_add(freed);
             }
             out.push(old);
@@ -503,11 +586,21 @@ impl<K: CacheKey, V> State<K, V> {
             self.evict_one(out);
         }
         self.note_retained();
+        Some(bytes)
     }
 
     fn enforce_limits(&mut self, out: &mut Evicted<K, V>) {
         while self.over_limits() && self.evict_one(out) {}
     }
+}
+
+/// A wait limit as stored: nanoseconds, `u64::MAX` for none (saturating below it).
+fn duration_ns(limit: Option<Duration>) -> u64 {
+    limit.map_or(u64::MAX, |d| {
+        u64::try_from(d.as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .min(u64::MAX - 1)
+    })
 }
 
 /// Locks a mutex, recovering the guard from a poisoned lock: a panic elsewhere never fails
@@ -557,6 +650,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// ```
 pub struct Cache<K, V> {
     state: Mutex<State<K, V>>,
+    /// The wait limit in nanoseconds, `u64::MAX` for none (read without the lock).
+    wait_limit_ns: AtomicU64,
+    /// Explain mode ([`Cache::set_explain_misses`]).
+    explain: AtomicBool,
 }
 
 impl<K: CacheKey, V> fmt::Debug for Cache<K, V> {
@@ -620,29 +717,36 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
     /// process-wide wait-for graph (who waits for which computation, over every cache). If
     /// the computation it would wait for is, directly or through others, waiting for one
     /// this thread is running (thread 1 computes A and asks for B while thread 2 computes B
-    /// and asks for A), the request fails at once with [`CacheError::WaitCycle`]; the other
-    /// requests of the cycle keep waiting and proceed when this one's computation returns.
-    /// What the cache cannot see is a computation blocked outside it: one that joins a
-    /// worker thread which asks for the key being computed. Hand such a worker the
-    /// computation's [`FlightContext`](crate::FlightContext) (then its request is
-    /// `Reentrant`), or bound its wait with
-    /// [`get_or_insert_with_timeout`](Cache::get_or_insert_with_timeout).
+    /// and asks for A), the request fails at once with [`CacheError::WaitCycle`]. Only that
+    /// request fails: when its computation then fails too (the error passed on with `?`),
+    /// the threads waiting for it do not receive that error but retry with their own
+    /// computations, so the rest of the cycle still computes and caches its values.
+    ///
+    /// Every wait ends: a wait for another thread's computation lasts at most the cache's
+    /// [`wait_limit`](Cache::wait_limit) (default [`DEFAULT_WAIT_LIMIT`], 10 s), then fails
+    /// with [`CacheError::Timeout`]. That bounds what the cache cannot see: a computation
+    /// that joins a worker thread (a stolen `rayon::join` closure, a scoped thread) which
+    /// asks for the key being computed. Hand such a worker the computation's
+    /// [`FlightContext`](crate::FlightContext) to have its request fail at once
+    /// ([`CacheError::Reentrant`]) instead, or use [`get_or_compute`](Cache::get_or_compute)
+    /// to have a refused request compute its value without the cache.
     ///
     /// # Errors
     /// [`CacheError::Compute`] with the error of `f`, whether `f` ran in this thread or in
-    /// the one it waited for; [`CacheError::Reentrant`] and [`CacheError::WaitCycle`] as
-    /// above.
+    /// the one it waited for; [`CacheError::Reentrant`], [`CacheError::WaitCycle`] and
+    /// [`CacheError::Timeout`] as above.
     pub fn get_or_insert_with<E, F>(&self, key: K, f: F) -> Result<Arc<V>, CacheError<E>>
     where
         E: Clone + Send + Sync + 'static,
         F: FnOnce() -> Result<V, E>,
     {
-        self.get_or_insert_waiting(key, None, f)
+        self.get_or_insert_waiting(key, None, &mut Some(f), true)
     }
 
     /// [`get_or_insert_with`](Cache::get_or_insert_with), waiting at most `timeout` in all
-    /// for other threads' computations of the key (this thread's own computation, when it
-    /// runs `f`, is not timed).
+    /// for other threads' computations of the key instead of the cache's
+    /// [`wait_limit`](Cache::wait_limit) (this thread's own computation, when it runs `f`,
+    /// is not timed).
     ///
     /// # Errors
     /// As [`get_or_insert_with`](Cache::get_or_insert_with), and [`CacheError::Timeout`]
@@ -657,29 +761,55 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
         E: Clone + Send + Sync + 'static,
         F: FnOnce() -> Result<V, E>,
     {
-        self.get_or_insert_waiting(key, Some(timeout), f)
+        self.get_or_insert_waiting(key, Some(timeout), &mut Some(f), true)
+    }
+
+    /// [`get_or_insert_with`](Cache::get_or_insert_with), except that a request the cache
+    /// refuses (re-entrant, closing a wait cycle, or past the wait limit) runs `f` on this
+    /// thread and returns its value **without caching it**: the request always gets a value
+    /// or `f`'s own error. Use it where a key may be asked for from a worker the computation
+    /// joins, or in nested requests that may form a cycle. (A computation that asks for its
+    /// own key again through this path recurses, as it would without a cache.)
+    ///
+    /// # Errors
+    /// [`CacheError::Compute`] with the error of `f` (run here or in the thread waited for).
+    pub fn get_or_compute<E, F>(&self, key: K, f: F) -> Result<Arc<V>, CacheError<E>>
+    where
+        E: Clone + Send + Sync + 'static,
+        F: FnOnce() -> Result<V, E>,
+    {
+        let mut f = Some(f);
+        match self.get_or_insert_waiting(key, None, &mut f, false) {
+            Err(e @ CacheError::Compute(_)) => Err(e),
+            Err(refused) => match f.take() {
+                Some(f) => f().map(Arc::new).map_err(CacheError::Compute),
+                None => Err(refused),
+            },
+            ok => ok,
+        }
     }
 
     fn get_or_insert_waiting<E, F>(
         &self,
         key: K,
         timeout: Option<Duration>,
-        f: F,
+        f: &mut Option<F>,
+        mark_refusals: bool,
     ) -> Result<Arc<V>, CacheError<E>>
     where
         E: Clone + Send + Sync + 'static,
         F: FnOnce() -> Result<V, E>,
     {
         let fp = key.fingerprint().0;
+        let kind = key.kind_label();
         // Taken at the first wait, so that hits never read the clock.
         let mut started: Option<Instant> = None;
         let mut counted = false;
-        let mut f = Some(f);
         loop {
             let flight = {
                 let (mut st, found) = self.probe(fp, &key);
                 // A retry (after an abandoned flight) is not counted again.
-                if let Some(v) = st.take_hit(fp, found, !counted) {
+                if let Some(v) = st.take_hit(fp, found, !counted, kind) {
                     return Ok(v);
                 }
                 counted = true;
@@ -713,6 +843,9 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                 };
                 match running_same {
                     Some(k) if k.same_key(&key) => {
+                        if mark_refusals {
+                            note_refused(Some(&flight.mark));
+                        }
                         return Err(CacheError::Reentrant {
                             fingerprint: Fingerprint(fp),
                         });
@@ -725,20 +858,32 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                     }
                 }
             }
-            let edge = begin_wait(&flight.mark).map_err(|computations| CacheError::WaitCycle {
-                fingerprint: Fingerprint(fp),
-                computations,
-            })?;
+            let edge = match begin_wait(&flight.mark) {
+                Ok(edge) => edge,
+                Err(computations) => {
+                    if mark_refusals {
+                        note_refused(None);
+                    }
+                    return Err(CacheError::WaitCycle {
+                        fingerprint: Fingerprint(fp),
+                        computations,
+                    });
+                }
+            };
+            let limit = timeout.or_else(|| self.wait_limit());
             let start = *started.get_or_insert_with(Instant::now);
             let mut s = lock(&flight.state);
             while matches!(*s, FlightState::Running(_) | FlightState::Storing) {
-                match timeout {
+                match limit {
                     None => s = flight.done.wait(s).unwrap_or_else(PoisonError::into_inner),
                     Some(limit) => {
                         let waited = start.elapsed();
                         let Some(left) = limit.checked_sub(waited).filter(|d| !d.is_zero()) else {
                             drop(s);
                             drop(edge);
+                            if mark_refusals {
+                                note_refused(None);
+                            }
                             return Err(CacheError::Timeout {
                                 fingerprint: Fingerprint(fp),
                                 waited,
@@ -772,8 +917,9 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                     }
                 }
             }
-            // Abandoned, another key's flight, or an error of another type: look up again
-            // (the flight is gone by now; this thread may lead the next one).
+            // Abandoned (a panic, or a failure after a refused request), another key's
+            // flight, or an error of another type: look up again (the flight is gone by
+            // now; this thread may lead the next one).
         }
     }
 
@@ -802,15 +948,36 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                 }
             }
         }
+        /// Pops the thread's leading stack, also when `f` panics.
+        struct Leading;
+        impl Drop for Leading {
+            fn drop(&mut self) {
+                end_leading();
+            }
+        }
+        let kind = key.kind_label();
+        // Explain mode: the closest cached keys are compared before the key moves into the
+        // flight.
+        let explanation = self
+            .explain
+            .load(Ordering::Relaxed)
+            .then(|| self.explain_miss(&key));
         // The flight holds the key while `f` runs (for re-entrant requests to recognise it)
         // and gives it back before the entry is priced.
+        let mark = Arc::clone(&flight.mark);
         *lock(&flight.state) = FlightState::Running(key);
         let mut guard = Guard {
             cache: self,
             fp,
             flight: Some(flight),
         };
-        let result = f();
+        let started = Instant::now();
+        let result = {
+            begin_leading(&mark);
+            let _leading = Leading;
+            f()
+        };
+        let compute_time = started.elapsed();
         let Some(key) = guard.flight.as_ref().and_then(|flight| {
             match std::mem::replace(&mut *lock(&flight.state), FlightState::Storing) {
                 FlightState::Running(k) => Some(k),
@@ -831,13 +998,26 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
                 // `probe` may run `same_key` (user code); until the flight is finished the
                 // guard stays armed, so a panic there still releases the waiters.
                 let (mut st, found) = self.probe(fp, &key);
-                st.store(
+                let bytes = st.store(
                     fp,
                     (Arc::new(key), Arc::clone(&value)),
                     &priced,
                     found,
                     &mut evicted,
                 );
+                if !kind.is_empty() {
+                    let k = st.kind(kind);
+                    bump(&mut k.computed);
+                    k.compute_time = k.compute_time.saturating_add(compute_time);
+                }
+                if let Some(mut e) = explanation {
+                    e.compute_time = Some(compute_time);
+                    e.retained_bytes = bytes;
+                    if st.explanations.len() >= EXPLAIN_LOG {
+                        st.explanations.pop_front();
+                    }
+                    st.explanations.push_back(e);
+                }
                 if let Some(flight) = guard.flight.take() {
                     remove_flight(&mut st, fp, &flight);
                     drop(st);
@@ -850,7 +1030,14 @@ impl<K: CacheKey + RetainedBytes, V: RetainedBytes + Send + Sync + 'static> Cach
             }
             Err(e) => {
                 if let Some(flight) = guard.flight.take() {
-                    self.retire(fp, &flight, FlightState::Failed(key, Arc::new(e.clone())));
+                    // A failure after a refused request (most likely that refusal passed on
+                    // with `?`) is no answer for the key: the waiters retry.
+                    let end = if mark.is_broken() {
+                        FlightState::Abandoned
+                    } else {
+                        FlightState::Failed(key, Arc::new(e.clone()))
+                    };
+                    self.retire(fp, &flight, end);
                 }
                 Err(CacheError::Compute(e))
             }
@@ -885,8 +1072,95 @@ impl<K: CacheKey, V> Cache<K, V> {
                 retained_bytes: 0,
                 shared: std::collections::HashMap::new(),
                 counters: Counters::ZERO,
+                kinds: Vec::new(),
+                explanations: VecDeque::new(),
             }),
+            wait_limit_ns: AtomicU64::new(duration_ns(Some(DEFAULT_WAIT_LIMIT))),
+            explain: AtomicBool::new(false),
         }
+    }
+
+    /// How long a request waits at most for another thread's computation of its key before
+    /// failing with [`CacheError::Timeout`] (`None`: without end). Default
+    /// [`DEFAULT_WAIT_LIMIT`] (10 s); [`get_or_insert_with_timeout`](Cache::get_or_insert_with_timeout)
+    /// sets its own.
+    pub fn wait_limit(&self) -> Option<Duration> {
+        match self.wait_limit_ns.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Sets the [`wait_limit`](Cache::wait_limit) (`None`: waits without end, which a
+    /// computation that joins a worker asking for its own key turns into a hang).
+    pub fn set_wait_limit(&self, limit: Option<Duration>) {
+        self.wait_limit_ns
+            .store(duration_ns(limit), Ordering::Relaxed);
+    }
+
+    /// Turns explain mode on or off. While on, every miss that computes its value (through
+    /// [`get_or_insert_with`](Cache::get_or_insert_with) and friends) is compared with the
+    /// most recently used cached keys of its kind (at most
+    /// [`EXPLAIN_CANDIDATES`](crate::EXPLAIN_CANDIDATES), see [`explain`](Cache::explain)),
+    /// and the explanation, with the compute time and retained bytes of the miss, is kept
+    /// for [`take_miss_explanations`](Cache::take_miss_explanations) (the latest
+    /// [`EXPLAIN_LOG`](crate::EXPLAIN_LOG)).
+    pub fn set_explain_misses(&self, on: bool) {
+        self.explain.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether explain mode is on.
+    pub fn explain_misses(&self) -> bool {
+        self.explain.load(Ordering::Relaxed)
+    }
+
+    /// Why `key` would miss now, or `None` when it is cached: the closest of the most
+    /// recently used cached keys of the same [`kind_label`](CacheKey::kind_label) (at most
+    /// [`EXPLAIN_CANDIDATES`](crate::EXPLAIN_CANDIDATES), compared outside the lock by
+    /// [`CacheKey::difference`]) and its first difference. Counts nothing.
+    pub fn explain(&self, key: &K) -> Option<MissExplanation> {
+        if self.contains(key) {
+            return None;
+        }
+        Some(self.explain_miss(key))
+    }
+
+    fn explain_miss(&self, key: &K) -> MissExplanation {
+        let kind = key.kind_label();
+        let candidates: Vec<Arc<K>> = {
+            let st = self.state();
+            st.lru
+                .iter()
+                .map(|(_, slot)| &slot.key)
+                .filter(|k| k.kind_label() == kind)
+                .take(EXPLAIN_CANDIDATES)
+                .map(Arc::clone)
+                .collect()
+        };
+        let closest = candidates
+            .iter()
+            .filter_map(|c| key.difference(c))
+            .max_by_key(|d| d.agree);
+        MissExplanation {
+            kind,
+            fingerprint: key.fingerprint(),
+            compared: candidates.len(),
+            closest,
+            compute_time: None,
+            retained_bytes: None,
+        }
+    }
+
+    /// The miss explanations kept since the last call (explain mode), oldest first.
+    pub fn take_miss_explanations(&self) -> Vec<MissExplanation> {
+        self.state().explanations.drain(..).collect()
+    }
+
+    /// Counters per transform kind ([`CacheKey::kind_label`]), in order of first use. They
+    /// survive eviction and [`clear`](Cache::clear); [`reset_stats`](Cache::reset_stats)
+    /// zeroes them.
+    pub fn kind_stats(&self) -> Vec<KindStats> {
+        self.state().kinds.clone()
     }
 
     fn state(&self) -> MutexGuard<'_, State<K, V>> {
@@ -951,7 +1225,7 @@ impl<K: CacheKey, V> Cache<K, V> {
     pub fn get(&self, key: &K) -> Option<Arc<V>> {
         let fp = key.fingerprint().0;
         let (mut st, found) = self.probe(fp, key);
-        st.take_hit(fp, found, true)
+        st.take_hit(fp, found, true, key.kind_label())
     }
 
     /// True when `key` is cached; counts nothing and does not promote.
@@ -970,6 +1244,7 @@ impl<K: CacheKey, V> Cache<K, V> {
             }
             let slot = st.lru.pop(&fp)?;
             st.release(&slot);
+            bump(&mut st.counters.removals);
             slot
         };
         Some(slot.value)
@@ -996,6 +1271,7 @@ impl<K: CacheKey, V> Cache<K, V> {
         let mut st = self.state();
         st.counters = Counters::ZERO;
         st.counters.peak_retained_bytes = st.retained_bytes;
+        st.kinds.clear();
     }
 
     /// Entries held now.
@@ -1036,6 +1312,10 @@ impl<K: CacheKey, V> Cache<K, V> {
             inserts: c.inserts,
             replacements: c.replacements,
             evictions: c.evictions,
+            evicted_for_entries: c.evicted_for_entries,
+            evicted_for_bytes: c.evicted_for_bytes,
+            displaced: c.displaced,
+            removals: c.removals,
             evicted_bytes: c.evicted_bytes,
             rejected: c.rejected,
             collisions: c.collisions,

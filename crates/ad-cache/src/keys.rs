@@ -19,6 +19,7 @@ use graph_core::{Fingerprint, Graph, StableHash, StableHasher, ValueId, structur
 
 use crate::bytes::{HeapMeter, RetainedBytes};
 use crate::cache::CacheKey;
+use crate::explain::{KeyDifference, graph_difference};
 
 /// Why a key could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,6 +66,14 @@ pub enum KeyError {
         canonical: u32,
         /// How many canonical indices the root has.
         values: u32,
+    },
+    /// A [`TracedOutput`](crate::TracedOutput) named in another graph than the root it is
+    /// used with (one that is not structurally equal to it): its canonical index would name
+    /// an unrelated value there.
+    #[error("the output value was named in a graph that is not root {root}")]
+    ForeignValue {
+        /// The root graph.
+        root: u32,
     },
 }
 
@@ -129,7 +138,7 @@ impl<Op> std::fmt::Debug for GraphKey<Op> {
     }
 }
 
-impl<Op: PartialEq + Send + Sync + 'static> CacheKey for GraphKey<Op> {
+impl<Op: PartialEq + std::fmt::Debug + Send + Sync + 'static> CacheKey for GraphKey<Op> {
     fn fingerprint(&self) -> Fingerprint {
         self.fingerprint
     }
@@ -138,6 +147,12 @@ impl<Op: PartialEq + Send + Sync + 'static> CacheKey for GraphKey<Op> {
     }
     fn quick_eq(&self, other: &Self) -> Option<bool> {
         Arc::ptr_eq(&self.graph, &other.graph).then_some(true)
+    }
+    fn kind_label(&self) -> &'static str {
+        "graph"
+    }
+    fn difference(&self, other: &Self) -> Option<KeyDifference> {
+        graph_difference(&self.graph, &other.graph)
     }
 }
 

@@ -21,6 +21,7 @@ use graph_core::{
 
 use crate::bytes::{HeapMeter, RetainedBytes};
 use crate::cache::CacheKey;
+use crate::explain::{KeyDifference, graph_difference, view_difference};
 use crate::keys::{KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, TRACED_KEY_DOMAIN, TransformKind};
 
 /// A graph a key can hold: an O(1) fingerprint and an exact structural equality that agrees
@@ -48,11 +49,28 @@ pub trait KeyGraph: Send + Sync + 'static {
     /// How many canonical indices there are: the inputs, then the results of the live
     /// operations (O(1)).
     fn canonical_count(&self) -> u32;
+    /// The first difference from `other` in canonical order, for miss explanations (one
+    /// linear walk); `None` when none is found. The default compares the output and value
+    /// counts only.
+    fn first_difference(&self, other: &Self) -> Option<KeyDifference> {
+        if self.output_count() != other.output_count() {
+            return Some(KeyDifference::new(
+                0,
+                format!(
+                    "output count {} vs {}",
+                    self.output_count(),
+                    other.output_count()
+                ),
+            ));
+        }
+        let (a, b) = (self.canonical_count(), other.canonical_count());
+        (a != b).then(|| KeyDifference::new(0, format!("value count {a} vs {b}")))
+    }
 }
 
 /// graph-core graphs keep the domain tags their keys always had ([`LINEARIZE_KEY_DOMAIN`],
 /// [`TRACED_KEY_DOMAIN`]): a graph-core key and an engine key never share a key type.
-impl<Op: PartialEq + Send + Sync + 'static> KeyGraph for Graph<Op> {
+impl<Op: PartialEq + std::fmt::Debug + Send + Sync + 'static> KeyGraph for Graph<Op> {
     type Value = ValueId;
     const EAGER_DOMAIN: &'static str = LINEARIZE_KEY_DOMAIN;
     const TRACED_DOMAIN: &'static str = TRACED_KEY_DOMAIN;
@@ -77,6 +95,9 @@ impl<Op: PartialEq + Send + Sync + 'static> KeyGraph for Graph<Op> {
             .and_then(|op| op.outputs().last().copied())
             .and_then(|v| self.canonical_index(v))
             .map_or(inputs, |i| i.saturating_add(1))
+    }
+    fn first_difference(&self, other: &Self) -> Option<KeyDifference> {
+        graph_difference(self, other)
     }
 }
 
@@ -105,6 +126,9 @@ impl<G: GraphView + Send + Sync + 'static> KeyGraph for CanonicalGraph<G> {
                 first.checked_add(self.graph().num_results(node))
             })
             .unwrap_or(inputs)
+    }
+    fn first_difference(&self, other: &Self) -> Option<KeyDifference> {
+        view_difference(self, other)
     }
 }
 
@@ -235,6 +259,20 @@ impl<G: KeyGraph> CacheKey for EagerKey<G> {
             None
         }
     }
+    fn kind_label(&self) -> &'static str {
+        "eager"
+    }
+    fn difference(&self, other: &Self) -> Option<KeyDifference> {
+        if let Some(d) = self.graph.first_difference(&other.graph) {
+            return Some(d.within(0, "graph "));
+        }
+        (self.outputs != other.outputs).then(|| {
+            KeyDifference::new(
+                u64::from(self.graph.canonical_count()),
+                format!("output slots {:?} vs {:?}", self.outputs, other.outputs),
+            )
+        })
+    }
 }
 
 /// The key owns its recorded graph ([`HeapMeter::owned_arc`]) and its slot list.
@@ -281,13 +319,20 @@ impl<A: EngineKeyPart, B: EngineKeyPart> EngineKeyPart for (A, B) {
 /// roots) and the value's canonical index there, equal for differently numbered,
 /// structurally equal roots.
 ///
+/// Its fields are private: the only way to make one is [`TracedOutput::of`], which maps a
+/// value *in the graph's own numbering* to its canonical index, so an engine cannot put a
+/// raw node id where a canonical index belongs (a tape recorded twice with its nodes in
+/// another order would then name another output and be served that output's transform).
+/// It also remembers the fingerprint of the root it was made for: a key built with it over
+/// other roots is refused ([`KeyError::ForeignValue`]).
+///
 /// Fingerprint bytes: the root (`u32`), then the canonical index (`u32`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TracedOutput {
-    /// The root (index into the key's roots).
-    pub root: u32,
-    /// The value's canonical index in that root ([`KeyGraph::canonical_index_of`]).
-    pub canonical: u32,
+    root: u32,
+    canonical: u32,
+    /// Fingerprint of the root graph the index was taken in.
+    graph: Fingerprint,
 }
 
 impl TracedOutput {
@@ -301,7 +346,21 @@ impl TracedOutput {
         let canonical = graph
             .canonical_index_of(value)
             .ok_or(KeyError::NotLive { root })?;
-        Ok(TracedOutput { root, canonical })
+        Ok(TracedOutput {
+            root,
+            canonical,
+            graph: graph.key_fingerprint(),
+        })
+    }
+
+    /// The root (index into the key's roots).
+    pub fn root(&self) -> u32 {
+        self.root
+    }
+
+    /// The value's canonical index in that root ([`KeyGraph::canonical_index_of`]).
+    pub fn canonical(&self) -> u32 {
+        self.canonical
     }
 }
 
@@ -324,10 +383,15 @@ impl RetainedBytes for TracedOutput {
     fn visit_heap<'a>(&'a self, _: &mut HeapMeter<'a>) {}
 }
 
-/// The root must exist and the index must be one of its canonical indices.
+/// The root must exist, be (structurally) the graph the value was named in, and the index
+/// must be one of its canonical indices.
 impl EngineKeyPart for TracedOutput {
     fn check<G: KeyGraph>(&self, roots: &[Arc<G>]) -> Result<(), KeyError> {
-        let values = root_of(roots, self.root)?.canonical_count();
+        let graph = root_of(roots, self.root)?;
+        if graph.key_fingerprint() != self.graph {
+            return Err(KeyError::ForeignValue { root: self.root });
+        }
+        let values = graph.canonical_count();
         if self.canonical < values {
             Ok(())
         } else {
@@ -337,6 +401,26 @@ impl EngineKeyPart for TracedOutput {
                 values,
             })
         }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::TracedOutput {}
+    impl Sealed for Vec<super::TracedOutput> {}
+}
+
+/// What can name the output of an [`EngineTracedKey`]: a [`TracedOutput`] or a list of
+/// them. Sealed: an output is always named through [`TracedOutput::of`], never by an
+/// engine's raw node id.
+pub trait OutputPart: EngineKeyPart + sealed::Sealed {}
+impl OutputPart for TracedOutput {}
+impl OutputPart for Vec<TracedOutput> {}
+
+/// Every output is checked.
+impl EngineKeyPart for Vec<TracedOutput> {
+    fn check<G: KeyGraph>(&self, roots: &[Arc<G>]) -> Result<(), KeyError> {
+        self.iter().try_for_each(|o| o.check(roots))
     }
 }
 
@@ -380,7 +464,7 @@ impl<G, I, O, A> IntoTracedParts<G, I, O, A> for EngineTracedParts<G, I, O, A> {
 
 /// The output value is named canonically ([`TracedOutput::of`]); a dead or unknown one is
 /// [`KeyError::DeadOutput`].
-impl<Op: PartialEq + Send + Sync + 'static>
+impl<Op: PartialEq + std::fmt::Debug + Send + Sync + 'static>
     IntoTracedParts<Graph<Op>, u64, TracedOutput, (u64, u64)> for TracedKeyParts<Op>
 {
     fn into_parts(
@@ -433,9 +517,7 @@ pub struct EngineTracedKey<G, I, O, A> {
     fingerprint: Fingerprint,
 }
 
-impl<G: KeyGraph, I: EngineKeyPart, O: EngineKeyPart, A: EngineKeyPart>
-    EngineTracedKey<G, I, O, A>
-{
+impl<G: KeyGraph, I: EngineKeyPart, O: OutputPart, A: EngineKeyPart> EngineTracedKey<G, I, O, A> {
     /// The key of the request `parts` ([`EngineTracedParts`], or graph-core's
     /// [`TracedKeyParts`]).
     ///
@@ -554,7 +636,7 @@ impl<G, I: std::fmt::Debug, O: std::fmt::Debug, A: std::fmt::Debug> std::fmt::De
     }
 }
 
-impl<G: KeyGraph, I: EngineKeyPart, O: EngineKeyPart, A: EngineKeyPart> CacheKey
+impl<G: KeyGraph, I: EngineKeyPart, O: OutputPart, A: EngineKeyPart> CacheKey
     for EngineTracedKey<G, I, O, A>
 {
     fn fingerprint(&self) -> Fingerprint {
@@ -581,6 +663,52 @@ impl<G: KeyGraph, I: EngineKeyPart, O: EngineKeyPart, A: EngineKeyPart> CacheKey
         } else {
             None
         }
+    }
+    fn kind_label(&self) -> &'static str {
+        match self.kind {
+            TransformKind::Jvp => "traced-jvp",
+            TransformKind::Vjp => "traced-vjp",
+        }
+    }
+    fn difference(&self, other: &Self) -> Option<KeyDifference> {
+        if self.kind != other.kind {
+            return Some(KeyDifference::new(
+                0,
+                format!("kind {:?} vs {:?}", self.kind, other.kind),
+            ));
+        }
+        if self.roots.len() != other.roots.len() {
+            return Some(KeyDifference::new(
+                0,
+                format!("root count {} vs {}", self.roots.len(), other.roots.len()),
+            ));
+        }
+        let mut agree = 0u64;
+        for (i, (a, b)) in self.roots.iter().zip(other.roots.iter()).enumerate() {
+            if let Some(d) = a.first_difference(b) {
+                return Some(d.within(agree, &format!("root {i} ")));
+            }
+            agree = agree.saturating_add(u64::from(a.canonical_count()));
+        }
+        if self.output != other.output {
+            return Some(KeyDifference::new(agree, "the output value"));
+        }
+        if self.wrt != other.wrt {
+            return Some(KeyDifference::new(
+                agree + 1,
+                "the input differentiated (wrt)",
+            ));
+        }
+        (self.aliases != other.aliases).then(|| {
+            KeyDifference::new(
+                agree + 2,
+                format!(
+                    "the alias map ({} vs {} entries)",
+                    self.aliases.len(),
+                    other.aliases.len()
+                ),
+            )
+        })
     }
 }
 
@@ -613,24 +741,58 @@ impl<G: RetainedBytes, I: RetainedBytes, O: RetainedBytes, A: RetainedBytes> Ret
 
 /// The one cache key of an engine that caches eager and traced transforms in one cache:
 /// everything forwards to the key inside (fingerprint, equality, [`quick_eq`](CacheKey::quick_eq),
-/// pricing). An eager and a traced key never compare equal; their domain tags differ, so they
-/// share a fingerprint only by a 128-bit collision (a miss, never a wrong hit).
+/// pricing, miss explanations). Every variant carries its [`TransformKind`]: an eager JVP
+/// and an eager VJP of the same recording are different keys (a traced key has its kind
+/// inside). An eager and a traced key never compare equal; their domain tags differ, so
+/// they share a fingerprint only by a 128-bit collision (a miss, never a wrong hit).
+///
+/// Fingerprint of `Eager(kind, key)`: the eager key's fingerprint XOR a constant per kind
+/// ([`TransformKey::EAGER_JVP_MASK`], [`TransformKey::EAGER_VJP_MASK`]), so the two kinds of
+/// one recording have different fingerprints at no hashing cost.
 #[derive(Debug)]
 pub enum TransformKey<G, I, O, A> {
-    /// An eager transform.
-    Eager(EagerKey<G>),
+    /// An eager transform of the given kind (build it with [`TransformKey::eager`]).
+    Eager(TransformKind, EagerKey<G>),
     /// A traced JVP or VJP.
     Traced(EngineTracedKey<G, I, O, A>),
 }
 
 impl<G, I, O, A> TransformKey<G, I, O, A> {
+    /// XORed into an eager key's fingerprint for an eager JVP.
+    pub const EAGER_JVP_MASK: u128 = 0x6a09_e667_f3bc_c908_b2fb_1366_ea95_7d3e;
+    /// XORed into an eager key's fingerprint for an eager VJP.
+    pub const EAGER_VJP_MASK: u128 = 0x3c6e_f372_fe94_f82b_a54f_f53a_5f1d_36f1;
+
+    /// The key of an eager transform of kind `kind`.
+    pub fn eager(kind: TransformKind, key: EagerKey<G>) -> Self {
+        TransformKey::Eager(kind, key)
+    }
+
+    /// The transform kind asked for.
+    pub fn kind(&self) -> TransformKind {
+        match self {
+            TransformKey::Eager(kind, _) => *kind,
+            TransformKey::Traced(k) => k.kind(),
+        }
+    }
+
+    fn mask(kind: TransformKind) -> u128 {
+        match kind {
+            TransformKind::Jvp => Self::EAGER_JVP_MASK,
+            TransformKind::Vjp => Self::EAGER_VJP_MASK,
+        }
+    }
+
     /// The same key claiming `fingerprint` instead of its own (see
     /// [`GraphKey::with_fingerprint`](crate::GraphKey::with_fingerprint): a wrong one only
     /// causes misses, never a wrong hit).
     #[must_use]
     pub fn with_fingerprint(self, fingerprint: Fingerprint) -> Self {
         match self {
-            TransformKey::Eager(k) => TransformKey::Eager(k.with_fingerprint(fingerprint)),
+            TransformKey::Eager(kind, k) => TransformKey::Eager(
+                kind,
+                k.with_fingerprint(Fingerprint(fingerprint.0 ^ Self::mask(kind))),
+            ),
             TransformKey::Traced(k) => TransformKey::Traced(k.with_fingerprint(fingerprint)),
         }
     }
@@ -639,15 +801,9 @@ impl<G, I, O, A> TransformKey<G, I, O, A> {
 impl<G, I: Clone, O: Clone, A: Clone> Clone for TransformKey<G, I, O, A> {
     fn clone(&self) -> Self {
         match self {
-            TransformKey::Eager(k) => TransformKey::Eager(k.clone()),
+            TransformKey::Eager(kind, k) => TransformKey::Eager(*kind, k.clone()),
             TransformKey::Traced(k) => TransformKey::Traced(k.clone()),
         }
-    }
-}
-
-impl<G, I, O, A> From<EagerKey<G>> for TransformKey<G, I, O, A> {
-    fn from(k: EagerKey<G>) -> Self {
-        TransformKey::Eager(k)
     }
 }
 
@@ -657,19 +813,19 @@ impl<G, I, O, A> From<EngineTracedKey<G, I, O, A>> for TransformKey<G, I, O, A> 
     }
 }
 
-impl<G: KeyGraph, I: EngineKeyPart, O: EngineKeyPart, A: EngineKeyPart> CacheKey
+impl<G: KeyGraph, I: EngineKeyPart, O: OutputPart, A: EngineKeyPart> CacheKey
     for TransformKey<G, I, O, A>
 {
     #[inline]
     fn fingerprint(&self) -> Fingerprint {
         match self {
-            TransformKey::Eager(k) => k.fingerprint(),
+            TransformKey::Eager(kind, k) => Fingerprint(k.fingerprint().0 ^ Self::mask(*kind)),
             TransformKey::Traced(k) => k.fingerprint(),
         }
     }
     fn same_key(&self, other: &Self) -> bool {
         match (self, other) {
-            (TransformKey::Eager(a), TransformKey::Eager(b)) => a.same_key(b),
+            (TransformKey::Eager(ka, a), TransformKey::Eager(kb, b)) => ka == kb && a.same_key(b),
             (TransformKey::Traced(a), TransformKey::Traced(b)) => a.same_key(b),
             _ => false,
         }
@@ -677,9 +833,32 @@ impl<G: KeyGraph, I: EngineKeyPart, O: EngineKeyPart, A: EngineKeyPart> CacheKey
     #[inline]
     fn quick_eq(&self, other: &Self) -> Option<bool> {
         match (self, other) {
-            (TransformKey::Eager(a), TransformKey::Eager(b)) => a.quick_eq(b),
+            (TransformKey::Eager(ka, a), TransformKey::Eager(kb, b)) => {
+                if ka == kb {
+                    a.quick_eq(b)
+                } else {
+                    Some(false)
+                }
+            }
             (TransformKey::Traced(a), TransformKey::Traced(b)) => a.quick_eq(b),
             _ => Some(false),
+        }
+    }
+    fn kind_label(&self) -> &'static str {
+        match self {
+            TransformKey::Eager(TransformKind::Jvp, _) => "eager-jvp",
+            TransformKey::Eager(TransformKind::Vjp, _) => "eager-vjp",
+            TransformKey::Traced(k) => k.kind_label(),
+        }
+    }
+    fn difference(&self, other: &Self) -> Option<KeyDifference> {
+        match (self, other) {
+            (TransformKey::Eager(ka, a), TransformKey::Eager(kb, b)) if ka == kb => a.difference(b),
+            (TransformKey::Traced(a), TransformKey::Traced(b)) => a.difference(b),
+            _ => Some(KeyDifference::new(
+                0,
+                format!("transform {} vs {}", self.kind_label(), other.kind_label()),
+            )),
         }
     }
 }
@@ -689,7 +868,7 @@ impl<G: RetainedBytes, I: RetainedBytes, O: RetainedBytes, A: RetainedBytes> Ret
 {
     fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
         match self {
-            TransformKey::Eager(k) => k.visit_heap(meter),
+            TransformKey::Eager(_, k) => k.visit_heap(meter),
             TransformKey::Traced(k) => k.visit_heap(meter),
         }
     }
@@ -726,7 +905,7 @@ pub type LinearizeKey<Op> = EagerKey<Graph<Op>>;
 ///     wrt: 7,
 ///     aliases: vec![],
 /// })?;
-/// assert_eq!(key.output().root, 0);
+/// assert_eq!(key.output().root(), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]

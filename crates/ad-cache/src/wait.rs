@@ -9,7 +9,7 @@
 //! instead, and every other request of the cycle proceeds. The graph is shared by all caches
 //! of the process, so cycles through several caches are found too.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
@@ -21,6 +21,34 @@ pub(crate) type Actor = ThreadId;
 thread_local! {
     /// The computation this thread works for, when it entered a [`FlightContext`].
     static ACTING_FOR: Cell<Option<ThreadId>> = const { Cell::new(None) };
+    /// The flights this thread is computing, innermost last.
+    static LEADING: RefCell<Vec<Arc<FlightMark>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Notes that the current thread runs `mark`'s computation until [`end_leading`].
+pub(crate) fn begin_leading(mark: &Arc<FlightMark>) {
+    let _ = LEADING.try_with(|l| l.borrow_mut().push(Arc::clone(mark)));
+}
+
+/// Notes that the current thread's innermost computation returned.
+pub(crate) fn end_leading() {
+    let _ = LEADING.try_with(|l| l.borrow_mut().pop());
+}
+
+/// A request made from inside computations was refused (re-entrant, cycle, time limit):
+/// marks every computation the current thread runs, and `also`, as *broken*. When a broken
+/// computation fails, its waiters retry with their own computations instead of receiving
+/// its error: the failure is likely that refusal, passed on with `?`, not an answer for the
+/// key.
+pub(crate) fn note_refused(also: Option<&Arc<FlightMark>>) {
+    let _ = LEADING.try_with(|l| {
+        for m in l.borrow().iter() {
+            m.broken.store(true, Ordering::Release);
+        }
+    });
+    if let Some(m) = also {
+        m.broken.store(true, Ordering::Release);
+    }
 }
 
 /// The actor of the current thread.
@@ -38,8 +66,10 @@ pub(crate) fn current_actor() -> Actor {
 ///
 /// A worker is a different thread, so without this the cache cannot know that the
 /// computation it would wait for is itself blocked on the worker: a worker asking for the
-/// key its parent computation is computing would wait for ever (or until the timeout of
-/// [`Cache::get_or_insert_with_timeout`](crate::Cache::get_or_insert_with_timeout)). A
+/// key its parent computation is computing waits until the cache's
+/// [`wait_limit`](crate::Cache::wait_limit) (default 10 s) and fails with
+/// [`CacheError::Timeout`](crate::CacheError::Timeout) (or, through
+/// [`Cache::get_or_compute`](crate::Cache::get_or_compute), computes without the cache). A
 /// worker that runs inside [`enter`](FlightContext::enter) acts for the parent: such a
 /// request fails at once with [`CacheError::Reentrant`](crate::CacheError::Reentrant), and
 /// a cycle through the worker's waits is found as for the parent's own.
@@ -100,6 +130,8 @@ impl FlightContext {
 pub(crate) struct FlightMark {
     leader: Actor,
     done: AtomicBool,
+    /// A request made from inside the computation was refused (see [`note_refused`]).
+    broken: AtomicBool,
 }
 
 impl FlightMark {
@@ -108,6 +140,7 @@ impl FlightMark {
         Arc::new(FlightMark {
             leader: current_actor(),
             done: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
         })
     }
 
@@ -119,6 +152,11 @@ impl FlightMark {
     /// Marks the flight finished: nobody waiting for it is blocked by it any longer.
     pub(crate) fn finish(&self) {
         self.done.store(true, Ordering::Release);
+    }
+
+    /// Whether a request from inside the computation was refused.
+    pub(crate) fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Acquire)
     }
 
     fn is_done(&self) -> bool {

@@ -266,3 +266,54 @@ fn twelve_shared_parents_are_charged_once_each() {
 fn a_hundred_shared_parents_are_charged_once_each() {
     shared_parents_fill_the_limit(100);
 }
+
+/// Fills a cache with a 4 MiB byte limit through `fill` (which drops every `Arc` it made
+/// once it has inserted), then checks the heap really held (what dropping the cache frees)
+/// against the limit: within 0.95–1.05.
+fn arc_fields_fill_the_limit(what: &str, fill: impl FnOnce(&Cache<u64, (Arc<Vec<u8>>, Vec<u8>)>)) {
+    let limit: u64 = 4 << 20;
+    let cache: Cache<u64, (Arc<Vec<u8>>, Vec<u8>)> = Cache::with_limits(CacheLimits {
+        max_entries: std::num::NonZeroUsize::new(100_000).unwrap(),
+        max_retained_bytes: Some(limit),
+    });
+    fill(&cache);
+    let s = cache.stats();
+    assert!(s.evictions > 0, "{what}: the limit was reached");
+    assert!(s.retained_bytes <= limit && s.peak_retained_bytes <= limit);
+    let entries = cache.len();
+    let freed = freed_by_dropping(cache);
+    let held = freed as f64 / limit as f64;
+    eprintln!("{what}: {entries} entries, freed {freed} B, held/limit {held:.3}");
+    assert!(
+        (0.95..=1.05).contains(&held),
+        "{what}: the cache held {freed} B against a {limit} B limit ({held:.3})"
+    );
+}
+
+/// One shared 1 MiB table that every entry's value holds; the caller holds it while it
+/// inserts and drops it afterwards.
+#[test]
+fn a_shared_table_the_caller_drops_after_insert_is_charged() {
+    arc_fields_fill_the_limit("shared table", |cache| {
+        let table = Arc::new(vec![1u8; 1 << 20]);
+        for i in 0..400u64 {
+            cache.insert(i, (Arc::clone(&table), vec![2u8; 16 << 10]));
+        }
+        drop(table);
+    });
+}
+
+/// A training loop: each step makes new parameters (256 KiB) that the step's four cached
+/// transforms hold, and drops them when the step ends.
+#[test]
+fn a_training_loop_of_arc_parameters_is_charged() {
+    arc_fields_fill_the_limit("training loop", |cache| {
+        for step in 0..80u64 {
+            let params = Arc::new(vec![step as u8; 256 << 10]);
+            for j in 0..4 {
+                cache.insert(step * 4 + j, (Arc::clone(&params), vec![3u8; 8 << 10]));
+            }
+            drop(params);
+        }
+    });
+}

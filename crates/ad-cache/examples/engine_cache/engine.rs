@@ -660,7 +660,10 @@ pub(crate) type TransformKey = ad_cache::TransformKey<Recorded, InputKey, Traced
 /// # Errors
 /// [`EngineError::Key`] for a slot past the outputs.
 pub(crate) fn eager_key(graph: Arc<Recorded>, slots: &[u32]) -> Result<TransformKey, EngineError> {
-    Ok(EagerKey::new(graph, slots)?.into())
+    Ok(TransformKey::eager(
+        TransformKind::Jvp,
+        EagerKey::new(graph, slots)?,
+    ))
 }
 
 /// The traced key: `kind` of output `output` of `root` (a value of it) with respect to the

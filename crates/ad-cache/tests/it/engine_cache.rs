@@ -390,29 +390,108 @@ fn the_ready_made_key_enum_forwards_quick_eq_and_checks_canonical_outputs() {
     assert!(key(&g, y).same_key(&key(&again, y2)));
     let eager = engine::eager_key(Arc::clone(&g), &[0]).expect("key");
     assert_eq!(eager.quick_eq(&key(&g, y)), Some(false));
-    // A raw engine node id where a canonical index belongs is a typed error.
+    // A canonical name made in another (not structurally equal) tape is a typed error.
     let values = g.canonical_count();
+    let (other, y_other) = program(4, 1.0, false);
+    let foreign = TracedOutput::of(&[Arc::clone(&other)], 0, engine_value(y_other)).expect("live");
     let raw = EngineTracedKey::<Recorded, InputKey, TracedOutput, Alias>::new(EngineTracedParts {
         kind: TransformKind::Vjp,
         roots: vec![Arc::clone(&g)],
-        output: TracedOutput {
-            root: 0,
-            canonical: values + 7,
-        },
+        output: foreign,
         wrt: w(),
         aliases: aliases(),
     });
     assert_eq!(
         raw.map(|_| ()).unwrap_err(),
-        KeyError::NoSuchValue {
-            root: 0,
-            canonical: values + 7,
-            values
-        }
+        KeyError::ForeignValue { root: 0 }
     );
     // The count is the inputs plus the live nodes' results (one each here).
     let live = (0..g.graph().nodes.len() as u32)
         .filter(|&n| g.canonical().is_live(n))
         .count() as u32;
     assert_eq!(values, g.graph().inputs.len() as u32 + live);
+}
+
+/// Misuse 1 of issue 39: a multi-output tape recorded twice with its nodes in another
+/// order, the engine naming the output by the node id it had in the first recording. The
+/// only way to name an output is `TracedOutput::of` (the fields are private), which maps
+/// the id through the second tape: a different value there, so a miss, never the first
+/// recording's transform of another output.
+#[test]
+fn a_node_id_from_another_recording_misses_instead_of_serving_another_output() {
+    use ad_cache::CacheKey;
+    let cache = TransformCache::new(limits(16, None));
+    let (first, _) = program(3, 1.0, false);
+    let (second, _) = program(3, 1.0, true);
+    let node_in_first = summand(3, false);
+    let cached = cache
+        .traced(TransformKind::Jvp, &first, node_in_first, &w(), aliases())
+        .expect("jvp");
+    // The first recording's node id, asked of the second recording: another value there.
+    let misused = engine::traced_key(
+        TransformKind::Jvp,
+        Arc::clone(&second),
+        node_in_first,
+        w(),
+        aliases(),
+    )
+    .expect("a live node");
+    let right = engine::traced_key(
+        TransformKind::Jvp,
+        Arc::clone(&second),
+        summand(3, true),
+        w(),
+        aliases(),
+    )
+    .expect("key");
+    assert!(
+        !misused.same_key(&right),
+        "the id names another value in the second tape"
+    );
+    assert!(
+        cache.cache().get(&misused).is_none(),
+        "a miss, not another output's transform"
+    );
+    // The right name in the second recording hits the first recording's entry.
+    let hit = cache
+        .cache()
+        .get(&right)
+        .expect("equal structure, same output");
+    assert!(Arc::ptr_eq(&hit, &cached));
+}
+
+/// Misuse 2 of issue 39: an eager JVP cached, then the eager VJP of the same recording
+/// asked for. The ready-made key carries the kind: a miss, and both entries stay apart.
+#[test]
+fn an_eager_jvp_is_never_served_for_an_eager_vjp() {
+    use ad_cache::{CacheKey, EagerKey};
+    let cache = TransformCache::new(limits(16, None));
+    let (g, _) = program(2, 1.0, false);
+    let jvp = engine::TransformKey::eager(
+        TransformKind::Jvp,
+        EagerKey::new(Arc::clone(&g), &[0]).expect("slot"),
+    );
+    let vjp = engine::TransformKey::eager(
+        TransformKind::Vjp,
+        EagerKey::new(Arc::clone(&g), &[0]).expect("slot"),
+    );
+    assert_ne!(jvp.fingerprint(), vjp.fingerprint());
+    assert!(!jvp.same_key(&vjp));
+    assert_eq!(jvp.quick_eq(&vjp), Some(false));
+    let lin = cache.linearize(&g, &[0]).expect("linearize");
+    assert!(
+        cache
+            .cache()
+            .get(&jvp)
+            .is_some_and(|v| Arc::ptr_eq(&v, &lin))
+    );
+    assert!(
+        cache.cache().get(&vjp).is_none(),
+        "the JVP is not the VJP's value"
+    );
+    // Forced to share a fingerprint, they still never match.
+    let forced = vjp.clone().with_fingerprint(jvp.fingerprint());
+    assert_eq!(forced.fingerprint(), jvp.fingerprint());
+    assert!(cache.cache().get(&forced).is_none());
+    assert_eq!(cache.stats().collisions, 1);
 }

@@ -4,6 +4,7 @@ mod behaviour;
 mod collision;
 mod common;
 mod engine_cache;
+mod explain;
 mod graphs;
 mod model;
 mod stress;

@@ -56,8 +56,14 @@ impl Model {
     }
 
     fn evict_lru(&mut self) {
+        let for_entries = self.entries.len() > self.limits.max_entries.get();
         let (_, _, w) = self.entries.pop().expect("evicting from an empty model");
         self.stats.evictions += 1;
+        if for_entries {
+            self.stats.evicted_for_entries += 1;
+        } else {
+            self.stats.evicted_for_bytes += 1;
+        }
         self.stats.evicted_bytes += w;
     }
 

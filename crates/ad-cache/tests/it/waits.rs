@@ -8,17 +8,18 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use ad_cache::{Cache, CacheError, CacheKey, FlightContext};
+use ad_cache::{Cache, CacheError, CacheKey, DEFAULT_WAIT_LIMIT, FlightContext};
 
-/// Runs `scenario` on a thread and returns its result, failing if it takes over 20 s.
+/// Runs `scenario` on a thread and returns its result, failing if it takes over 60 s (a
+/// hang detector well above the cache's 10 s default wait limit, not a speed threshold).
 fn within_time_limit<T: Send + 'static>(scenario: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let _ = tx.send(scenario());
     });
-    match rx.recv_timeout(Duration::from_secs(20)) {
+    match rx.recv_timeout(Duration::from_mins(1)) {
         Ok(v) => v,
-        Err(RecvTimeoutError::Timeout) => panic!("the scenario hung (no result in 20 s)"),
+        Err(RecvTimeoutError::Timeout) => panic!("the scenario hung (no result in 60 s)"),
         Err(RecvTimeoutError::Disconnected) => panic!("the scenario panicked"),
     }
 }
@@ -253,4 +254,155 @@ fn many_waiters_on_one_computation_are_no_cycle() {
     });
     assert!(values.iter().all(|v| *v == Ok(210)), "{values:?}");
     assert_eq!(cache.stats().inserts, 1);
+}
+
+/// The shape of a stolen `rayon::join` closure (rayon is not a dependency of this
+/// workspace, so a scoped std thread stands in for the stolen worker): the computation of
+/// a key joins a worker that asks for the same key with plain `get_or_insert_with`, no
+/// `FlightContext`. The worker's wait ends at the cache's default wait limit.
+#[test]
+fn a_joined_worker_asking_for_the_same_key_returns_within_the_default_limit() {
+    let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
+    assert_eq!(cache.wait_limit(), Some(DEFAULT_WAIT_LIMIT));
+    let (inner, outer) = within_time_limit({
+        let cache = Arc::clone(&cache);
+        move || {
+            let mut inner = None;
+            let outer = cache.get_or_insert_with(21, || {
+                inner = Some(thread::scope(|s| {
+                    s.spawn(|| {
+                        cache
+                            .get_or_insert_with(21, || Ok::<_, String>(0))
+                            .map(|v| *v)
+                    })
+                    .join()
+                    .unwrap()
+                }));
+                Ok::<_, String>(210)
+            });
+            (inner, outer.map(|v| *v))
+        }
+    });
+    match inner {
+        Some(Err(CacheError::Timeout { waited, .. })) => assert!(waited >= DEFAULT_WAIT_LIMIT),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert_eq!(outer, Ok(210));
+    assert_eq!(cache.get(&21).as_deref(), Some(&210));
+}
+
+/// The same shape through `get_or_compute`: the refused worker computes its value without
+/// the cache, and the computation that joined it succeeds and is cached.
+#[test]
+fn get_or_compute_lets_a_joined_worker_compute_without_the_cache() {
+    let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
+    cache.set_wait_limit(Some(Duration::from_millis(50)));
+    let (inner, outer) = within_time_limit({
+        let cache = Arc::clone(&cache);
+        move || {
+            let mut inner = None;
+            let outer = cache.get_or_insert_with(22, || {
+                inner = Some(thread::scope(|s| {
+                    s.spawn(|| cache.get_or_compute(22, || Ok::<_, String>(7)).map(|v| *v))
+                        .join()
+                        .unwrap()
+                }));
+                Ok::<_, String>(220)
+            });
+            (inner, outer.map(|v| *v))
+        }
+    });
+    assert_eq!(inner, Some(Ok(7)), "computed by the worker, not cached");
+    assert_eq!(outer, Ok(220));
+    assert_eq!(cache.get(&22).as_deref(), Some(&220));
+    cache.set_wait_limit(None);
+    assert_eq!(cache.wait_limit(), None);
+}
+
+/// Two threads, each computing its key and asking for the other's inside with `?`: the
+/// request that closes the cycle fails (and so does its computation), the other thread
+/// retries the failed key with its own computation, and both values end up cached.
+#[test]
+fn with_question_marks_only_the_request_closing_a_cycle_fails() {
+    let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
+    let results = within_time_limit({
+        let cache = Arc::clone(&cache);
+        move || {
+            let barrier = Arc::new(Barrier::new(2));
+            let handles: Vec<_> = [(31u64, 32u64), (32, 31)]
+                .into_iter()
+                .map(|(key, wanted)| {
+                    let cache = Arc::clone(&cache);
+                    let barrier = Arc::clone(&barrier);
+                    thread::spawn(move || {
+                        cache
+                            .get_or_insert_with(key, || {
+                                barrier.wait();
+                                let other = cache
+                                    .get_or_insert_with(wanted, || Ok::<_, String>(wanted * 1000))
+                                    .map_err(|e| e.to_string())?;
+                                Ok::<_, String>(key * 10 + *other)
+                            })
+                            .map(|v| *v)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        }
+    });
+    let failed: Vec<usize> = (0..2).filter(|&i| results[i].is_err()).collect();
+    assert_eq!(failed.len(), 1, "one request closes the cycle: {results:?}");
+    let (lost, won) = if failed[0] == 0 { (31, 32) } else { (32, 31) };
+    // The winner computed the loser's key with its own (inner) computation.
+    assert_eq!(cache.get(&lost).as_deref(), Some(&(lost * 1000)));
+    assert_eq!(cache.get(&won).as_deref(), Some(&(won * 10 + lost * 1000)));
+    match &results[failed[0]] {
+        Err(CacheError::Compute(msg)) => assert!(msg.contains("cycle"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `get_or_compute` in the same cycle: every thread gets a value.
+#[test]
+fn with_get_or_compute_every_thread_of_a_cycle_gets_a_value() {
+    let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
+    let results = within_time_limit({
+        let cache = Arc::clone(&cache);
+        move || {
+            let barrier = Arc::new(Barrier::new(2));
+            let handles: Vec<_> = [(41u64, 42u64), (42, 41)]
+                .into_iter()
+                .map(|(key, wanted)| {
+                    let cache = Arc::clone(&cache);
+                    let barrier = Arc::clone(&barrier);
+                    thread::spawn(move || {
+                        cache
+                            .get_or_compute(key, || {
+                                barrier.wait();
+                                let other = cache
+                                    .get_or_compute(wanted, || Ok::<_, String>(wanted * 1000))
+                                    .map_err(|e| e.to_string())?;
+                                Ok::<_, String>(key * 10 + *other)
+                            })
+                            .map(|v| *v)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        }
+    });
+    let values: Vec<u64> = results.into_iter().map(|r| r.unwrap()).collect();
+    // The request closing the cycle computed the other key itself (uncached); the other
+    // thread waited for the closer's value.
+    let closer_0 = [41 * 10 + 42 * 1000, 42 * 10 + 41 * 10 + 42 * 1000];
+    let closer_1 = [41 * 10 + 42 * 10 + 41 * 1000, 42 * 10 + 41 * 1000];
+    assert!(values == closer_0 || values == closer_1, "{values:?}");
+    assert_eq!(cache.get(&41).as_deref(), Some(&values[0]));
+    assert_eq!(cache.get(&42).as_deref(), Some(&values[1]));
 }
