@@ -9,7 +9,8 @@
 //!
 //! Readers decide by content, not by name: a file that starts with a zstd frame's magic bytes
 //! ([`ZSTD_MAGIC`], or a skippable frame's) is decompressed (`TraceInput`, with the `read`
-//! and `zstd` features).
+//! and `zstd` features), and one that starts with another format's (gzip, xz, bzip2, lz4,
+//! zip: [`Compression::foreign`]) is refused with an error naming it.
 
 use std::path::Path;
 
@@ -45,7 +46,59 @@ pub enum Compression {
     },
 }
 
+/// Compression formats other than zstd, by their magic bytes: (magic, name, how to decompress).
+const FOREIGN: &[(&[u8], &str, &str)] = &[
+    (&[0x1F, 0x8B], "gzip", "gunzip"),
+    (&[0xFD, b'7', b'z', b'X', b'Z', 0x00], "xz", "unxz"),
+    (b"BZh", "bzip2", "bunzip2"),
+    (&[0x04, 0x22, 0x4D, 0x18], "lz4", "unlz4"),
+    (&[0x02, 0x21, 0x4C, 0x18], "lz4 (legacy)", "unlz4"),
+    (b"PK\x03\x04", "zip", "unzip"),
+    (&[0x5D, 0x00, 0x00], "lzma", "unlzma"),
+];
+
 impl Compression {
+    /// How many times its compressed size a zstd trace's content (its bytes that are not
+    /// ASCII whitespace) may be, by default, once past [`EXPANSION_FLOOR`](Self::EXPANSION_FLOOR):
+    /// 256. Traces a session writes compress about 10–30× (zstd level 19 included); a file
+    /// that expands further is refused as it is read (a zstd bomb: 393 KB holding 4 GiB of
+    /// one repeated op line expands 10,000×), so memory grows with what a reader was really
+    /// given. [`MAX_RATIO_ENV`](Self::MAX_RATIO_ENV) overrides it.
+    pub const DEFAULT_MAX_RATIO: u64 = 256;
+
+    /// The content a compressed trace may always expand to, however small the file: 64 MiB.
+    pub const EXPANSION_FLOOR: u64 = 64 << 20;
+
+    /// The environment variable that overrides [`DEFAULT_MAX_RATIO`](Self::DEFAULT_MAX_RATIO)
+    /// for every reader (an integer; `0` lifts the limit).
+    pub const MAX_RATIO_ENV: &str = "TRACEGRAPH_ZSTD_MAX_RATIO";
+
+    /// The expansion ratio readers use: [`MAX_RATIO_ENV`](Self::MAX_RATIO_ENV) when it is set
+    /// to an integer, else [`DEFAULT_MAX_RATIO`](Self::DEFAULT_MAX_RATIO).
+    pub fn max_ratio_from_env() -> u64 {
+        std::env::var(Self::MAX_RATIO_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(Self::DEFAULT_MAX_RATIO)
+    }
+
+    /// The compression format other than zstd that `prefix` (a file's first bytes, 6 of them
+    /// to tell every format) starts, if any, with the command that decompresses it. JSON
+    /// never starts with these bytes, so a trace is never mistaken for one.
+    ///
+    /// ```
+    /// use trace_record::Compression;
+    /// assert_eq!(Compression::foreign(&[0x1F, 0x8B, 8, 0]), Some(("gzip", "gunzip")));
+    /// assert_eq!(Compression::foreign(b"BZh91AY"), Some(("bzip2", "bunzip2")));
+    /// assert_eq!(Compression::foreign(br#"{"type":"header"}"#), None);
+    /// ```
+    pub fn foreign(prefix: &[u8]) -> Option<(&'static str, &'static str)> {
+        FOREIGN
+            .iter()
+            .find(|(magic, ..)| prefix.starts_with(magic))
+            .map(|&(_, name, tool)| (name, tool))
+    }
+
     /// zstd at [`DEFAULT_ZSTD_LEVEL`].
     pub const fn zstd() -> Compression {
         Compression::Zstd {

@@ -15,6 +15,7 @@ mod io_errors;
 mod json;
 mod lag;
 mod pipeline;
+mod reader_bounds;
 mod reader_errors;
 mod roundtrip;
 mod sampled;
