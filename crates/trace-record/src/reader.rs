@@ -40,7 +40,7 @@ use serde::de::DeserializeOwned;
 
 use crate::schema::{
     Event, EventCounts, EventType, Header, MIN_SCHEMA_VERSION, OUT_BYTES_UNSET, Outcome,
-    OutcomeKind, SCHEMA_NAME, SCHEMA_VERSION, Trailer, logical_bytes,
+    OutcomeKind, SCHEMA_NAME, SCHEMA_VERSION, Trailer, logical_bytes, shown, shown_up_to,
 };
 
 /// The longest line the reader accepts (64 MiB, newline excluded). A longer line (a corrupt
@@ -352,6 +352,19 @@ impl<R: BufRead> TraceReader<R> {
             }
             match parsed {
                 Parsed::Event => {
+                    let ty = slot.event_type();
+                    if self.mode == ReadMode::Strict && ty.since_version() > self.header.version {
+                        return Err(schema_err(
+                            line,
+                            "type",
+                            format!(
+                                "`{ty}` lines are schema version {}, but the header states \
+                                 version {}",
+                                ty.since_version(),
+                                self.header.version
+                            ),
+                        ));
+                    }
                     if !fill_device(slot, &self.header.run.device, spare) {
                         return Err(schema_err(
                             line,
@@ -510,6 +523,49 @@ fn not_an_object(line: &[u8]) -> Option<&'static str> {
     })
 }
 
+/// Keys whose value may be `null` on the wire: a counter's non-finite `value`.
+const NULL_KEYS: &[&[u8]] = &[b"value"];
+
+/// The first key (shown safely) of `line`, a JSON object that parsed, whose value is `null`
+/// although the schema has no null there ([`NULL_KEYS`]); `None` when there is none. Serde
+/// reads `null` as an absent optional field, but the format omits absent fields, so strict
+/// reading rejects it. Linear in the line; lines without `null` are not scanned.
+fn null_value(line: &[u8]) -> Option<String> {
+    memchr::memmem::find(line, b"null")?;
+    let mut i = 0;
+    // The byte range of the last string read, and whether a `:` followed it (a key).
+    let mut key: Option<(usize, usize)> = None;
+    while i < line.len() {
+        match line[i] {
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < line.len() && line[j] != b'"' {
+                    j += if line[j] == b'\\' { 2 } else { 1 };
+                }
+                let mut k = j + 1;
+                while k < line.len() && line[k].is_ascii_whitespace() {
+                    k += 1;
+                }
+                if line.get(k) == Some(&b':') {
+                    key = Some((start, j.min(line.len())));
+                }
+                i = j + 1;
+            }
+            b'n' if line[i..].starts_with(b"null") => {
+                if let Some((a, b)) = key
+                    && !NULL_KEYS.contains(&&line[a..b])
+                {
+                    return Some(shown(&String::from_utf8_lossy(&line[a..b])));
+                }
+                i += 4;
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 /// Only the `type` of a line, for lines whose keys are not in this crate's order.
 #[derive(serde::Deserialize)]
 struct TagOnly {
@@ -601,7 +657,10 @@ fn parse_line(
                     Err(schema_err(
                         no,
                         "type",
-                        format!("unknown event type `{}`", String::from_utf8_lossy(tag)),
+                        format!(
+                            "unknown event type `{}`",
+                            shown(&String::from_utf8_lossy(tag))
+                        ),
                     ))
                 }
             }
@@ -627,6 +686,15 @@ fn parse_line(
         EventType::HeapSmall => Event::HeapSmall(from_slice_at(line, no)?),
         EventType::HeapAccount => Event::HeapAccount(from_slice_at(line, no)?),
     };
+    if mode == ReadMode::Strict
+        && let Some(key) = null_value(line)
+    {
+        return Err(schema_err(
+            no,
+            &key,
+            "null is not a value here: an optional field is omitted when absent".into(),
+        ));
+    }
     put(slot, event, spare);
     Ok(Parsed::Event)
 }
@@ -647,7 +715,11 @@ fn parse_header(line: &[u8]) -> Result<Header, ReadError> {
     match value.get("schema").and_then(|s| s.as_str()) {
         Some(SCHEMA_NAME) => {}
         Some(other) => {
-            return Err(schema_err(1, "schema", format!("unknown schema `{other}`")));
+            return Err(schema_err(
+                1,
+                "schema",
+                format!("unknown schema `{}`", shown(other)),
+            ));
         }
         None => return Err(schema_err(1, "schema", "missing field `schema`".into())),
     }
@@ -678,8 +750,8 @@ fn map_json_error(e: &serde_json::Error, line: &[u8], no: u64) -> ReadError {
     let message = e.to_string();
     // serde_json appends " at line L column C"; the line is always 1 here.
     let message = match message.rfind(" at line ") {
-        Some(i) => message[..i].to_string(),
-        None => message,
+        Some(i) => clip_quoted(&message[..i]),
+        None => clip_quoted(&message),
     };
     match e.classify() {
         Category::Data => {
@@ -717,6 +789,37 @@ fn map_json_error(e: &serde_json::Error, line: &[u8], no: u64) -> ReadError {
 /// Keys of the schema whose values are objects (the header's run metadata and maps, the
 /// trailer's counts); any other object-valued key is a wrong value.
 const OBJECT_KEYS: &[&str] = &["run", "tags", "versions", "schedule", "counts"];
+
+/// A parser's message with the text it quotes from the line (between backticks or double
+/// quotes: an unknown variant, an invalid string) made safe to show ([`shown`]), the rest
+/// escaped the same way.
+fn clip_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(1024));
+    let mut rest = message;
+    while let Some(open) = rest.find(['`', '"']) {
+        let q = &rest[open..=open];
+        out.push_str(&shown_all(&rest[..=open]));
+        let after = &rest[open + 1..];
+        match after.find(q) {
+            Some(close) => {
+                out.push_str(&shown(&after[..close]));
+                out.push_str(q);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push_str(&shown(after));
+                return out;
+            }
+        }
+    }
+    out.push_str(&shown_all(rest));
+    out
+}
+
+/// The parser's own words, escaped like [`shown`] with room for any of its messages.
+fn shown_all(s: &str) -> String {
+    shown_up_to(s, 512)
+}
 
 fn missing_field(message: &str) -> Option<String> {
     let rest = message.split_once("missing field `")?.1;
@@ -767,7 +870,7 @@ fn key_at(line: &[u8], column: usize) -> Option<(Vec<String>, Option<usize>)> {
     let mut object_at = None;
     for (depth, (_, key)) in path.iter().enumerate() {
         let Some((a, b)) = *key else { continue };
-        let k = String::from_utf8_lossy(&line[a..b]).into_owned();
+        let k = shown(&String::from_utf8_lossy(&line[a..b]));
         // The frame after a key's frame is that key's value.
         let value_is_object = path.get(depth + 1).is_some_and(|f| f.0);
         if object_at.is_none() && value_is_object && !OBJECT_KEYS.contains(&k.as_str()) {

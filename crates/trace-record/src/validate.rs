@@ -154,6 +154,20 @@ pub enum IssueKind {
         /// The allocation id.
         id: u64,
     },
+    /// A `heap_account` for a step the trace does not have: no `step` line has its index
+    /// (step 0, which begins with the trace, always exists).
+    HeapAccountForUnknownStep {
+        /// The step the account names.
+        step: u64,
+    },
+    /// A `sampler` line whose rate is above [`Validator::MAX_SAMPLER_HZ`]: no sampler ticks
+    /// that fast.
+    ImplausibleSampleRate {
+        /// The step.
+        step: u64,
+        /// The rate as written.
+        hz: u64,
+    },
 }
 
 /// An issue at a line.
@@ -199,7 +213,8 @@ impl std::fmt::Display for IssueKind {
             IssueKind::UnknownInterned { what, id } => write!(f, "refers to unknown {what} {id}"),
             IssueKind::InvalidGradientNorm { param, norm } => write!(
                 f,
-                "gradient of {param}: norm {norm} is impossible (a norm is finite and >= 0)"
+                "gradient of {}: norm {norm} is impossible (a norm is finite and >= 0)",
+                crate::schema::shown(param)
             ),
             IssueKind::DuplicateSamplerAccount { step, first_line } => write!(
                 f,
@@ -243,6 +258,17 @@ impl std::fmt::Display for IssueKind {
             IssueKind::HeapFreeBeforeAlloc { id } => {
                 write!(f, "heap allocation {id} is freed before it is allocated")
             }
+            IssueKind::HeapAccountForUnknownStep { step } => write!(
+                f,
+                "heap_account for step {step}, which the trace does not have (no step line \
+                 with that index)"
+            ),
+            IssueKind::ImplausibleSampleRate { step, hz } => write!(
+                f,
+                "step {step}: a sampling rate of {hz} Hz is implausible (at most \
+                 {} Hz)",
+                Validator::MAX_SAMPLER_HZ
+            ),
         }
     }
 }
@@ -279,6 +305,8 @@ struct Heap {
     live: IdMap<(u64, u64)>,
     /// Allocation id → lines of its `heap_alloc` and its `heap_free`.
     freed: IdMap<(u64, u64)>,
+    /// (line, step) of every `heap_account` line, checked against the steps at the end.
+    accounts: Vec<(u64, u64)>,
 }
 
 /// What the validator keeps of sampled stacks (version 2).
@@ -319,6 +347,8 @@ pub struct Validator {
     heap: Heap,
     issues: Vec<Issue>,
     events: u64,
+    /// The indices of the trace's `step` lines.
+    steps: std::collections::HashSet<u64, IdHash>,
     /// The span id the last reference found known (spans are never forgotten, so it stays
     /// known): most events name the span of the event before them.
     known_span: Option<u64>,
@@ -334,6 +364,11 @@ impl std::fmt::Debug for Validator {
 }
 
 impl Validator {
+    /// The highest sampling rate a `sampler` line may state: 1 MHz (a timer tick per
+    /// microsecond of CPU time; real samplers run at 100 Hz to tens of kHz). A higher one is
+    /// [`IssueKind::ImplausibleSampleRate`].
+    pub const MAX_SAMPLER_HZ: u64 = 1_000_000;
+
     /// An empty validator.
     pub fn new() -> Self {
         Self::default()
@@ -439,7 +474,10 @@ impl Validator {
                     );
                 }
             }
-            Event::DeviceMemory(_) | Event::Step(_) | Event::Counter(_) => {}
+            Event::Step(st) => {
+                self.steps.insert(st.index);
+            }
+            Event::DeviceMemory(_) | Event::Counter(_) => {}
             Event::Frame(f) => {
                 if !self.sampled.frames.insert(f.id) {
                     self.issue(
@@ -478,6 +516,15 @@ impl Validator {
                 *sum = sum.saturating_add(sm.n);
             }
             Event::Sampler(sp) => {
+                if sp.hz > Self::MAX_SAMPLER_HZ {
+                    self.issue(
+                        line,
+                        IssueKind::ImplausibleSampleRate {
+                            step: sp.step,
+                            hz: sp.hz,
+                        },
+                    );
+                }
                 if let Some(first_line) = self.sampled.accounts.insert(sp.step, line) {
                     self.sampled.accounts.insert(sp.step, first_line);
                     self.issue(
@@ -556,7 +603,7 @@ impl Validator {
                     self.span_ref(line, s);
                 }
             }
-            Event::HeapAccount(_) => {}
+            Event::HeapAccount(a) => self.heap.accounts.push((line, a.step)),
         }
     }
 
@@ -594,6 +641,11 @@ impl Validator {
                         counted,
                     },
                 );
+            }
+        }
+        for (line, step) in std::mem::take(&mut self.heap.accounts) {
+            if step != 0 && !self.steps.contains(&step) {
+                self.issue(line, IssueKind::HeapAccountForUnknownStep { step });
             }
         }
         let spans = std::mem::take(&mut self.spans);

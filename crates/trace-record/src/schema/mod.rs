@@ -24,6 +24,7 @@ pub use vocab::{
     AllocKind, EventType, ExecStep, GradientState, MemoryCategory, OutcomeKind, ParseEnumError,
     Phase, SpanKind, TimingMode,
 };
+pub(crate) use vocab::{shown, shown_up_to};
 pub use words::{
     AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_STEP_START_COUNTER, AUTOGRAD_AT_WALK_COUNTER,
     AUTOGRAD_LABEL, AUTOGRAD_STORAGE_BYTES_COUNTER, AUTOGRAD_STORAGES_COUNTER,

@@ -18,7 +18,7 @@ use serde::Serialize;
 /// assert_eq!(err.to_string(), "unknown span kind `widget` (expected one of: function, module, op)");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {what} `{found}` (expected one of: {})", expected.join(", "))]
+#[error("unknown {what} `{}` (expected one of: {})", shown(found), expected.join(", "))]
 pub struct ParseEnumError {
     /// What was being parsed (`span kind`, `memory category`, ...).
     pub what: &'static str,
@@ -26,6 +26,49 @@ pub struct ParseEnumError {
     pub found: String,
     /// The wire names accepted, in declaration order.
     pub expected: &'static [&'static str],
+}
+
+/// The most characters of text read from a trace that a message shows ([`shown`]).
+pub(crate) const SHOWN_CHARS: usize = 64;
+
+/// Text read from a trace (a name, a value), made safe to print in a message: at most
+/// [`SHOWN_CHARS`] characters (then `…`), and control, bidirectional-override and invisible
+/// formatting characters escaped as `\u{202e}`, so a hostile name can neither flood a terminal
+/// nor reorder or hide what is printed around it.
+pub(crate) fn shown(s: &str) -> String {
+    shown_up_to(s, SHOWN_CHARS)
+}
+
+/// [`shown`] with room for `max_chars` characters.
+pub(crate) fn shown_up_to(s: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max_chars.saturating_mul(4)) + 4);
+    for (i, c) in s.chars().enumerate() {
+        if i == max_chars {
+            out.push('…');
+            break;
+        }
+        if hidden(c) {
+            use std::fmt::Write as _;
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Characters that are not shown as themselves: controls, bidirectional formatting and
+/// zero-width characters, separators other than the space, and the byte order mark.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{feff}'
+        )
 }
 
 /// Declares a schema enum from one `Variant = "wire_name"` table (see the module docs).
@@ -256,6 +299,38 @@ wire_enum! {
 }
 
 impl EventType {
+    /// The schema version that introduced this type: 2 for the sampled-stack and tracked-heap
+    /// types, 1 for the others. A trace whose header states an older version has no such
+    /// lines (strict reading rejects them).
+    ///
+    /// ```
+    /// use trace_record::schema::EventType;
+    /// assert_eq!(EventType::Op.since_version(), 1);
+    /// assert_eq!(EventType::HeapAccount.since_version(), 2);
+    /// ```
+    pub const fn since_version(self) -> u32 {
+        match self {
+            EventType::SpanStart
+            | EventType::SpanEnd
+            | EventType::Op
+            | EventType::Tensor
+            | EventType::Memory
+            | EventType::DeviceMemory
+            | EventType::Gradient
+            | EventType::Step
+            | EventType::Marker
+            | EventType::Counter => 1,
+            EventType::Frame
+            | EventType::Stack
+            | EventType::Samples
+            | EventType::Sampler
+            | EventType::HeapAlloc
+            | EventType::HeapFree
+            | EventType::HeapSmall
+            | EventType::HeapAccount => 2,
+        }
+    }
+
     /// The type named `s` on the wire, if it is one.
     #[inline]
     pub fn from_wire(s: &[u8]) -> Option<EventType> {

@@ -17,6 +17,7 @@ mod lag;
 mod pipeline;
 mod reader_bounds;
 mod reader_errors;
+mod reader_strict_gaps;
 mod roundtrip;
 mod sampled;
 mod schedule;
