@@ -179,6 +179,13 @@ pub(crate) fn load_stored(
     // Erase the bar before anything else is printed, error or not.
     progress::clear(show);
     let trace = loaded?;
+    if let Some(note) = stored
+        .as_ref()
+        .filter(|z| z.trailing_bytes > 0)
+        .and_then(trace_record::ZstdStats::note)
+    {
+        eprintln!("tracegraph: note: {}: {note}", path.display());
+    }
     if let trace_record::Writer::Live { pid } = writer {
         let who = pid.map_or_else(|| "another session".to_string(), |p| format!("pid {p}"));
         eprintln!(

@@ -1,13 +1,22 @@
 //! `tracegraph validate`: schema, structure and completeness of a trace.
+//!
+//! It streams: trace-record's reader and [`Validator`] see each event once and keep only what
+//! the structural checks need (span, allocation and interned ids), never the analysis model,
+//! so memory grows with the trace's ids, not its size, compressed or not.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{BufReader, IsTerminal};
+use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use serde::Serialize;
-use trace_analyze::{AnalyzeError, ReadCounts};
-use trace_record::{Issue, IssueKind, ReadError};
+use trace_analyze::{AnalyzeError, ReadCounts, TraceEnd};
+use trace_record::schema::{Event, Outcome};
+use trace_record::{Issue, IssueKind, ReadError, ReadMode, ReadOptions, TraceInput, TraceReader};
+use trace_record::{Validator, ZstdStats};
 
-use super::{Status, load_stored, print_json, write_stdout};
+use super::{Status, print_json, progress, write_stdout};
 
 /// Arguments of `tracegraph validate`.
 #[derive(clap::Args, Debug)]
@@ -56,6 +65,8 @@ struct Stored {
     bytes: u64,
     /// The file ends inside a frame (a recording killed while writing it).
     truncated_last_frame: bool,
+    /// Bytes after the last complete frame that are not zstd data (ignored).
+    trailing_bytes: u64,
 }
 
 /// The JSON verdict on a trace that could not be read at all.
@@ -106,9 +117,122 @@ impl Rejected {
     }
 }
 
+/// What one streaming pass over a trace found.
+struct Streamed {
+    outcome: TraceEnd,
+    partial_last_line: bool,
+    lines: u64,
+    counts: ReadCounts,
+    dropped: u64,
+    counts_match_trailer: Option<bool>,
+    issues: Vec<Issue>,
+    /// The last `tracing_spans` counter is 0: trace-candle's layer saw no span.
+    layer_saw_no_spans: bool,
+    zstd: Option<ZstdStats>,
+}
+
+impl Streamed {
+    fn is_incomplete(&self) -> bool {
+        !matches!(self.outcome, TraceEnd::Trailer(Outcome::Complete))
+    }
+}
+
+/// Reads and validates the trace at `path` in one streaming pass (parsing on a second thread,
+/// events reused in place), with the notes every loading command prints.
+fn stream(path: &Path, strict: bool) -> anyhow::Result<Streamed> {
+    let name = path.display().to_string();
+    let file = File::open(path).with_context(|| format!("cannot open trace {name}"))?;
+    // Asked before reading: a writer that finishes meanwhile leaves a whole trace.
+    let writer = trace_record::writer_of(path);
+    let len = file.metadata().map_or(0, |m| m.len());
+    let show = std::io::stderr().is_terminal() && len >= progress::MIN_BYTES;
+    let src = progress::ProgressReader::new(file, len, show, &name);
+    let streamed = stream_input(src, &name, strict);
+    // Erase the bar before anything else is printed, error or not.
+    progress::clear(show);
+    let streamed = streamed?;
+    if let trace_record::Writer::Live { pid } = writer {
+        let who = pid.map_or_else(|| "another session".to_string(), |p| format!("pid {p}"));
+        eprintln!(
+            "tracegraph: note: {name} is being written by {who}; validated up to its last \
+             complete line"
+        );
+    } else if streamed.is_incomplete() {
+        eprintln!(
+            "tracegraph: warning: {name} is incomplete ({}); validated up to its last complete \
+             line",
+            streamed.outcome.describe()
+        );
+    }
+    Ok(streamed)
+}
+
+fn stream_input<R: std::io::Read + Send>(
+    src: R,
+    name: &str,
+    strict: bool,
+) -> anyhow::Result<Streamed> {
+    let err = |error| AnalyzeError::Read {
+        file: name.to_string(),
+        error,
+    };
+    // Plain or zstd-compressed, decided by the first bytes.
+    let mut input = TraceInput::new(BufReader::with_capacity(256 * 1024, src))
+        .with_context(|| format!("cannot read trace {name}"))?;
+    let options = ReadOptions {
+        mode: if strict {
+            ReadMode::Strict
+        } else {
+            ReadMode::Lenient
+        },
+    };
+    let mut reader = TraceReader::new(&mut input, options).map_err(err)?;
+    let mut validator = Validator::new();
+    let mut by_type = trace_record::schema::EventCounts::default();
+    let mut layer_spans = None;
+    reader
+        .for_each_batched_ref(|e| {
+            by_type.add(e.event.event_type(), 1);
+            validator.check(e.line, &e.event);
+            if let Event::Counter(c) = &e.event
+                && c.name == trace_record::schema::TRACING_SPANS_COUNTER
+            {
+                layer_spans = Some(c.value);
+            }
+            Ok::<(), ReadError>(())
+        })
+        .map_err(err)?;
+    let counts = ReadCounts {
+        by_type,
+        unknown: reader.skipped_unknown(),
+    };
+    let (outcome, dropped, counts_match_trailer) = match reader.trailer() {
+        Some(t) => (
+            TraceEnd::Trailer(t.outcome.clone()),
+            t.dropped,
+            Some(t.counts == counts.by_type),
+        ),
+        None => (TraceEnd::Truncated, 0, None),
+    };
+    let lines = reader.lines_read();
+    let partial_last_line = reader.partial_line().is_some();
+    drop(reader);
+    Ok(Streamed {
+        outcome,
+        partial_last_line,
+        lines,
+        counts,
+        dropped,
+        counts_match_trailer,
+        issues: validator.finish(),
+        layer_saw_no_spans: layer_spans == Some(0.0),
+        zstd: input.zstd(),
+    })
+}
+
 /// Runs `tracegraph validate`.
 pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
-    let (trace, stored) = match load_stored(&args.trace, args.strict) {
+    let trace = match stream(&args.trace, args.strict) {
         Ok(t) => t,
         Err(e) => {
             if args.json {
@@ -119,9 +243,6 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
             return Err(e);
         }
     };
-    let cache = trace_analyze::new_step_cache();
-    // The summary computes the trailer check the same way for every command.
-    let s = trace_analyze::summarize(&trace, &cache)?;
     let mut problems = Vec::new();
     // Spans open at the cut of a truncated trace are what truncation means, not structural
     // problems: only --strict fails an incomplete trace.
@@ -141,13 +262,17 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
         if trace.is_incomplete() {
             problems.push(format!("incomplete: {}", trace.outcome.describe()));
         }
-        if let trace_analyze::TraceEnd::Trailer(trace_record::schema::Outcome::Failed { reason }) =
-            &trace.outcome
-        {
+        if let TraceEnd::Trailer(Outcome::Failed { reason }) = &trace.outcome {
             problems.push(format!("the run failed: {reason}"));
         }
         if trace.partial_last_line {
             problems.push("a partial last line".into());
+        }
+        if let Some(z) = trace.zstd.filter(|z| z.trailing_bytes > 0) {
+            problems.push(format!(
+                "{} byte(s) after the last zstd frame",
+                z.trailing_bytes
+            ));
         }
         if trace.dropped > 0 {
             problems.push(format!(
@@ -155,7 +280,7 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
                 trace.dropped
             ));
         }
-        if s.health.counts_match_trailer == Some(false) {
+        if trace.counts_match_trailer == Some(false) {
             problems.push("the trailer's counts differ from the events read".into());
         }
     }
@@ -169,13 +294,14 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
         lines: trace.lines,
         events: trace.counts.clone(),
         dropped: trace.dropped,
-        counts_match_trailer: s.health.counts_match_trailer,
-        compression: stored.map(|z| Stored {
+        counts_match_trailer: trace.counts_match_trailer,
+        compression: trace.zstd.map(|z| Stored {
             format: trace_record::Compression::zstd().name(),
             frames: z.frames,
             compressed_bytes: z.compressed_bytes,
             bytes: z.bytes,
             truncated_last_frame: z.truncated,
+            trailing_bytes: z.trailing_bytes,
         }),
         problems: problems.clone(),
         issues: trace.issues.clone(),
@@ -201,15 +327,12 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<Status> {
                  ({ratio:.1}x)",
                 z.format, z.frames, z.compressed_bytes, z.bytes
             );
-            if z.truncated_last_frame {
-                let _ = writeln!(
-                    o,
-                    "  the last zstd frame is cut short (read up to where it ends)"
-                );
+            if let Some(note) = trace.zstd.and_then(|z| z.note()) {
+                let _ = writeln!(o, "  {note}");
             }
         }
         // Not a problem of the file (it is valid), but the spans a user expects are missing.
-        if trace_analyze::tracing_layer_saw_no_spans(&trace) {
+        if trace.layer_saw_no_spans {
             let _ = writeln!(o, "  note: {}", trace_analyze::TRACING_LAYER_SAW_NO_SPANS);
         }
         for i in trace.issues.iter().take(50) {

@@ -26,6 +26,7 @@ mod report_torch;
 mod steps;
 mod torch;
 mod usage;
+mod validate_bounds;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
