@@ -1,6 +1,13 @@
 //! Comparing two traces: per span path and per op name, time and memory deltas with their
 //! spread over steps and a noise-aware change of medians (bootstrap interval over steps);
 //! graph fingerprint equality per step; ops present in one trace only.
+//!
+//! Like with like: when the steps ran more than one step graph, step times, span rows and op
+//! rows are compared per graph group (a row per graph and path, per graph and op name), never
+//! pooled over graphs. No change smaller than the minimum effect ([`Change::MIN_EFFECT_NS`]
+//! per step, [`Change::MIN_EFFECT_RATIO`] of the base) is a regression or an improvement.
+//! Runs recorded in alternating pairs can be compared pair by pair
+//! ([`Comparison::of_paired_runs`]), so that machine drift hits both sides alike.
 
 use crate::model::intern::FastMap;
 use std::collections::BTreeMap;
@@ -17,7 +24,9 @@ use crate::events::spans::{PathTree, pair_paths, path_tree};
 use crate::events::steps::{GraphReport, StepCache, graph_report};
 use crate::model::intern::Sym;
 use crate::model::trace::Trace;
-use crate::runs::significance::{BOOTSTRAP_SEED, Change, Verdict, compare_run_samples};
+use crate::runs::significance::{
+    BOOTSTRAP_SEED, Change, Verdict, compare_paired_run_samples, compare_run_samples,
+};
 use crate::stats::{Spread, SpreadAcc};
 
 /// A figure in both traces and its change.
@@ -54,13 +63,18 @@ impl Delta {
     }
 }
 
-/// One span path in both traces.
+/// One span path in both traces (in one step graph's steps, when the steps ran several).
 #[derive(Debug, Clone, Serialize)]
 pub struct SpanDelta {
     /// The span path.
     pub path: String,
-    /// Mean time per step (ns), over the steps where the path occurs; when the trace has no
-    /// steps, the total.
+    /// The step graph (its label in [`Comparison::graph_groups`]) whose whole steps this row
+    /// compares, when the steps ran more than one graph; absent with one graph (the row is the
+    /// path's over every step) and for a path that no whole step holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<String>,
+    /// Mean time per step (ns), over the steps where the path occurs (of the row's graph,
+    /// first run of each side); when the trace has no steps, the total.
     pub time_per_step_ns: Delta,
     /// Spread over steps in the base.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,20 +82,36 @@ pub struct SpanDelta {
     /// Spread over steps in the candidate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate_spread: Option<Spread>,
-    /// Logical bytes allocated directly in the path, in all.
+    /// Logical bytes allocated directly in the path, in all (in the row's graph's whole steps
+    /// when it has a graph).
     pub alloc_bytes: Delta,
     /// The change of the median time per step (steps where the path occurs, whole steps
-    /// only) with its bootstrap interval; absent when a trace has no such step.
+    /// only, of the row's graph) with its bootstrap interval; absent when a trace has no such
+    /// step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<Change>,
 }
 
-/// A row of [`SpanDeltas`] as kept: the paired nodes of the two trees and the change.
+/// A row of [`SpanDeltas`] as kept: the paired nodes of the two trees, the change and, for a
+/// row of one step graph, that graph and the row's own figures.
 #[derive(Debug, Clone)]
 struct SpanRow {
     base: Option<u32>,
     candidate: Option<u32>,
     change: Option<Change>,
+    /// The graph group (index into [`SpanDeltas::labels`]) when the row is one graph's.
+    group: Option<u32>,
+    /// The figures of a graph's row (absent: the nodes' figures).
+    figures: Option<Box<GroupFigures>>,
+}
+
+/// The figures of a span row of one graph: per side (base, candidate), the spread over that
+/// graph's whole steps of the first run, and the bytes allocated in them (`None`: the side
+/// has no such path).
+#[derive(Debug, Clone)]
+struct GroupFigures {
+    spread: [Option<Spread>; 2],
+    alloc: [Option<u64>; 2],
 }
 
 /// The span rows of a [`Comparison`], largest absolute time change first. Kept as the figures
@@ -96,6 +126,8 @@ pub struct SpanDeltas {
     nodes: [Vec<SlimNode>; 2],
     /// The base's display paths, then the candidate's.
     paths: [PathTable; 2],
+    /// The graph groups' labels, when rows are per graph.
+    labels: Vec<String>,
 }
 
 impl SpanDeltas {
@@ -126,15 +158,20 @@ impl SpanDeltas {
 
     fn row(&self, r: &SpanRow) -> SpanDelta {
         let (b, c) = row_nodes(&self.nodes, r);
+        let (spreads, alloc) = match &r.figures {
+            Some(f) => (f.spread, f.alloc),
+            None => (
+                [b.and_then(|n| n.per_step), c.and_then(|n| n.per_step)],
+                [b.map(|n| n.alloc_bytes), c.map(|n| n.alloc_bytes)],
+            ),
+        };
         SpanDelta {
             path: row_path(&self.paths, r),
+            graph: r.group.and_then(|g| self.labels.get(g as usize)).cloned(),
             time_per_step_ns: row_time(&self.nodes, r),
-            base_spread: b.and_then(|n| n.per_step),
-            candidate_spread: c.and_then(|n| n.per_step),
-            alloc_bytes: Delta::of(
-                b.map(|n| n.alloc_bytes as f64),
-                c.map(|n| n.alloc_bytes as f64),
-            ),
+            base_spread: spreads[0],
+            candidate_spread: spreads[1],
+            alloc_bytes: Delta::of(alloc[0].map(|x| x as f64), alloc[1].map(|x| x as f64)),
             change: r.change,
         }
     }
@@ -153,6 +190,9 @@ fn row_nodes<'a>(
 
 /// A row's time per step.
 fn row_time(nodes: &[Vec<SlimNode>; 2], r: &SpanRow) -> Delta {
+    if let Some(f) = &r.figures {
+        return Delta::of(f.spread[0].map(|s| s.mean), f.spread[1].map(|s| s.mean));
+    }
     let (b, c) = row_nodes(nodes, r);
     Delta::of(
         b.map(|n| per_step_or_total(n.per_step, n.total_ns)),
@@ -180,11 +220,16 @@ impl Serialize for SpanDeltas {
     }
 }
 
-/// One op name in both traces.
+/// One op name in both traces (in one step graph's steps, when the steps ran several).
 #[derive(Debug, Clone, Serialize)]
 pub struct OpDelta {
     /// The op name.
     pub name: String,
+    /// The step graph (its label in [`Comparison::graph_groups`]) whose whole steps this row
+    /// compares, when the steps ran more than one graph; absent with one graph and for the
+    /// op's calls outside whole steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<String>,
     /// Calls in all.
     pub count: Delta,
     /// Total time per step (ns) — mean over steps; the total when there are no steps.
@@ -243,6 +288,10 @@ pub enum IntervalBasis {
     /// Several traces (runs) on a side: the intervals resample runs, then steps within them
     /// ([`crate::runs::compare_run_samples`]), so run-to-run variation is inside the noise.
     RunsThenSteps,
+    /// Runs recorded in pairs, base run `i` right next to candidate run `i`
+    /// ([`Comparison::of_paired_runs`]): the intervals resample pairs, then steps within
+    /// them, so what the machine did while a pair ran hits both sides alike.
+    PairedRuns,
 }
 
 /// The whole steps of one step graph in both sides: step times compared like with like.
@@ -316,8 +365,14 @@ pub struct Comparison {
     /// What the intervals (and so `--fail-on-regression`) cover.
     pub interval: IntervalBasis,
     /// Step times per step graph. With more than one graph on either side the pooled step
-    /// time means nothing, so `step_time_change` is absent and these are compared instead.
+    /// time means nothing, so `step_time_change` is absent and these are compared instead
+    /// (and the span and op rows are per graph too).
     pub graph_groups: Vec<GraphGroupDelta>,
+    /// The minimum effect, ns per step: no change of a median smaller than this is a
+    /// regression or an improvement ([`Change::MIN_EFFECT_NS`]).
+    pub min_effect_ns: f64,
+    /// The minimum effect relative to the base's median ([`Change::MIN_EFFECT_RATIO`]).
+    pub min_effect_ratio: f64,
 }
 
 /// One figure that regressed beyond a threshold and outside its noise ([`Comparison::regressions`]).
@@ -348,13 +403,22 @@ impl Comparison {
                 );
             }
         }
+        let in_graph = |g: Option<&str>| g.map_or_else(String::new, |g| format!(" in graph {g}"));
         for o in &self.ops {
-            push(format!("op {}", o.name), &o.change);
+            push(
+                format!("op {}{}", o.name, in_graph(o.graph.as_deref())),
+                &o.change,
+            );
         }
         for r in &self.spans.rows {
             if r.change.is_some_and(|c| c.regresses_beyond(pct)) {
+                let g = r.group.and_then(|g| self.spans.labels.get(g as usize));
                 push(
-                    format!("span {}", row_path(&self.spans.paths, r)),
+                    format!(
+                        "span {}{}",
+                        row_path(&self.spans.paths, r),
+                        in_graph(g.map(String::as_str))
+                    ),
                     &r.change,
                 );
             }
@@ -376,36 +440,48 @@ struct OpAgg {
     samples: Vec<u64>,
 }
 
-fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
-    let mut by: FastMap<crate::model::intern::Sym, OpAgg> = FastMap::default();
-    let mut step_sum: FastMap<crate::model::intern::Sym, u64> = FastMap::default();
-    let flush = |by: &mut FastMap<crate::model::intern::Sym, OpAgg>,
-                 step_sum: &mut FastMap<crate::model::intern::Sym, u64>| {
+/// An op row's key: its name and, when rows are per graph, the graph group of the step (none
+/// for calls outside whole steps).
+type OpKey = (String, Option<u32>);
+
+/// Per op name (and graph group, with `step_group`: the group of each whole step by
+/// position) its calls, time, bytes and per-step samples. Linear in the ops.
+fn op_aggregates(t: &Trace, step_group: Option<&[u32]>) -> BTreeMap<OpKey, OpAgg> {
+    type Key = (Sym, Option<u32>);
+    let whole = t.complete_steps().len();
+    let group_of = |step: Option<u32>| -> Option<u32> {
+        let s = step? as usize;
+        if s < whole {
+            step_group?.get(s).copied()
+        } else {
+            None
+        }
+    };
+    let mut by: FastMap<Key, OpAgg> = FastMap::default();
+    let mut step_sum: FastMap<Key, u64> = FastMap::default();
+    let mut sample_sum: FastMap<Key, u64> = FastMap::default();
+    let flush = |by: &mut FastMap<Key, OpAgg>,
+                 step_sum: &mut FastMap<Key, u64>,
+                 sample_sum: &mut FastMap<Key, u64>| {
         for (k, v) in step_sum.drain() {
             if let Some(a) = by.get_mut(&k) {
                 a.per_step.push(v);
             }
         }
-    };
-    let whole = t.complete_steps().len();
-    let mut sample_sum: FastMap<crate::model::intern::Sym, u64> = FastMap::default();
-    let flush_samples =
-        |by: &mut FastMap<crate::model::intern::Sym, OpAgg>,
-         sums: &mut FastMap<crate::model::intern::Sym, u64>| {
-            for (k, v) in sums.drain() {
-                if let Some(a) = by.get_mut(&k) {
-                    a.samples.push(v);
-                }
+        for (k, v) in sample_sum.drain() {
+            if let Some(a) = by.get_mut(&k) {
+                a.samples.push(v);
             }
-        };
+        }
+    };
     let mut cur_step = None;
     for op in &t.ops {
         if op.step != cur_step {
-            flush(&mut by, &mut step_sum);
-            flush_samples(&mut by, &mut sample_sum);
+            flush(&mut by, &mut step_sum, &mut sample_sum);
             cur_step = op.step;
         }
-        let a = by.entry(op.name).or_insert(OpAgg {
+        let key = (op.name, group_of(op.step));
+        let a = by.entry(key).or_insert(OpAgg {
             count: 0,
             total: 0,
             bytes: 0,
@@ -417,19 +493,18 @@ fn op_aggregates(t: &Trace) -> BTreeMap<String, OpAgg> {
         a.total = a.total.saturating_add(op.dur_ns);
         a.bytes = a.bytes.saturating_add(op.output_bytes);
         if op.step.is_some() {
-            let sum = step_sum.entry(op.name).or_insert(0);
+            let sum = step_sum.entry(key).or_insert(0);
             *sum = sum.saturating_add(op.dur_ns);
         }
         if op.step.is_some_and(|s| (s as usize) < whole) {
-            let sum = sample_sum.entry(op.name).or_insert(0);
+            let sum = sample_sum.entry(key).or_insert(0);
             *sum = sum.saturating_add(op.dur_ns);
         }
     }
-    flush(&mut by, &mut step_sum);
-    flush_samples(&mut by, &mut sample_sum);
+    flush(&mut by, &mut step_sum, &mut sample_sum);
     t.work.add(t.ops.len() as u64);
     by.into_iter()
-        .map(|(k, v)| (t.str(k).to_string(), v))
+        .map(|((k, g), v)| ((t.str(k).to_string(), g), v))
         .collect()
 }
 
@@ -440,6 +515,8 @@ struct PathSamples {
     /// Where the samples of path `p` begin in `values` (`p + 1`: where they end).
     start: Vec<u32>,
     values: Vec<u64>,
+    /// The graph group of each sample's step, when rows are per graph (else empty).
+    groups: Vec<u32>,
 }
 
 impl PathSamples {
@@ -451,9 +528,24 @@ impl PathSamples {
         );
         (b > a).then(|| &self.values[a as usize..b as usize])
     }
+
+    /// The samples of path `p` and their graph groups (empty when rows are not per graph).
+    fn get_grouped(&self, p: u32) -> (&[u64], &[u32]) {
+        let (Some(&a), Some(&b)) = (self.start.get(p as usize), self.start.get(p as usize + 1))
+        else {
+            return (&[], &[]);
+        };
+        let (a, b) = (a as usize, b as usize);
+        (
+            self.values.get(a..b).unwrap_or(&[]),
+            self.groups.get(a..b).unwrap_or(&[]),
+        )
+    }
 }
 
-fn span_samples(tree: &PathTree<'_>) -> PathSamples {
+/// The samples of a tree's paths; with `step_group` (the graph group of each whole step, by
+/// position) each sample's group too.
+fn span_samples(tree: &PathTree<'_>, step_group: Option<&[u32]>) -> PathSamples {
     let t = tree.trace();
     let whole = t.complete_steps().len();
     // (path, step, duration) of every closed span of a whole step, grouped by path then step.
@@ -471,6 +563,7 @@ fn span_samples(tree: &PathTree<'_>) -> PathSamples {
     t.work.add_sort(parts.len());
     let mut start: Vec<u32> = vec![0; tree.nodes.len() + 1];
     let mut values: Vec<u64> = Vec::new();
+    let mut groups: Vec<u32> = Vec::new();
     let mut i = 0;
     while i < parts.len() {
         let (p, step, mut sum) = parts[i];
@@ -481,6 +574,9 @@ fn span_samples(tree: &PathTree<'_>) -> PathSamples {
             i += 1;
         }
         values.push(sum);
+        if let Some(sg) = step_group {
+            groups.push(sg.get(step as usize).copied().unwrap_or(u32::MAX));
+        }
         if let Some(c) = start.get_mut(p as usize + 1) {
             *c += 1;
         }
@@ -488,7 +584,37 @@ fn span_samples(tree: &PathTree<'_>) -> PathSamples {
     for k in 1..start.len() {
         start[k] += start[k - 1];
     }
-    PathSamples { start, values }
+    PathSamples {
+        start,
+        values,
+        groups,
+    }
+}
+
+/// Bytes allocated directly in each path during the whole steps of each graph group: by
+/// (path id, group). Linear in the memory events.
+fn alloc_by_group(tree: &PathTree<'_>, step_group: &[u32]) -> FastMap<(u32, u32), u64> {
+    let t = tree.trace();
+    let whole = t.complete_steps().len();
+    let mut out: FastMap<(u32, u32), u64> = FastMap::default();
+    for e in t.memory.iter().filter(|e| e.alloc) {
+        let Some(s) = e.span else { continue };
+        let (Some(&path), Some(span)) = (tree.path_of.get(s as usize), t.spans.get(s as usize))
+        else {
+            continue;
+        };
+        let Some(g) = span
+            .step
+            .filter(|&st| (st as usize) < whole)
+            .and_then(|st| step_group.get(st as usize))
+        else {
+            continue;
+        };
+        let slot = out.entry((path, *g)).or_insert(0);
+        *slot = slot.saturating_add(e.bytes);
+    }
+    t.work.add(t.memory.len() as u64);
+    out
 }
 
 /// The figures the span comparison reads of a [`PathTree`] node (about half of it), so that
@@ -537,9 +663,16 @@ pub fn compare(
 }
 
 /// The change of per-run samples: over runs then steps when a side has several runs, else
-/// over steps ([`compare_run_samples`]).
-fn change_of_runs(base: &[&[u64]], candidate: &[&[u64]]) -> Option<Change> {
-    compare_run_samples(base, candidate, BOOTSTRAP_SEED)
+/// over steps ([`compare_run_samples`]); over pairs then steps when `paired`
+/// ([`compare_paired_run_samples`]). Always with the minimum effect
+/// ([`Change::with_min_effect`]): every figure compared is a time in ns per step.
+fn change_of_runs(base: &[&[u64]], candidate: &[&[u64]], paired: bool) -> Option<Change> {
+    if paired {
+        compare_paired_run_samples(base, candidate, BOOTSTRAP_SEED)
+    } else {
+        compare_run_samples(base, candidate, BOOTSTRAP_SEED)
+    }
+    .map(|c| c.with_min_effect(Change::MIN_EFFECT_NS, Change::MIN_EFFECT_RATIO))
 }
 
 /// Per run of a side, its whole steps as (fingerprint, step time).
@@ -570,6 +703,7 @@ fn steps_by_graph(
 fn graph_groups(
     base: (&[GraphReport], &RunSteps),
     candidate: (&[GraphReport], &RunSteps),
+    paired: bool,
 ) -> Vec<GraphGroupDelta> {
     // Fingerprint → (signature), in order of first appearance.
     let mut order: Vec<(String, String)> = Vec::new();
@@ -628,7 +762,7 @@ fn graph_groups(
                     _ => None,
                 },
                 step_time_ns: Delta::of(med(&b), med(&c)),
-                change: change_of_runs(&br, &cr),
+                change: change_of_runs(&br, &cr, paired),
             }
         })
         .collect()
@@ -642,6 +776,109 @@ pub fn compare_runs(
     base_runs: &[&Trace],
     candidate_runs: &[&Trace],
     cache: &StepCache,
+) -> Result<Comparison, AnalyzeError> {
+    compare_sides(base_runs, candidate_runs, cache, false)
+}
+
+impl Comparison {
+    /// Compares runs recorded in pairs: base run `i` and candidate run `i` one right after
+    /// the other, the order alternating from pair to pair (A B, B A, A B, ...). As
+    /// [`compare_runs`], but every interval resamples pairs (the same on both sides) and then
+    /// steps within them ([`IntervalBasis::PairedRuns`]), so that a machine that is slower
+    /// while one pair runs slows both sides of it and the drift cancels instead of widening
+    /// the interval or, when all base runs ran before all candidate runs, passing for a
+    /// change. With unequal numbers of runs a side it compares them unpaired and says so in
+    /// `warnings`; when the headers' start times show a pair that was not recorded one run
+    /// right after the other, `warnings` says that too.
+    pub fn of_paired_runs(
+        base_runs: &[&Trace],
+        candidate_runs: &[&Trace],
+        cache: &StepCache,
+    ) -> Result<Comparison, AnalyzeError> {
+        compare_sides(base_runs, candidate_runs, cache, true)
+    }
+}
+
+/// What the headers' wall-clock starts say about the order the runs were recorded in: all
+/// base runs before all candidate runs (or the reverse) when unpaired; pairs whose runs were
+/// not recorded one right after the other when paired. Nothing when a side has one run or
+/// the starts are not all distinct (unknown, or constructed).
+fn order_warnings(base: &[&Trace], candidate: &[&Trace], paired: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if base.len() < 2 || candidate.len() < 2 {
+        return out;
+    }
+    // (start, side, index) of every run, in start order.
+    let mut all: Vec<(u64, usize, usize)> = base
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.run.start_unix_ns, 0, i))
+        .chain(
+            candidate
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.run.start_unix_ns, 1, i)),
+        )
+        .collect();
+    all.sort_unstable();
+    if all.iter().any(|r| r.0 == 0) || all.windows(2).any(|w| w[0].0 == w[1].0) {
+        return out;
+    }
+    if paired {
+        let mut pos = vec![[0usize; 2]; base.len()];
+        for (k, &(_, side, i)) in all.iter().enumerate() {
+            if let Some(p) = pos.get_mut(i) {
+                p[side] = k;
+            }
+        }
+        let apart: Vec<usize> = pos
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p[0].abs_diff(p[1]) != 1)
+            .map(|(i, _)| i + 1)
+            .collect();
+        if !apart.is_empty() {
+            out.push(format!(
+                "pair(s) {apart:?} were not recorded one run right after the other (headers' start \
+                 times): pairing them cancels no machine drift; record A B, B A, A B, ..."
+            ));
+        }
+    } else {
+        let side_of_first_half: Vec<usize> = all[..base.len()].iter().map(|r| r.1).collect();
+        let blocks = side_of_first_half.iter().all(|&s| s == 0)
+            || all[..candidate.len()].iter().all(|r| r.1 == 1);
+        if blocks {
+            out.push(
+                "every run of one side was recorded before every run of the other (headers' \
+                 start times): a machine that got busier or cooler in between shifts one side \
+                 alone, and no interval tells that from a change; record the runs alternately \
+                 (A B, B A, A B, ...) and compare them with --paired"
+                    .to_string(),
+            );
+        }
+    }
+    out
+}
+
+/// The graph group (index into the groups) of each whole step of each run of a side.
+fn step_groups(steps: &RunSteps, index: &FastMap<&str, u32>) -> Vec<Vec<u32>> {
+    steps
+        .iter()
+        .map(|run| {
+            run.iter()
+                .map(|(fp, _)| index.get(fp.as_str()).copied().unwrap_or(u32::MAX))
+                .collect()
+        })
+        .collect()
+}
+
+/// [`compare_runs`], or [`Comparison::of_paired_runs`] when `paired`.
+#[allow(clippy::too_many_lines)] // one comparison, section by section
+fn compare_sides(
+    base_runs: &[&Trace],
+    candidate_runs: &[&Trace],
+    cache: &StepCache,
+    paired: bool,
 ) -> Result<Comparison, AnalyzeError> {
     let (Some(&base), Some(&candidate)) = (base_runs.first(), candidate_runs.first()) else {
         return Err(AnalyzeError::NoRuns);
@@ -659,6 +896,17 @@ pub fn compare_runs(
             warnings.push(format!("{which} trace {} is incomplete", t.source));
         }
     }
+    let paired = if paired && base_runs.len() != candidate_runs.len() {
+        warnings.push(format!(
+            "runs can be paired only with as many base as candidate runs ({} and {}): compared unpaired",
+            base_runs.len(),
+            candidate_runs.len()
+        ));
+        false
+    } else {
+        paired
+    };
+    warnings.extend(order_warnings(base_runs, candidate_runs, paired));
     // Step times.
     let st = |t: &Trace| {
         // Whole steps only: a step cut off by a truncation is a prefix, not a step time.
@@ -672,7 +920,7 @@ pub fn compare_runs(
     let (bs, cs) = (st(base), st(candidate));
     let (bg_all, bsteps) = steps_by_graph(base_runs, cache)?;
     let (cg_all, csteps) = steps_by_graph(candidate_runs, cache)?;
-    let groups = graph_groups((&bg_all, &bsteps), (&cg_all, &csteps));
+    let groups = graph_groups((&bg_all, &bsteps), (&cg_all, &csteps), paired);
     // Like with like: with one graph on both sides its steps are the step time; with more,
     // the pooled step time mixes graphs and only the groups are compared.
     let step_time_change = match groups.as_slice() {
@@ -680,7 +928,7 @@ pub fn compare_runs(
         [g] => g.change,
         _ => {
             warnings.push(format!(
-                "the steps ran {} different step graphs: step times are compared per graph (graph_groups), not pooled",
+                "the steps ran {} different step graphs: step times, spans and ops are compared per graph (graph_groups), not pooled",
                 groups.len()
             ));
             None
@@ -692,112 +940,102 @@ pub fn compare_runs(
                 .to_string(),
         );
     }
-    // Spans: compact trees, paired by position (linear, no path strings), like paths; then
-    // only what the rows read is kept of them, and a row is made of it when asked for.
-    let (bt, ct) = (path_tree(base), path_tree(candidate));
-    let (bss, css) = (span_samples(&bt), span_samples(&ct));
-    // The other runs of each side, their paths paired with the side's first run.
-    let (bx, cx) = (
-        extra_runs(&bt, &base_runs[1..]),
-        extra_runs(&ct, &candidate_runs[1..]),
-    );
-    let pairs = pair_paths(&bt, &ct);
-    let ((bn, b_names), (cn, c_names)) = (SlimNode::of(bt), SlimNode::of(ct));
-    let mut rows: Vec<SpanRow> = Vec::with_capacity(pairs.len());
-    for &(bi, ci) in &pairs {
-        let b = bi.and_then(|i| bn.get(i as usize));
-        let c = ci.and_then(|i| cn.get(i as usize));
-        rows.push(SpanRow {
-            base: bi,
-            candidate: ci,
-            change: change_of_runs(
-                &run_samples(bi.zip(b).map(|(i, n)| (i, n.path_id)), &bss, &bx),
-                &run_samples(ci.zip(c).map(|(i, n)| (i, n.path_id)), &css, &cx),
-            ),
-        });
-    }
-    drop((bss, css, bx, cx, pairs));
-    // The display paths as parent links; the rows' other figures stay in the nodes.
-    let paths = [
-        PathTable::new(base, &b_names),
-        PathTable::new(candidate, &c_names),
-    ];
-    drop((b_names, c_names));
-    let nodes = [bn, cn];
-    sort_by_abs(
-        &mut rows,
-        |r| row_time(&nodes, r),
-        |rows, run| {
-            // Equal changes by path: the texts of these rows only.
-            let texts: Vec<String> = run
-                .iter()
-                .map(|&i| row_path(&paths, &rows[i as usize]))
-                .collect();
-            let mut order: Vec<u32> = (0..run.len() as u32).collect();
-            order.sort_by(|&a, &b| texts[a as usize].cmp(&texts[b as usize]));
-            let sorted: Vec<u32> = order.iter().map(|&k| run[k as usize]).collect();
-            run.copy_from_slice(&sorted);
-        },
-    );
-    let spans = SpanDeltas { rows, nodes, paths };
-
-    // Ops (the other runs' samples by op name).
-    let (bo, co) = (op_aggregates(base), op_aggregates(candidate));
-    let (box_, cox): (Vec<_>, Vec<_>) = (
-        base_runs[1..].iter().map(|t| op_aggregates(t)).collect(),
-        candidate_runs[1..]
+    // With several graphs, rows are per graph: each whole step's group, per run of a side.
+    let grouped = groups.len() > 1;
+    let (b_groups, c_groups) = if grouped {
+        let index: FastMap<&str, u32> = groups
             .iter()
-            .map(|t| op_aggregates(t))
-            .collect(),
+            .enumerate()
+            .map(|(k, g)| (g.fingerprint.as_str(), k as u32))
+            .collect();
+        (step_groups(&bsteps, &index), step_groups(&csteps, &index))
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    drop((bsteps, csteps));
+    let group_of = |v: &[Vec<u32>], i: usize| -> Option<Vec<u32>> {
+        grouped.then(|| v.get(i).cloned().unwrap_or_default())
+    };
+    let spans = span_rows(
+        (base_runs, &b_groups),
+        (candidate_runs, &c_groups),
+        grouped.then(|| groups.iter().map(|g| g.label.clone()).collect()),
+        paired,
     );
-    let op_runs = |first: &OpAgg, rest: &[BTreeMap<String, OpAgg>], name: &str| -> Vec<Vec<u64>> {
+
+    // Ops (the other runs' samples by op name and graph).
+    let agg = |runs: &[&Trace], sg: &[Vec<u32>]| -> Vec<BTreeMap<OpKey, OpAgg>> {
+        runs.iter()
+            .enumerate()
+            .map(|(i, t)| op_aggregates(t, group_of(sg, i).as_deref()))
+            .collect()
+    };
+    let (b_ops, c_ops) = (agg(base_runs, &b_groups), agg(candidate_runs, &c_groups));
+    let (Some((bo, box_)), Some((co, cox))) = (b_ops.split_first(), c_ops.split_first()) else {
+        return Err(AnalyzeError::NoRuns);
+    };
+    let op_runs = |first: &OpAgg, rest: &[BTreeMap<OpKey, OpAgg>], key: &OpKey| -> Vec<Vec<u64>> {
         std::iter::once(first.samples.clone())
             .chain(
                 rest.iter()
-                    .map(|m| m.get(name).map(|a| a.samples.clone()).unwrap_or_default()),
+                    .map(|m| m.get(key).map(|a| a.samples.clone()).unwrap_or_default()),
             )
             .collect()
     };
+    let label = |g: Option<u32>| {
+        g.and_then(|g| groups.get(g as usize))
+            .map(|g| g.label.clone())
+    };
     let mut ops = Vec::new();
-    let mut only_b = Vec::new();
-    let mut only_c = Vec::new();
-    for (name, b) in &bo {
-        match co.get(name) {
-            Some(c) => {
-                let (bsp, csp) = (b.per_step.finish(), c.per_step.finish());
-                ops.push(OpDelta {
-                    name: name.clone(),
-                    count: Delta::of(Some(b.count as f64), Some(c.count as f64)),
-                    time_per_step_ns: Delta::of(
-                        Some(per_step_or_total(bsp, b.total)),
-                        Some(per_step_or_total(csp, c.total)),
-                    ),
-                    base_spread: bsp,
-                    candidate_spread: csp,
-                    output_bytes: Delta::of(Some(b.bytes as f64), Some(c.bytes as f64)),
-                    change: {
-                        let (rb, rc) = (op_runs(b, &box_, name), op_runs(c, &cox, name));
-                        let (sb, sc): (Vec<&[u64]>, Vec<&[u64]>) = (
-                            rb.iter().map(Vec::as_slice).collect(),
-                            rc.iter().map(Vec::as_slice).collect(),
-                        );
-                        change_of_runs(&sb, &sc)
-                    },
-                });
-            }
-            None => only_b.push(name.clone()),
-        }
+    for (key, b) in bo {
+        let Some(c) = co.get(key) else { continue };
+        let (bsp, csp) = (b.per_step.finish(), c.per_step.finish());
+        ops.push(OpDelta {
+            name: key.0.clone(),
+            graph: label(key.1),
+            count: Delta::of(Some(b.count as f64), Some(c.count as f64)),
+            time_per_step_ns: Delta::of(
+                Some(per_step_or_total(bsp, b.total)),
+                Some(per_step_or_total(csp, c.total)),
+            ),
+            base_spread: bsp,
+            candidate_spread: csp,
+            output_bytes: Delta::of(Some(b.bytes as f64), Some(c.bytes as f64)),
+            change: {
+                let (rb, rc) = (op_runs(b, box_, key), op_runs(c, cox, key));
+                let (sb, sc): (Vec<&[u64]>, Vec<&[u64]>) = (
+                    rb.iter().map(Vec::as_slice).collect(),
+                    rc.iter().map(Vec::as_slice).collect(),
+                );
+                change_of_runs(&sb, &sc, paired)
+            },
+        });
     }
-    for name in co.keys() {
-        if !bo.contains_key(name) {
-            only_c.push(name.clone());
-        }
-    }
+    // Names in one side only (in any graph).
+    let names = |m: &BTreeMap<OpKey, OpAgg>| -> Vec<String> {
+        let mut v: Vec<String> = m.keys().map(|k| k.0.clone()).collect();
+        v.dedup();
+        v
+    };
+    let (bnames, cnames) = (names(bo), names(co));
+    let only_b: Vec<String> = bnames
+        .iter()
+        .filter(|n| cnames.binary_search(n).is_err())
+        .cloned()
+        .collect();
+    let only_c: Vec<String> = cnames
+        .iter()
+        .filter(|n| bnames.binary_search(n).is_err())
+        .cloned()
+        .collect();
     sort_by_abs(
         &mut ops,
         |o| o.time_per_step_ns.clone(),
         |ops, run| {
-            run.sort_by(|&a, &b| ops[a as usize].name.cmp(&ops[b as usize].name));
+            run.sort_by(|&a, &b| {
+                let (x, y) = (&ops[a as usize], &ops[b as usize]);
+                x.name.cmp(&y.name).then_with(|| x.graph.cmp(&y.graph))
+            });
         },
     );
 
@@ -883,13 +1121,176 @@ pub fn compare_runs(
         runs: (base_runs.len(), candidate_runs.len()),
         base_runs: sources(base_runs),
         candidate_runs: sources(candidate_runs),
-        interval: if base_runs.len() > 1 || candidate_runs.len() > 1 {
+        interval: if paired && base_runs.len() > 1 {
+            IntervalBasis::PairedRuns
+        } else if base_runs.len() > 1 || candidate_runs.len() > 1 {
             IntervalBasis::RunsThenSteps
         } else {
             IntervalBasis::Steps
         },
         graph_groups: groups,
+        min_effect_ns: Change::MIN_EFFECT_NS,
+        min_effect_ratio: Change::MIN_EFFECT_RATIO,
     })
+}
+
+/// One side of the span comparison: its runs and, when rows are per graph, each run's whole
+/// steps' graph groups (else empty).
+type Side<'a, 'b> = (&'a [&'b Trace], &'a [Vec<u32>]);
+
+/// The span rows: compact trees, paired by position (linear, no path strings), like paths;
+/// then only what the rows read is kept of them, and a row is made of it when asked for.
+/// With `labels` (several step graphs), one row per path and graph whose whole steps hold it.
+fn span_rows(
+    base: Side<'_, '_>,
+    candidate: Side<'_, '_>,
+    labels: Option<Vec<String>>,
+    paired: bool,
+) -> SpanDeltas {
+    let grouped = labels.is_some();
+    let (Some(&bt0), Some(&ct0)) = (base.0.first(), candidate.0.first()) else {
+        return SpanDeltas::default();
+    };
+    fn groups_at(grouped: bool, v: &[Vec<u32>], i: usize) -> Option<&[u32]> {
+        grouped.then(|| v.get(i).map_or(&[][..], Vec::as_slice))
+    }
+    let (bt, ct) = (path_tree(bt0), path_tree(ct0));
+    let (bss, css) = (
+        span_samples(&bt, groups_at(grouped, base.1, 0)),
+        span_samples(&ct, groups_at(grouped, candidate.1, 0)),
+    );
+    // Allocations per path and graph (the first run of each side).
+    let (ba, ca) = match (
+        groups_at(grouped, base.1, 0),
+        groups_at(grouped, candidate.1, 0),
+    ) {
+        (Some(b), Some(c)) => (alloc_by_group(&bt, b), alloc_by_group(&ct, c)),
+        _ => (FastMap::default(), FastMap::default()),
+    };
+    // The other runs of each side, their paths paired with the side's first run.
+    let (bx, cx) = (
+        extra_runs(&bt, &base.0[1..], |i| groups_at(grouped, base.1, i + 1)),
+        extra_runs(&ct, &candidate.0[1..], |i| {
+            groups_at(grouped, candidate.1, i + 1)
+        }),
+    );
+    let pairs = pair_paths(&bt, &ct);
+    let ((bn, b_names), (cn, c_names)) = (SlimNode::of(bt), SlimNode::of(ct));
+    let mut rows: Vec<SpanRow> = Vec::with_capacity(pairs.len());
+    for &(bi, ci) in &pairs {
+        let b = bi.and_then(|i| bn.get(i as usize)).map(|n| n.path_id);
+        let c = ci.and_then(|i| cn.get(i as usize)).map(|n| n.path_id);
+        let (b_first, c_first) = (bi.zip(b), ci.zip(c));
+        if !grouped {
+            rows.push(SpanRow {
+                base: bi,
+                candidate: ci,
+                change: change_of_runs(
+                    &run_samples(b_first, &bss, &bx),
+                    &run_samples(c_first, &css, &cx),
+                    paired,
+                ),
+                group: None,
+                figures: None,
+            });
+            continue;
+        }
+        // Every sample of the row as (group, run, value), per side, sorted: the rows of each
+        // graph are then runs of it (n log n in the row's samples however many graphs).
+        let tagged = |first: Option<(u32, u32)>,
+                      samples: &PathSamples,
+                      extra: &[(Vec<Option<u32>>, PathSamples)]|
+         -> Vec<(u32, u32, u64)> {
+            let mut v: Vec<(u32, u32, u64)> = Vec::new();
+            for (run, (vals, grps)) in run_samples_grouped(first, samples, extra)
+                .into_iter()
+                .enumerate()
+            {
+                v.extend(grps.iter().zip(vals).map(|(&g, &x)| (g, run as u32, x)));
+            }
+            v.sort_unstable();
+            v
+        };
+        let (tb, tc) = (tagged(b_first, &bss, &bx), tagged(c_first, &css, &cx));
+        let mut gs: Vec<u32> = tb.iter().chain(&tc).map(|x| x.0).collect();
+        gs.sort_unstable();
+        gs.dedup();
+        if gs.is_empty() {
+            // No whole step holds the path: one row, its figures over the whole trace.
+            rows.push(SpanRow {
+                base: bi,
+                candidate: ci,
+                change: None,
+                group: None,
+                figures: None,
+            });
+            continue;
+        }
+        let runs_of = |t: &[(u32, u32, u64)], g: u32, n: usize| -> Vec<Vec<u64>> {
+            let mut out = vec![Vec::new(); n];
+            let from = t.partition_point(|x| x.0 < g);
+            for &(_, run, x) in t[from..].iter().take_while(|x| x.0 == g) {
+                if let Some(r) = out.get_mut(run as usize) {
+                    r.push(x);
+                }
+            }
+            out
+        };
+        for g in gs {
+            let (rb, rc) = (
+                runs_of(&tb, g, base.0.len()),
+                runs_of(&tc, g, candidate.0.len()),
+            );
+            fn slices(r: &[Vec<u64>]) -> Vec<&[u64]> {
+                r.iter().map(Vec::as_slice).collect()
+            }
+            let first_spread = |r: &[Vec<u64>]| r.first().and_then(|v| Spread::of(v));
+            let alloc = |path: Option<u32>, m: &FastMap<(u32, u32), u64>| {
+                path.map(|p| m.get(&(p, g)).copied().unwrap_or(0))
+            };
+            rows.push(SpanRow {
+                base: bi,
+                candidate: ci,
+                change: change_of_runs(&slices(&rb), &slices(&rc), paired),
+                group: Some(g),
+                figures: Some(Box::new(GroupFigures {
+                    spread: [first_spread(&rb), first_spread(&rc)],
+                    alloc: [alloc(b, &ba), alloc(c, &ca)],
+                })),
+            });
+        }
+    }
+    drop((bss, css, bx, cx, pairs, ba, ca));
+    // The display paths as parent links; the rows' other figures stay in the nodes.
+    let paths = [PathTable::new(bt0, &b_names), PathTable::new(ct0, &c_names)];
+    drop((b_names, c_names));
+    let nodes = [bn, cn];
+    sort_by_abs(
+        &mut rows,
+        |r| row_time(&nodes, r),
+        |rows, run| {
+            // Equal changes by path, then graph: the texts of these rows only.
+            let texts: Vec<String> = run
+                .iter()
+                .map(|&i| row_path(&paths, &rows[i as usize]))
+                .collect();
+            let mut order: Vec<u32> = (0..run.len() as u32).collect();
+            order.sort_by(|&a, &b| {
+                texts[a as usize].cmp(&texts[b as usize]).then_with(|| {
+                    let g = |k: u32| rows[run[k as usize] as usize].group;
+                    g(a).cmp(&g(b))
+                })
+            });
+            let sorted: Vec<u32> = order.iter().map(|&k| run[k as usize]).collect();
+            run.copy_from_slice(&sorted);
+        },
+    );
+    SpanDeltas {
+        rows,
+        nodes,
+        paths,
+        labels: labels.unwrap_or_default(),
+    }
 }
 
 /// The sources of a side's runs when it has more than one (else none: `base`/`candidate`
@@ -904,11 +1305,16 @@ fn sources(runs: &[&Trace]) -> Vec<String> {
 
 /// Per other run of a side: for each node of the side's first tree `first`, the path id of
 /// the paired node in that run's tree, and that run's samples by path id. Linear per run.
-fn extra_runs(first: &PathTree<'_>, runs: &[&Trace]) -> Vec<(Vec<Option<u32>>, PathSamples)> {
+fn extra_runs<'g>(
+    first: &PathTree<'_>,
+    runs: &[&Trace],
+    groups: impl Fn(usize) -> Option<&'g [u32]>,
+) -> Vec<(Vec<Option<u32>>, PathSamples)> {
     runs.iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(i, t)| {
             let tree = path_tree(t);
-            let samples = span_samples(&tree);
+            let samples = span_samples(&tree, groups(i));
             let mut map = vec![None; first.nodes.len()];
             for (a, b) in pair_paths(first, &tree) {
                 if let (Some(a), Some(b)) = (a, b)
@@ -940,6 +1346,25 @@ fn run_samples<'a>(
                 .flatten()
                 .and_then(|p| s.get(p))
                 .unwrap_or(&[])
+        }))
+        .collect()
+}
+
+/// [`run_samples`] with each sample's graph group.
+fn run_samples_grouped<'a>(
+    first: Option<(u32, u32)>,
+    samples: &'a PathSamples,
+    extra: &'a [(Vec<Option<u32>>, PathSamples)],
+) -> Vec<(&'a [u64], &'a [u32])> {
+    let Some((node, path)) = first else {
+        return Vec::new();
+    };
+    std::iter::once(samples.get_grouped(path))
+        .chain(extra.iter().map(|(map, s)| {
+            map.get(node as usize)
+                .copied()
+                .flatten()
+                .map_or((&[][..], &[][..]), |p| s.get_grouped(p))
         }))
         .collect()
 }

@@ -198,7 +198,8 @@ pub(crate) fn rank_order(traces: &[Trace]) -> Vec<usize> {
 
 /// What looks wrong with a set of traces taken as the ranks of one run, `order` as
 /// [`rank_order`] gives it: repeated ranks, different run ids without any rank in the
-/// headers, different world sizes, a world size that is not the number of traces.
+/// headers, different world sizes, a world size that is not the number of traces, ranks timed
+/// differently (host and synchronized device time).
 pub(crate) fn set_notes(traces: &[Trace], order: &[usize]) -> Vec<String> {
     let mut notes = Vec::new();
     let mut seen: FastMap<u32, usize> = FastMap::default();
@@ -240,6 +241,14 @@ pub(crate) fn set_notes(traces: &[Trace], order: &[usize]) -> Vec<String> {
             "the world size is {w} but {} trace(s) were given",
             traces.len()
         ));
+    }
+    let first = traces.first().map(|t| t.run.timing);
+    if traces.iter().any(|t| Some(t.run.timing) != first) {
+        notes.push(
+            "the ranks were timed differently (host time on some, synchronized device time on \
+             others): their times are not comparable"
+                .to_string(),
+        );
     }
     notes
 }

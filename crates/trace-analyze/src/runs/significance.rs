@@ -21,7 +21,8 @@ pub const MIN_SAMPLES: usize = 3;
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// The confidence interval of the relative change contains 0: the difference is within
-    /// the step-to-step noise.
+    /// the step-to-step noise. Also a change whose interval excludes 0 but whose size is below
+    /// the minimum effect ([`Change::negligible`]).
     WithinNoise,
     /// The candidate is slower (larger): the whole interval is above 0.
     Regression,
@@ -73,11 +74,67 @@ pub struct Change {
     /// step-to-step spread only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runs: Option<(usize, usize)>,
+    /// True when the runs were paired by position (base run `i` with candidate run `i`,
+    /// recorded one after the other) and the interval resampled pairs, so that what the
+    /// machine did while a pair ran hits both sides alike. Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paired: bool,
+    /// True when the interval lies on one side of 0 but the change of the medians is below
+    /// the minimum effect ([`Change::with_min_effect`]): then the verdict is
+    /// [`Verdict::WithinNoise`]. Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub negligible: bool,
 }
 
 impl Change {
+    /// The smallest change of a median, in nanoseconds per step, that a comparison of times calls
+    /// a regression or an improvement ([`Change::with_min_effect`]): 1 µs. A shift below it (e.g.
+    /// +11 ns on a 370 ns span) is [`Verdict::WithinNoise`] with [`Change::negligible`] set, however
+    /// narrow its interval: timer resolution, cache state and frequency scaling move sub-µs figures
+    /// by that much between runs of one program.
+    pub const MIN_EFFECT_NS: f64 = 1_000.0;
+
+    /// The smallest relative change of a median that a comparison of times calls a regression or
+    /// an improvement ([`Change::with_min_effect`]): 1 % of the base's median. A machine that is
+    /// busier or cooler between two runs shifts every figure by about that much.
+    pub const MIN_EFFECT_RATIO: f64 = 0.01;
+
+    /// The same change with a minimum effect: a [`Verdict::Regression`] or
+    /// [`Verdict::Improvement`] whose medians differ by less than `abs` (in the samples' unit,
+    /// e.g. [`Change::MIN_EFFECT_NS`]) or by less than `ratio` of the base's median (e.g.
+    /// [`Change::MIN_EFFECT_RATIO`]) becomes [`Verdict::WithinNoise`] with [`Change::negligible`] set.
+    /// Both floors apply: a change must clear the larger one.
+    ///
+    /// ```
+    /// use trace_analyze::runs::{BOOTSTRAP_SEED, compare_samples};
+    /// use trace_analyze::{Change, Verdict};
+    /// // A 370 ns span 3 % slower (+11 ns) with a tight interval: real, but below 1 µs.
+    /// let base = [370u64, 371, 369, 370, 370, 371, 369, 370];
+    /// let cand = [381u64, 382, 380, 381, 381, 382, 380, 381];
+    /// let c = compare_samples(&base, &cand, BOOTSTRAP_SEED).unwrap();
+    /// assert_eq!(c.verdict, Verdict::Regression);
+    /// let c = c.with_min_effect(Change::MIN_EFFECT_NS, Change::MIN_EFFECT_RATIO);
+    /// assert_eq!(c.verdict, Verdict::WithinNoise);
+    /// assert!(c.negligible && !c.regresses_beyond(1.0));
+    /// ```
+    #[must_use]
+    pub fn with_min_effect(mut self, abs: f64, ratio: f64) -> Change {
+        if matches!(self.verdict, Verdict::Regression | Verdict::Improvement) {
+            let shift = (self.candidate_median - self.base_median).abs();
+            let floor = abs.max(ratio * self.base_median.abs());
+            // A NaN shift (never from finite medians) is no effect either.
+            if shift.is_nan() || shift < floor {
+                self.verdict = Verdict::WithinNoise;
+                self.negligible = true;
+            }
+        }
+        self
+    }
+
     /// True when this is a [`Verdict::Regression`] whose relative change is larger than
     /// `pct` percent *and* whose whole confidence interval lies above 0 (outside the noise).
+    /// A comparison's changes carry the minimum effect already ([`Change::with_min_effect`]),
+    /// so a change below it never counts, whatever `pct`.
     pub fn regresses_beyond(&self, pct: f64) -> bool {
         self.verdict == Verdict::Regression && self.ratio.is_some_and(|r| r * 100.0 > pct)
     }
@@ -152,6 +209,8 @@ fn bootstrap_change(
         ci_high: None,
         verdict: Verdict::TooFewSamples,
         runs,
+        paired: false,
+        negligible: false,
     };
     if nb < MIN_SAMPLES || nc < MIN_SAMPLES {
         return Some(change);
@@ -253,6 +312,60 @@ pub fn compare_run_samples(base: &[&[u64]], candidate: &[&[u64]], seed: u64) -> 
         Some((median(&mut rb)?, median(&mut rc)?))
     })
 }
+
+/// Compares a per-step figure measured in runs recorded in pairs (`base[i]` and
+/// `candidate[i]` one right after the other, the order alternating from pair to pair): the
+/// medians of all steps pooled and their relative change, as [`compare_run_samples`], but the
+/// [`CONFIDENCE`] interval resamples *pairs* with replacement (the same pairs on both sides)
+/// and then steps within each chosen run. A machine that is slower while one pair runs slows
+/// both of its runs, so its drift moves both resampled medians together and cancels in their
+/// ratio, where resampling each side's runs on its own would count it as noise (or, when all
+/// base runs came before all candidate runs, as a change). Pairs where a side has no samples
+/// are left out; with fewer than two pairs it is [`compare_run_samples`]. `None` when no pair
+/// has samples on both sides.
+pub(crate) fn compare_paired_run_samples(
+    base: &[&[u64]],
+    candidate: &[&[u64]],
+    seed: u64,
+) -> Option<Change> {
+    let pairs: Vec<(&[u64], &[u64])> = base
+        .iter()
+        .zip(candidate)
+        .filter(|(b, c)| !b.is_empty() && !c.is_empty())
+        .map(|(b, c)| (*b, *c))
+        .collect();
+    if pairs.len() < 2 {
+        let (b, c): (Vec<&[u64]>, Vec<&[u64]>) = pairs.into_iter().unzip();
+        return compare_run_samples(&b, &c, seed);
+    }
+    let pooled = |side: usize| -> Vec<u64> {
+        pairs
+            .iter()
+            .flat_map(|p| if side == 0 { p.0 } else { p.1 }.iter().copied())
+            .collect()
+    };
+    let (pb, pc) = (pooled(0), pooled(1));
+    let (mut rb, mut rc) = (Vec::with_capacity(pb.len()), Vec::with_capacity(pc.len()));
+    let n = pairs.len();
+    let mut change = bootstrap_change(pb, pc, Some((n, n)), seed, |rng| {
+        rb.clear();
+        rc.clear();
+        // Pairs with replacement, then steps with replacement within each run of the pair.
+        for _ in 0..n {
+            let (b, c) = pairs[below(rng, n)];
+            for _ in 0..b.len() {
+                rb.push(b[below(rng, b.len())]);
+            }
+            for _ in 0..c.len() {
+                rc.push(c[below(rng, c.len())]);
+            }
+        }
+        Some((median(&mut rb)?, median(&mut rc)?))
+    })?;
+    change.paired = true;
+    Some(change)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +426,63 @@ mod tests {
         assert_eq!(c.verdict, Verdict::TooFewSamples);
         assert!(c.ci_low.is_none() && !c.regresses_beyond(0.0));
         assert!(compare_samples(&[], &[1], BOOTSTRAP_SEED).is_none());
+    }
+
+    /// Pairs whose level moves by ±30 % with the machine (the same for both runs of a pair),
+    /// the candidate 10 % slower in every pair: resampling each side's runs on its own counts
+    /// the machine's swings as noise and sees nothing; resampling pairs cancels them and sees
+    /// the regression.
+    #[test]
+    fn pairs_cancel_a_drift_both_runs_of_a_pair_share() {
+        let levels = [1_000_000u64, 1_300_000, 700_000, 1_200_000, 800_000];
+        let runs = |pct: u64| -> Vec<Vec<u64>> {
+            levels
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| noisy(l * pct / 100, 5_000, 10, i as u64 + pct))
+                .collect()
+        };
+        let (a, b) = (runs(100), runs(110));
+        let (sa, sb): (Vec<&[u64]>, Vec<&[u64]>) = (
+            a.iter().map(Vec::as_slice).collect(),
+            b.iter().map(Vec::as_slice).collect(),
+        );
+        let unpaired = compare_run_samples(&sa, &sb, BOOTSTRAP_SEED).unwrap();
+        assert_eq!(unpaired.verdict, Verdict::WithinNoise, "{unpaired:?}");
+        let paired = compare_paired_run_samples(&sa, &sb, BOOTSTRAP_SEED).unwrap();
+        assert_eq!(paired.verdict, Verdict::Regression, "{paired:?}");
+        assert!(paired.paired && paired.runs == Some((5, 5)));
+        assert!(paired.regresses_beyond(5.0));
+        // An empty run drops its pair.
+        let mut sb2 = sb.clone();
+        sb2[0] = &[];
+        let c = compare_paired_run_samples(&sa, &sb2, BOOTSTRAP_SEED).unwrap();
+        assert_eq!(c.runs, Some((4, 4)));
+    }
+
+    #[test]
+    fn the_minimum_effect_applies_to_both_directions_and_both_floors() {
+        let base = noisy(100_000, 100, 30, 5);
+        // 500 ns (0.5 %) faster: below both floors.
+        let faster: Vec<u64> = base.iter().map(|x| x - 500).collect();
+        let c = compare_samples(&base, &faster, BOOTSTRAP_SEED).unwrap();
+        assert_eq!(c.verdict, Verdict::Improvement, "{c:?}");
+        let c = c.with_min_effect(Change::MIN_EFFECT_NS, Change::MIN_EFFECT_RATIO);
+        assert_eq!(c.verdict, Verdict::WithinNoise);
+        assert!(c.negligible);
+        // 0.8 % slower on a 1 ms median: 8 µs clears 1 µs but not 1 %.
+        let base = noisy(1_000_000, 100, 30, 6);
+        let slower: Vec<u64> = base.iter().map(|x| x + 8_000).collect();
+        let c = compare_samples(&base, &slower, BOOTSTRAP_SEED)
+            .unwrap()
+            .with_min_effect(Change::MIN_EFFECT_NS, Change::MIN_EFFECT_RATIO);
+        assert!(c.negligible && c.verdict == Verdict::WithinNoise, "{c:?}");
+        // 2 % slower: clears both.
+        let slower: Vec<u64> = base.iter().map(|x| x + 20_000).collect();
+        let c = compare_samples(&base, &slower, BOOTSTRAP_SEED)
+            .unwrap()
+            .with_min_effect(Change::MIN_EFFECT_NS, Change::MIN_EFFECT_RATIO);
+        assert!(!c.negligible && c.verdict == Verdict::Regression, "{c:?}");
     }
 
     #[test]

@@ -21,10 +21,15 @@ fn compare_reports_changed_step_and_ops_in_one_only() {
     assert!(!c.graphs[3].equal);
     assert!(c.ops_only_in_base.is_empty());
     assert_eq!(c.ops_only_in_candidate, ["gelu"]);
-    let relu = c.ops.iter().find(|o| o.name == "relu").unwrap();
-    // One relu fewer in the candidate.
-    assert_eq!(relu.count.delta, Some(-1.0));
-    assert!(relu.base_spread.is_some() && relu.candidate_spread.is_some());
+    // Ops are compared per graph: relu in graph A's steps (10 in the base, 9 in the
+    // candidate); graph B ran in the candidate only, so its relu has no row.
+    let relu: Vec<_> = c.ops.iter().filter(|o| o.name == "relu").collect();
+    assert_eq!(relu.len(), 1, "{relu:?}");
+    assert_eq!(relu[0].graph.as_deref(), Some("A"));
+    let per_step = relu[0].count.base.unwrap() / 10.0;
+    assert_eq!(relu[0].count.candidate, Some(per_step * 9.0));
+    assert!(relu[0].base_spread.is_some() && relu[0].candidate_spread.is_some());
+    assert!(relu[0].change.is_some());
     let mem = c.memory.as_ref().unwrap();
     assert_eq!(mem[0].peak_bytes.delta, Some(0.0));
     // Like with like: the changed step's graph ran in the candidate only, so step times are
@@ -128,12 +133,21 @@ fn compare_with_itself_has_zero_deltas() {
     );
     assert!(c.ops.iter().all(|o| o.time_per_step_ns.delta == Some(0.0)));
     assert_eq!(c.graphs_equal, 2);
-    let fwd = c
+    // The two steps ran two graphs: a forward row per graph, each its own step's time.
+    let mut fwd: Vec<(Option<String>, Option<f64>)> = c
         .spans
         .iter()
-        .find(|s| s.path == "train_step/forward")
-        .unwrap();
-    assert_eq!(fwd.time_per_step_ns.base, Some(115.0));
+        .filter(|s| s.path == "train_step/forward")
+        .map(|s| (s.graph, s.time_per_step_ns.base))
+        .collect();
+    fwd.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        fwd,
+        [
+            (Some("A".to_string()), Some(140.0)),
+            (Some("B".to_string()), Some(90.0))
+        ]
+    );
 }
 
 #[test]
@@ -156,7 +170,9 @@ fn span_rows_carry_the_span_trees_display_paths() {
         .map(|n| n.path)
         .collect();
     assert!(want.iter().any(|p| p.contains(" more…")));
+    // The base's two steps ran two graphs: its paths have a row per graph.
     got.sort();
+    got.dedup();
     want.sort();
     assert_eq!(got, want);
     // The JSON rows carry the same text, in row order.
@@ -198,4 +214,274 @@ fn span_rows_of_equal_change_and_size_are_ordered_by_path() {
     let c = compare(&t, &t, &new_step_cache()).unwrap();
     let paths: Vec<String> = c.spans.iter().map(|s| s.path).collect();
     assert_eq!(paths, ["long", "a", "b", "c"]);
+}
+
+/// A complete hand trace: per step, a `layer` span holding one op whose name picks the step's
+/// graph (`mm_long` or `mm_short`), then a 370-ish ns `tiny` span and a `big` span; `steps`
+/// gives per step (long graph?, layer ns, tiny ns, big ns).
+fn stepped(steps: &[(bool, u64, u64, u64)]) -> trace_analyze::Trace {
+    let mut lines = Vec::new();
+    let mut ts = 0u64;
+    let mut id = 0u64;
+    let mut span = |lines: &mut Vec<String>, name: &str, start: u64, dur: u64| -> u64 {
+        id += 1;
+        lines.push(format!(
+            r#"{{"type":"span_start","id":{id},"name":"{name}","kind":"module","thread":0,"ts":{start}}}"#
+        ));
+        lines.push(format!(
+            r#"{{"type":"span_end","id":{id},"ts":{}}}"#,
+            start + dur
+        ));
+        id
+    };
+    for (k, &(long, layer, tiny, big)) in steps.iter().enumerate() {
+        ts += 100;
+        lines.push(format!(r#"{{"type":"step","index":{k},"ts":{ts}}}"#));
+        let sid = span(&mut lines, "layer", ts + 10, layer);
+        // The op inside the layer span (its end line was pushed last: insert before it).
+        let end = lines.pop().expect("span end");
+        let name = if long { "mm_long" } else { "mm_short" };
+        lines.push(format!(
+            r#"{{"type":"op","span":{sid},"name":"{name}","dtype":"f32","ts":{},"dur":{}}}"#,
+            ts + 20,
+            layer / 2
+        ));
+        lines.push(end);
+        ts += 10 + layer + 10;
+        span(&mut lines, "tiny", ts, tiny);
+        ts += tiny + 10;
+        span(&mut lines, "big", ts, big);
+        ts += big + 10;
+    }
+    lines.push(format!(
+        r#"{{"type":"trailer","outcome":"complete","counts":{{}},"dropped":0,"ts":{}}}"#,
+        ts + 1
+    ));
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let bytes = testkit::hand_trace(&refs);
+    trace_analyze::load_reader(&bytes[..], "t", trace_analyze::LoadOptions::default())
+        .expect("hand trace loads")
+}
+
+/// Small deterministic jitter: 0..=4 ns by position.
+fn jitter(k: usize) -> u64 {
+    (k as u64 * 7) % 5
+}
+
+/// Two graphs whose `layer` takes 10 µs in one and 1 ms in the other, mixed 5:5 in the base
+/// and 7:3 in the candidate, each graph's times alike on both sides: pooled, the `layer`
+/// span's median would halve; per graph, span and op rows are each within noise.
+#[test]
+fn span_and_op_rows_are_per_graph_group() {
+    let side = |longs: &[bool]| {
+        let mut counts = [0usize; 2];
+        let steps: Vec<(bool, u64, u64, u64)> = longs
+            .iter()
+            .map(|&long| {
+                let k = &mut counts[usize::from(long)];
+                *k += 1;
+                let layer = if long { 1_000_000 } else { 10_000 } + jitter(*k) * 100;
+                (long, layer, 370 + jitter(*k), 50_000 + jitter(*k))
+            })
+            .collect();
+        stepped(&steps)
+    };
+    let base = side(&[
+        false, true, false, true, false, true, false, true, false, true,
+    ]);
+    let cand = side(&[
+        false, false, true, false, false, true, false, false, true, false,
+    ]);
+    let c = compare(&base, &cand, &new_step_cache()).unwrap();
+    assert_eq!(c.graph_groups.len(), 2, "{:?}", c.graph_groups);
+    let labels: Vec<(&str, (usize, usize))> = c
+        .graph_groups
+        .iter()
+        .map(|g| (g.label.as_str(), g.steps))
+        .collect();
+    assert_eq!(labels, [("A", (5, 7)), ("B", (5, 3))]);
+    // One `layer` row per graph, each comparing its own graph's steps.
+    let mut layer: Vec<(Option<String>, usize, usize, trace_analyze::Verdict)> = c
+        .spans
+        .iter()
+        .filter(|s| s.path == "layer")
+        .map(|s| {
+            let ch = s.change.expect("a change");
+            (s.graph, ch.base_n, ch.candidate_n, ch.verdict)
+        })
+        .collect();
+    layer.sort_by(|a, b| a.0.cmp(&b.0));
+    let within = trace_analyze::Verdict::WithinNoise;
+    assert_eq!(
+        layer,
+        [
+            (Some("A".to_string()), 5, 7, within),
+            (Some("B".to_string()), 5, 3, within)
+        ]
+    );
+    // The short graph's layer is 10 µs on both sides (not a pooled median of both graphs).
+    let a = c
+        .spans
+        .iter()
+        .find(|s| s.path == "layer" && s.graph.as_deref() == Some("A"))
+        .unwrap();
+    let ch = a.change.unwrap();
+    assert!((10_000.0..10_500.0).contains(&ch.base_median), "{ch:?}");
+    assert!(
+        (10_000.0..10_500.0).contains(&ch.candidate_median),
+        "{ch:?}"
+    );
+    // Ops: each op row is its graph's; no op is compared across graphs.
+    let mut ops: Vec<(String, Option<String>, Option<f64>)> = c
+        .ops
+        .iter()
+        .map(|o| (o.name.clone(), o.graph.clone(), o.count.candidate))
+        .collect();
+    ops.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        ops,
+        [
+            ("mm_long".to_string(), Some("B".to_string()), Some(3.0)),
+            ("mm_short".to_string(), Some("A".to_string()), Some(7.0)),
+        ]
+    );
+    assert!(c.regressions(0.0).is_empty(), "{:?}", c.regressions(0.0));
+    // The JSON rows carry the graph.
+    let v = serde_json::to_value(&c).unwrap();
+    assert!(
+        v["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["graph"].is_string())
+    );
+    // One graph: no graph on any row.
+    let one = compare(&base, &base, &new_step_cache()).unwrap();
+    let single = side(&[false; 6]);
+    let c1 = compare(&single, &single, &new_step_cache()).unwrap();
+    assert!(c1.spans.iter().all(|s| s.graph.is_none()));
+    assert!(c1.ops.iter().all(|o| o.graph.is_none()));
+    assert!(one.spans.iter().all(|s| s.graph.is_some()));
+}
+
+/// A 370 ns span 3 % slower (+11 ns) in every step, with an interval well above 0, is below
+/// the minimum effect (1 µs a step): within noise, flagged negligible, never a regression. A
+/// 50 µs span 3 % slower (+1.5 µs) in the same traces clears both floors and is one.
+#[test]
+fn a_370_ns_span_three_percent_slower_is_below_the_minimum_effect() {
+    let run = |tiny: u64, big: u64| {
+        let steps: Vec<(bool, u64, u64, u64)> = (0..20)
+            .map(|k| {
+                (
+                    false,
+                    10_000 + jitter(k),
+                    tiny + jitter(k),
+                    big + jitter(k) * 10,
+                )
+            })
+            .collect();
+        stepped(&steps)
+    };
+    let (base, cand) = (run(370, 50_000), run(381, 51_500));
+    let c = compare(&base, &cand, &new_step_cache()).unwrap();
+    assert_eq!(c.min_effect_ns, trace_analyze::Change::MIN_EFFECT_NS);
+    let row = |p: &str| {
+        c.spans
+            .iter()
+            .find(|s| s.path == p)
+            .unwrap()
+            .change
+            .unwrap()
+    };
+    let tiny = row("tiny");
+    assert!((tiny.ratio.unwrap() - 0.03).abs() < 0.005, "{tiny:?}");
+    assert!(tiny.ci_low.unwrap() > 0.0, "{tiny:?}");
+    assert_eq!(
+        tiny.verdict,
+        trace_analyze::Verdict::WithinNoise,
+        "{tiny:?}"
+    );
+    assert!(tiny.negligible);
+    assert!(tiny.candidate_median - tiny.base_median < 1_000.0);
+    let big = row("big");
+    assert_eq!(big.verdict, trace_analyze::Verdict::Regression, "{big:?}");
+    assert!(!big.negligible);
+    let regressed: Vec<String> = c.regressions(1.0).into_iter().map(|r| r.what).collect();
+    assert!(regressed.contains(&"span big".to_string()), "{regressed:?}");
+    assert!(
+        !regressed.iter().any(|r| r.contains("tiny")),
+        "{regressed:?}"
+    );
+}
+
+/// Eight runs of one program on a machine that slows by 3 % with every run (constructed
+/// drift: each run's speed and header start follow its slot). Recorded side by side (A A A A
+/// B B B B), the candidate looks 11 % slower and fails a 10 % gate, and the comparison says
+/// how the runs were ordered; recorded alternately (A B B A A B B A) and compared pair by
+/// pair, the drift cancels: within noise, nothing fails. The same alternating runs with a real
+/// 15 % slowdown on top of the drift still fail the gate.
+#[test]
+fn alternating_pairs_cancel_machine_drift() {
+    let at = |slot: u64, seed: u64, slower_pct: u64| {
+        synthetic(&SynthConfig {
+            seed,
+            speed_pct: (100 + 3 * slot) * (100 + slower_pct) / 100,
+            start_offset_ns: slot * 1_000_000_000,
+            ..Default::default()
+        })
+    };
+    let cache = new_step_cache();
+    // Side by side.
+    let a: Vec<_> = (0..4).map(|s| at(s, s + 1, 0)).collect();
+    let b: Vec<_> = (4..8).map(|s| at(s, s + 1, 0)).collect();
+    let seq = trace_analyze::compare_runs(&refs(&a), &refs(&b), &cache).unwrap();
+    let st = seq.step_time_change.unwrap();
+    assert_eq!(st.verdict, trace_analyze::Verdict::Regression, "{st:?}");
+    let gate: Vec<String> = seq.regressions(10.0).into_iter().map(|r| r.what).collect();
+    assert!(gate.contains(&"step time".to_string()), "{gate:?}");
+    assert!(
+        seq.warnings
+            .iter()
+            .any(|w| w.contains("every run of one side was recorded before")),
+        "{:?}",
+        seq.warnings
+    );
+    // Alternating: A B, B A, A B, B A.
+    let (a_slots, b_slots) = ([0u64, 3, 4, 7], [1u64, 2, 5, 6]);
+    let side = |slots: &[u64], slower: u64| -> Vec<_> {
+        slots.iter().map(|&s| at(s, s + 1, slower)).collect()
+    };
+    let (a, b) = (side(&a_slots, 0), side(&b_slots, 0));
+    let paired = trace_analyze::Comparison::of_paired_runs(&refs(&a), &refs(&b), &cache).unwrap();
+    assert_eq!(paired.interval, trace_analyze::IntervalBasis::PairedRuns);
+    let st = paired.step_time_change.unwrap();
+    assert!(st.paired, "{st:?}");
+    assert_eq!(st.verdict, trace_analyze::Verdict::WithinNoise, "{st:?}");
+    assert!(st.ratio.unwrap().abs() < 0.02, "{st:?}");
+    assert!(
+        paired.regressions(10.0).is_empty(),
+        "{:?}",
+        paired.regressions(10.0)
+    );
+    assert!(paired.warnings.is_empty(), "{:?}", paired.warnings);
+    // A real 15 % slowdown on top of the same drift.
+    let slow = side(&b_slots, 15);
+    let c = trace_analyze::Comparison::of_paired_runs(&refs(&a), &refs(&slow), &cache).unwrap();
+    let gate: Vec<String> = c.regressions(10.0).into_iter().map(|r| r.what).collect();
+    assert!(gate.contains(&"step time".to_string()), "{gate:?}");
+    // Pairs given out of order (a pair's runs not one after the other): said so.
+    let mut shuffled = refs(&b);
+    shuffled.swap(0, 3);
+    let c = trace_analyze::Comparison::of_paired_runs(&refs(&a), &shuffled, &cache).unwrap();
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("not recorded one run right after")),
+        "{:?}",
+        c.warnings
+    );
+    // Unequal sides cannot be paired: compared unpaired, and said so.
+    let c = trace_analyze::Comparison::of_paired_runs(&refs(&a), &refs(&b[..3]), &cache).unwrap();
+    assert_eq!(c.interval, trace_analyze::IntervalBasis::RunsThenSteps);
+    assert!(c.warnings.iter().any(|w| w.contains("compared unpaired")));
 }

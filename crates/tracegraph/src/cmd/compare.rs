@@ -1,14 +1,16 @@
 //! `tracegraph compare`: two traces side by side.
 //!
 //! Median time per step per span path and op with a bootstrap interval (within noise or not),
-//! memory, graph equality, `--fail-on-regression`.
+//! per step graph when the steps ran several; a minimum effect below which nothing is a
+//! regression; runs compared pair by pair (`--paired`); memory, graph equality,
+//! `--fail-on-regression`.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use trace_analyze::new_step_cache;
 use trace_analyze::{
-    CONFIDENCE, Change, Delta, IntervalBasis, Verdict, compare_runs, significance_order,
+    CONFIDENCE, Change, Comparison, Delta, IntervalBasis, Verdict, compare_runs, significance_order,
 };
 
 use trace_analyze::{format_bytes, format_ns, format_pct};
@@ -29,6 +31,15 @@ pub(crate) struct CompareArgs {
     /// spread only.
     #[arg(long, num_args = 1.., value_name = "TRACE", conflicts_with = "against_torch")]
     pub(crate) against: Vec<PathBuf>,
+    /// The runs were recorded in pairs, alternating: base run 1 and candidate run 1 one right
+    /// after the other, then candidate 2 and base 2, then base 3 and candidate 3, ... (A B,
+    /// B A, A B, ...; give the traces of each side in that pair order, as many a side). The
+    /// intervals then resample pairs, so that a machine that gets busier or cooler while the
+    /// runs are recorded slows both runs of a pair alike and the drift cancels. Runs recorded
+    /// side by side (all A, then all B) on a busy machine can differ by more than a
+    /// regression gate although the program is the same.
+    #[arg(long, requires = "against")]
+    pub(crate) paired: bool,
     /// A comparison of one Candle trace with a torch.profiler run instead.
     #[command(flatten)]
     pub(crate) torch: super::compare_torch::TorchFlags,
@@ -42,7 +53,9 @@ pub(crate) struct CompareArgs {
     /// op or a span is slower by more than PCT percent (median per step) *and* the whole 95%
     /// bootstrap interval of the change lies above 0 (outside the noise: the steps' spread
     /// with one run a side, the runs' and the steps' with several; the output says which).
-    /// Changes within noise never fail.
+    /// Changes within noise never fail, and neither does a change of a median below the
+    /// minimum effect: 1 µs per step, or 1% of the base's median, whichever is larger (such a
+    /// change reads "below min effect" in the tables).
     /// PCT is a finite number from 0 to 10000; anything else (NaN, inf, negative, 1e400) is a
     /// usage error, so no value can switch the gate off.
     #[arg(long, value_name = "PCT", value_parser = parse_threshold_pct, conflicts_with = "against_torch")]
@@ -77,6 +90,14 @@ fn change_cells(c: Option<&Change>) -> [String; 3] {
     // format_pct signs its value already (`+26.8%`, `-3.0%`): no second `+`.
     let pct = format_pct;
     match c {
+        Some(c) if c.negligible => [
+            c.ratio.map_or("-".into(), pct),
+            match (c.ci_low, c.ci_high) {
+                (Some(l), Some(h)) => format!("[{}, {}]", pct(l), pct(h)),
+                _ => "-".into(),
+            },
+            "below min effect".into(),
+        ],
         None => ["-".into(), "-".into(), "-".into()],
         Some(c) => [
             c.ratio.map_or("-".into(), pct),
@@ -122,6 +143,12 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
             return super::compare_torch::run(candle, torch, args.limit, args.json);
         }
     }
+    if args.paired && args.against.is_empty() {
+        return Err(super::output::UsageError(
+            "--paired compares base runs with `--against` candidate runs".to_string(),
+        )
+        .into());
+    }
     let (base_paths, cand_paths) = if args.against.is_empty() {
         match args.traces.as_slice() {
             [b, c] if !b.is_dir() && !c.is_dir() => (vec![b.clone()], vec![c.clone()]),
@@ -145,13 +172,25 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
             .map(|p| load(p, false))
             .collect::<anyhow::Result<Vec<_>>>()
     };
+    if args.paired && base_paths.len() != cand_paths.len() {
+        return Err(super::output::UsageError(format!(
+            "--paired needs as many base as candidate runs (pairs recorded one right after the other); got {} and {}",
+            base_paths.len(),
+            cand_paths.len()
+        ))
+        .into());
+    }
     let (base, cand) = (load_all(&base_paths)?, load_all(&cand_paths)?);
     let cache = new_step_cache();
-    let c = compare_runs(
-        &base.iter().collect::<Vec<_>>(),
-        &cand.iter().collect::<Vec<_>>(),
-        &cache,
-    )?;
+    let (base, cand) = (
+        base.iter().collect::<Vec<_>>(),
+        cand.iter().collect::<Vec<_>>(),
+    );
+    let c = if args.paired {
+        Comparison::of_paired_runs(&base, &cand, &cache)?
+    } else {
+        compare_runs(&base, &cand, &cache)?
+    };
     let status = match args.fail_on_regression {
         Some(pct) => {
             let regressions = c.regressions(pct);
@@ -159,9 +198,8 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
                 eprintln!(
                     "tracegraph: regression beyond {pct}%: {} {} (95% interval {} to {})",
                     r.what,
-                    r.change
-                        .ratio
-                        .map_or("-".into(), |x| format!("+{}", format_pct(x))),
+                    // format_pct signs its value: no second `+`.
+                    r.change.ratio.map_or("-".into(), format_pct),
                     r.change.ci_low.map_or("-".into(), format_pct),
                     r.change.ci_high.map_or("-".into(), format_pct),
                 );
@@ -215,7 +253,11 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
                 "one run a side: the intervals cover the step-to-step spread only, not run-to-run \
                  variation (give several runs a side with --against to include it)",
             IntervalBasis::RunsThenSteps =>
-                "several runs a side: the intervals resample runs, then steps within them",
+                "several runs a side: the intervals resample runs, then steps within them \
+                 (runs recorded alternately, A B B A ..., can be compared with --paired)",
+            IntervalBasis::PairedRuns =>
+                "runs paired by position (--paired): the intervals resample pairs, then steps \
+                 within them, so machine drift during a pair hits both sides",
         }
     );
     for w in &c.warnings {
@@ -280,11 +322,28 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         let _ = writeln!(o, "{}", t.render());
     }
     let _ = writeln!(o);
+    // With several step graphs every span and op row is one graph's (the `graph` column).
+    let grouped = c.graph_groups.len() > 1;
+    let with_graph = |cols: &[&'static str]| -> Vec<&'static str> {
+        if grouped {
+            std::iter::once("graph")
+                .chain(cols.iter().copied())
+                .collect()
+        } else {
+            cols.to_vec()
+        }
+    };
+    let graph_cell = |row: &mut Vec<String>, g: Option<&String>| {
+        if grouped {
+            row.insert(0, g.map_or_else(|| "-".to_string(), Clone::clone));
+        }
+    };
     let _ = writeln!(
         o,
-        "span paths (median time per step over the steps where the path occurs; significant changes first)"
+        "span paths (median time per step over the steps where the path occurs{}; significant changes first)",
+        if grouped { ", per step graph" } else { "" }
     );
-    let mut t = Table::new(&[
+    let mut t = Table::new(&with_graph(&[
         "span",
         ">base",
         ">candidate",
@@ -292,7 +351,7 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         ">95% interval",
         "verdict",
         ">alloc delta",
-    ]);
+    ]));
     for s in c
         .spans
         .significance_order()
@@ -302,7 +361,7 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
     {
         let ch = s.change.as_ref();
         let [r, ci, v] = change_cells(ch);
-        t.row(vec![
+        let mut row = vec![
             s.path.clone(),
             ch.map_or_else(
                 || cell(s.time_per_step_ns.base, format_ns),
@@ -316,7 +375,9 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
             ci,
             v,
             s.alloc_bytes.delta.map_or("-".into(), format_bytes),
-        ]);
+        ];
+        graph_cell(&mut row, s.graph.as_ref());
+        t.row(row);
     }
     let _ = writeln!(
         o,
@@ -330,9 +391,10 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "ops (median time per step over the steps where the op runs; significant changes first)"
+        "ops (median time per step over the steps where the op runs{}; significant changes first)",
+        if grouped { ", per step graph" } else { "" }
     );
-    let mut t = Table::new(&[
+    let mut t = Table::new(&with_graph(&[
         "op",
         ">base",
         ">candidate",
@@ -341,14 +403,14 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
         "verdict",
         ">calls",
         ">out bytes delta",
-    ]);
+    ]));
     for op in significance_order(&c.ops, |o| o.change.as_ref())
         .into_iter()
         .take(args.limit)
     {
         let ch = op.change.as_ref();
         let [r, ci, v] = change_cells(ch);
-        t.row(vec![
+        let mut row = vec![
             op.name.clone(),
             ch.map_or_else(
                 || cell(op.time_per_step_ns.base, format_ns),
@@ -367,7 +429,9 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
                 op.count.candidate.unwrap_or(0.0)
             ),
             op.output_bytes.delta.map_or("-".into(), format_bytes),
-        ]);
+        ];
+        graph_cell(&mut row, op.graph.as_ref());
+        t.row(row);
     }
     let _ = writeln!(
         o,
@@ -445,8 +509,11 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
     let _ = writeln!(
         o,
         "\nchange: relative change of the medians; interval: {}% percentile bootstrap over steps \
-         (fixed seed); \"within noise\" when the interval contains 0",
-        (CONFIDENCE * 100.0).round()
+         (fixed seed); \"within noise\" when the interval contains 0; \"below min effect\" when \
+         the medians differ by less than {} per step or {} of the base (never a regression)",
+        (CONFIDENCE * 100.0).round(),
+        format_ns(c.min_effect_ns),
+        trace_analyze::format_share(c.min_effect_ratio),
     );
     write_stdout(o.trim_end())?;
     Ok(status)

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "demo")]
 mod autograd;
+mod compare_ab;
 mod compressed;
 mod demo;
 mod errors;
