@@ -29,7 +29,9 @@ pub struct GradientPoint {
 pub enum GradientVerdict {
     /// Never received a gradient (every fact `missing`): the parameter is not trained.
     Never,
-    /// At least one gradient had NaN or infinite entries.
+    /// At least one gradient had NaN or infinite entries, or the recorder wrote a norm that no
+    /// gradient can have (negative or non-finite: [`ParamGradients::invalid_norms`]). Either
+    /// way the parameter's gradients cannot be trusted, so it is never [`GradientVerdict::Ok`].
     NonFinite,
     /// Some facts were `missing` and others not: gradients come and go.
     Sometimes,
@@ -67,14 +69,31 @@ pub struct ParamGradients {
     pub zero: u64,
     /// `non_finite` facts.
     pub non_finite: u64,
-    /// The last recorded norm, if any.
+    /// Facts whose recorded norm is invalid: negative, NaN or infinite (an L2 norm is a finite
+    /// number ≥ 0 for a finite gradient). Such a parameter is [`GradientVerdict::NonFinite`];
+    /// the invalid norms stay in `per_step` and are left out of `last_norm` and `max_norm`.
+    /// Omitted when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub invalid_norms: u64,
+    /// The last recorded (valid) norm, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_norm: Option<f64>,
-    /// The largest recorded norm, if any.
+    /// The largest recorded (valid) norm, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_norm: Option<f64>,
     /// Every fact, in trace order.
     pub per_step: Vec<GradientPoint>,
+}
+
+/// True for 0 (serde's `skip_serializing_if`).
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// True for a norm an L2 norm can be: finite and not negative.
+fn valid_norm(n: f64) -> bool {
+    n.is_finite() && n >= 0.0
 }
 
 /// The autograd graph kept alive at one step's backward (from trace-candle's `autograd`
@@ -109,7 +128,7 @@ pub struct GradientReport {
     pub params: Vec<ParamGradients>,
     /// How many never received a gradient.
     pub never: usize,
-    /// How many had a non-finite gradient.
+    /// How many had a non-finite gradient or an invalid norm ([`GradientVerdict::NonFinite`]).
     pub non_finite: usize,
     /// Recorded step indices that hold gradient facts, in order.
     pub steps: Vec<u64>,
@@ -172,9 +191,13 @@ pub fn gradient_report(trace: &Trace) -> GradientReport {
                 count(GradientState::NonFinite),
             );
             let total = per_step.len() as u64;
+            let invalid_norms = per_step
+                .iter()
+                .filter(|p| p.norm.is_some_and(|n| !valid_norm(n)))
+                .count() as u64;
             let verdict = if missing == total {
                 GradientVerdict::Never
-            } else if non_finite > 0 {
+            } else if non_finite > 0 || invalid_norms > 0 {
                 GradientVerdict::NonFinite
             } else if missing > 0 {
                 GradientVerdict::Sometimes
@@ -183,7 +206,10 @@ pub fn gradient_report(trace: &Trace) -> GradientReport {
             } else {
                 GradientVerdict::Ok
             };
-            let norms = per_step.iter().filter_map(|p| p.norm);
+            let norms = per_step
+                .iter()
+                .filter_map(|p| p.norm)
+                .filter(|&n| valid_norm(n));
             ParamGradients {
                 param: trace.str(sym).to_string(),
                 verdict,
@@ -191,7 +217,11 @@ pub fn gradient_report(trace: &Trace) -> GradientReport {
                 missing,
                 zero,
                 non_finite,
-                last_norm: per_step.iter().rev().find_map(|p| p.norm),
+                invalid_norms,
+                last_norm: per_step
+                    .iter()
+                    .rev()
+                    .find_map(|p| p.norm.filter(|&n| valid_norm(n))),
                 max_norm: norms.fold(None, |m: Option<f64>, n| Some(m.map_or(n, |m| m.max(n)))),
                 per_step,
             }
@@ -289,4 +319,41 @@ fn autograd_steps(trace: &Trace) -> Vec<AutogradStep> {
     }
     trace.work.add(trace.autograd.len() as u64);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LoadOptions, load_str};
+
+    /// A gradient norm of −3 (what no L2 norm can be) is not `ok`: the parameter is flagged
+    /// with its invalid norm counted, and the norm is kept out of `last_norm` / `max_norm`.
+    #[test]
+    fn a_negative_norm_is_invalid_not_ok() {
+        let text = [
+            r#"{"type":"header","schema":"tracegraph-trace","version":1,"run":{"run_id":"t","entrypoint":"test","phase":"train","device":"cpu","timing":"host","start_unix_ns":0,"pid":7}}"#,
+            r#"{"type":"step","index":0,"ts":0}"#,
+            r#"{"type":"gradient","param":"bad","state":"present","norm":-3,"ts":10}"#,
+            r#"{"type":"gradient","param":"good","state":"present","norm":0.5,"ts":11}"#,
+            r#"{"type":"step","index":1,"ts":20}"#,
+            r#"{"type":"gradient","param":"bad","state":"present","norm":2.0,"ts":30}"#,
+            r#"{"type":"gradient","param":"good","state":"present","norm":0.25,"ts":31}"#,
+        ]
+        .join("\n");
+        let t = load_str(&text, "t.jsonl", LoadOptions::default()).unwrap();
+        let r = gradient_report(&t);
+        let by = |name: &str| r.params.iter().find(|p| p.param == name).unwrap();
+        let bad = by("bad");
+        assert_eq!(bad.verdict, GradientVerdict::NonFinite);
+        assert_eq!(bad.invalid_norms, 1);
+        assert_eq!(bad.max_norm, Some(2.0));
+        assert_eq!(bad.last_norm, Some(2.0));
+        assert_eq!(r.non_finite, 1);
+        let good = by("good");
+        assert_eq!(good.verdict, GradientVerdict::Ok);
+        assert_eq!(good.invalid_norms, 0);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["params"][0]["invalid_norms"], 1);
+        assert!(v["params"][1].get("invalid_norms").is_none());
+    }
 }

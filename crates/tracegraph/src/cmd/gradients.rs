@@ -43,7 +43,7 @@ pub(crate) fn run(args: &GradientsArgs) -> anyhow::Result<Status> {
     } else {
         let _ = writeln!(
             o,
-            "{} parameter(s) over {} step(s): {} never received a gradient, {} non-finite",
+            "{} parameter(s) over {} step(s): {} never received a gradient, {} non-finite or with an invalid norm",
             r.params.len(),
             r.steps.len(),
             r.never,
@@ -72,7 +72,29 @@ pub(crate) fn run(args: &GradientsArgs) -> anyhow::Result<Status> {
                 .filter(|g| g.state == trace_record::schema::GradientState::NonFinite)
                 .map(|g| g.step.map_or("-".into(), |s| s.to_string()))
                 .collect();
-            let _ = writeln!(o, "NON-FINITE: {} in step(s) {}", p.param, steps.join(", "));
+            if !steps.is_empty() {
+                let _ = writeln!(o, "NON-FINITE: {} in step(s) {}", p.param, steps.join(", "));
+            }
+            // A norm no gradient can have: the recorder's figure is wrong, not "ok".
+            let invalid: Vec<String> = p
+                .per_step
+                .iter()
+                .filter_map(|g| {
+                    let n = g.norm.filter(|n| !n.is_finite() || *n < 0.0)?;
+                    Some(format!(
+                        "{} (norm {n})",
+                        g.step.map_or("-".into(), |s| s.to_string())
+                    ))
+                })
+                .collect();
+            if !invalid.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "INVALID NORM: {} in step(s) {}: a gradient norm is never negative or non-finite",
+                    p.param,
+                    invalid.join(", ")
+                );
+            }
         }
         let mut t = Table::new(&[
             "parameter",
