@@ -34,6 +34,14 @@
 //!   bar runs from its step's boundary to the next, and the empty boundary a loop's last
 //!   `step()` opens is neither drawn nor exportable with `--step`.
 //! - Markers and gradient facts are instant events; user counters are counter events.
+//! - The tracked heap (`heap_alloc` / `heap_free`, schema version 2) is one counter series,
+//!   `tracked heap` (argument `bytes`): the live bytes of the tracked allocations, a sample
+//!   whenever they change (the changes stamped with one time make one sample, the bytes after
+//!   the last of them). Heap bytes are what the program asked the allocator for, never added
+//!   to the logical counters.
+//! - Span names are those every analysis shows when the export is given the trace's
+//!   [`TraceOutline`] ([`write_chrome_outlined`]); an op recorded outside every span is
+//!   drawn at the root of the driving thread, between its spans (see [`crate::nest`]).
 //! - Memory held while exporting: the open spans, one pending op per thread, the live
 //!   allocations (storage id → bytes) and per device the states of its open memory window.
 //!   The output is written as it is produced.
@@ -47,7 +55,11 @@ use trace_record::{ClosedStep, StepTracker, TraceReader, json};
 use crate::ExportError;
 use crate::FastMap;
 use crate::memory_window::{PerCategory, Window, total};
+use crate::names::TraceOutline;
 use crate::nest::{Adjustments, Interval, Nester, OUTSIDE_SPANS_TID};
+
+/// The name of the tracked heap's counter series (argument `bytes`).
+pub const HEAP_COUNTER: &str = "tracked heap";
 
 /// The thread id of the `steps` track.
 pub(crate) const STEPS_TID: u64 = 999_998;
@@ -170,6 +182,12 @@ pub struct ChromeSummary {
     pub adjustments: Adjustments,
     /// Memory events that could not be applied.
     pub memory: MemoryAdjustments,
+    /// Samples of the [`HEAP_COUNTER`] series written.
+    pub heap_counters: u64,
+    /// Heap events that could not be applied to the tracked heap's live bytes (a free of an
+    /// allocation not live, an allocation of an id already live: ignored, as the analyses
+    /// ignore them; `free_size_mismatches` is always 0, a `heap_free` carries no size).
+    pub heap: MemoryAdjustments,
     /// Whether the step asked for with [`ChromeOptions::step`] is a step of the trace (true
     /// without one).
     pub step_found: bool,
@@ -280,7 +298,22 @@ struct Chrome<W: Write> {
     args: ArgsMode,
     /// Time resolution of the logical memory counters, ns (0: every change).
     resolution: u64,
+    /// The tracked heap's live bytes and its counter.
+    heap: HeapLive,
     error: Option<ExportError>,
+}
+
+/// The tracked heap: live allocations (id → bytes), their total and the counter shown.
+#[derive(Default)]
+struct HeapLive {
+    live: FastMap<u64, u64>,
+    bytes: u64,
+    /// The time of a sample not written yet (the changes stamped with it make one sample).
+    pending: Option<u64>,
+    /// The bytes of the last sample written.
+    shown: Option<u64>,
+    /// Whether a heap event was read.
+    seen: bool,
 }
 
 impl<W: Write> Chrome<W> {
@@ -336,7 +369,7 @@ impl<W: Write> Chrome<W> {
                 self.thread_name(tid)?;
                 let o = &mut self.out;
                 o.begin();
-                o.head("X", &frame.name, self.pid, tid);
+                o.head("X", nester.shown_name(frame.path), self.pid, tid);
                 o.raw(",\"cat\":\"span,");
                 o.raw(frame.kind.as_str());
                 o.raw("\",\"ts\":");
@@ -782,6 +815,13 @@ impl<W: Write> Chrome<W> {
             }
             Event::Step(s) => {
                 self.flush_counter()?;
+                self.flush_heap()?;
+                if self.filter.is_some() && self.keep(Some(s.index)) && self.heap.seen {
+                    // The tracked heap when the step begins.
+                    self.heap.shown = None;
+                    self.heap.pending = Some(s.ts);
+                    self.flush_heap()?;
+                }
                 // A window ends at a step boundary: each step ends on its exact bytes.
                 self.flush_windows()?;
                 // The step's instant and bar are written when it ends, once it is known to
@@ -798,11 +838,58 @@ impl<W: Write> Chrome<W> {
             // export and `tracegraph hot` show them.
             Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {}
             // The tracked heap (schema version 2) is shown by `tracegraph memory`.
-            Event::HeapAlloc(_)
-            | Event::HeapFree(_)
-            | Event::HeapSmall(_)
-            | Event::HeapAccount(_) => {}
+            Event::HeapAlloc(a) => {
+                self.heap_change(step, a.ts)?;
+                match self.heap.live.entry(a.id) {
+                    std::collections::hash_map::Entry::Occupied(_) => {
+                        self.summary.heap.duplicate_allocs += 1;
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(a.bytes);
+                        self.heap.bytes = self.heap.bytes.saturating_add(a.bytes);
+                    }
+                }
+            }
+            Event::HeapFree(f) => {
+                self.heap_change(step, f.ts)?;
+                match self.heap.live.remove(&f.id) {
+                    Some(b) => self.heap.bytes = self.heap.bytes.saturating_sub(b),
+                    None => self.summary.heap.frees_without_alloc += 1,
+                }
+            }
+            // Counted, not tracked one by one (their frees are not seen): no live bytes.
+            Event::HeapSmall(_) | Event::HeapAccount(_) => {}
         }
+        Ok(())
+    }
+}
+
+impl<W: Write> Chrome<W> {
+    /// A heap event at `ts` in `step`: writes the sample of another time first, and notes
+    /// that a sample at `ts` is due when the step is exported.
+    fn heap_change(&mut self, step: Option<u64>, ts: u64) -> Result<(), ExportError> {
+        if self.heap.pending.is_some_and(|p| p != ts) {
+            self.flush_heap()?;
+        }
+        self.heap.seen = true;
+        if self.keep(step) {
+            self.heap.pending = Some(ts);
+        }
+        Ok(())
+    }
+
+    /// Writes the pending sample of the tracked heap, when its bytes differ from the last.
+    fn flush_heap(&mut self) -> Result<(), ExportError> {
+        let Some(ts) = self.heap.pending.take() else {
+            return Ok(());
+        };
+        let v = self.heap.bytes;
+        if self.heap.shown == Some(v) {
+            return Ok(());
+        }
+        self.heap.shown = Some(v);
+        self.simple_counter(HEAP_COUNTER, "bytes", ts, CounterValue::Int(v))?;
+        self.summary.heap_counters += 1;
         Ok(())
     }
 }
@@ -904,6 +991,42 @@ where
     R: BufRead + Send,
     W: Write,
 {
+    write_chrome_outlined(reader, out, opts, &TraceOutline::default())
+}
+
+/// [`write_chrome`] with what a first pass over the same trace found ([`crate::outline`]):
+/// span names and paths as every analysis shows them (`block#0` alone among its siblings is
+/// `block`, `linear#0` beside `linear#1` keeps its index), and ops recorded outside every
+/// span before the first root span drawn on that span's thread. [`write_chrome`] shows names
+/// as recorded, and draws such early ops on the `ops outside spans` track.
+///
+/// ```
+/// use trace_export::{ChromeOptions, outline, write_chrome_outlined};
+/// use trace_record::{ReadOptions, TraceReader};
+///
+/// let trace = concat!(
+///     r#"{"type":"header","schema":"tracegraph-trace","version":1,"run":{"run_id":"r","entrypoint":"e","phase":"infer","device":"cpu","timing":"host","start_unix_ns":0,"pid":1}}"#, "\n",
+///     r#"{"type":"span_start","id":1,"name":"model#0","kind":"module","thread":3,"ts":1}"#, "\n",
+///     r#"{"type":"span_end","id":1,"ts":6}"#, "\n",
+/// );
+/// let first = outline(&mut TraceReader::new(trace.as_bytes(), ReadOptions::default())?)?;
+/// let mut reader = TraceReader::new(trace.as_bytes(), ReadOptions::default())?;
+/// let mut json = Vec::new();
+/// write_chrome_outlined(&mut reader, &mut json, &ChromeOptions::default(), &first)?;
+/// let text = String::from_utf8(json)?;
+/// assert!(text.contains(r#""name":"model""#) && !text.contains("model#0"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn write_chrome_outlined<R, W>(
+    reader: &mut TraceReader<R>,
+    out: W,
+    opts: &ChromeOptions,
+    outline: &TraceOutline,
+) -> Result<ChromeSummary, ExportError>
+where
+    R: BufRead + Send,
+    W: Write,
+{
     let header = reader.header().clone();
     let header = &header;
     let pid = u64::from(header.run.pid);
@@ -930,6 +1053,7 @@ where
         steps_track_us: 0,
         args: opts.args,
         resolution: opts.memory_resolution_ns,
+        heap: HeapLive::default(),
         error: None,
     };
     c.out
@@ -947,7 +1071,7 @@ where
     c.out.raw("}}");
     c.out.end()?;
 
-    let mut nester = Nester::new();
+    let mut nester = Nester::outlined(outline);
     reader.for_each_batched(|line| {
         let event = line.event;
         if let Some(ended) = c.steps.event(&event) {
@@ -979,6 +1103,7 @@ where
     }
     c.flush_counter()?;
     c.flush_windows()?;
+    c.flush_heap()?;
     if let Some(last) = c.steps.finish() {
         c.close_step(last)?;
     }

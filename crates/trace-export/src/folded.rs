@@ -11,10 +11,12 @@
 //! A span's self time is its duration minus the durations of its children on the same
 //! thread; an op's self time is its duration. Times are the nested times of
 //! the span nester (the same as the Chrome export), so the weights of all lines sum
-//! to the total duration of the root spans and root-level ops of every thread. Frames keep
-//! their recorded names, except that `;` becomes `:` and line breaks become spaces (the
-//! format's separators), and an empty name becomes `[empty name]`. Stacks with zero self
-//! time are left out.
+//! to the total duration of the root spans and root-level ops of every thread. Span frames
+//! are named as every analysis names spans (a `#0` sibling index is dropped where the span
+//! has no numbered sibling: [`crate::SpanNames`]), op frames as recorded; in both `;` becomes
+//! `:` and line breaks become spaces (the format's separators), and an empty name becomes
+//! `[empty name]`. An op recorded outside every span is a root frame of its own. Stacks with
+//! zero self time are left out.
 //!
 //! A stack deeper than [`MAX_FOLDED_FRAMES`] frames is cut: its first
 //! `MAX_FOLDED_FRAMES - 1` frames and then one `[deeper frames]` frame that carries the self
@@ -187,15 +189,17 @@ pub fn folded_stacks<R: BufRead + Send>(
     })?;
     found(steps.finish());
     nester.finish(&mut on);
+    // Every span path is known now: show names as the analyses do (`block#0` alone → `block`).
+    nester.set_names(nester.span_names());
     for (parent, leaves) in op_leaves {
         for (name, w) in leaves {
-            let id = nester.intern_path(parent, &name);
+            let id = nester.intern_leaf(parent, &name);
             let e = weights.entry(id).or_default();
             *e = e.saturating_add(w);
         }
     }
     for (clip, w) in deeper {
-        let id = nester.intern_path(clip, DEEPER_FRAMES);
+        let id = nester.intern_leaf(clip, DEEPER_FRAMES);
         let e = weights.entry(id).or_default();
         *e = e.saturating_add(w);
     }

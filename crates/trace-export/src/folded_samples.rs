@@ -217,6 +217,8 @@ pub fn folded_samples<R: BufRead + Send>(
     })?;
     found(steps.finish());
     nester.finish(&mut on);
+    // The span part is named as the span folded stacks name it (the analyses' names).
+    nester.set_names(nester.span_names());
     let sampler = SamplerAccount::over(accounts.iter().filter(|s| real.contains_key(&s.step)));
     let mut total = 0u64;
     let mut outside_steps = 0u64;

@@ -11,6 +11,11 @@
 //!   `span;span;frame;frame samples`, weighted by sample count (never mixed with the ns of
 //!   [`folded_stacks`]).
 //!
+//! Span frames and paths carry the names every analysis shows ([`SpanNames`]: a `#0` sibling
+//! index is dropped where the span has no numbered sibling). The folded exports apply that
+//! rule themselves; the Chrome export, which writes as it reads, takes it from a first pass
+//! ([`outline`], [`write_chrome_outlined`]).
+//!
 //! All read a trace through trace-record's [`TraceReader`](trace_record::TraceReader) and
 //! nothing else: this crate depends on the trace format only, so a change to the analyses
 //! cannot change an export. Spans and ops are made to nest per thread by one span nester,
@@ -23,15 +28,18 @@ mod chrome;
 mod folded;
 mod folded_samples;
 mod memory_window;
+mod names;
 mod nest;
 
 pub use chrome::{
-    ArgsMode, ChromeOptions, ChromeSummary, DEFAULT_MEMORY_RESOLUTION_NS, step_bar_us, write_chrome,
+    ArgsMode, ChromeOptions, ChromeSummary, DEFAULT_MEMORY_RESOLUTION_NS, HEAP_COUNTER,
+    MemoryAdjustments, step_bar_us, write_chrome, write_chrome_outlined,
 };
 pub use folded::{DEEPER_FRAMES, FoldedStacks, MAX_FOLDED_FRAMES, folded_stacks};
 pub use folded_samples::{
     FoldedSamples, MAX_SAMPLED_FRAMES, NO_SPAN, UNKNOWN_STACK, folded_samples,
 };
+pub use names::{SpanNames, TraceOutline, outline};
 pub use nest::{Adjustments, OUTSIDE_SPANS_TID};
 
 use trace_record::ReadError;

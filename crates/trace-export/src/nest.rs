@@ -13,7 +13,19 @@
 //! - a span that ends before a child span it contains is extended to cover it (the child was
 //!   already emitted);
 //! - spans still open at the end of the trace are closed at the last time seen;
-//! - an op whose span is not open is placed on a separate "ops outside spans" track.
+//! - an op that names a span that is not open (unknown or closed), or that was recorded
+//!   outside every span while the driving thread is inside one, is placed on a separate
+//!   "ops outside spans" track.
+//!
+//! An op recorded outside every span (a top-level op such as a generation loop's `argmax`
+//! after the model's forward) is no adjustment: it is drawn at the root of the *driving
+//! thread*, the thread of the latest root span (before any, [`TraceOutline::first_driver`]),
+//! between that thread's spans, so a trace written by `TraceSession` needs no adjustment.
+//! With no driving thread known (a trace without spans, or ops before the first span when no
+//! outline was read first) it is drawn on the "ops outside spans" track, uncounted.
+//!
+//! Span names are shown by the analyses' sibling-index rule once it is known
+//! ([`Nester::set_names`], [`crate::names`]): paths print the names every command prints.
 //!
 //! An op that became a span (the op line recorded directly in a span of kind `op` with its
 //! name and recorded start) is that span's own op ([`SpanFrame::own_op`]): it is emitted
@@ -28,6 +40,7 @@ use serde::Serialize;
 use trace_record::schema::{Event, ExecStep, OpEvent, SpanKind};
 
 use crate::FastMap;
+use crate::names::{SpanNames, TraceOutline};
 
 /// The thread id used for ops whose span is unknown or already closed.
 pub const OUTSIDE_SPANS_TID: u64 = 999_999;
@@ -43,6 +56,10 @@ pub(crate) const MAX_DISPLAY_NAMES: u32 = 32;
 struct PathEntry {
     parent: u32,
     name: String,
+    /// How many bytes of `name` are shown ([`SpanNames::shown_len`]; all for an op leaf).
+    shown: usize,
+    /// Whether a span made the path (not an op leaf or a `[deeper frames]` frame).
+    span: bool,
     depth: u32,
     head: u32,
     clip: u32,
@@ -64,7 +81,10 @@ pub struct Adjustments {
     /// Ops whose span is open on its thread but is not the innermost open span there: drawn
     /// inside the innermost one.
     pub ops_moved_to_innermost_span: u64,
-    /// Ops whose span is unknown or closed: drawn on the "ops outside spans" track.
+    /// Ops whose span is unknown or closed, or recorded outside every span while the driving
+    /// thread is inside one: drawn on the "ops outside spans" track. An op recorded outside
+    /// every span is otherwise drawn at the root of the driving thread, or on that track
+    /// when no thread is known to drive (a trace without spans), and is no adjustment.
     pub ops_outside_spans: u64,
     /// `span_start` events reusing the id of an open span (ignored).
     pub duplicate_span_starts: u64,
@@ -195,6 +215,12 @@ pub(crate) struct Nester {
     path_index: FastMap<u32, FastMap<String, u32>>,
     /// The depth at which [`PathEntry::clip`] cuts (folded stacks), `u32::MAX` for none.
     clip_depth: u32,
+    /// The sibling-index rule the shown names follow (empty: names as recorded).
+    names: SpanNames,
+    /// The thread of the latest root span: ops recorded outside every span are drawn there.
+    driver: Option<u64>,
+    /// The thread of the first root span.
+    first_driver: Option<u64>,
     step: Option<u64>,
     last_ts: u64,
     adjustments: Adjustments,
@@ -212,6 +238,8 @@ impl Nester {
             paths: vec![PathEntry {
                 parent: 0,
                 name: String::new(),
+                shown: 0,
+                span: false,
                 depth: 0,
                 head: 0,
                 clip: 0,
@@ -221,6 +249,65 @@ impl Nester {
             step: Some(0),
             ..Nester::default()
         }
+    }
+
+    /// A normaliser that shows names by `outline`'s rule from the start and draws ops recorded
+    /// outside every span on its first driving thread until a root span names another.
+    pub(crate) fn outlined(outline: &TraceOutline) -> Self {
+        let mut n = Self::new();
+        n.names = outline.names.clone();
+        n.driver = outline.first_driver;
+        n
+    }
+
+    /// Shows every path's names by `names` from now on (interned paths included).
+    pub(crate) fn set_names(&mut self, names: SpanNames) {
+        self.names = names;
+        for i in 0..self.paths.len() {
+            let shown = self.shown_len_of(i);
+            if let Some(e) = self.paths.get_mut(i) {
+                e.shown = shown;
+            }
+        }
+    }
+
+    /// How much of path `i`'s name the current rule shows.
+    fn shown_len_of(&self, i: usize) -> usize {
+        let Some(e) = self.paths.get(i) else {
+            return 0;
+        };
+        if !e.span {
+            return e.name.len();
+        }
+        let parent = (e.parent != 0 && (e.parent as usize) < i)
+            .then(|| self.paths.get(e.parent as usize).map(|p| p.name.as_str()))
+            .flatten();
+        self.names.shown_len(parent, &e.name)
+    }
+
+    /// The sibling-index rule of every span path interned so far (after the whole trace:
+    /// the trace's rule). The parent's name is its recorded name.
+    pub(crate) fn span_names(&self) -> SpanNames {
+        let mut names = SpanNames::default();
+        for (i, e) in self.paths.iter().enumerate().filter(|(_, e)| e.span) {
+            let parent = (e.parent != 0 && (e.parent as usize) < i)
+                .then(|| self.paths.get(e.parent as usize).map(|p| p.name.as_str()))
+                .flatten();
+            names.observe(parent, &e.name);
+        }
+        names
+    }
+
+    /// The thread of the first root span seen, if any.
+    pub(crate) fn first_driver(&self) -> Option<u64> {
+        self.first_driver
+    }
+
+    /// The shown name of `path`'s last name.
+    pub(crate) fn shown_name(&self, path: u32) -> &str {
+        self.paths
+            .get(path as usize)
+            .map_or("", |e| e.name.get(..e.shown).unwrap_or(&e.name))
     }
 
     /// What was adjusted so far.
@@ -248,7 +335,7 @@ impl Nester {
             let Some(e) = self.paths.get(cur as usize) else {
                 break;
             };
-            names.push(e.name.as_str());
+            names.push(e.name.get(..e.shown).unwrap_or(&e.name));
             if e.parent >= cur {
                 break;
             }
@@ -285,8 +372,18 @@ impl Nester {
         parts.join("/")
     }
 
-    /// The path `parent` + `name`, interned.
+    /// The path `parent` + `name` of a span, interned.
     pub(crate) fn intern_path(&mut self, parent: u32, name: &str) -> u32 {
+        self.intern(parent, name, true)
+    }
+
+    /// The path `parent` + `name` of a frame that is no span (an op leaf, `[deeper
+    /// frames]`), interned: its name is shown as recorded.
+    pub(crate) fn intern_leaf(&mut self, parent: u32, name: &str) -> u32 {
+        self.intern(parent, name, false)
+    }
+
+    fn intern(&mut self, parent: u32, name: &str, span: bool) -> u32 {
         if let Some(id) = self.path_index.get(&parent).and_then(|m| m.get(name)) {
             return *id;
         }
@@ -297,9 +394,19 @@ impl Nester {
             .map_or((0, 0, 0), |e| (e.depth, e.head, e.clip));
         let depth = pdepth.saturating_add(1);
         let half = MAX_DISPLAY_NAMES / 2;
+        let shown = if span {
+            let pname = (parent != 0)
+                .then(|| self.paths.get(parent as usize).map(|p| p.name.as_str()))
+                .flatten();
+            self.names.shown_len(pname, name)
+        } else {
+            name.len()
+        };
         self.paths.push(PathEntry {
             parent,
             name: name.to_string(),
+            shown,
+            span,
             depth,
             head: if depth <= half { id } else { phead },
             clip: if depth <= self.clip_depth { id } else { pclip },
@@ -336,6 +443,11 @@ impl Nester {
                     })
                     .unwrap_or(0);
                 let path = self.intern_path(parent_path, &s.name);
+                if parent_path == 0 {
+                    // A root span: its thread drives.
+                    self.driver = Some(s.thread);
+                    self.first_driver.get_or_insert(s.thread);
+                }
                 let step = self.step;
                 let thread = self.threads.entry(s.thread).or_default();
                 let floor = thread.stack.last().map_or(thread.root_cursor, |f| f.cursor);
@@ -387,12 +499,21 @@ impl Nester {
     }
 
     fn push_op<F: FnMut(&Nester, Interval<'_>)>(&mut self, op: OpEvent, emit: &mut F) {
-        let tid = if let Some(t) = op.span.and_then(|s| self.span_thread(s)) {
-            t
-        } else {
-            self.adjustments.ops_outside_spans += 1;
-            OUTSIDE_SPANS_TID
+        // The thread, or whether drawing it apart is an adjustment.
+        let placed = match (op.span, self.driver) {
+            (Some(s), _) => self.span_thread(s).ok_or(true),
+            // Outside every span: at the root of the driving thread, when it is at its root.
+            (None, Some(d)) if self.threads.get(&d).is_none_or(|t| t.stack.is_empty()) => Ok(d),
+            (None, Some(_)) => Err(true),
+            // No thread has driven a span yet (a trace without spans): a track of its own.
+            (None, None) => Err(false),
         };
+        let tid = placed.unwrap_or_else(|counted| {
+            if counted {
+                self.adjustments.ops_outside_spans += 1;
+            }
+            OUTSIDE_SPANS_TID
+        });
         self.flush_pending(tid, emit);
         let step = self.step;
         let thread = self.threads.entry(tid).or_default();

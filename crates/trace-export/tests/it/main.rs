@@ -7,3 +7,4 @@ mod common;
 mod folded;
 mod folded_samples;
 mod hostile;
+mod outline;
