@@ -6,18 +6,25 @@ use std::time::Duration;
 
 use super::output::{Output, lock};
 
-/// A thread that writes the session's buffered lines out every `interval`, so the trace on
-/// disk lags the program by about that much at most while recording calls never make a
-/// syscall themselves. Stopped (and joined) by [`Flusher::stop`] or on drop.
+/// A thread that wakes every `tick` and writes the session's buffered lines out when they
+/// hold a finished step or would otherwise wait longer than `interval`
+/// ([`Output::flush_due`]), so the trace on disk lags the program by about `interval` at most
+/// and a finished step by about `tick`, while recording calls never make a syscall
+/// themselves. Stopped (and joined) by [`Flusher::stop`] or on drop.
 pub(super) struct Flusher {
     stop: Arc<(Mutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Flusher {
-    /// Starts the thread; `None` when the OS refuses a thread (then lines are written when
-    /// the block is full, at steps and at the end, as without an interval).
-    pub(super) fn start(out: Weak<Mutex<Output>>, interval: Duration) -> Option<Flusher> {
+    /// Starts the thread, waking every `tick`; `None` when the OS refuses a thread (then
+    /// lines are written when the block is full, at steps and at the end, as without an
+    /// interval).
+    pub(super) fn start(
+        out: Weak<Mutex<Output>>,
+        interval: Duration,
+        tick: Duration,
+    ) -> Option<Flusher> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let signal = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -26,7 +33,7 @@ impl Flusher {
                 loop {
                     let (flag, cv) = &*signal;
                     let stopped = cv
-                        .wait_timeout_while(lock(flag), interval, |stopped| !*stopped)
+                        .wait_timeout_while(lock(flag), tick, |stopped| !*stopped)
                         .map_or(true, |(g, _)| *g);
                     if stopped {
                         return;
@@ -36,8 +43,10 @@ impl Flusher {
                     if o.finished {
                         return;
                     }
-                    o.write_block();
-                    o.flush_sink();
+                    if o.flush_due(interval, tick) {
+                        o.write_block();
+                        o.flush_sink();
+                    }
                 }
             })
             .ok()?;

@@ -8,18 +8,23 @@
 //! the block is written out every [`BLOCK_BYTES`]. The span stack is per thread (a reused
 //! thread-local vector).
 //!
-//! The header is written when the session is created, and a background thread writes the
-//! buffered lines out every [`Run::flush_interval`] (200 ms by default), as does a `step()`
-//! when the last write-out is over a quarter of that interval ago (so a slow step lands on
-//! disk whole at its end, while a fast decode loop writes once per interval, not once per
-//! step; with no interval every `step()` writes): a process killed at any moment (even
-//! `kill -9`) leaves a trace that starts with its header and ends at most about that long
-//! before the kill, readable to its last complete line. [`TraceSession::close_on_signals`] also writes the `incomplete` trailer on
-//! SIGINT and SIGTERM.
+//! The header is written when the session is created, and a background thread (the
+//! flusher) writes the buffered lines out: every [`Run::flush_interval`] (200 ms by default)
+//! at the latest, and within a quarter of that interval ([`Run::step_write_bound`], 50 ms by
+//! default) of a `step()`, so that a finished step reaches the file within that bound while
+//! the step boundary itself only marks the block (a fast decode loop pays for no write at its
+//! steps, and the flusher writes at most once per bound however many steps end in it). With
+//! no interval (or no thread) every `step()` writes the block out before it returns. A
+//! process killed at any moment (even `kill -9`) leaves a trace that starts with its header,
+//! holds every step that ended more than the bound before the kill and every line recorded
+//! more than the interval before it, and reads to its last complete line.
+//! [`TraceSession::close_on_signals`] also writes the `incomplete` trailer on SIGINT and
+//! SIGTERM.
 //!
 //! A compressed session ([`Run::compression`], or a `.zst` path) hands each block to a writer
 //! thread that compresses it into one zstd frame; the header is the first frame, so the
-//! same holds: a killed recording reads back to its last complete frame.
+//! same holds (the bounds then include compressing one block): a killed recording reads back
+//! to its last complete frame.
 //!
 //! Outside the schedule's active windows (and after `finish`) every record call returns after
 //! one relaxed atomic load.
@@ -51,7 +56,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::compression::Compression;
 use crate::encode;
@@ -160,9 +165,6 @@ pub struct Summary {
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
-/// A step boundary writes the block out when the last write-out is older than the flush
-/// interval divided by this.
-const STEP_WRITE_FRACTION: u32 = 4;
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
 /// This thread's number in traces, assigned on first use.
@@ -216,9 +218,9 @@ pub struct TraceSession {
     path: Option<PathBuf>,
     out: Arc<Mutex<Output>>,
     flusher: Mutex<Option<Flusher>>,
-    /// How long after the last write-out a step boundary writes the block out itself (`None`:
-    /// at every boundary, the only bound on lag when there is no flusher).
-    step_write_after: Option<Duration>,
+    /// Whether a step boundary writes the block out itself: when no flusher runs (no interval,
+    /// or the OS refused the thread), the only way a finished step reaches the file in time.
+    writes_at_steps: bool,
     /// A handle on the trace file's open description whose lock marks the file as being
     /// written; released when the session closes.
     lock: Option<File>,
@@ -291,6 +293,7 @@ impl TraceSession {
 
     fn with_clock(writer: impl Write + Send + 'static, run: Run, clock: quanta::Clock) -> Self {
         let origin = clock.raw();
+        let flush_ticks = run.flush_interval.zip(run.flush_tick());
         let start_unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
@@ -352,6 +355,7 @@ impl TraceSession {
             }),
             finished: false,
             written_at: Instant::now(),
+            finished_step: false,
             recording_write_ns: 0,
         };
         // The file starts with its header from the first moment (a frame of its own when
@@ -360,13 +364,9 @@ impl TraceSession {
         output.flush_sink();
         output.sync();
         let out = Arc::new(Mutex::new(output));
-        let flusher = run
-            .flush_interval
-            .and_then(|every| Flusher::start(Arc::downgrade(&out), every));
-        let step_write_after = match (&flusher, run.flush_interval) {
-            (Some(_), Some(every)) => Some(every / STEP_WRITE_FRACTION),
-            _ => None,
-        };
+        let flusher =
+            flush_ticks.and_then(|(every, tick)| Flusher::start(Arc::downgrade(&out), every, tick));
+        let writes_at_steps = flusher.is_none();
         TraceSession {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             active: AtomicBool::new(active),
@@ -381,7 +381,7 @@ impl TraceSession {
             path: None,
             out,
             flusher: Mutex::new(flusher),
-            step_write_after,
+            writes_at_steps,
             lock: None,
             zstd_unavailable,
         }
@@ -402,10 +402,11 @@ impl TraceSession {
     }
 
     /// Nanoseconds the recording threads have spent writing the trace out so far: each full
-    /// block, written by the thread whose line filled it, and the write-outs at step
-    /// boundaries (for a compressed session, handing the block to its writer thread and
-    /// waiting for it). Part of what recording costs a program beyond encoding its lines,
-    /// often the larger part where writing a file is slow. The background flusher's writes,
+    /// block, written by the thread whose line filled it, and, in a session without a flusher
+    /// ([`Run::flush_interval`] `None`), the write-outs at step boundaries (for a compressed
+    /// session, handing the block to its writer thread and waiting for it). Part of what
+    /// recording costs a program beyond encoding its lines, often the larger part where
+    /// writing a file is slow. The background flusher's writes,
     /// those at finish and those of threads that record beside the program
     /// ([`record_beside_the_program`](crate::record_beside_the_program): a sampler's, a heap
     /// tracker's) are not counted: they are not taken from the program's own threads.
@@ -790,6 +791,12 @@ impl TraceSession {
     /// Ends the current step and starts the next: advances the schedule and, when the new
     /// step is recorded, writes a `step` event. Returns the new step's index.
     ///
+    /// The finished step reaches the file within [`Run::step_write_bound`] of this call (a
+    /// quarter of the flush interval, 50 ms by default), written by the session's background
+    /// thread: the call itself only marks the block as holding a finished step, so a fast
+    /// loop's step boundaries make no syscall. In a session without a flush interval the call
+    /// writes the block out before it returns.
+    ///
     /// Call it from one thread (the training loop): two concurrent calls each advance the
     /// index, but the window they leave switched on or off may be the older step's.
     pub fn step(&self) -> u64 {
@@ -799,19 +806,20 @@ impl TraceSession {
         }
         let active = self.schedule.is_none_or(|s| s.is_active(index));
         self.active.store(active, Ordering::Relaxed);
-        if active {
-            let ts = self.now_ns();
-            self.emit(EventType::Step, |b| encode::step(b, index, ts));
-        }
-        // A step boundary writes the block out when the last write-out is a while ago (a
-        // quarter of the flush interval), so a slow step lands on disk whole at its end while
-        // a fast loop (a decode step every few hundred µs) pays for one write per interval,
-        // not one per step; the flusher bounds the lag either way. Without a flusher every
-        // boundary writes.
+        let ts = active.then(|| self.now_ns());
         let mut out = lock(&self.out);
-        if out.finished || !out.step_write_due(self.step_write_after) {
+        if out.finished {
             return index;
         }
+        if let Some(ts) = ts {
+            out.append_lines(&[EventType::Step], |b| encode::step(b, index, ts));
+        }
+        if !self.writes_at_steps {
+            // The flusher writes the block out at its next tick (at most the bound away).
+            out.finished_step = true;
+            return index;
+        }
+        // No flusher: this boundary writes the block out itself.
         let start = Instant::now();
         out.write_block();
         out.flush_sink();

@@ -38,9 +38,9 @@ pub struct MemorySink {
 
 impl MemorySink {
     /// A copy of everything written so far: the header from the start, then blocks written
-    /// when full, every [`Run::flush_interval`](crate::Run::flush_interval), at a step when
-    /// the last write-out is over a quarter of that interval ago (at every step without an
-    /// interval) and at finish.
+    /// when full, every [`Run::flush_interval`](crate::Run::flush_interval), within
+    /// [`Run::step_write_bound`](crate::Run::step_write_bound) of a step (at every step
+    /// without an interval) and at finish.
     pub fn bytes(&self) -> Vec<u8> {
         lock(&self.bytes).clone()
     }
@@ -89,6 +89,9 @@ pub(super) struct Output {
     pub(super) finished: bool,
     /// When a block was last written out (or handed to the compressor).
     pub(super) written_at: Instant,
+    /// `buf` holds a finished step (a `step()` came since the last write-out): the flusher
+    /// writes it out at its next tick.
+    pub(super) finished_step: bool,
     /// Nanoseconds recording threads spent writing blocks out (see
     /// [`TraceSession::recording_write_ns`](crate::TraceSession::recording_write_ns)).
     pub(super) recording_write_ns: u64,
@@ -131,6 +134,7 @@ impl Output {
     }
 
     pub(super) fn write_block(&mut self) {
+        self.finished_step = false;
         if self.buf.len() == 0 || self.error.is_some() {
             return;
         }
@@ -164,10 +168,12 @@ impl Output {
         self.pending = EventCounts::default();
     }
 
-    /// Whether a step boundary writes the block out now: always when `after` is `None`, else
-    /// when the last write-out is at least `after` ago.
-    pub(super) fn step_write_due(&self, after: Option<Duration>) -> bool {
-        after.is_none_or(|d| self.written_at.elapsed() >= d)
+    /// Whether the flusher, waking every `tick`, writes the block out now: when it holds
+    /// lines and either a finished step or lines that would be older than `interval` at the
+    /// next tick (the last write-out is `interval - tick` ago or more).
+    pub(super) fn flush_due(&self, interval: Duration, tick: Duration) -> bool {
+        self.buf.len() > 0
+            && (self.finished_step || self.written_at.elapsed() >= interval.saturating_sub(tick))
     }
 
     pub(super) fn flush_sink(&mut self) {
@@ -228,5 +234,61 @@ impl Output {
             z.close();
         }
         self.sync();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output() -> Output {
+        Output {
+            sink: Sink::Plain(Box::new(io::sink())),
+            buf: LineBuf::default(),
+            pending: EventCounts::default(),
+            counts: EventCounts::default(),
+            appended: EventCounts::default(),
+            bytes: 0,
+            dropped: 0,
+            error: None,
+            finished: false,
+            written_at: Instant::now(),
+            finished_step: false,
+            recording_write_ns: 0,
+        }
+    }
+
+    #[test]
+    fn a_finished_step_makes_the_next_tick_write_and_a_write_clears_it() {
+        let (hour, tick) = (Duration::from_hours(1), Duration::from_mins(15));
+        let mut o = output();
+        // Just written, an hour's interval: nothing is due, with or without lines.
+        assert!(!o.flush_due(hour, tick));
+        o.append_lines(&[EventType::Marker], |b| {
+            b.extend(b"{\"type\":\"marker\"}\n")
+        });
+        assert!(
+            !o.flush_due(hour, tick),
+            "lines alone wait for the interval"
+        );
+        o.finished_step = true;
+        assert!(o.flush_due(hour, tick), "a finished step is due at once");
+        o.write_block();
+        assert!(!o.finished_step);
+        assert_eq!(o.counts.marker, 1);
+        // A finished step with nothing buffered (written by a full block) writes nothing.
+        o.finished_step = true;
+        assert!(!o.flush_due(hour, tick));
+    }
+
+    #[test]
+    fn lines_are_due_one_tick_before_the_interval_runs_out() {
+        let mut o = output();
+        o.append_lines(&[EventType::Marker], |b| {
+            b.extend(b"{\"type\":\"marker\"}\n")
+        });
+        // An interval no longer than the tick: due whenever lines wait.
+        assert!(o.flush_due(Duration::from_millis(1), Duration::from_millis(1)));
+        assert!(!o.flush_due(Duration::from_hours(2), Duration::from_hours(1)));
     }
 }

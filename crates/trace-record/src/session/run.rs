@@ -31,10 +31,14 @@ pub struct Run {
     pub schedule: Option<Schedule>,
     /// How long written events may wait in the session's buffer before a background thread
     /// writes them out (default [`DEFAULT_FLUSH_INTERVAL`], 200 ms): the trace on disk lags
-    /// the program by about this much at most. A `step()` also writes the buffer out when the
-    /// last write-out is over a quarter of the interval ago. `None`: write only when the
-    /// buffer is full, at each step and at the end. Recording calls other than `step()` never
-    /// make a syscall for this.
+    /// the program by about this much at most. A finished step waits less: within a quarter
+    /// of the interval ([`Run::step_write_bound`], 50 ms by default) the thread writes the
+    /// buffer out when a `step()` came since the last write-out. `None`: write only when
+    /// the buffer is full, at each step (in the `step()` call) and at the end. With an
+    /// interval, recording calls (`step()` included) never make a syscall for this.
+    ///
+    /// These are bounds on when the lines reach the file (the kernel's page cache), which is
+    /// what a `kill -9` of the recording process cannot take back; they do not `fsync`.
     pub flush_interval: Option<Duration>,
     /// Whether [`TraceSession::open`](crate::TraceSession::open) may replace a file that
     /// exists at its path (default `false`: an existing file is an error). The old file is
@@ -50,6 +54,12 @@ pub struct Run {
 
 /// The default of [`Run::flush_interval`]: 200 ms.
 pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// [`Run::step_write_bound`] is the flush interval divided by this.
+const STEP_WRITE_FRACTION: u32 = 4;
+
+/// The shortest wake-up period of the background thread, whatever the interval.
+const MIN_TICK: Duration = Duration::from_millis(1);
 
 impl Run {
     /// A run with host timing, no schedule, no tags.
@@ -75,6 +85,29 @@ impl Run {
     pub fn compression(mut self, compression: Compression) -> Self {
         self.compression = Some(compression);
         self
+    }
+
+    /// How long after a `step()` returns the finished step's lines may wait before the
+    /// session's background thread writes them out: a quarter of [`Run::flush_interval`] (at
+    /// least 1 ms), so 50 ms by default. `None` without an interval, where each `step()`
+    /// writes them out before returning.
+    ///
+    /// The thread wakes every four fifths of the bound (40 ms by default); a machine too busy
+    /// to run it within the last fifth, or (for a compressed trace) a block that takes longer
+    /// to compress, delays the write by as much. A `kill -9` loses at most the steps that ended within it, and the
+    /// lines recorded since the last of them.
+    pub fn step_write_bound(&self) -> Option<Duration> {
+        self.flush_interval
+            .map(|every| (every / STEP_WRITE_FRACTION).max(MIN_TICK))
+    }
+
+    /// How often the session's background thread wakes: four fifths of
+    /// [`Run::step_write_bound`] (40 ms by default, at least 1 ms), leaving the last fifth of
+    /// the bound for the wake-up's own delay and the write (or the hand-off to the
+    /// compressor).
+    pub(crate) fn flush_tick(&self) -> Option<Duration> {
+        self.step_write_bound()
+            .map(|bound| bound.saturating_sub(bound / 5).max(MIN_TICK))
     }
 
     /// Sets how long events may wait in the buffer before being written (see

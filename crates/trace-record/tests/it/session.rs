@@ -1,7 +1,6 @@
 //! Session behaviour: span nesting, out-of-order guards, windows, trailers, one clock.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use trace_record::schema::{
     AllocKind, Event, ExecStep, GradientState, MemoryCategory, Outcome, Schedule, SpanKind,
@@ -377,58 +376,4 @@ fn a_numbered_span_is_named_name_hash_index() {
         })
         .collect();
     assert_eq!(names, ["linear#3", "quote \" in#0", "plain"]);
-}
-
-/// The step lines the sink holds (written out so far).
-fn step_lines(sink: &trace_record::MemorySink) -> usize {
-    let bytes = sink.bytes();
-    bytes
-        .split(|&b| b == b'\n')
-        .filter(|l| l.windows(13).any(|w| w == b"\"type\":\"step\""))
-        .count()
-}
-
-#[test]
-fn a_step_writes_out_only_when_the_last_write_out_is_a_quarter_interval_ago() {
-    // An hour's interval: a step is never a quarter interval (15 min) after the last
-    // write-out (the header, at creation), and the flusher never runs: steps stay buffered,
-    // whatever the machine's load, until the finish writes them.
-    let (session, sink) =
-        TraceSession::in_memory(run().flush_interval(Some(Duration::from_hours(1))));
-    session.step();
-    assert_eq!(
-        step_lines(&sink),
-        0,
-        "a step right after the header stays buffered"
-    );
-    session.step();
-    assert_eq!(step_lines(&sink), 0, "and so does the next one");
-    assert_eq!(session.recording_write_ns(), 0);
-    session.finish().unwrap();
-    assert_eq!(step_lines(&sink), 2);
-
-    // A 4 s interval: a step over a quarter of it (1 s) after the header writes itself out,
-    // on the recording thread. The sleep is a lower bound, so this holds on a loaded machine
-    // too; and only a step writes on the program's thread (`recording_write_ns`): the flusher,
-    // had it run, has nothing before the step to write and is not counted.
-    let (session, sink) =
-        TraceSession::in_memory(run().flush_interval(Some(Duration::from_secs(4))));
-    std::thread::sleep(Duration::from_millis(1100));
-    session.step();
-    assert_eq!(
-        step_lines(&sink),
-        1,
-        "a step a quarter interval later writes out"
-    );
-    assert!(session.recording_write_ns() > 0, "written by the step");
-    session.finish().unwrap();
-    assert_eq!(step_lines(&sink), 1);
-
-    // Without a flusher every step writes out.
-    let (session, sink) = TraceSession::in_memory(run().flush_interval(None));
-    for k in 1..=3 {
-        session.step();
-        assert_eq!(step_lines(&sink), k);
-    }
-    session.finish().unwrap();
 }
