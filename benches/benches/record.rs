@@ -42,6 +42,14 @@
 //!   blocks wait for it), so this row is the compressor's throughput, not the recording
 //!   thread's cost: in a real program the time between ops hides it.
 //! - `record/inactive ns`: a `record_op` outside the schedule's active window.
+//! - `record/step_loop_<plain|zstd> ns_per_step`: a decode-like loop recording into a file:
+//!   steps of [`STEP_OPS`] ops with [`pace`]'s work between two ops, then `step()`; the time
+//!   of the recording calls only (the ops and the `step()`, each timed alone, less the clock's
+//!   own cost), per step, median of [`STEP_ROUNDS`] sessions of about a second each (a third
+//!   in quick mode), against the same loop's plain session for zstd. What the way finished
+//!   steps reach the disk costs the program's thread: a step boundary that writes the block
+//!   out itself (and, compressed, waits for the frame) shows here.
+//! - `record/step_call_<plain|zstd> ns_per_call`: the `step()` calls of the same loops alone.
 //! - `record/read_validate_<n>_ops events_per_s`: streaming read + structural validation of
 //!   a trace of `n` ops in spans of 100 (1M ops; 200k in quick mode), against candle-graph's
 //!   `parse_trace` of the same events recorded by its own session.
@@ -60,7 +68,7 @@ use trace_record::schema::{AllocKind, MemoryCategory, Phase, Schedule, SpanKind}
 use trace_record::{
     Compression, MemoryRecord, OpRecord, ReadOptions, Run, TensorRecord, TraceSession,
 };
-use tracegraph_benches::{Row, emit, quick};
+use tracegraph_benches::{Row, emit, median, quick};
 
 const SHAPE: [usize; 2] = [64, 128];
 const IN_BYTES: u64 = 2 * 64 * 128 * 4;
@@ -456,6 +464,103 @@ fn bench_record(c: &mut Criterion) {
     g.finish();
 }
 
+/// Ops per step of the `step_loop` rows.
+const STEP_OPS: u64 = 100;
+
+/// Sessions of the `step_loop` rows (their median is reported).
+const STEP_ROUNDS: usize = 5;
+
+/// One session of the `step_loop` rows, writing `compression` into a new file in `dir`
+/// (removed after): steps of [`STEP_OPS`] paced ops and a `step()` for `secs` seconds. Returns
+/// (ns of the recording calls per step, ns of `step()` per call), each less the clock's own
+/// cost.
+fn step_loop(dir: &Path, compression: Compression, secs: f64) -> (f64, f64) {
+    static FILES: AtomicU64 = AtomicU64::new(0);
+    let n = FILES.fetch_add(1, Ordering::Relaxed);
+    let ext = if compression == Compression::None {
+        "jsonl"
+    } else {
+        "jsonl.zst"
+    };
+    let path = dir.join(format!("step-loop-{n}.{ext}"));
+    let session =
+        TraceSession::open(&path, run().compression(compression)).expect("a trace in the temp dir");
+    for i in 0..WARM_OPS {
+        ours_op(&session, i);
+        pace();
+    }
+    let budget = Duration::from_secs_f64(secs);
+    let started = Instant::now();
+    let (mut calls, mut steps_time, mut clock) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut steps = 0u64;
+    let mut i = WARM_OPS;
+    while started.elapsed() < budget {
+        let span = session.span("step", SpanKind::Function, None);
+        for _ in 0..STEP_OPS {
+            let t0 = Instant::now();
+            ours_op(&session, i);
+            let t1 = Instant::now();
+            let t2 = Instant::now();
+            calls += t1 - t0;
+            clock += t2 - t1;
+            i += 1;
+            pace();
+        }
+        drop(span);
+        let t0 = Instant::now();
+        session.step();
+        let t1 = Instant::now();
+        let t2 = Instant::now();
+        steps_time += t1 - t0;
+        clock += t2 - t1;
+        steps += 1;
+    }
+    session.finish().expect("finish");
+    std::fs::remove_file(&path).expect("remove the bench's own trace");
+    // One clock cost per timed call: `STEP_OPS` ops and one step per step.
+    let clock_per_call = clock.as_nanos() as f64 / (steps * (STEP_OPS + 1)) as f64;
+    let per_step = (calls + steps_time).as_nanos() as f64 / steps as f64
+        - clock_per_call * (STEP_OPS + 1) as f64;
+    let per_call = steps_time.as_nanos() as f64 / steps as f64 - clock_per_call;
+    (per_step, per_call)
+}
+
+/// The `step_loop` rows: [`STEP_ROUNDS`] sessions each, plain and zstd alternating.
+fn step_loop_rows(dir: &Path) {
+    let secs = if quick() { 0.35 } else { 1.0 };
+    let (mut plain, mut zstd) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    for _ in 0..STEP_ROUNDS {
+        let (s, c) = step_loop(dir, Compression::None, secs);
+        plain.0.push(s);
+        plain.1.push(c);
+        let (s, c) = step_loop(dir, Compression::zstd(), secs);
+        zstd.0.push(s);
+        zstd.1.push(c);
+    }
+    let (p_step, p_call) = (median(&mut plain.0), median(&mut plain.1));
+    let (z_step, z_call) = (median(&mut zstd.0), median(&mut zstd.1));
+    emit(Row::new(
+        "record/step_loop_plain",
+        "ns_per_step_median",
+        p_step,
+        "ns",
+    ));
+    emit(
+        Row::new("record/step_loop_zstd", "ns_per_step_median", z_step, "ns")
+            .vs("uncompressed session", p_step),
+    );
+    emit(Row::new(
+        "record/step_call_plain",
+        "ns_per_call_median",
+        p_call,
+        "ns",
+    ));
+    emit(
+        Row::new("record/step_call_zstd", "ns_per_call_median", z_call, "ns")
+            .vs("uncompressed session", p_call),
+    );
+}
+
 /// Bytes per op event of a compressed session (a `.jsonl.zst` path), as [`bytes_per_op`]
 /// measures the plain ones: (file with n ops − file with none) / n.
 fn zstd_bytes_per_op(dir: &Path) -> f64 {
@@ -606,6 +711,7 @@ fn main() {
     let (ours_events, cg_events) = bench_read(&mut c, dir.path(), n, label);
     let (ours_bytes, cg_bytes) = bytes_per_op(dir.path());
     let zstd_bytes = zstd_bytes_per_op(dir.path());
+    step_loop_rows(dir.path());
     c.final_summary();
 
     let cg = "candle-graph 0.7";
