@@ -265,7 +265,7 @@ mod tests {
         // Just written, an hour's interval: nothing is due, with or without lines.
         assert!(!o.flush_due(hour, tick));
         o.append_lines(&[EventType::Marker], |b| {
-            b.extend(b"{\"type\":\"marker\"}\n")
+            b.extend(b"{\"type\":\"marker\"}\n");
         });
         assert!(
             !o.flush_due(hour, tick),
@@ -285,7 +285,7 @@ mod tests {
     fn lines_are_due_one_tick_before_the_interval_runs_out() {
         let mut o = output();
         o.append_lines(&[EventType::Marker], |b| {
-            b.extend(b"{\"type\":\"marker\"}\n")
+            b.extend(b"{\"type\":\"marker\"}\n");
         });
         // An interval no longer than the tick: due whenever lines wait.
         assert!(o.flush_due(Duration::from_millis(1), Duration::from_millis(1)));
