@@ -1,6 +1,7 @@
 //! The Parquet export's error type.
 
 use std::io;
+use std::path::PathBuf;
 
 /// Errors exporting a trace to Parquet.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +18,46 @@ pub enum ParquetError {
         field: &'static str,
         /// The value.
         value: u64,
+    },
+    /// A rank beyond [`MAX_RANK`](crate::MAX_RANK): the `rank` column is a signed 32-bit
+    /// integer (Int32), as Hive-partitioned readers infer `rank=N`.
+    #[error(
+        "rank {rank} does not fit the `rank` column, a signed 32-bit integer (Int32, at most 2147483647)"
+    )]
+    RankOutOfRange {
+        /// The rank.
+        rank: u32,
+    },
+    /// A symbolic link inside the dataset where an export writes: never followed (a link
+    /// there could send the tables, or the removal of replaced ones, anywhere).
+    #[error(
+        "{} is a symbolic link: an export never writes through a link inside the dataset (only the output directory itself may be one); remove the link or choose another output directory",
+        path.display()
+    )]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
+    /// Something in a run's old partition that no export wrote: the partition is replaced
+    /// whole, and a file the program did not create is never removed.
+    #[error(
+        "{} is not a table an export wrote ({what}): the run's partition is replaced whole, so move it out of the dataset first",
+        path.display()
+    )]
+    Foreign {
+        /// The file or directory.
+        path: PathBuf,
+        /// What it is.
+        what: &'static str,
+    },
+    /// Creating, reading or renaming a path of the dataset failed.
+    #[error("{}: {source}", path.display())]
+    Dataset {
+        /// The path.
+        path: PathBuf,
+        /// The failure.
+        #[source]
+        source: io::Error,
     },
     /// Building a record batch failed.
     #[error("building a record batch: {0}")]

@@ -33,11 +33,14 @@ pub enum Table {
     Stacks,
     /// One row per gradient fact (`gradient` line).
     Gradients,
+    /// One row per tracked-heap line (`heap_alloc`, `heap_free`, `heap_small`,
+    /// `heap_account`), with its change to live tracked heap bytes.
+    Heap,
 }
 
 impl Table {
     /// The number of tables.
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
     /// Every table, in the order [`crate::write_tables`] takes its outputs.
     pub const ALL: [Table; Table::COUNT] = [
         Table::Ops,
@@ -48,6 +51,7 @@ impl Table {
         Table::Frames,
         Table::Stacks,
         Table::Gradients,
+        Table::Heap,
     ];
 
     /// The table's name (`ops`, `spans`, ...).
@@ -61,6 +65,7 @@ impl Table {
             Table::Frames => "frames",
             Table::Stacks => "stacks",
             Table::Gradients => "gradients",
+            Table::Heap => "heap",
         }
     }
 
@@ -75,6 +80,7 @@ impl Table {
             Table::Frames => "frames.parquet",
             Table::Stacks => "stacks.parquet",
             Table::Gradients => "gradients.parquet",
+            Table::Heap => "heap.parquet",
         }
     }
 
@@ -171,6 +177,22 @@ impl Table {
                 ("param", Utf8, false),
                 ("state", Utf8, false),
                 ("norm", Float64, true),
+            ],
+            Table::Heap => vec![
+                ("line", Int64, false),
+                ("event", Utf8, false),
+                ("ts_ns", Int64, true),
+                ("alloc_id", Int64, true),
+                ("bytes", Int64, true),
+                ("thread", Int64, true),
+                ("exec_step", Utf8, true),
+                ("span_id", Int64, true),
+                ("count", Int64, true),
+                ("threshold", Int64, true),
+                ("lost", Int64, true),
+                ("unmatched_frees", Int64, true),
+                ("dur_ns", Int64, true),
+                ("delta_bytes", Int64, false),
             ],
         };
         f.extend(cols.into_iter().map(|(n, t, null)| Field::new(n, t, null)));
@@ -730,6 +752,93 @@ impl Rows for GradientRows {
             Arc::new(self.param.finish()),
             Arc::new(self.state.finish()),
             Arc::new(self.norm.finish()),
+        ]);
+        v
+    }
+}
+
+/// A tracked-heap line's converted fields (`None`: the line's type has no such field).
+#[derive(Default)]
+pub(crate) struct HeapRow {
+    pub(crate) line: i64,
+    pub(crate) event: &'static str,
+    pub(crate) ts_ns: Option<i64>,
+    pub(crate) alloc_id: Option<i64>,
+    pub(crate) bytes: Option<i64>,
+    pub(crate) thread: Option<i64>,
+    pub(crate) exec_step: Option<&'static str>,
+    pub(crate) span_id: Option<i64>,
+    pub(crate) count: Option<i64>,
+    pub(crate) threshold: Option<i64>,
+    pub(crate) lost: Option<i64>,
+    pub(crate) unmatched_frees: Option<i64>,
+    pub(crate) dur_ns: Option<i64>,
+    pub(crate) delta_bytes: i64,
+}
+
+/// The `heap` table.
+#[derive(Default)]
+pub(crate) struct HeapRows {
+    c: Common,
+    line: Int64Builder,
+    event: StringBuilder,
+    ts_ns: Int64Builder,
+    alloc_id: Int64Builder,
+    bytes: Int64Builder,
+    thread: Int64Builder,
+    exec_step: StringBuilder,
+    span_id: Int64Builder,
+    count: Int64Builder,
+    threshold: Int64Builder,
+    lost: Int64Builder,
+    unmatched_frees: Int64Builder,
+    dur_ns: Int64Builder,
+    delta_bytes: Int64Builder,
+}
+
+impl HeapRows {
+    /// Appends one tracked-heap line.
+    pub(crate) fn push(&mut self, key: RowKey<'_>, h: &HeapRow) {
+        self.c.push(key.run_id, key.rank, key.step);
+        self.line.append_value(h.line);
+        self.event.append_value(h.event);
+        self.ts_ns.append_option(h.ts_ns);
+        self.alloc_id.append_option(h.alloc_id);
+        self.bytes.append_option(h.bytes);
+        self.thread.append_option(h.thread);
+        self.exec_step.append_option(h.exec_step);
+        self.span_id.append_option(h.span_id);
+        self.count.append_option(h.count);
+        self.threshold.append_option(h.threshold);
+        self.lost.append_option(h.lost);
+        self.unmatched_frees.append_option(h.unmatched_frees);
+        self.dur_ns.append_option(h.dur_ns);
+        self.delta_bytes.append_value(h.delta_bytes);
+    }
+}
+
+impl Rows for HeapRows {
+    fn len(&self) -> usize {
+        self.c.rows
+    }
+
+    fn finish(&mut self) -> Vec<ArrayRef> {
+        let mut v = self.c.finish();
+        v.extend([
+            Arc::new(self.line.finish()) as ArrayRef,
+            Arc::new(self.event.finish()),
+            Arc::new(self.ts_ns.finish()),
+            Arc::new(self.alloc_id.finish()),
+            Arc::new(self.bytes.finish()),
+            Arc::new(self.thread.finish()),
+            Arc::new(self.exec_step.finish()),
+            Arc::new(self.span_id.finish()),
+            Arc::new(self.count.finish()),
+            Arc::new(self.threshold.finish()),
+            Arc::new(self.lost.finish()),
+            Arc::new(self.unmatched_frees.finish()),
+            Arc::new(self.dur_ns.finish()),
+            Arc::new(self.delta_bytes.finish()),
         ]);
         v
     }

@@ -14,9 +14,12 @@ use trace_record::{ClosedStep, StepTracker, TraceReader};
 
 use crate::error::ParquetError;
 use crate::tables::{
-    FrameRows, GradientRows, MemoryRow, MemoryRows, OpRows, RowKey, Rows, SampleRows, SpanRow,
-    SpanRows, StackRows, StepRow, StepRows, Table, int,
+    FrameRows, GradientRows, HeapRow, HeapRows, MemoryRow, MemoryRows, OpRows, RowKey, Rows,
+    SampleRows, SpanRow, SpanRows, StackRows, StepRow, StepRows, Table, int,
 };
+
+/// The largest rank a table holds: the `rank` column is a signed 32-bit integer (Int32).
+pub const MAX_RANK: u32 = i32::MAX as u32;
 
 /// How the tables are written.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +57,9 @@ pub struct ExportSummary {
     pub frees_without_alloc: u64,
     /// Allocations of a storage already live on its device (the old one is replaced).
     pub duplicate_allocs: u64,
+    /// Tracked-heap lines the heap replay ignores (`delta_bytes` 0), as `memory` does: a
+    /// `heap_alloc` of an id allocated before, a `heap_free` of an id not live.
+    pub heap_ignored: u64,
     /// The trace had no complete trailer (its last step is written `complete = false`).
     pub incomplete: bool,
 }
@@ -182,7 +188,16 @@ struct Exporter<'a, W> {
     frames: FrameRows,
     stacks: StackRows,
     gradients: GradientRows,
+    heap: HeapRows,
     tracker: StepTracker,
+    /// When the open step began (`None`: no step open).
+    open_start: Option<u64>,
+    /// Every closed step's (start, end, index) in file order: the step a tracked-heap
+    /// allocation or free belongs to is found by its time (their lines may follow later
+    /// boundaries). One entry per step line, however many events.
+    closed_steps: Vec<(u64, u64, u64)>,
+    /// Tracked allocation ids seen, with their bytes while live (`None`: freed).
+    heap_ids: FastMap<u64, Option<i64>>,
     /// Steps closed since (and including) the last one that is a step: only that one can
     /// turn out to be the partial last step of an incomplete trace (at most two rows: a
     /// step that is no step can only be the first or the last).
@@ -204,7 +219,8 @@ struct Exporter<'a, W> {
 /// allocations. Every table is written, an empty one with its schema and no rows, so an
 /// export always replaces all of a partition's tables.
 ///
-/// Errors: a read error (its line and field), a value beyond `i64::MAX`
+/// Errors: a rank beyond [`MAX_RANK`] ([`ParquetError::RankOutOfRange`], before anything is
+/// written), a read error (its line and field), a value beyond `i64::MAX`
 /// ([`ParquetError::OutOfRange`], its line and field), or an output that failed.
 pub fn write_tables<R: BufRead + Send, W: Write>(
     reader: &mut TraceReader<R>,
@@ -213,11 +229,7 @@ pub fn write_tables<R: BufRead + Send, W: Write>(
     opts: &ExportOptions,
     outputs: [W; Table::COUNT],
 ) -> Result<(Vec<W>, ExportSummary), ParquetError> {
-    let rank = i32::try_from(rank).map_err(|_| ParquetError::OutOfRange {
-        line: 1,
-        field: "rank",
-        value: u64::from(rank),
-    })?;
+    let rank = i32::try_from(rank).map_err(|_| ParquetError::RankOutOfRange { rank })?;
     let mut sinks = Vec::with_capacity(Table::COUNT);
     for (table, out) in Table::ALL.into_iter().zip(outputs) {
         sinks.push(Sink::new(table, out, opts)?);
@@ -236,7 +248,11 @@ pub fn write_tables<R: BufRead + Send, W: Write>(
         frames: FrameRows::default(),
         stacks: StackRows::default(),
         gradients: GradientRows::default(),
+        heap: HeapRows::default(),
         tracker: StepTracker::new(),
+        open_start: None,
+        closed_steps: Vec::new(),
+        heap_ids: FastMap::default(),
         held_steps: Vec::new(),
         open: FastMap::default(),
         devices: Vec::new(),
@@ -278,6 +294,7 @@ impl<'a, W: Write> Exporter<'a, W> {
             Table::Frames => full!(self.frames),
             Table::Stacks => full!(self.stacks),
             Table::Gradients => full!(self.gradients),
+            Table::Heap => full!(self.heap),
         }
         Ok(())
     }
@@ -285,7 +302,14 @@ impl<'a, W: Write> Exporter<'a, W> {
     fn event(&mut self, line: u64, e: &Event) -> Result<(), ParquetError> {
         self.summary.events += 1;
         if let Some(closed) = self.tracker.event(e) {
+            self.closed_steps
+                .push((closed.start_ns, closed.end_ns, closed.index));
+            self.open_start = None;
             self.close_step(closed, line)?;
+        }
+        if self.open_start.is_none() && self.tracker.current().is_some() {
+            // The event that opened it: a `step` line, or step 0's first timed event.
+            self.open_start = e.ts();
         }
         match e {
             Event::Op(o) => {
@@ -403,18 +427,129 @@ impl<'a, W: Write> Exporter<'a, W> {
                 self.gradients.push(key, line, g)?;
                 self.flush_full(Table::Gradients)?;
             }
+            Event::HeapAlloc(_)
+            | Event::HeapFree(_)
+            | Event::HeapSmall(_)
+            | Event::HeapAccount(_) => {
+                let (step, row) = self.heap_row(line, e)?;
+                let key = RowKey {
+                    run_id: self.run_id,
+                    rank: self.rank,
+                    step,
+                };
+                self.heap.push(key, &row);
+                self.flush_full(Table::Heap)?;
+            }
             Event::Step(_)
             | Event::Tensor(_)
             | Event::DeviceMemory(_)
             | Event::Marker(_)
             | Event::Counter(_)
-            | Event::Sampler(_)
-            | Event::HeapAlloc(_)
-            | Event::HeapFree(_)
-            | Event::HeapSmall(_)
-            | Event::HeapAccount(_) => {}
+            | Event::Sampler(_) => {}
         }
         Ok(())
+    }
+
+    /// The step whose time holds `ts`, as the heap analysis places tracked allocations and
+    /// frees: the open step from its start on (its end is not known yet), else the closed
+    /// step found by start time, `None` in a gap between steps or before the first.
+    fn step_at(&self, ts: u64) -> Option<i64> {
+        if let (Some(start), Some(index)) = (self.open_start, self.tracker.current())
+            && ts >= start
+        {
+            return i64::try_from(index).ok();
+        }
+        let i = self.closed_steps.partition_point(|s| s.0 <= ts);
+        let &(_, end, index) = self.closed_steps.get(i.checked_sub(1)?)?;
+        (ts <= end).then(|| i64::try_from(index).ok()).flatten()
+    }
+
+    /// The step and row of a tracked-heap line (every conversion before any state changes).
+    fn heap_row(&mut self, line: u64, e: &Event) -> Result<(Option<i64>, HeapRow), ParquetError> {
+        let l = int(line, line, "line")?;
+        let phase = |p: Option<trace_record::schema::ExecStep>| {
+            p.map(trace_record::schema::ExecStep::as_str)
+        };
+        let opt = |v: Option<u64>, field| v.map(|v| int(v, line, field)).transpose();
+        Ok(match e {
+            Event::HeapAlloc(a) => {
+                let row = HeapRow {
+                    line: l,
+                    event: "heap_alloc",
+                    ts_ns: Some(int(a.ts, line, "ts")?),
+                    alloc_id: Some(int(a.id, line, "id")?),
+                    bytes: Some(int(a.bytes, line, "bytes")?),
+                    thread: Some(int(a.thread, line, "thread")?),
+                    exec_step: phase(a.phase),
+                    span_id: opt(a.span, "span")?,
+                    ..HeapRow::default()
+                };
+                let bytes = row.bytes.unwrap_or(0);
+                // An id allocated again is ignored, as the heap replay ignores it.
+                let delta = if let std::collections::hash_map::Entry::Vacant(v) =
+                    self.heap_ids.entry(a.id)
+                {
+                    v.insert(Some(bytes));
+                    bytes
+                } else {
+                    self.summary.heap_ignored += 1;
+                    0
+                };
+                (
+                    self.step_at(a.ts),
+                    HeapRow {
+                        delta_bytes: delta,
+                        ..row
+                    },
+                )
+            }
+            Event::HeapFree(f) => {
+                let ts = int(f.ts, line, "ts")?;
+                let id = int(f.id, line, "id")?;
+                let delta = match self.heap_ids.get_mut(&f.id) {
+                    Some(live @ Some(_)) => -live.take().unwrap_or(0),
+                    _ => {
+                        self.summary.heap_ignored += 1;
+                        0
+                    }
+                };
+                let row = HeapRow {
+                    line: l,
+                    event: "heap_free",
+                    ts_ns: Some(ts),
+                    alloc_id: Some(id),
+                    delta_bytes: delta,
+                    ..HeapRow::default()
+                };
+                (self.step_at(f.ts), row)
+            }
+            Event::HeapSmall(s) => {
+                let row = HeapRow {
+                    line: l,
+                    event: "heap_small",
+                    bytes: Some(int(s.bytes, line, "bytes")?),
+                    exec_step: phase(s.phase),
+                    span_id: opt(s.span, "span")?,
+                    count: Some(int(s.count, line, "count")?),
+                    ..HeapRow::default()
+                };
+                (Some(int(s.step, line, "step")?), row)
+            }
+            Event::HeapAccount(a) => {
+                let row = HeapRow {
+                    line: l,
+                    event: "heap_account",
+                    ts_ns: Some(int(a.ts, line, "ts")?),
+                    threshold: Some(int(a.threshold, line, "threshold")?),
+                    lost: Some(int(a.lost, line, "lost")?),
+                    unmatched_frees: Some(int(a.unmatched_frees, line, "unmatched_frees")?),
+                    dur_ns: Some(int(a.dur, line, "dur")?),
+                    ..HeapRow::default()
+                };
+                (Some(int(a.step, line, "step")?), row)
+            }
+            _ => (None, HeapRow::default()),
+        })
     }
 
     /// A step the rule closed; `line` is where (for an error).
@@ -478,6 +613,7 @@ impl<'a, W: Write> Exporter<'a, W> {
                 Table::Frames => sink.write(&mut self.frames)?,
                 Table::Stacks => sink.write(&mut self.stacks)?,
                 Table::Gradients => sink.write(&mut self.gradients)?,
+                Table::Heap => sink.write(&mut self.heap)?,
             }
             let (out, rows, bytes) = sink.close()?;
             self.summary.rows[table.index()] = rows;

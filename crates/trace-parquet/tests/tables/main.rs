@@ -1,4 +1,8 @@
-//! The Parquet tables read back with the parquet crate's Arrow reader: rows, values, edge cases.
+//! The Parquet tables read back with the parquet crate's Arrow reader: rows, values, edge cases;
+//! the dataset's runs replaced whole and never written through a link (`dataset`).
+
+#[cfg(unix)]
+mod dataset;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
@@ -270,4 +274,175 @@ fn deep_and_unended_spans_are_linear() {
     let trace = testkit::deep_nesting(50_000);
     let e = export(&trace, &ExportOptions::default()).unwrap();
     assert_eq!(e.summary.rows_of(Table::Spans), 50_000);
+}
+
+/// `lines` after a version-2 header (the tracked-heap lines' version).
+fn v2_trace(lines: &[&str]) -> Vec<u8> {
+    let text = String::from_utf8(testkit::hand_trace(lines)).unwrap();
+    text.replacen("\"version\":1", "\"version\":2", 1)
+        .into_bytes()
+}
+
+#[test]
+fn tracked_heap_lines_are_the_heap_table() {
+    let trace = v2_trace(&[
+        r#"{"type":"span_start","id":1,"name":"fwd","kind":"function","thread":0,"ts":100}"#,
+        r#"{"type":"op","span":1,"name":"mm","dtype":"f32","ts":110,"dur":40}"#,
+        r#"{"type":"span_end","id":1,"ts":400}"#,
+        r#"{"type":"step","index":1,"ts":500}"#,
+        r#"{"type":"op","name":"mm","dtype":"f32","ts":510,"dur":40}"#,
+        // Written by the tracker's thread after the boundary: placed by their time.
+        r#"{"type":"heap_alloc","id":1,"bytes":4096,"thread":2,"ts":120,"phase":"forward","span":1}"#,
+        r#"{"type":"heap_alloc","id":2,"bytes":8192,"thread":1,"ts":130}"#,
+        r#"{"type":"heap_free","id":1,"ts":300}"#,
+        r#"{"type":"heap_free","id":1,"ts":310}"#,
+        r#"{"type":"heap_free","id":9,"ts":320}"#,
+        r#"{"type":"heap_alloc","id":1,"bytes":64,"thread":1,"ts":330}"#,
+        r#"{"type":"heap_alloc","id":3,"bytes":100,"thread":1,"ts":520}"#,
+        r#"{"type":"heap_small","step":0,"phase":"forward","span":1,"count":12,"bytes":1536}"#,
+        r#"{"type":"heap_account","step":0,"threshold":4096,"lost":1,"unmatched_frees":2,"ts":100,"dur":400}"#,
+        r#"{"type":"trailer","outcome":"complete","counts":{},"dropped":0,"ts":600}"#,
+    ]);
+    let e = export(&trace, &ExportOptions::default()).unwrap();
+    let h = table(&e, Table::Heap);
+    assert_eq!(h.num_rows(), 9);
+    assert_eq!(e.summary.rows_of(Table::Heap), 9);
+    let events: Vec<String> = strs(h, "event").into_iter().map(Option::unwrap).collect();
+    assert_eq!(
+        events,
+        [
+            "heap_alloc",
+            "heap_alloc",
+            "heap_free",
+            "heap_free",
+            "heap_free",
+            "heap_alloc",
+            "heap_alloc",
+            "heap_small",
+            "heap_account"
+        ]
+    );
+    assert_eq!(i64s(h, "line"), (7..=15).map(Some).collect::<Vec<_>>());
+    // The heap replay of `memory`: a second free and a free of an unknown id change
+    // nothing, nor does an id allocated again.
+    assert_eq!(
+        i64s(h, "delta_bytes"),
+        [
+            Some(4096),
+            Some(8192),
+            Some(-4096),
+            Some(0),
+            Some(0),
+            Some(0),
+            Some(100),
+            Some(0),
+            Some(0)
+        ]
+    );
+    assert_eq!(e.summary.heap_ignored, 3);
+    // Allocations and frees by time (step 0 ran to 500), sums and accounts by their step.
+    assert_eq!(
+        i64s(h, "step"),
+        [
+            Some(0),
+            Some(0),
+            Some(0),
+            Some(0),
+            Some(0),
+            Some(0),
+            Some(1),
+            Some(0),
+            Some(0)
+        ]
+    );
+    assert_eq!(
+        i64s(h, "bytes"),
+        [
+            Some(4096),
+            Some(8192),
+            None,
+            None,
+            None,
+            Some(64),
+            Some(100),
+            Some(1536),
+            None
+        ]
+    );
+    assert_eq!(
+        i64s(h, "alloc_id")[..5],
+        [Some(1), Some(2), Some(1), Some(1), Some(9)]
+    );
+    assert_eq!(i64s(h, "thread")[..3], [Some(2), Some(1), None]);
+    assert_eq!(strs(h, "exec_step")[0].as_deref(), Some("forward"));
+    assert_eq!(i64s(h, "span_id")[0], Some(1));
+    assert_eq!(i64s(h, "count")[7], Some(12));
+    assert_eq!(i64s(h, "ts_ns")[7], None, "a heap_small line has no time");
+    assert_eq!(i64s(h, "threshold")[8], Some(4096));
+    assert_eq!(i64s(h, "lost")[8], Some(1));
+    assert_eq!(i64s(h, "unmatched_frees")[8], Some(2));
+    assert_eq!(i64s(h, "dur_ns")[8], Some(400));
+    // A trace without heap lines has the table, empty.
+    let plain = export(&testkit::session_trace(2), &ExportOptions::default()).unwrap();
+    assert_eq!(table(&plain, Table::Heap).num_rows(), 0);
+    assert_eq!(table(&plain, Table::Heap).schema(), h.schema());
+}
+
+#[test]
+fn an_allocation_in_a_gap_between_steps_has_no_step() {
+    // Step 1 ends at its last time (200): the schedule did not record step 2, so step 3 is
+    // no continuation and 250 lies in no step.
+    let trace = v2_trace(&[
+        r#"{"type":"step","index":1,"ts":100}"#,
+        r#"{"type":"op","name":"mm","dtype":"f32","ts":110,"dur":90}"#,
+        r#"{"type":"step","index":3,"ts":300}"#,
+        r#"{"type":"op","name":"mm","dtype":"f32","ts":310,"dur":40}"#,
+        r#"{"type":"heap_alloc","id":1,"bytes":4096,"thread":1,"ts":150}"#,
+        r#"{"type":"heap_alloc","id":2,"bytes":4096,"thread":1,"ts":250}"#,
+        r#"{"type":"heap_alloc","id":3,"bytes":4096,"thread":1,"ts":50}"#,
+        r#"{"type":"heap_alloc","id":4,"bytes":4096,"thread":1,"ts":320}"#,
+    ]);
+    let e = export(&trace, &ExportOptions::default()).unwrap();
+    assert_eq!(
+        i64s(table(&e, Table::Heap), "step"),
+        [Some(1), None, None, Some(3)]
+    );
+}
+
+#[test]
+fn a_rank_beyond_int32_names_the_column_type() {
+    let trace = testkit::session_trace(1);
+    let mut reader = TraceReader::new(&trace[..], ReadOptions::default()).unwrap();
+    let outs: [Vec<u8>; Table::COUNT] = Default::default();
+    let err = write_tables(
+        &mut reader,
+        "r",
+        trace_parquet::MAX_RANK + 1,
+        &ExportOptions::default(),
+        outs,
+    )
+    .expect_err("out of range");
+    assert!(matches!(
+        err,
+        ParquetError::RankOutOfRange {
+            rank: 2_147_483_648
+        }
+    ));
+    let text = err.to_string();
+    assert!(
+        text.contains("Int32") && text.contains("2147483648"),
+        "{text}"
+    );
+    assert!(!text.contains("64-bit"), "{text}");
+    // The largest rank that fits is written.
+    let mut reader = TraceReader::new(&trace[..], ReadOptions::default()).unwrap();
+    let outs: [Vec<u8>; Table::COUNT] = Default::default();
+    write_tables(
+        &mut reader,
+        "r",
+        trace_parquet::MAX_RANK,
+        &ExportOptions::default(),
+        outs,
+    )
+    .unwrap();
 }
