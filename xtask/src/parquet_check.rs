@@ -4,7 +4,8 @@
 //! run of 4 ranks as 4 real processes (this program re-run as `parquet-check --rank-child R
 //! DIR`, rank 2 slowed down on purpose); export all five traces into one Parquet dataset
 //! (`--run` names the ranks one run); take `tracegraph ops --json` and `memory --json` of
-//! every trace and the straggler table of `summary --json` over the 4 ranks; install the
+//! every trace (its `heap` object: the ranks record tracked-heap lines) and the straggler
+//! table of `summary --json` over the 4 ranks; install the
 //! pinned `duckdb` and `polars` wheels into a virtual environment under the target directory
 //! (once; reused while the pins match); then run every DuckDB and Polars query of
 //! `docs/exports.md` marked `<!-- parquet-check: ENGINE NAME -->` over the dataset, as
@@ -17,7 +18,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use trace_record::schema::{AllocKind, MemoryCategory, Phase, SpanKind};
+use trace_record::schema::{
+    AllocKind, Event, HeapAllocEvent, HeapFreeEvent, HeapSmallEvent, MemoryCategory, Phase,
+    SpanKind,
+};
 use trace_record::{MemoryRecord, OpRecord, Run, TraceSession};
 
 /// The PyPI packages the check installs, pinned.
@@ -148,8 +152,9 @@ fn record_ranks(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// One rank: `STEPS` steps of a span with two ops and an activation allocated and freed;
-/// rank [`SLOW`] works 20 ms more per step.
+/// One rank: `STEPS` steps of a span with two ops and an activation allocated and freed,
+/// and tracked-heap lines (a buffer kept to the end, a temporary freed in the step, small
+/// allocations counted); rank [`SLOW`] works 20 ms more per step.
 fn record_rank(dir: &Path, rank: u32) -> Result<()> {
     let path = dir.join(format!("rank-{rank}.jsonl"));
     let run = Run::new("xtask::parquet_check", Phase::Train, "cpu").rank(rank, RANKS);
@@ -176,6 +181,20 @@ fn record_rank(dir: &Path, rank: u32) -> Result<()> {
                 category: MemoryCategory::Activation,
             };
             s.record_memory(&act);
+            let heap_alloc = |id: u64, bytes: u64| {
+                Event::HeapAlloc(HeapAllocEvent {
+                    id,
+                    bytes,
+                    thread: 1,
+                    ts: s.now_ns(),
+                    phase: None,
+                    span: None,
+                })
+            };
+            s.record_heap(&[
+                heap_alloc(2 * step + 1, 65536 * (1 + u64::from(rank))),
+                heap_alloc(2 * step + 2, 8192),
+            ]);
             for (name, ms) in [("matmul", 3), ("add", 1)] {
                 let start = s.now_ns();
                 std::thread::sleep(Duration::from_millis(ms));
@@ -201,6 +220,19 @@ fn record_rank(dir: &Path, rank: u32) -> Result<()> {
                 kind: AllocKind::Free,
                 ..act
             });
+            s.record_heap(&[
+                Event::HeapFree(HeapFreeEvent {
+                    id: 2 * step + 2,
+                    ts: s.now_ns(),
+                }),
+                Event::HeapSmall(HeapSmallEvent {
+                    step,
+                    phase: None,
+                    span: None,
+                    count: 3 + step,
+                    bytes: 96,
+                }),
+            ]);
         }
         s.step();
     }
@@ -301,6 +333,7 @@ def run_query(engine, code, root):
 
 
 failures = []
+RANKS = 4
 
 
 def expect(what, got, want):
@@ -315,7 +348,7 @@ def floats(rows):
 def main():
     doc_path, root, expected_path = sys.argv[1:4]
     code = blocks(open(doc_path, encoding="utf-8").read())
-    names = ["op_table", "top_ops_per_step", "memory_peak", "stragglers"]
+    names = ["op_table", "top_ops_per_step", "memory_peak", "stragglers", "heap_totals"]
     for engine in ["duckdb", "polars"]:
         for n in names:
             if (engine, n) not in code:
@@ -365,6 +398,20 @@ def main():
                 got = {r["category"]: r["bytes_at_peak"] for r in rows if r["bytes_at_peak"]}
                 want_c = {c: b for c, b in dev["peak_by_category"].items() if b}
                 expect(f"{engine} memory_peak {key} {dev['device']} by category", got, want_c)
+        # The tracked heap of every trace that has one (`memory --json`'s `heap` object).
+        heaps = 0
+        for t in expected["traces"]:
+            h = (t["memory"] or {}).get("heap")
+            if not h:
+                continue
+            heaps += 1
+            key = (t["run_id"], t["rank"])
+            got = [r for r in results[(engine, "heap_totals")] if (r["run_id"], r["rank"]) == key]
+            cols = ["allocs", "alloc_bytes", "frees", "freed_bytes", "peak_bytes",
+                    "live_at_end_bytes", "small_allocs"]
+            expect(f"{engine} heap_totals {key}",
+                   [{c: int(r[c]) for c in cols} for r in got], [{c: h[c] for c in cols}])
+        expect(f"{engine} heap_totals: traces with a tracked heap", heaps >= RANKS, True)
         # The straggler table of each run of several ranks.
         for run in expected["runs"]:
             row = lambda s: (s["step"], s["slowest_rank"], s["slowest_ns"], float(s["median_ns"]),

@@ -11,7 +11,8 @@ use anyhow::Context;
 use clap::ValueEnum as _;
 use trace_analyze::AnalyzeError;
 use trace_export::{
-    Adjustments, ArgsMode, ChromeOptions, ExportError, folded_samples, folded_stacks, write_chrome,
+    Adjustments, ArgsMode, ChromeOptions, ExportError, TraceOutline, folded_samples, folded_stacks,
+    write_chrome_outlined,
 };
 use trace_record::{ClosedStep, ReadOptions, StepTracker, TraceReader};
 
@@ -29,8 +30,8 @@ pub(crate) enum ExportFormat {
     /// weighted by sample COUNT, not ns (a trace recorded with the CPU sampler:
     /// `tracegraph demo --sample`, trace-candle's `Capture::sample_stacks`).
     FoldedSamples,
-    /// Parquet tables (ops, spans, steps, memory, samples, frames, stacks, gradients) under
-    /// the directory `-o DIR`, partitioned `run=<run id>/rank=<rank>` (Hive style), for
+    /// Parquet tables (ops, spans, steps, memory, samples, frames, stacks, gradients, heap)
+    /// under the directory `-o DIR`, partitioned `run=<run id>/rank=<rank>` (Hive style), for
     /// DuckDB, Polars and Spark; takes several traces (the ranks of a run, or many runs).
     Parquet,
 }
@@ -48,8 +49,8 @@ pub(crate) struct ExportArgs {
     #[arg(long, value_enum, default_value = "chrome")]
     pub(crate) format: ExportFormat,
     /// Where to write the export (`-` for standard output); with `--format parquet`, the
-    /// dataset's root directory (created when missing; the tables of each run and rank
-    /// exported are replaced, nothing else in it is touched).
+    /// dataset's root directory (created when missing; the partition `run=<id>` of each run
+    /// exported is replaced whole, with the ranks given, nothing else in it is touched).
     #[arg(short, long)]
     pub(crate) output: PathBuf,
     /// With `--format parquet`: the run id the rows and the partition carry instead of each
@@ -125,7 +126,7 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<()> {
     };
     let mut out = Output::create(&args.output, &[trace])?;
     let (mut reader, name, show) = open_trace(trace)?;
-    let result = export(args, &mut reader, &mut out);
+    let result = export(args, trace, &mut reader, &mut out);
     progress::clear(show);
     let to_stdout = out.is_stdout();
     let (adjustments, what) = match result {
@@ -179,9 +180,10 @@ fn open_trace(path: &Path) -> anyhow::Result<Opened> {
 }
 
 /// `--format parquet`: every trace into `DIR/run=<run id>/rank=<rank>/<table>.parquet`,
-/// streamed (a row group per table every 65,536 rows). Each table is written to a temporary
-/// file beside it and renamed into place when the trace's export succeeded (see
-/// [`Output`]); a table that is one of the inputs is refused.
+/// streamed (a row group per table every 65,536 rows). Each run is built aside in `DIR`
+/// (`.tmp-run=...`) and swapped in whole once every trace of every run exported (see
+/// [`trace_parquet::Dataset`]): a failure leaves every old partition as it was, and no link
+/// inside `DIR` is followed.
 fn run_parquet(args: &ExportArgs) -> anyhow::Result<()> {
     if args.step.is_some() {
         return Err(UsageError(
@@ -212,19 +214,28 @@ fn run_parquet(args: &ExportArgs) -> anyhow::Result<()> {
         .into());
     }
     let paths = super::trace_paths(&args.traces)?;
-    let inputs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
     let opts = trace_parquet::ExportOptions::default();
-    // Where each trace goes, decided from the headers before anything is written.
+    // Where each trace goes, decided from the headers before anything is written: the runs
+    // in order of first appearance, each with its traces and ranks.
     let mut seen: std::collections::HashMap<(String, u32), &Path> = Default::default();
-    let mut run_ids: Vec<String> = Vec::new();
-    let mut places: Vec<(String, u32)> = Vec::with_capacity(paths.len());
+    let mut run_index: std::collections::HashMap<String, usize> = Default::default();
+    let mut runs: Vec<(String, Vec<(&Path, u32)>)> = Vec::new();
     for (i, path) in paths.iter().enumerate() {
-        let (reader, _, show) = open_trace(path)?;
+        let (reader, name, show) = open_trace(path)?;
         progress::clear(show);
         let run = &reader.header().run;
         let run_id = args.run.clone().unwrap_or_else(|| run.run_id.clone());
         // As the rank report numbers them: the header's rank, else the trace's position.
-        let rank = run.rank.unwrap_or(i as u32);
+        let rank = match run.rank {
+            Some(r) => r,
+            None => u32::try_from(i).unwrap_or(u32::MAX),
+        };
+        if rank > trace_parquet::MAX_RANK {
+            anyhow::bail!(
+                "{name}: {}",
+                trace_parquet::ParquetError::RankOutOfRange { rank }
+            );
+        }
         if let Some(first) = seen.insert((run_id.clone(), rank), path) {
             return Err(UsageError(format!(
                 "{} and {} are both rank {rank} of run {run_id}: export them apart, or give --run",
@@ -233,63 +244,52 @@ fn run_parquet(args: &ExportArgs) -> anyhow::Result<()> {
             ))
             .into());
         }
-        if !run_ids.contains(&run_id) {
-            run_ids.push(run_id.clone());
-        }
-        places.push((run_id, rank));
+        let at = *run_index.entry(run_id.clone()).or_insert_with(|| {
+            runs.push((run_id, Vec::new()));
+            runs.len() - 1
+        });
+        runs[at].1.push((path, rank));
     }
+    let dataset = trace_parquet::Dataset::open(root)?;
     let (mut rows, mut bytes) = ([0u64; trace_parquet::Table::COUNT], 0u64);
-    for (path, (run_id, rank)) in paths.iter().zip(places) {
-        let (mut reader, name, show) = open_trace(path)?;
-        let dir = root.join(trace_parquet::partition_dir(&run_id, rank));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        let mut outs = Vec::with_capacity(trace_parquet::Table::COUNT);
-        for t in trace_parquet::Table::ALL {
-            outs.push(Output::create(&dir.join(t.file_name()), &inputs)?);
-        }
-        let outs: [Output; trace_parquet::Table::COUNT] = outs
-            .try_into()
-            .map_err(|_| anyhow::anyhow!("one output per table"))?;
-        let result = trace_parquet::write_tables(&mut reader, &run_id, rank, &opts, outs);
-        progress::clear(show);
-        let (outs, summary) = match result {
-            Ok(r) => r,
-            // Every temporary file is removed as the outputs drop; no table is replaced.
-            Err(trace_parquet::ParquetError::Read(error)) => {
-                return Err(AnalyzeError::Read { file: name, error }.into());
+    // Every run built before any is swapped in: a failure anywhere leaves the dataset as it
+    // was (each build dropped removes its own directory).
+    let mut builds = Vec::with_capacity(runs.len());
+    for (run_id, traces) in &runs {
+        let mut build = dataset.begin_run(run_id)?;
+        for &(path, rank) in traces {
+            let (mut reader, name, show) = open_trace(path)?;
+            let outs = build
+                .rank_outputs(rank)?
+                .map(|f| std::io::BufWriter::with_capacity(256 * 1024, f));
+            let result = trace_parquet::write_tables(&mut reader, run_id, rank, &opts, outs);
+            progress::clear(show);
+            let (_, summary) = match result {
+                Ok(r) => r,
+                Err(trace_parquet::ParquetError::Read(error)) => {
+                    return Err(AnalyzeError::Read { file: name, error }.into());
+                }
+                Err(e @ trace_parquet::ParquetError::OutOfRange { .. }) => {
+                    anyhow::bail!("{name}: {e}");
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context(format!("exporting {name}"))),
+            };
+            parquet_notes(&name, &summary);
+            for (r, n) in rows.iter_mut().zip(summary.rows) {
+                *r += n;
             }
-            Err(trace_parquet::ParquetError::OutOfRange { line, field, value }) => {
-                anyhow::bail!(
-                    "{name}: line {line}, field `{field}`: {value} does not fit a signed 64-bit Parquet column"
-                );
-            }
-            Err(e) => return Err(anyhow::Error::new(e).context(format!("exporting {name}"))),
-        };
-        for out in outs {
-            out.commit()?;
+            bytes += summary.total_bytes();
         }
-        if summary.incomplete {
-            eprintln!(
-                "tracegraph: warning: {name} is incomplete (no complete trailer); exported up to its last complete line, its last step marked complete = false"
-            );
-        }
-        if summary.frees_without_alloc + summary.duplicate_allocs > 0 {
-            eprintln!(
-                "tracegraph: note: {name}: {} frees without allocation (delta_bytes 0), {} duplicate allocations (replacing the live one)",
-                summary.frees_without_alloc, summary.duplicate_allocs
-            );
-        }
-        for (r, n) in rows.iter_mut().zip(summary.rows) {
-            *r += n;
-        }
-        bytes += summary.total_bytes();
+        builds.push(build);
     }
-    if paths.len() > 1 && run_ids.len() > 1 && args.run.is_none() {
+    for build in builds {
+        build.commit()?;
+    }
+    if paths.len() > 1 && runs.len() > 1 && args.run.is_none() {
         eprintln!(
             "tracegraph: note: the traces name {} different run ids, so they are {} runs in the dataset; give --run ID to export them as the ranks of one run",
-            run_ids.len(),
-            run_ids.len()
+            runs.len(),
+            runs.len()
         );
     }
     let counts: Vec<String> = trace_parquet::Table::ALL
@@ -297,14 +297,38 @@ fn run_parquet(args: &ExportArgs) -> anyhow::Result<()> {
         .zip(rows)
         .map(|(t, n)| format!("{n} {}", t.name()))
         .collect();
+    // One table per glob: the tables' schemas differ, so a glob over all of them fails
+    // ("schema mismatch in glob").
     eprintln!(
-        "tracegraph: wrote Parquet tables of {} trace(s) to {} ({}; {bytes} bytes; read with DuckDB read_parquet('{}/**/*.parquet', hive_partitioning = true) or Polars scan_parquet)",
+        "tracegraph: wrote Parquet tables of {} trace(s) to {} ({}; {bytes} bytes); each run's partition replaced whole; read one table per glob: DuckDB read_parquet('{}/**/ops.parquet', hive_partitioning = true), Polars pl.scan_parquet('{}/**/ops.parquet', hive_partitioning=True) (any table name for ops)",
         paths.len(),
         root.display(),
         counts.join(", "),
+        root.display(),
         root.display()
     );
     Ok(())
+}
+
+/// The notes of one trace's Parquet export: incomplete, memory and heap lines not applied.
+fn parquet_notes(name: &str, summary: &trace_parquet::ExportSummary) {
+    if summary.incomplete {
+        eprintln!(
+            "tracegraph: warning: {name} is incomplete (no complete trailer); exported up to its last complete line, its last step marked complete = false"
+        );
+    }
+    if summary.frees_without_alloc + summary.duplicate_allocs > 0 {
+        eprintln!(
+            "tracegraph: note: {name}: {} frees without allocation (delta_bytes 0), {} duplicate allocations (replacing the live one)",
+            summary.frees_without_alloc, summary.duplicate_allocs
+        );
+    }
+    if summary.heap_ignored > 0 {
+        eprintln!(
+            "tracegraph: note: {name}: {} tracked-heap lines ignored by the heap replay (delta_bytes 0: an id allocated again, or a free of an id not live)",
+            summary.heap_ignored
+        );
+    }
 }
 
 /// The steps of the trace at `path`, as `0-5, 8` (`none` when there are none), for the
@@ -367,8 +391,19 @@ fn located(e: anyhow::Error, name: &str, path: &std::path::Path) -> anyhow::Erro
     }
 }
 
+/// The Chrome export's first pass over the trace at `path`: the span names every analysis
+/// shows (`#0` dropped where a span has no numbered sibling) and the thread that drives the
+/// first step, so that ops outside every span are drawn on it (see `trace_export::outline`).
+fn chrome_outline(path: &Path) -> anyhow::Result<TraceOutline> {
+    let (mut reader, _, show) = open_trace(path)?;
+    let outline = trace_export::outline(&mut reader);
+    progress::clear(show);
+    Ok(outline?)
+}
+
 fn export<R: std::io::BufRead + Send, W: Write>(
     args: &ExportArgs,
+    trace: &Path,
     reader: &mut TraceReader<R>,
     out: W,
 ) -> anyhow::Result<(Adjustments, String)> {
@@ -381,12 +416,21 @@ fn export<R: std::io::BufRead + Send, W: Write>(
                     .memory_resolution_ns
                     .unwrap_or(trace_export::DEFAULT_MEMORY_RESOLUTION_NS),
             };
-            let s = write_chrome(reader, out, &opts)?;
+            let outline = chrome_outline(trace)?;
+            let s = write_chrome_outlined(reader, out, &opts, &outline)?;
             let m = s.memory;
             if m.frees_without_alloc + m.duplicate_allocs + m.free_size_mismatches > 0 {
                 eprintln!(
                     "tracegraph: note: memory events not applied to the counters: {} frees without allocation, {} duplicate allocations, {} frees with another size",
                     m.frees_without_alloc, m.duplicate_allocs, m.free_size_mismatches
+                );
+            }
+            if s.heap.frees_without_alloc + s.heap.duplicate_allocs > 0 {
+                eprintln!(
+                    "tracegraph: note: heap events not applied to the `{}` counter: {} frees of an allocation not live, {} allocations of an id already live",
+                    trace_export::HEAP_COUNTER,
+                    s.heap.frees_without_alloc,
+                    s.heap.duplicate_allocs
                 );
             }
             if s.non_finite_counters > 0 {
@@ -398,11 +442,12 @@ fn export<R: std::io::BufRead + Send, W: Write>(
             Ok((
                 s.adjustments,
                 format!(
-                    "Chrome trace JSON ({} events: {} spans, {} ops, {} memory counters, {} instants; {} args; open in https://ui.perfetto.dev, chrome://tracing or https://www.speedscope.app, named *.trace.json)",
+                    "Chrome trace JSON ({} events: {} spans, {} ops, {} memory counters, {} tracked heap samples, {} instants; {} args; open in https://ui.perfetto.dev, chrome://tracing or https://www.speedscope.app, named *.trace.json)",
                     s.events_written,
                     s.spans,
                     s.ops,
                     s.memory_counters,
+                    s.heap_counters,
                     s.instants,
                     opts.args.as_str()
                 ),

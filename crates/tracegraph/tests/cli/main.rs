@@ -7,6 +7,7 @@ mod compare_ab;
 mod compressed;
 mod demo;
 mod errors;
+mod export_paths;
 mod golden;
 mod graph_changes;
 mod heap;
@@ -19,6 +20,7 @@ mod loops;
 mod outputs;
 #[cfg(feature = "demo")]
 mod overhead;
+mod parquet_dataset;
 #[cfg(feature = "demo")]
 mod ranks;
 mod report_torch;

@@ -13,7 +13,7 @@ use common::cli;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use trace_record::schema::Event;
 
-const TABLES: [&str; 8] = [
+const TABLES: [&str; 9] = [
     "ops",
     "spans",
     "steps",
@@ -22,6 +22,7 @@ const TABLES: [&str; 8] = [
     "frames",
     "stacks",
     "gradients",
+    "heap",
 ];
 
 /// Every batch of the Parquet file at `path` (each file has at least its schema).
@@ -193,11 +194,13 @@ fn ranks_of_one_run_and_the_overwrite_rule() {
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("2 different run ids"), "{text}");
     assert!(out.join("run=pid-1/rank=1/ops.parquet").exists());
-    // A second export of a run and rank replaces its tables; other files stay.
+    // A file of the user's inside a run's partition: the export refuses to replace the
+    // partition (it deletes only what an export wrote), names the file, and changes nothing.
     let keep = out.join("run=job/rank=1/notes.txt");
     std::fs::write(&keep, "mine").unwrap();
+    let before = std::fs::read(&r1).unwrap();
     write_trace(&a, 4, "pid-1", Some(1));
-    let (code, text) = cli(&[
+    let export_a = [
         "export",
         "--format",
         "parquet",
@@ -206,7 +209,17 @@ fn ranks_of_one_run_and_the_overwrite_rule() {
         "-o",
         o,
         a.to_str().unwrap(),
-    ]);
+    ];
+    let (code, text) = cli(&export_a);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("notes.txt"), "{text}");
+    assert_eq!(std::fs::read(&r1).unwrap(), before, "the old tables stay");
+    assert!(r0.exists(), "and so does the other rank");
+    assert_eq!(std::fs::read_to_string(&keep).unwrap(), "mine");
+    // Without it, the export replaces the whole run: the partition holds exactly the ranks of
+    // this export (rank 1 alone), never ranks of two exports mixed.
+    std::fs::remove_file(&keep).unwrap();
+    let (code, text) = cli(&export_a);
     assert_eq!(code, 0, "{text}");
     let steps = read(&r1);
     assert_eq!(i64s(&steps, "step").len(), rows(&steps));
@@ -214,7 +227,7 @@ fn ranks_of_one_run_and_the_overwrite_rule() {
         i64s(&steps, "step").contains(&4),
         "replaced by the 4-step trace"
     );
-    assert_eq!(std::fs::read_to_string(&keep).unwrap(), "mine");
+    assert!(!r0.exists(), "rank 0 was not part of this export of the run");
     // One trace twice for one run and rank is refused (exit 2), nothing written.
     let (code, text) = cli(&[
         "export",
