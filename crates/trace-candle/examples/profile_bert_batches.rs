@@ -15,7 +15,7 @@
 //! - `install_tracing()`, before the model is built: BERT's own `tracing` spans, which cover
 //!   every layer (`model/encoder/layer#1/attn/self-attn/softmax`, `inter`, `out`, ...), nest
 //!   under the op that runs them;
-//! - `parameters(..)`: every weight, by name, as persistent parameter memory;
+//! - `parameters_varmap(&varmap)`: every weight, by name, as persistent parameter memory;
 //! - `op("bert.forward", ..)`: one op per batch with its input shape (`[4,16]` or `[4,48]`),
 //!   so `tracegraph graph` sees two graphs that alternate, not one that keeps changing;
 //! - `step()` at the end of each batch and `finish()` at the end of the run.
@@ -103,8 +103,7 @@ pub fn run(path: &Path) -> Result<(), Box<dyn Error>> {
     let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
     let bert = BertModel::load(vb, &tiny_config())?;
-    let weights = varmap.data().lock().map_err(|_| "poisoned VarMap")?.clone();
-    capture.parameters(weights.iter().map(|(name, var)| (name, var.as_tensor()))); // capture
+    capture.parameters_varmap(&varmap); // capture: every weight, by name
     if let Some(config) = sampler_from_env("PROFILE_BERT_SAMPLE") {
         // Optional: the CPU sampler (trace-candle feature `sampler`; see `tracegraph hot`),
         // from here: the weights' random initialisation is no part of the profile.

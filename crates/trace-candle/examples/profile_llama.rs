@@ -1,26 +1,30 @@
 //! Profiles a tiny random-weight candle-transformers Llama: generation, then AdamW training.
 //!
-//! Generation uses a KV cache; a few AdamW training steps follow; ten lines are the capture.
+//! Generation uses a KV cache; a few AdamW training steps follow; twelve lines are the capture.
 //!
 //! `cargo run --release -p trace-candle --example profile_llama [TRACE_PATH]`
 //!
 //! The model is candle-transformers' own `Llama` (hidden 128, 2 layers, 4 heads / 2 KV
 //! heads, vocabulary 1000), built from a `VarMap` with random weights: a 16-token prompt is
 //! prefilled, 20 tokens are decoded greedily with the KV cache, then the model trains for 4
-//! steps. The ten lines marked `// capture` are all the instrumentation; without them this is
-//! a plain candle program. What they give:
+//! steps. The twelve lines marked `// capture` are all the instrumentation; without them this
+//! is a plain candle program. A rerun replaces the trace it wrote before (`Run::overwrite`).
+//! What they give:
 //!
 //! - `Capture::open(..)?.sampling_memory(..)`: the trace file, and the process's resident
 //!   memory sampled at step ends (at most once a millisecond);
 //! - `install_tracing()`, before the model is built: the model's own `tracing` spans
 //!   (`block#0/attn#0/linear#0`, `mlp#0`, ...) nest under the op that runs them;
-//! - `parameters(..)`: every weight, by name, as persistent parameter memory;
+//! - `parameters_varmap(&varmap)`: every weight, by name, as persistent parameter memory;
 //! - `op("llama.forward", ..)`: one op per forward with its input shapes (prefill `[1,16]`,
 //!   decode `[1,1]`), the model's spans inside it;
 //! - `buffer_shape("kv_cache", ..)`: the KV cache's size per step (declared: Candle keeps the
 //!   cache's tensors private);
+//! - `estimate_optimizer_state(OptimizerKind::AdamW)`: AdamW's two moments per parameter as
+//!   persistent optimizer-state memory (estimated: candle-nn keeps them private);
 //! - `backward(&loss)`: `loss.backward()` as the backward phase, the tensors its autograd
 //!   graph keeps alive, and every parameter's gradient (present, missing, zero, non-finite);
+//! - `phase("optimizer", ..)`: the AdamW update as the optimizer phase;
 //! - `step()` at the end of each iteration and `finish()` at the end of the run.
 //!
 //! With `PROFILE_LLAMA_SAMPLE=1` and `--features sampler`, `sample_stacks(..)` also samples
@@ -34,7 +38,7 @@ use std::path::PathBuf;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use candle_transformers::models::llama::{Cache, Config, Llama};
-use trace_candle::{Capture, Phase, Run};
+use trace_candle::{Capture, ExecStep, OptimizerKind, Phase, Run};
 
 /// Prompt length (prefill).
 pub const PROMPT: usize = 16;
@@ -77,8 +81,7 @@ pub fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     let cfg = tiny_config();
     let varmap = VarMap::new();
     let llama = Llama::load(VarBuilder::from_varmap(&varmap, DType::F32, &device), &cfg)?;
-    let weights = varmap.data().lock().map_err(|_| "poisoned VarMap")?.clone();
-    capture.parameters(weights.iter().map(|(name, var)| (name, var.as_tensor()))); // capture
+    capture.parameters_varmap(&varmap); // capture: every weight, by name
 
     // Generation: prefill the prompt, then decode greedily with the KV cache.
     let head_dim = cfg.hidden_size / cfg.num_attention_heads;
@@ -119,6 +122,7 @@ pub fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
         ..ParamsAdamW::default()
     };
     let mut optimizer = AdamW::new(varmap.all_vars(), params)?;
+    capture.estimate_optimizer_state(OptimizerKind::AdamW); // capture: its moments, estimated
     let mut no_kv = Cache::new(false, DType::F32, &cfg, &device)?;
     for step in 0..TRAIN_STEPS {
         let input = Tensor::new(&tokens[step..step + PROMPT], &device)?.unsqueeze(0)?;
@@ -127,7 +131,10 @@ pub fn run(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
         let logits = capture.op("llama.forward", &[&input], forward)?; // capture
         let loss = candle_nn::loss::cross_entropy(&logits, &target)?;
         let grads = capture.backward(&loss)?; // capture: loss.backward(), autograd memory, gradients
-        optimizer.step(&grads)?;
+        {
+            let _optimizer = capture.phase("optimizer", ExecStep::Optimizer); // capture
+            optimizer.step(&grads)?;
+        }
         println!("train step {step}: loss {:.4}", loss.to_scalar::<f32>()?);
         capture.step(); // capture
     }

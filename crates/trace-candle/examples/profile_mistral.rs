@@ -16,7 +16,7 @@
 //!   the op that runs them. They cover only its linear and RMS-norm layers
 //!   (`mistral.forward/linear#3`, `rms-norm#1`): the attention math, RoPE and the KV cache's
 //!   concatenation run in the forward op itself, where only sampled stacks say what they are;
-//! - `parameters(..)`: every weight, by name, as persistent parameter memory;
+//! - `parameters_varmap(&varmap)`: every weight, by name, as persistent parameter memory;
 //! - `op("mistral.forward", ..)`: one op per forward with its input shape (prefill `[1,16]`,
 //!   decode `[1,1]`);
 //! - `buffer_shape("kv_cache", ..)`: the KV cache's size per step (declared: the model keeps
@@ -125,8 +125,7 @@ pub fn run(path: &Path) -> Result<(), Box<dyn Error>> {
     let cfg = tiny_config();
     let varmap = VarMap::new();
     let mut model = Model::new(&cfg, VarBuilder::from_varmap(&varmap, DType::F32, &device))?;
-    let weights = varmap.data().lock().map_err(|_| "poisoned VarMap")?.clone();
-    capture.parameters(weights.iter().map(|(name, var)| (name, var.as_tensor()))); // capture
+    capture.parameters_varmap(&varmap); // capture: every weight, by name
     if let Some(config) = sampler_from_env("PROFILE_MISTRAL_SAMPLE") {
         // Optional: the CPU sampler (trace-candle feature `sampler`; see `tracegraph hot`),
         // from here: the weights' random initialisation is no part of the profile.

@@ -4,15 +4,15 @@
 //! `cargo run --release -p trace-candle --example train_mlp [TRACE_PATH]`
 //!
 //! The lines marked `// capture` are the instrumentation; without them this is a plain
-//! candle-nn training loop. Then analyse the trace:
+//! candle-nn training loop. A rerun replaces the trace it wrote before (`Run::overwrite`;
+//! without it, opening an existing trace is an error). Then analyse the trace:
 //! `cargo run --release -p tracegraph -- summary TRACE_PATH`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use trace_candle::{Capture, OptimizerKind, Phase, Run, Schedule, TraceSession, TrainingCapture};
+use trace_candle::{Capture, ExecStep, OptimizerKind, Phase, Run, Schedule};
 
 const SAMPLES: usize = 1024;
 const FEATURES: usize = 32;
@@ -70,8 +70,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let run = Run::new("train_mlp", Phase::Train, "cpu")
         .schedule(schedule)
         .overwrite(true); // capture
-    let session = Arc::new(TraceSession::open(&path, run)?); // capture
-    let capture = Capture::new(Arc::clone(&session)); // capture
+    let capture = Capture::open(&path, run)?; // capture
 
     // The model: spans `model` and `model/layers.{i}` around each forward.
     let varmap = VarMap::new();
@@ -92,20 +91,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut optimizer = AdamW::new(varmap.all_vars(), params)?;
 
-    // Parameters, gradients and AdamW's two moments per parameter (Candle keeps the
-    // optimizer's state private, so its size is estimated from the parameters).
-    let mut training = TrainingCapture::new(&capture); // capture
-    training.watch_varmap(&varmap); // capture
-    training.estimate_optimizer_state(OptimizerKind::AdamW); // capture
+    // Parameters and AdamW's two moments per parameter (Candle keeps the optimizer's state
+    // private, so its size is estimated from the parameters).
+    capture.parameters_varmap(&varmap); // capture
+    capture.estimate_optimizer_state(OptimizerKind::AdamW); // capture
 
     println!(
         "training a {FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES} MLP (candle-nn, AdamW) for {STEPS} \
          steps on the CPU"
     );
     for step in 0..STEPS {
-        let recorded = session.is_active();
+        let recorded = capture.is_active();
         let loss = {
-            let _forward = training.forward(); // capture
+            let _forward = capture.phase("forward", ExecStep::Forward); // capture
             capture.record_input(&x, "x"); // capture
             capture.record_input(&y, "y"); // capture
             let logits = model.forward(&x)?;
@@ -115,17 +113,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             capture.op("nll", &[&lsm, &y], || candle_nn::loss::nll(&lsm, &y))?
         };
         // The backward phase: Candle's backward, the autograd graph it kept alive and every
-        // watched parameter's gradient, in one call.
+        // registered parameter's gradient, in one call.
         let grads = capture.backward(&loss)?; // capture (in place of `loss.backward()?`)
         {
-            let _optimizer = training.optimizer(); // capture
+            let _optimizer = capture.phase("optimizer", ExecStep::Optimizer); // capture
             optimizer.step(&grads)?;
         }
-        training.end_step(); // capture: frees the step's allocations, advances the schedule
+        capture.step(); // capture: frees the step's allocations, advances the schedule
         let mark = if recorded { "  (recorded)" } else { "" };
         println!("step {step:>3}  loss {:.4}{mark}", loss.to_scalar::<f32>()?);
     }
-    let summary = session.finish()?; // capture
+    let summary = capture.finish()?; // capture
 
     let predicted = model.forward(&x)?.argmax(1)?;
     let accuracy = predicted.eq(&y)?.to_dtype(DType::F32)?.mean_all()?;

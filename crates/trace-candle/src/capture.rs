@@ -248,6 +248,10 @@ impl Allocations {
 ///   module span; [`Capture::span`] and [`Capture::phase`] open spans by hand.
 /// - [`Capture::record_input`], [`Capture::record_tensor`] record tensors that no op made.
 /// - [`Capture::step`] ends a step: frees the step's allocations, advances the schedule.
+/// - A training loop: [`Capture::parameters`] (or `parameters_varmap`, feature `nn`) registers
+///   the weights, [`Capture::estimate_optimizer_state`] or
+///   [`Capture::declare_optimizer_state`] the optimizer's state, [`Capture::backward`] runs
+///   backward and records its autograd graph and gradients.
 ///
 /// Inside an active window an op records an `op` event (inputs, output, shape, dtype, device,
 /// start, duration, input and output bytes, category), a `tensor` event for the output and the
@@ -265,8 +269,9 @@ impl Allocations {
 /// Storage ids are tensor ids (see [`crate::tensor_id`]): unique in the process, never
 /// reused. Allocations recorded while the session is active are remembered until
 /// [`Capture::step`] records their frees, so every step allocation is paired with a free
-/// inside the step it was recorded in. Persistent allocations (parameters, optimizer state,
-/// recorded by `TrainingCapture`) are recorded once and never freed.
+/// inside the step it was recorded in. Persistent allocations (parameters,
+/// [`Capture::parameters`]; optimizer state, [`Capture::estimate_optimizer_state`] and
+/// [`Capture::declare_optimizer_state`]) are recorded once and never freed.
 #[derive(Debug, Clone)]
 pub struct Capture {
     inner: Arc<Inner>,
@@ -669,11 +674,11 @@ impl Capture {
         self.sample_step_memory(last);
     }
 
-    /// What a new step records first when it is active: parameters and buffers registered
-    /// while the session was inactive.
+    /// What a new step records first when it is active: parameters, optimizer state and
+    /// buffers registered while the session was inactive.
     fn begin_step_records(&self) {
         if self.is_active() {
-            self.record_pending_parameters();
+            self.record_pending_persistent();
             self.record_pending_buffers();
         }
     }

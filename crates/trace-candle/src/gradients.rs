@@ -157,7 +157,7 @@ impl Capture {
         if !self.is_active() {
             return Ok(0);
         }
-        self.record_pending_parameters();
+        self.record_pending_persistent();
         let params = self.inner().persist().params.clone();
         if params.is_empty() {
             self.warn_no_parameters();
@@ -191,8 +191,8 @@ impl Capture {
             .record_counter(BACKWARD_WITHOUT_PARAMETERS_COUNTER, 1.0);
         eprintln!(
             "trace-candle: warning: backward recorded with no registered parameters, so no \
-             gradient facts; register them with capture.parameters_varmap(&varmap), \
-             capture.parameters(..) or TrainingCapture::watch_varmap"
+             gradient facts; register them with capture.parameters_varmap(&varmap) or \
+             capture.parameters(..)"
         );
     }
 
@@ -201,7 +201,7 @@ impl Capture {
     /// ([`Capture::record_gradients`]). Returns the gradients.
     pub fn backward(&self, loss: &Tensor) -> Result<GradStore, CaptureError> {
         let _phase = self.phase("backward", ExecStep::Backward);
-        self.record_pending_parameters();
+        self.record_pending_persistent();
         self.autograd(loss);
         let grads = loss.backward()?;
         self.record_gradients(&grads)?;

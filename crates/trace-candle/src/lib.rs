@@ -10,12 +10,18 @@
 //!   [`Capture::phase`] opens a forward / backward / optimizer span (captured tensors get
 //!   that step's memory category); [`Capture::step`] ends a step (frees its allocations,
 //!   advances the schedule).
+//! - A training loop through the same handle: [`Capture::parameters_varmap`] (feature `nn`)
+//!   or [`Capture::parameters`] registers the weights; [`Capture::estimate_optimizer_state`]
+//!   ([`OptimizerKind`]: AdamW's two moments, SGD's momentum) or
+//!   [`Capture::declare_optimizer_state`] records the optimizer's state;
+//!   [`Capture::backward`] runs `loss.backward()` and records the autograd graph and every
+//!   parameter's gradient.
 //! - [`Profiled`], [`ProfiledT`], [`ProfiledSequence`] (made by [`Capture::profile`],
 //!   [`Capture::profile_t`], [`Capture::profile_sequence`]): wrappers implementing
 //!   [`candle_core::Module`] / [`candle_core::ModuleT`] that record one module span per
 //!   forward for the module path (`model/layers.3/mlp`), named relative to its enclosing module.
-//! - [`TrainingCapture`] (feature `nn`): parameters of a `VarMap`, gradients of a
-//!   `GradStore`, optimizer state, forward / backward / optimizer spans.
+//! - `TrainingCapture` (feature `nn`, deprecated): the old training-loop handle, a thin
+//!   wrapper whose every method calls the `Capture` method its docs name.
 //! - [`TraceLayer`] (feature `tracing`): a `tracing_subscriber::Layer` turning `tracing`
 //!   spans into trace spans; [`CaptureSubscriber`], the subscriber of its own that
 //!   [`Capture::install_tracing`] installs, does the same without a registry: a span's id
@@ -41,7 +47,8 @@
 //!
 //! # Features
 //!
-//! - `nn` (default): [`TrainingCapture`], on candle-nn.
+//! - `nn` (default): [`Capture::parameters_varmap`] and the deprecated `TrainingCapture`,
+//!   on candle-nn.
 //! - `tracing` (default): [`TraceLayer`] and [`CaptureSubscriber`], on tracing and
 //!   tracing-subscriber.
 //! - `sampler` (off): the CPU sampler behind [`Capture::sample_stacks`] (trace-sampler's
@@ -63,7 +70,7 @@
 //!
 //! Tensor and storage ids are Candle's process-wide, never-reused `TensorId` counter values
 //! (see [`tensor_id`]); estimated optimizer state uses a separate id range (see
-//! [`TrainingCapture`]). No id is ever a raw address.
+//! [`Capture::estimate_optimizer_state`]). No id is ever a raw address.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -94,6 +101,7 @@ mod meta;
 mod module;
 mod module_path;
 mod op_spans;
+mod optimizer;
 mod overhead;
 mod params;
 mod persistent;
@@ -121,6 +129,7 @@ pub use meta::{
     ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits, dtype_label, tensor_id,
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
+pub use optimizer::{ESTIMATED_STATE_BIT, OptimizerKind};
 pub use resident::{MEMORY_SAMPLE_EVERY_NS, process_resident_bytes};
 #[cfg(feature = "tracing")]
 pub use subscriber::{CaptureSubscriber, MAX_CALLSITES};
@@ -131,7 +140,8 @@ pub use trace_sampler::{
     SamplerStats,
 };
 #[cfg(feature = "nn")]
-pub use train::{ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture};
+#[allow(deprecated)]
+pub use train::TrainingCapture;
 
 // The trace-record types a capture is set up and driven with, so an instrumented program
 // imports from this crate alone. Reading and validating traces stays in trace-record.

@@ -13,7 +13,8 @@ impl Capture {
     /// safetensors map loaded with `candle_core::safetensors::load`, a list of
     /// `(name, &tensor)` pairs. Their tensor events and persistent allocations (category
     /// `parameter`, never freed, each storage once) are written now when the session is
-    /// active, else at the first active step. Gradients are looked up for them by
+    /// active, else at the first active step; optimizer state estimated with
+    /// [`Capture::estimate_optimizer_state`] is added for them. Gradients are looked up for them by
     /// [`Capture::record_gradients`]. Returns how many were newly registered (a tensor
     /// registered twice is kept once, under its first name). Holds metadata only, never a
     /// tensor.
@@ -45,9 +46,14 @@ impl Capture {
                 }
             }
             p.params_pending = true;
+            // Optimizer state estimated earlier covers these parameters too.
+            if !p.estimated.is_empty() && p.params.len() > before {
+                let (kinds, new) = (p.estimated.clone(), p.params[before..].to_vec());
+                p.estimate_state(&kinds, &new);
+            }
             p.params.len() - before
         };
-        self.record_pending_parameters();
+        self.record_pending_persistent();
         n
     }
 
@@ -66,12 +72,6 @@ impl Capture {
         )
     }
 
-    /// The registered parameters (metadata only), in registration order.
-    #[cfg(feature = "nn")]
-    pub(crate) fn registered_params(&self) -> Vec<Param> {
-        self.inner().persist().params.clone()
-    }
-
     /// The registered parameters' names, in registration order (sorted within each call).
     pub fn parameter_names(&self) -> Vec<String> {
         self.inner()
@@ -82,7 +82,8 @@ impl Capture {
             .collect()
     }
 
-    /// Writes the registered parameters not yet written, when active.
+    /// Writes the registered parameters not yet written, when active (see
+    /// `Capture::record_pending_persistent`, which writes the optimizer state after them).
     pub(crate) fn record_pending_parameters(&self) {
         if !self.is_active() {
             return;

@@ -1,7 +1,8 @@
-//! What a capture keeps across steps: parameters, declared buffers, sampled devices, layer count.
+//! What a capture keeps across steps: parameters, optimizer state, buffers, sampled devices.
 //!
 //! The state alone, held by the capture behind one mutex; the methods that fill and record it
-//! live by what they record (`params.rs`, `buffers.rs`, `resident.rs`, `layer.rs`).
+//! live by what they record (`params.rs`, `optimizer.rs`, `buffers.rs`, `resident.rs`,
+//! `layer.rs`).
 
 use candle_core::{DType, Device, TensorId};
 
@@ -12,6 +13,18 @@ use crate::meta::DeviceLabel;
 pub(crate) struct Param {
     pub(crate) name: String,
     pub(crate) tensor_id: TensorId,
+    pub(crate) id: u64,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) dtype: DType,
+    pub(crate) device: DeviceLabel,
+    pub(crate) bytes: u64,
+    pub(crate) requires_grad: bool,
+}
+
+/// Owned metadata of an optimizer-state tensor (declared or estimated).
+#[derive(Debug, Clone)]
+pub(crate) struct StateTensor {
+    pub(crate) label: String,
     pub(crate) id: u64,
     pub(crate) shape: Vec<usize>,
     pub(crate) dtype: DType,
@@ -39,12 +52,18 @@ pub(crate) struct Buffer {
     pub(crate) per_step: bool,
 }
 
-/// Parameters, buffers and sampling settings of a [`crate::Capture`].
+/// Parameters, optimizer state, buffers and sampling settings of a [`crate::Capture`].
 #[derive(Debug, Default)]
 pub(crate) struct Persistent {
     pub(crate) params: Vec<Param>,
     /// Parameters not yet written (registered while the session was inactive).
     pub(crate) params_pending: bool,
+    /// Optimizer state, declared or estimated, in the order it was added.
+    pub(crate) optimizer_state: Vec<StateTensor>,
+    /// Optimizer state not yet written (added while the session was inactive).
+    pub(crate) state_pending: bool,
+    /// The optimizers whose state is estimated, also for parameters registered later.
+    pub(crate) estimated: Vec<crate::OptimizerKind>,
     pub(crate) buffers: Vec<Buffer>,
     pub(crate) next_buffer: u64,
     /// Devices sampled at step ends and at finish.

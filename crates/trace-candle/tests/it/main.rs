@@ -3,6 +3,9 @@
 mod capture;
 #[cfg(feature = "tracing")]
 mod layer;
+// A real candle-transformers model (the profile_llama example's config) trained with AdamW.
+#[cfg(all(feature = "nn", feature = "tracing"))]
+mod llama;
 mod meta;
 // Profiled candle-nn modules and the training capture need the `nn` feature (candle-nn).
 #[cfg(feature = "nn")]

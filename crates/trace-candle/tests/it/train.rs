@@ -1,12 +1,12 @@
-//! Training capture: parameters, gradient facts, optimizer state and a full strict-read step.
+//! Training through the one `Capture` handle: parameters, gradient facts, optimizer state
+//! (estimated and declared) and a full strict-read step; the deprecated `TrainingCapture`
+//! wrapper delegating to it.
 
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Module, Tensor, Var};
 use candle_nn::{Optimizer, VarBuilder, VarMap};
-use trace_candle::{
-    ESTIMATED_STATE_BIT, OptimizerKind, TrainingCapture, gradient_state, tensor_id,
-};
+use trace_candle::{ESTIMATED_STATE_BIT, OptimizerKind, Schedule, gradient_state, tensor_id};
 use trace_record::schema::{AllocKind, Event, ExecStep, GradientState, MemoryCategory, Phase};
 
 use super::{capture, events, finish_and_read};
@@ -15,18 +15,18 @@ use super::{capture, events, finish_and_read};
 fn a_variable_is_recorded_as_a_parameter() {
     let (capture, sink) = capture(Phase::Train);
     let var = Var::ones((3, 5), DType::F32, &Device::Cpu).unwrap();
-    let mut training = TrainingCapture::new(&capture);
-    training.watch_var("encoder.weight", &var);
-    training.watch_var("duplicate", &var);
-    assert_eq!(training.parameter_names(), ["encoder.weight"]);
+    assert_eq!(capture.parameters([("encoder.weight", var.as_tensor())]), 1);
+    assert_eq!(capture.parameters([("duplicate", var.as_tensor())]), 0);
+    assert_eq!(capture.parameter_names(), ["encoder.weight"]);
     {
-        let _forward = training.forward();
+        let _forward = capture.phase("forward", ExecStep::Forward);
     }
+    capture.step();
     {
         // Recorded once, not again in a later step.
-        let _forward = training.forward();
+        let _forward = capture.phase("forward", ExecStep::Forward);
     }
-    training.end_step();
+    capture.step();
     let trace = finish_and_read(&capture, &sink);
     let tensors: Vec<_> = events(&trace)
         .filter_map(|e| match e {
@@ -117,17 +117,15 @@ fn nan_gradient_is_non_finite_and_unused_variable_is_missing() {
     let nan = Var::new(&[1f32, 2.0], &dev).unwrap();
     let unused = Var::new(&[1f32, 2.0], &dev).unwrap();
     let zero = Var::new(&[1f32, 2.0], &dev).unwrap();
-    let mut training = TrainingCapture::new(&capture);
-    for (name, var) in [
-        ("used", &used),
-        ("nan", &nan),
-        ("unused", &unused),
-        ("zero", &zero),
-    ] {
-        training.watch_var(name, var);
-    }
+    let registered = capture.parameters([
+        ("used", used.as_tensor()),
+        ("nan", nan.as_tensor()),
+        ("unused", unused.as_tensor()),
+        ("zero", zero.as_tensor()),
+    ]);
+    assert_eq!(registered, 4);
     let loss = {
-        let _forward = training.forward();
+        let _forward = capture.phase("forward", ExecStep::Forward);
         let a = used.as_tensor().sqr().unwrap().sum_all().unwrap();
         // d/dx of x * NaN is NaN.
         let b = (nan.as_tensor() * f64::NAN).unwrap().sum_all().unwrap();
@@ -136,13 +134,8 @@ fn nan_gradient_is_non_finite_and_unused_variable_is_missing() {
         let c = (&z - &z).unwrap();
         ((a + b).unwrap() + c).unwrap()
     };
-    let grads = {
-        let _backward = training.backward_phase();
-        let grads = loss.backward().unwrap();
-        assert_eq!(training.record_gradients(&grads).unwrap(), 4);
-        grads
-    };
-    let facts: HashMap<_, _> = training
+    let grads = capture.backward(&loss).unwrap();
+    let facts: HashMap<_, _> = capture
         .gradient_facts(&grads)
         .unwrap()
         .into_iter()
@@ -153,7 +146,7 @@ fn nan_gradient_is_non_finite_and_unused_variable_is_missing() {
     assert_eq!(facts["nan"], (GradientState::NonFinite, None));
     assert_eq!(facts["unused"], (GradientState::Missing, None));
     assert_eq!(facts["zero"], (GradientState::Zero, Some(0.0)));
-    training.end_step();
+    capture.step();
     let trace = finish_and_read(&capture, &sink);
     let recorded: HashMap<_, _> = events(&trace)
         .filter_map(|e| match e {
@@ -172,25 +165,162 @@ fn nan_gradient_is_non_finite_and_unused_variable_is_missing() {
     assert_eq!(grad_allocs, 3);
 }
 
+/// Each kind adds its own state per float parameter (an integer parameter has none), each
+/// tensor once, with its own ids; parameters registered after the estimate get theirs too.
 #[test]
-fn optimizer_state_is_estimated_per_kind() {
+fn optimizer_state_is_estimated_per_kind_and_for_later_parameters() {
     let dev = Device::Cpu;
-    let (capture, _sink) = capture(Phase::Train);
     let w = Var::ones((2, 2), DType::F32, &dev).unwrap();
     let idx = Var::from_tensor(&Tensor::new(&[1u32], &dev).unwrap()).unwrap();
-    let mut t = TrainingCapture::new(&capture);
-    t.watch_var("w", &w);
-    t.watch_var("idx", &idx);
-    assert_eq!(t.clone().estimate_optimizer_state(OptimizerKind::AdamW), 2);
+    let late = Var::ones(3, DType::F64, &dev).unwrap();
+    let estimate = |kinds: &[OptimizerKind]| {
+        let (capture, sink) = capture(Phase::Train);
+        capture.parameters([("w", w.as_tensor()), ("idx", idx.as_tensor())]);
+        let added: Vec<usize> = kinds
+            .iter()
+            .map(|&k| capture.estimate_optimizer_state(k))
+            .collect();
+        // Registered after the estimate: its state is added for every estimated kind.
+        capture.parameters([("late", late.as_tensor())]);
+        let labels = capture.optimizer_state_labels();
+        (added, labels, finish_and_read(&capture, &sink))
+    };
+    let (added, labels, _) = estimate(&[OptimizerKind::AdamW, OptimizerKind::AdamW]);
     assert_eq!(
-        t.clone()
-            .estimate_optimizer_state(OptimizerKind::Sgd { momentum: true }),
-        1
+        added,
+        [2, 0],
+        "a kind estimated twice adds nothing the second time"
     );
     assert_eq!(
-        t.estimate_optimizer_state(OptimizerKind::Sgd { momentum: false }),
-        0
+        labels,
+        [
+            "w.exp_avg",
+            "w.exp_avg_sq",
+            "late.exp_avg",
+            "late.exp_avg_sq"
+        ]
     );
+    let (added, labels, _) = estimate(&[OptimizerKind::Sgd { momentum: true }]);
+    assert_eq!(
+        (added, labels),
+        (
+            vec![1],
+            vec![
+                "w.momentum_buffer".to_string(),
+                "late.momentum_buffer".to_string()
+            ]
+        )
+    );
+    let (added, labels, trace) = estimate(&[OptimizerKind::Sgd { momentum: false }]);
+    assert_eq!(added, [0]);
+    assert!(labels.is_empty());
+    assert!(
+        !events(&trace)
+            .any(|e| matches!(e, Event::Memory(m) if m.category == MemoryCategory::OptimizerState))
+    );
+
+    // Both kinds on one capture: five state tensors per float parameter... two and one,
+    // with distinct ids, each recorded once, with its parameter's shape, dtype and bytes.
+    let (_, labels, trace) =
+        estimate(&[OptimizerKind::AdamW, OptimizerKind::Sgd { momentum: true }]);
+    assert_eq!(labels.len(), 6);
+    let state: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::Tensor(t) if t.category == MemoryCategory::OptimizerState => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut ids: Vec<u64> = state.iter().map(|t| t.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 6);
+    assert!(ids.iter().all(|id| id & ESTIMATED_STATE_BIT != 0));
+    for t in &state {
+        let label = t.label.as_deref().unwrap();
+        let (param, bytes, dtype) = if label.starts_with("w.") {
+            (&w, 16, "f32")
+        } else {
+            (&late, 24, "f64")
+        };
+        assert_eq!(
+            (t.shape.as_slice(), t.bytes, t.dtype.as_str()),
+            (param.dims(), bytes, dtype),
+            "{label}"
+        );
+        assert!(!t.requires_grad);
+    }
+    let allocs = events(&trace)
+        .filter(|e| matches!(e, Event::Memory(m) if m.category == MemoryCategory::OptimizerState))
+        .count();
+    assert_eq!(allocs, 6, "each state tensor allocated once, never freed");
+}
+
+/// Under a schedule, optimizer state estimated or declared while the session is inactive is
+/// recorded once, at the first recorded step's start (outside every span), and a declared
+/// tensor keeps its own id and label.
+#[test]
+fn optimizer_state_added_while_inactive_is_recorded_at_the_first_active_step() {
+    let dev = Device::Cpu;
+    let run =
+        trace_record::Run::new("trace-candle::tests", Phase::Train, "cpu").schedule(Schedule {
+            skip_first: 1,
+            wait: 0,
+            warmup: 0,
+            active: 2,
+            repeat: 1,
+        });
+    let (capture, sink) = super::capture_with(run);
+    let w = Var::ones((4, 4), DType::F32, &dev).unwrap();
+    let momentum = Tensor::zeros((4, 4), DType::F32, &dev).unwrap();
+    assert!(!capture.is_active());
+    capture.parameters([("w", w.as_tensor())]);
+    assert_eq!(capture.estimate_optimizer_state(OptimizerKind::AdamW), 2);
+    assert!(capture.declare_optimizer_state("w.my_momentum", &momentum));
+    assert!(
+        !capture.declare_optimizer_state("again", &momentum),
+        "declared once"
+    );
+    for _ in 0..3 {
+        let _forward = capture.phase("forward", ExecStep::Forward);
+        drop(_forward);
+        capture.step();
+    }
+    let trace = finish_and_read(&capture, &sink);
+    // The first event after the boundary into the first recorded step: parameters first, then
+    // the state, all outside any span, before the step's forward phase.
+    let mut first_span_at = None;
+    let mut persistent = Vec::new();
+    for (i, e) in events(&trace).enumerate() {
+        match e {
+            Event::SpanStart(_) if first_span_at.is_none() => first_span_at = Some(i),
+            Event::Memory(m) if m.kind == AllocKind::Alloc => {
+                assert_eq!(m.span, None, "recorded outside every span");
+                persistent.push((i, m.category, m.storage));
+            }
+            Event::Memory(m) => panic!("persistent memory freed: {m:?}"),
+            _ => {}
+        }
+    }
+    let categories: Vec<_> = persistent.iter().map(|p| p.1).collect();
+    assert_eq!(
+        categories,
+        [
+            MemoryCategory::Parameter,
+            MemoryCategory::OptimizerState,
+            MemoryCategory::OptimizerState,
+            MemoryCategory::OptimizerState,
+        ]
+    );
+    assert!(persistent.iter().all(|p| Some(p.0) < first_span_at));
+    assert_eq!(persistent[3].2, tensor_id(&momentum));
+    let declared = events(&trace)
+        .find_map(|e| match e {
+            Event::Tensor(t) if t.id == tensor_id(&momentum) => Some(t.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(declared.label.as_deref(), Some("w.my_momentum"));
+    assert_eq!(declared.category, MemoryCategory::OptimizerState);
 }
 
 /// One full training step of a small MLP with AdamW, every capture on.
@@ -206,15 +336,14 @@ fn a_full_training_step_reads_back_strictly_with_every_step_allocation_freed() {
     ];
     let model = capture.profile_sequence("model", layers);
     let mut opt = candle_nn::AdamW::new_lr(varmap.all_vars(), 0.01).unwrap();
-    let mut training = TrainingCapture::new(&capture);
-    assert_eq!(training.watch_varmap(&varmap), 4);
-    assert_eq!(training.estimate_optimizer_state(OptimizerKind::AdamW), 8);
+    assert_eq!(capture.parameters_varmap(&varmap), 4);
+    assert_eq!(capture.estimate_optimizer_state(OptimizerKind::AdamW), 8);
     let x = Tensor::ones((5, 8), DType::F32, &dev).unwrap();
     let y = Tensor::new(&[0u32, 1, 2, 0, 1], &dev).unwrap();
     for _ in 0..2 {
-        let _step = training.step_span();
+        let _step = capture.span("train_step", trace_record::schema::SpanKind::Function);
         let loss = {
-            let _forward = training.forward();
+            let _forward = capture.phase("forward", ExecStep::Forward);
             capture.record_input(&x, "x");
             let logits = model.forward(&x).unwrap();
             let logits = capture.op("scale", &[&logits], || &logits * 2.0).unwrap();
@@ -224,18 +353,13 @@ fn a_full_training_step_reads_back_strictly_with_every_step_allocation_freed() {
                 })
                 .unwrap()
         };
-        let grads = {
-            let _backward = training.backward_phase();
-            let grads = loss.backward().unwrap();
-            training.record_gradients(&grads).unwrap();
-            grads
-        };
+        let grads = capture.backward(&loss).unwrap();
         {
-            let _optimizer = training.optimizer();
+            let _optimizer = capture.phase("optimizer", ExecStep::Optimizer);
             opt.step(&grads).unwrap();
         }
         drop(_step);
-        training.end_step();
+        capture.step();
     }
     let trace = finish_and_read(&capture, &sink);
 
@@ -325,10 +449,13 @@ fn a_full_training_step_reads_back_strictly_with_every_step_allocation_freed() {
     assert_eq!(states, vec![GradientState::Present; 8]);
 }
 
-/// One registry: parameters watched from a VarMap get gradient facts from
-/// `Capture::backward`, and `Capture::parameters_varmap` registers the same set in one line.
+/// The deprecated `TrainingCapture` is a thin wrapper: what it registers and estimates is the
+/// capture's (one registry, one optimizer state), so `Capture::backward` gives the facts of
+/// parameters watched through it and its estimate is not repeated by the capture's.
 #[test]
-fn watched_parameters_get_gradient_facts_from_capture_backward() {
+#[allow(deprecated)]
+fn the_deprecated_training_capture_delegates_to_the_capture() {
+    use trace_candle::TrainingCapture;
     let (capture, sink) = capture(Phase::Train);
     let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
@@ -339,6 +466,14 @@ fn watched_parameters_get_gradient_facts_from_capture_backward() {
     assert_eq!(capture.parameters_varmap(&varmap), 0);
     assert_eq!(capture.parameter_names(), ["fc.bias", "fc.weight"]);
     assert_eq!(training.parameter_names(), capture.parameter_names());
+    assert_eq!(training.estimate_optimizer_state(OptimizerKind::AdamW), 4);
+    assert_eq!(capture.estimate_optimizer_state(OptimizerKind::AdamW), 0);
+    assert_eq!(
+        training
+            .clone()
+            .estimate_optimizer_state(OptimizerKind::AdamW),
+        0
+    );
     let x = Tensor::ones((4, 3), DType::F32, &Device::Cpu).unwrap();
     let loss = {
         let _forward = training.forward();
@@ -352,6 +487,9 @@ fn watched_parameters_get_gradient_facts_from_capture_backward() {
     };
     let grads = capture.backward(&loss).unwrap();
     assert!(grads.get(model.weight()).is_some());
+    {
+        let _optimizer = training.optimizer();
+    }
     training.end_step();
     let trace = finish_and_read(&capture, &sink);
     let mut facts: Vec<(String, GradientState)> = events(&trace)
@@ -368,11 +506,24 @@ fn watched_parameters_get_gradient_facts_from_capture_backward() {
             ("fc.weight".to_string(), GradientState::Present)
         ]
     );
-    // Parameters are recorded once, by the one registry.
-    let params = events(&trace)
-        .filter(|e| matches!(e, Event::Memory(m) if m.category == MemoryCategory::Parameter))
-        .count();
-    assert_eq!(params, 2);
+    // Parameters and optimizer state are recorded once, by the one registry.
+    let count = |cat| {
+        events(&trace)
+            .filter(|e| matches!(e, Event::Memory(m) if m.category == cat))
+            .count()
+    };
+    assert_eq!(count(MemoryCategory::Parameter), 2);
+    assert_eq!(count(MemoryCategory::OptimizerState), 4);
+    // Its phases are the capture's.
+    let phases: Vec<_> = events(&trace)
+        .filter_map(|e| match e {
+            Event::SpanStart(s) => Some((s.name.as_str(), s.step)),
+            _ => None,
+        })
+        .filter(|(_, step)| step.is_some())
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(phases, ["forward", "backward", "optimizer"]);
 }
 
 /// A backward recorded with no registered parameter says so once, in the trace.

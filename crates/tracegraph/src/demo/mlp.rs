@@ -11,7 +11,7 @@ use candle_core::{DType, Device, Module, Tensor, Var};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use rand_xoshiro::SplitMix64;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
-use trace_candle::{Capture, CaptureError, OptimizerKind, ProfiledSequence, TrainingCapture};
+use trace_candle::{Capture, CaptureError, ExecStep, OptimizerKind, ProfiledSequence};
 
 /// Samples in the synthetic data set (one full batch per step).
 pub(crate) const SAMPLES: usize = 1024;
@@ -166,7 +166,6 @@ pub(crate) struct MlpTrainer {
     optimizer: AdamW,
     x: Tensor,
     y: Tensor,
-    training: Option<TrainingCapture>,
     capture: Option<Capture>,
 }
 
@@ -174,7 +173,7 @@ impl std::fmt::Debug for MlpTrainer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MlpTrainer")
             .field("model", &self.model)
-            .field("capturing", &self.training.is_some())
+            .field("capturing", &self.capture.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -211,31 +210,27 @@ impl MlpTrainer {
                 ..ParamsAdamW::default()
             },
         )?;
-        let training = capture.map(|c| {
-            let mut t = TrainingCapture::new(c);
-            t.watch_varmap(&varmap);
-            t.estimate_optimizer_state(OptimizerKind::AdamW);
-            t
-        });
+        if let Some(c) = capture {
+            c.parameters_varmap(&varmap);
+            c.estimate_optimizer_state(OptimizerKind::AdamW);
+        }
         Ok(MlpTrainer {
             model,
             optimizer,
             x,
             y,
-            training,
             capture: capture.cloned(),
         })
     }
 
     /// One full-batch training step; returns the loss before the update.
     pub(crate) fn step(&mut self) -> Result<f32, CaptureError> {
-        let training = self.training.as_ref();
         let capture = self.capture.as_ref();
         let loss = {
-            let _forward = training.map(TrainingCapture::forward);
-            if let Some(t) = training {
-                t.capture().record_input(&self.x, "x");
-                t.capture().record_input(&self.y, "y");
+            let _forward = capture.map(|c| c.phase("forward", ExecStep::Forward));
+            if let Some(c) = capture {
+                c.record_input(&self.x, "x");
+                c.record_input(&self.y, "y");
             }
             let logits = self.model.forward(&self.x)?;
             let lsm = op(capture, "log_softmax", &[&logits], || {
@@ -246,20 +241,20 @@ impl MlpTrainer {
             })?
         };
         let grads = {
-            let _backward = training.map(TrainingCapture::backward_phase);
+            let _backward = capture.map(|c| c.phase("backward", ExecStep::Backward));
             let grads = loss.backward()?;
-            if let Some(t) = training {
-                t.record_gradients(&grads)?;
+            if let Some(c) = capture {
+                c.record_gradients(&grads)?;
             }
             grads
         };
         {
-            let _optimizer = training.map(TrainingCapture::optimizer);
+            let _optimizer = capture.map(|c| c.phase("optimizer", ExecStep::Optimizer));
             self.optimizer.step(&grads)?;
         }
         let value = loss.to_scalar::<f32>()?;
-        if let Some(t) = training {
-            t.end_step();
+        if let Some(c) = capture {
+            c.step();
         }
         Ok(value)
     }
