@@ -289,6 +289,11 @@ pub struct MemoryReport {
 /// known creation time and were placed at the start of their step's forward phase, or, in a
 /// step with no forward phase, at the step's start, or, in the run's first step without one,
 /// when they were found (later than they really lived).
+///
+/// The span tree charges each storage where this timeline places it: to the span open on the
+/// recording thread at its placement (the forward phase), not to the backward span the walk
+/// wrote it in; one placed at its step's start, when no span is open, is charged to no span.
+/// Backward is charged only with what it allocated (the gradients).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct AutogradPlacement {
     /// Distinct storages the walks found.

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::model::intern::Sym;
 use trace_record::schema::{ExecStep, ParseEnumError, SpanKind, TimingMode};
 
-use crate::model::trace::Trace;
+use crate::model::trace::{MemEvent, Trace};
 use crate::stats::{Spread, SpreadAcc};
 
 /// Paths deeper than this many names are shown with their middle elided (see
@@ -54,7 +54,10 @@ pub struct SpanNode {
     /// The spread over steps of the per-step self time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_step_self: Option<Spread>,
-    /// Logical bytes allocated directly in spans of this path (memory events naming the span).
+    /// Logical bytes allocated directly in spans of this path: each allocation in the span
+    /// it names, or, when it is stamped before that span began (an autograd storage the
+    /// recorder placed at its step's forward phase), in the innermost span of that thread
+    /// open at its stamp, where the memory timeline places it.
     pub alloc_bytes: u64,
 }
 
@@ -250,7 +253,8 @@ pub struct PathNode {
     pub total_ns: u64,
     /// Sum of self durations (see [`SpanNode::self_ns`]).
     pub self_ns: u64,
-    /// Logical bytes allocated directly in spans of this path (memory events naming the span).
+    /// Logical bytes allocated directly in spans of this path (see
+    /// [`SpanNode::alloc_bytes`]).
     pub alloc_bytes: u64,
     per_step: SpreadAcc,
     per_step_self: SpreadAcc,
@@ -499,9 +503,10 @@ pub fn path_tree_ordered(trace: &Trace, order: SpanOrder) -> PathTree<'_> {
         }
         trace.work.add(trace.spans.len() as u64);
     }
-    for e in trace.memory.iter().filter(|e| e.alloc) {
-        if let Some(n) = e
-            .span
+    let charged = ChargedSpans::of(trace);
+    for (i, e) in trace.memory.iter().enumerate().filter(|(_, e)| e.alloc) {
+        if let Some(n) = charged
+            .span_of(i, e)
             .and_then(|s| path_of.get(s as usize))
             .and_then(|&p| nodes.get_mut(p as usize))
         {
@@ -665,4 +670,236 @@ pub(crate) fn elided_path<'n, T: Copy>(
         s.push_str(part);
     }
     s
+}
+
+/// The span each memory event is charged to: the span it names, except for an event stamped
+/// before that span began. A recorder writes an event in the thread's current span but may
+/// stamp it earlier: trace-candle's autograd walk, at backward, finds the storages the
+/// forward pass allocated and autograd keeps alive, and stamps each at the start of its step's
+/// forward phase (or at the step's start when the step had none), which is where the memory
+/// timeline holds them. Such an event is charged to the innermost span of the same thread
+/// that was open at its stamp (the forward phase), or to none when no span was open then (a
+/// step's start), so `spans` and `memory` place it alike and the backward span is charged
+/// only with what backward allocated. Built in O(n log n) in the spans and memory events,
+/// and in O(memory events) when nothing is stamped early.
+#[derive(Debug, Default)]
+pub(crate) struct ChargedSpans {
+    /// Memory event index → the span it is charged to instead of the one it names.
+    moved: FastMap<usize, Option<u32>>,
+}
+
+impl ChargedSpans {
+    /// The charges of `trace`'s memory events.
+    pub(crate) fn of(trace: &Trace) -> Self {
+        // (thread, stamp, memory event index) of every event stamped before its span began.
+        let mut early: Vec<(u64, u64, usize)> = trace
+            .memory
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| {
+                let span = trace.spans.get(e.span? as usize)?;
+                (e.t_ns < span.start_ns).then_some((span.thread, e.t_ns, i))
+            })
+            .collect();
+        trace.work.add(trace.memory.len() as u64);
+        if early.is_empty() {
+            return Self::default();
+        }
+        early.sort_unstable();
+        trace.work.add_sort(early.len());
+        // The spans of those threads, by thread and start (file order among equal starts:
+        // a parent before the children it opened at the same instant).
+        let threads: std::collections::HashSet<u64, foldhash::fast::FixedState> =
+            early.iter().map(|&(thread, _, _)| thread).collect();
+        let mut order: Vec<u32> = (0..trace.spans.len() as u32)
+            .filter(|&i| threads.contains(&trace.spans[i as usize].thread))
+            .collect();
+        order.sort_by_key(|&i| {
+            let s = &trace.spans[i as usize];
+            (s.thread, s.start_ns)
+        });
+        trace.work.add(trace.spans.len() as u64);
+        trace.work.add_sort(order.len());
+        let end = |i: u32| trace.spans[i as usize].end_ns.unwrap_or(u64::MAX);
+        let mut moved: FastMap<usize, Option<u32>> = FastMap::default();
+        // One sweep per thread: the spans started by each stamp, as a stack of those still
+        // open (each span pushed and popped at most once).
+        let mut next = 0usize;
+        let mut open: Vec<u32> = Vec::new();
+        let mut thread = None;
+        for &(t_thread, t, i) in &early {
+            if thread != Some(t_thread) {
+                thread = Some(t_thread);
+                open.clear();
+                while order
+                    .get(next)
+                    .is_some_and(|&s| trace.spans[s as usize].thread < t_thread)
+                {
+                    next += 1;
+                }
+            }
+            while let Some(&s) = order.get(next) {
+                let span = &trace.spans[s as usize];
+                if span.thread != t_thread || span.start_ns > t {
+                    break;
+                }
+                while open.last().is_some_and(|&o| end(o) < span.start_ns) {
+                    open.pop();
+                }
+                open.push(s);
+                next += 1;
+            }
+            while open.last().is_some_and(|&o| end(o) < t) {
+                open.pop();
+            }
+            moved.insert(i, open.last().copied());
+        }
+        // Each span pushed and popped at most once, one lookup per early event.
+        trace.work.add((2 * order.len() + early.len()) as u64);
+        Self { moved }
+    }
+
+    /// The span memory event `i` (`e`) is charged to.
+    pub(crate) fn span_of(&self, i: usize, e: &MemEvent) -> Option<u32> {
+        if self.moved.is_empty() {
+            return e.span;
+        }
+        self.moved.get(&i).copied().unwrap_or(e.span)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use trace_record::schema::{AllocKind, ExecStep, MemoryCategory, Phase, SpanKind};
+    use trace_record::{MemoryRecord, Run, TraceSession};
+
+    use super::{ChargedSpans, span_tree};
+    use crate::model::load::{LoadOptions, load_str};
+    use crate::model::trace::Trace;
+
+    fn alloc(s: &TraceSession, storage: u64, bytes: u64, at: u64) {
+        s.record_memory_at(
+            &MemoryRecord {
+                kind: AllocKind::Alloc,
+                storage,
+                tensor: storage,
+                bytes,
+                device: "cpu",
+                category: MemoryCategory::Activation,
+            },
+            at,
+        );
+    }
+
+    /// A span `[start, end]` on this thread around `inside`, at explicit instants (no clock
+    /// read decides anything).
+    fn span(s: &TraceSession, name: &str, start: u64, end: u64, inside: impl FnOnce()) {
+        let id = s
+            .start_span_at(name, SpanKind::Function, None, start)
+            .unwrap();
+        inside();
+        s.end_span_id_at(id, end);
+    }
+
+    fn load(s: &TraceSession, sink: &trace_record::MemorySink) -> Trace {
+        s.finish().unwrap();
+        let text = String::from_utf8(sink.bytes()).unwrap();
+        load_str(&text, "charged.jsonl", LoadOptions::default()).unwrap()
+    }
+
+    /// Allocations stamped before the span they were written in are charged to the innermost
+    /// span of their thread open at their stamp (or to none), the others to their own span;
+    /// every charged span holds its allocation's stamp, as the memory timeline places it.
+    #[test]
+    fn early_stamped_allocations_are_charged_to_the_span_open_at_their_stamp() {
+        let (s, sink) = TraceSession::in_memory(Run::new("charged", Phase::Train, "cpu"));
+        // Another thread's span covers every stamp: never chosen for this thread's events.
+        std::thread::scope(|scope| {
+            scope.spawn(|| span(&s, "worker", 1, 2_000, || {}));
+        });
+        span(&s, "forward", 100, 300, || {
+            span(&s, "model", 150, 250, || {});
+        });
+        span(&s, "backward", 400, 500, || {
+            alloc(&s, 1, 1000, 120); // the forward phase, before `model` opened
+            alloc(&s, 2, 7, 50); // no span of this thread open: charged to none
+            alloc(&s, 3, 3, 200); // inside `model`: the innermost
+            alloc(&s, 4, 10, 450); // backward's own (not stamped early)
+        });
+        span(&s, "optimizer", 600, 900, || {
+            span(&s, "inner", 610, 650, || {});
+            span(&s, "after", 700, 800, || {
+                alloc(&s, 5, 20, 620); // `inner`, closed by now
+                alloc(&s, 6, 30, 660); // between children: the optimizer itself
+            });
+        });
+        let trace = load(&s, &sink);
+        let tree = span_tree(&trace);
+        let bytes = |path: &str| tree.node(path).map(|n| n.alloc_bytes);
+        assert_eq!(bytes("forward"), Some(1000));
+        assert_eq!(bytes("forward/model"), Some(3));
+        assert_eq!(bytes("backward"), Some(10));
+        assert_eq!(bytes("optimizer"), Some(30));
+        assert_eq!(bytes("optimizer/inner"), Some(20));
+        assert_eq!(bytes("optimizer/after"), Some(0));
+        assert_eq!(bytes("worker"), Some(0));
+        let charged: u64 = tree.nodes.iter().map(|n| n.alloc_bytes).sum();
+        assert_eq!(
+            charged,
+            1000 + 3 + 10 + 30 + 20,
+            "the early one outside spans is not charged"
+        );
+        let charges = ChargedSpans::of(&trace);
+        for (i, e) in trace.memory.iter().enumerate() {
+            if let Some(sp) = charges.span_of(i, e) {
+                let sp = &trace.spans[sp as usize];
+                assert!(sp.start_ns <= e.t_ns && sp.end_ns.is_some_and(|end| e.t_ns <= end));
+            }
+        }
+    }
+
+    /// Nothing stamped early: every allocation stays in the span it names (no lookup built).
+    #[test]
+    fn allocations_stamped_in_their_span_keep_it() {
+        let (s, sink) = TraceSession::in_memory(Run::new("kept", Phase::Train, "cpu"));
+        span(&s, "forward", 100, 300, || alloc(&s, 1, 8, 200));
+        span(&s, "backward", 400, 500, || alloc(&s, 2, 16, 500));
+        let trace = load(&s, &sink);
+        assert!(ChargedSpans::of(&trace).moved.is_empty());
+        let tree = span_tree(&trace);
+        assert_eq!(tree.node("forward").map(|n| n.alloc_bytes), Some(8));
+        assert_eq!(tree.node("backward").map(|n| n.alloc_bytes), Some(16));
+    }
+
+    /// A deep nest of spans and one early allocation per level: each is charged to the
+    /// level open at its stamp (the sweep keeps a stack, so the nest costs one pass).
+    #[test]
+    fn a_deep_nest_charges_each_level() {
+        const DEPTH: u64 = 2_000;
+        let (s, sink) = TraceSession::in_memory(Run::new("deep", Phase::Train, "cpu"));
+        let mut ids = Vec::new();
+        for d in 0..DEPTH {
+            ids.push(
+                s.start_span_at("level", SpanKind::Function, Some(ExecStep::Forward), 10 * d)
+                    .unwrap(),
+            );
+        }
+        for (d, id) in ids.into_iter().enumerate().rev() {
+            s.end_span_id_at(id, 10 * (2 * DEPTH - d as u64));
+        }
+        span(&s, "backward", 100 * DEPTH, 100 * DEPTH + 10, || {
+            for d in 0..DEPTH {
+                alloc(&s, d + 1, d + 1, 10 * d + 5);
+            }
+        });
+        let trace = load(&s, &sink);
+        let charges = ChargedSpans::of(&trace);
+        for (i, e) in trace.memory.iter().enumerate() {
+            let sp = charges.span_of(i, e).expect("charged to a level");
+            // Level d (the (d+1)-th span in the file) holds the allocation of d + 1 bytes.
+            assert_eq!(u64::from(sp) + 1, e.bytes);
+        }
+        let backward = span_tree(&trace).node("backward").map(|n| n.alloc_bytes);
+        assert_eq!(backward, Some(0));
+    }
 }
