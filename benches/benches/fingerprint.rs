@@ -13,6 +13,11 @@
 //!   baseline
 //!   `defaulthasher_walk`: every value's key and every operation's payload, role, inputs and
 //!   outputs fed through `derive(Hash)` into `std`'s `DefaultHasher` (no canonicalisation).
+//! - `fingerprint/<n>_shuffled ns_per_op` (and `cpu_ns_per_op`): the same graph with its value
+//!   and operation ids shuffled (declared and appended in seeded random orders, as a trace
+//!   loader that sees tensors before their producers numbers them; same fingerprint), against
+//!   the walk of that graph: the canonical walk then jumps around the arena, the baseline
+//!   still reads it in order.
 //! - `fingerprint/<n> cpu_ns_per_op`: the same two walks timed by this thread's CPU time
 //!   (`/proc/thread-self/schedstat`), alternating ours and the baseline over several rounds and
 //!   taking medians, so that other processes on a busy machine skew the ratio less than they
@@ -167,6 +172,52 @@ fn mixed_graph(n: usize) -> GraphBuilder<BOp> {
     b
 }
 
+/// The same graph with its value and operation ids shuffled (seeded): values declared in a
+/// random order, operations appended in another random order (the explicit-ids style of a
+/// trace loader, where tensors are seen before their producers). Same function, same
+/// fingerprint; only the arena order differs.
+fn shuffled(g: &Graph<BOp>, seed: u64) -> Graph<BOp> {
+    let mut rng = SplitMix64::seed_from_u64(seed);
+    let mut perm = |n: usize| {
+        let mut p: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            p.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+        }
+        p
+    };
+    let value_order = perm(g.num_values());
+    let op_order = perm(g.num_ops());
+    let mut b = GraphBuilder::with_capacity(g.num_ops(), g.num_values());
+    // `new_id[old]`: the value declared at position `k` of the shuffled order is old value
+    // `value_order[k]`.
+    let mut new_id = vec![ValueId(0); g.num_values()];
+    for &old in &value_order {
+        new_id[old] = b.add_value();
+    }
+    for &v in g.inputs() {
+        if let Some(graph_core::ValueKey::Input(key)) = g.value_key(v) {
+            b.set_input(new_id[v.index()], key);
+        }
+    }
+    let ops: Vec<_> = g.ops().collect();
+    for &i in &op_order {
+        let op = ops[i];
+        let inputs: Vec<ValueRef> = op
+            .inputs()
+            .iter()
+            .map(|r| match *r {
+                ValueRef::Local(v) => ValueRef::Local(new_id[v.index()]),
+                other @ ValueRef::Parent { .. } => other,
+            })
+            .collect();
+        let outputs: Vec<ValueId> = op.outputs().iter().map(|v| new_id[v.index()]).collect();
+        b.add_op_with_outputs(op.payload().clone(), &inputs, &outputs, op.role().clone());
+    }
+    let outputs: Vec<ValueId> = g.outputs().iter().map(|v| new_id[v.index()]).collect();
+    b.set_outputs(&outputs);
+    b.build().expect("a renumbered valid graph is valid")
+}
+
 /// The baseline: a walk feeding `derive(Hash)` of every value and operation into
 /// `DefaultHasher` (no canonical numbering, not stable across Rust releases).
 fn defaulthasher_walk(g: &Graph<BOp>) -> u64 {
@@ -241,6 +292,18 @@ fn main() {
             (n, g)
         })
         .collect();
+    let shuffled_graphs: Vec<(usize, Graph<BOp>)> = graphs
+        .iter()
+        .map(|(n, g)| {
+            let s = shuffled(g, 0x5eed ^ *n as u64);
+            assert_eq!(
+                s.fingerprint(),
+                g.fingerprint(),
+                "renumbering kept the function"
+            );
+            (*n, s)
+        })
+        .collect();
 
     {
         let mut group = c.benchmark_group("fingerprint");
@@ -253,6 +316,15 @@ fn main() {
                 g,
                 |b, g| b.iter(|| defaulthasher_walk(black_box(g))),
             );
+        }
+        for (n, g) in &shuffled_graphs {
+            let l = format!("{}_shuffled", label(*n));
+            group.bench_with_input(BenchmarkId::new("compute", &l), g, |b, g| {
+                b.iter(|| black_box(g).compute_fingerprint());
+            });
+            group.bench_with_input(BenchmarkId::new("defaulthasher_walk", &l), g, |b, g| {
+                b.iter(|| defaulthasher_walk(black_box(g)));
+            });
         }
         let g10 = &graphs[1].1;
         group.bench_function("repeat", |b| b.iter(|| black_box(g10).fingerprint()));
@@ -274,8 +346,16 @@ fn main() {
     }
     c.final_summary();
 
-    for (n, _) in &graphs {
-        let l = label(*n);
+    let labelled = graphs
+        .iter()
+        .map(|(n, g)| (*n, label(*n), g))
+        .chain(
+            shuffled_graphs
+                .iter()
+                .map(|(n, g)| (*n, format!("{}_shuffled", label(*n)), g)),
+        )
+        .collect::<Vec<_>>();
+    for (n, l, _) in &labelled {
         emit_time_ratio(
             &format!("fingerprint/{l}"),
             "ns_per_op",
@@ -286,8 +366,7 @@ fn main() {
         );
     }
     let rounds = if quick() { 5 } else { 15 };
-    for (n, g) in &graphs {
-        let l = label(*n);
+    for (n, l, g) in &labelled {
         match cpu_ns_per_op(g, *n, rounds) {
             Some((ours, base)) => emit(
                 Row::new(&format!("fingerprint/{l}"), "cpu_ns_per_op", ours, "ns")
