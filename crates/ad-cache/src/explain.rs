@@ -114,7 +114,28 @@ pub struct KindStats {
 /// The first difference between two graph-core graphs in canonical order: input keys,
 /// operations (payload, role, operands by canonical index, result count), outputs, parents.
 /// One linear walk; `None` when none is found.
-pub(crate) fn graph_difference<Op: PartialEq + fmt::Debug>(
+///
+/// What [`GraphKey`](crate::GraphKey) answers for [`CacheKey::difference`](crate::CacheKey::difference);
+/// a key type of one's own that wraps a [`Graph`] can answer the same way.
+///
+/// ```
+/// use ad_cache::graph_difference;
+/// use graph_core::{GraphBuilder, Role};
+///
+/// let build = |shape: u64| {
+///     let mut b = GraphBuilder::new();
+///     let x = b.add_input(0);
+///     let (_, y) = b.add_op1(("load", shape), &[x.into()], Role::Primary);
+///     b.set_outputs(&[y]);
+///     b.build()
+/// };
+/// let (a, b) = (build(3)?, build(4)?);
+/// let d = graph_difference(&a, &b).expect("they differ");
+/// assert_eq!(d.what, r#"operation 0: ("load", 3) vs ("load", 4)"#);
+/// assert_eq!(graph_difference(&a, &build(3)?), None);
+/// # Ok::<(), graph_core::GraphError>(())
+/// ```
+pub fn graph_difference<Op: PartialEq + fmt::Debug>(
     a: &Graph<Op>,
     b: &Graph<Op>,
 ) -> Option<KeyDifference> {

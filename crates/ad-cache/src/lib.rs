@@ -107,7 +107,9 @@ mod wait;
 
 pub use bytes::{HeapMeter, RetainedBytes};
 pub use cache::{Cache, CacheError, CacheKey, CacheLimits, CacheStats, DEFAULT_WAIT_LIMIT};
-pub use explain::{EXPLAIN_CANDIDATES, EXPLAIN_LOG, KeyDifference, KindStats, MissExplanation};
+pub use explain::{
+    EXPLAIN_CANDIDATES, EXPLAIN_LOG, KeyDifference, KindStats, MissExplanation, graph_difference,
+};
 pub use keys::{
     GRAPH_KEY_DOMAIN, GraphKey, KEY_VERSION, KeyError, LINEARIZE_KEY_DOMAIN, LinearizedGraph,
     TRACED_KEY_DOMAIN, TransformKind, VjpTransform,

@@ -256,10 +256,10 @@ fn many_waiters_on_one_computation_are_no_cycle() {
     assert_eq!(cache.stats().inserts, 1);
 }
 
-/// The shape of a stolen `rayon::join` closure (rayon is not a dependency of this
-/// workspace, so a scoped std thread stands in for the stolen worker): the computation of
-/// a key joins a worker that asks for the same key with plain `get_or_insert_with`, no
-/// `FlightContext`. The worker's wait ends at the cache's default wait limit.
+/// The shape of a stolen `rayon::join` closure with a scoped std thread as the worker (the
+/// real pool is below): the computation of a key joins a worker that asks for the same key
+/// with plain `get_or_insert_with`, no `FlightContext`. The worker's wait ends at the
+/// cache's default wait limit.
 #[test]
 fn a_joined_worker_asking_for_the_same_key_returns_within_the_default_limit() {
     let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
@@ -289,6 +289,84 @@ fn a_joined_worker_asking_for_the_same_key_returns_within_the_default_limit() {
     }
     assert_eq!(outer, Ok(210));
     assert_eq!(cache.get(&21).as_deref(), Some(&210));
+}
+
+/// The real thing: on a rayon pool of 2 threads, the computation of a key does `rayon::join`
+/// and the second closure asks for that key with plain `get_or_insert_with`. Whichever
+/// thread runs the closure, the request returns and the computation is cached: run by the
+/// computing thread itself (not stolen, or popped back), it is a request from inside the
+/// key's own computation and fails at once with `Reentrant`; stolen by the other worker, it
+/// waits for a computation that waits for it, which the cache cannot see, and fails with
+/// `Timeout` at the default wait limit. Two rounds: in the first the joined closure can only
+/// be stolen (the first closure waits until the second has started), in the second the
+/// first closure returns at once and the pool decides.
+#[test]
+fn a_rayon_join_closure_asking_for_the_key_being_computed_returns_stolen_or_not() {
+    for must_steal in [true, false] {
+        let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
+        let (computing, ran_on, inner, outer) = within_time_limit({
+            let cache = Arc::clone(&cache);
+            move || {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(2)
+                    .build()
+                    .unwrap();
+                pool.install(|| {
+                    let computing = thread::current().id();
+                    let mut joined = None;
+                    let outer = cache.get_or_insert_with(51, || {
+                        let (started_tx, started) = mpsc::channel::<()>();
+                        let ((), b) = rayon::join(
+                            move || {
+                                if must_steal {
+                                    // Only the other worker can start the second closure
+                                    // while this one waits (bounded, should it never start).
+                                    let _ = started.recv_timeout(Duration::from_secs(20));
+                                }
+                            },
+                            || {
+                                let _ = started_tx.send(());
+                                let r = cache.get_or_insert_with(51, || Ok::<_, String>(0));
+                                (thread::current().id(), r.map(|v| *v))
+                            },
+                        );
+                        joined = Some(b);
+                        Ok::<_, String>(510)
+                    });
+                    let (ran_on, inner) = joined.unwrap();
+                    (computing, ran_on, inner, outer.map(|v| *v))
+                })
+            }
+        });
+        if ran_on == computing {
+            assert_eq!(
+                inner,
+                Err(CacheError::Reentrant {
+                    fingerprint: 51u64.fingerprint()
+                }),
+                "run by the computing thread (must_steal: {must_steal})"
+            );
+        } else {
+            match inner {
+                Err(CacheError::Timeout {
+                    fingerprint,
+                    waited,
+                }) => {
+                    assert_eq!(fingerprint, 51u64.fingerprint());
+                    assert!(waited >= DEFAULT_WAIT_LIMIT, "waited {waited:?}");
+                }
+                other => {
+                    panic!("stolen (must_steal: {must_steal}): expected a timeout, got {other:?}")
+                }
+            }
+        }
+        assert_eq!(outer, Ok(510));
+        assert_eq!(
+            cache.get(&51).as_deref(),
+            Some(&510),
+            "the computation is cached"
+        );
+    }
 }
 
 /// The same shape through `get_or_compute`: the refused worker computes its value without
