@@ -403,6 +403,18 @@ impl CacheKey for StepKey {
     fn same_key(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0) || graph_core::structural_eq(&self.0, &other.0)
     }
+
+    fn kind_label(&self) -> &'static str {
+        "step-graph"
+    }
+
+    /// The first difference between two step graphs in canonical order (an input, an
+    /// operation's name, shape, dtype or input shapes, an operand, an output), as
+    /// ad-cache's graph keys describe theirs: what [`Cache::explain`] and the explain mode
+    /// report for a step graph that missed ("step k differs from step k-1 at ...").
+    fn difference(&self, other: &Self) -> Option<ad_cache::KeyDifference> {
+        ad_cache::graph_difference(&self.0, &other.0)
+    }
 }
 
 /// The cache of step analyses by step graph.
@@ -932,4 +944,68 @@ pub fn graph_report(trace: &Trace, cache: &StepCache) -> Result<GraphReport, Ana
         verdict,
         steps,
     })
+}
+
+#[cfg(test)]
+mod step_key_tests {
+    use std::sync::Arc;
+
+    use ad_cache::{Cache, CacheKey};
+    use graph_core::{Graph, GraphBuilder, Role};
+
+    use super::{StepGraphAnalysis, StepKey, StepOp};
+
+    /// A two-op step graph: a load of `shape`, then a relu of it.
+    fn step(shape: &[u64]) -> StepKey {
+        let op = |name: &str, input: Option<&[u64]>| StepOp {
+            name: name.into(),
+            shape: shape.into(),
+            dtype: "f32".into(),
+            inputs: input
+                .map(|s| vec![(Arc::<[u64]>::from(s), Arc::<str>::from("f32"))])
+                .unwrap_or_default()
+                .into(),
+        };
+        let mut b = GraphBuilder::new();
+        let x = b.add_input(0);
+        let (_, y) = b.add_op1(op("load", None), &[x.into()], Role::Primary);
+        let (_, z) = b.add_op1(op("relu", Some(shape)), &[y.into()], Role::Primary);
+        b.set_outputs(&[z]);
+        let g: Graph<StepOp> = b.build().expect("a valid step graph");
+        StepKey(Arc::new(g))
+    }
+
+    fn analysis() -> StepGraphAnalysis {
+        StepGraphAnalysis {
+            ops: 2,
+            values: 3,
+            inputs: 1,
+            outputs: 1,
+            depth: 2,
+            op_counts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_step_graph_that_differs_in_one_shape_is_explained_by_that_shape() {
+        let (k1, k2) = (step(&[2, 3]), step(&[2, 4]));
+        assert_eq!(k1.kind_label(), "step-graph");
+        let d = k2.difference(&k1).expect("the shapes differ");
+        assert_eq!(d.agree, 1, "the input agrees, operation 0 does not");
+        assert!(d.what.starts_with("operation 0: "), "{}", d.what);
+        assert!(
+            d.what.contains("shape: [2, 4]") && d.what.contains("shape: [2, 3]"),
+            "{}",
+            d.what
+        );
+        assert_eq!(step(&[2, 3]).difference(&k1), None, "an equal step graph");
+
+        // Through the cache: step 2 misses and is explained against step 1.
+        let cache: Cache<StepKey, StepGraphAnalysis> = Cache::new();
+        cache.insert(k1, analysis());
+        let e = cache.explain(&k2).expect("a miss");
+        assert_eq!(e.kind, "step-graph");
+        assert_eq!(e.compared, 1);
+        assert_eq!(e.closest, Some(d));
+    }
 }
