@@ -3,12 +3,12 @@
 //! The page draws it (click to zoom, hover for details, a phase filter).
 
 use trace_analyze::{
-    FastMap, Trace, format_ns, frame_label, function_groups, sampler_totals, short_func,
-    stack_counts,
+    FastMap, HotOptions, HotReport, Trace, format_ns, format_share, frame_label, function_groups,
+    hot_report, sampler_totals, short_func, stack_counts,
 };
 use trace_record::SamplerAccount;
 
-use crate::model::FlameData;
+use crate::model::{FlameData, FlameHint};
 
 /// Distinct stacks kept (those with the most samples); the rest are one `[N stacks cut for
 /// size]` stack, so that every sample stays counted.
@@ -45,11 +45,13 @@ impl Names {
     }
 }
 
-/// The sampler's account as the page's key figures.
+/// The sampler's account as the page's key figures, with what `tracegraph hot` adds to it
+/// (`hot`: waiting samples, samples outside every step, saturated counts).
 fn summary(
     acc: &SamplerAccount,
     samples: u64,
     ns_per_sample: Option<f64>,
+    hot: &HotReport,
 ) -> Vec<(String, String)> {
     let mut rows = vec![
         ("samples".to_string(), samples.to_string()),
@@ -92,7 +94,48 @@ fn summary(
             ),
         ));
     }
+    rows.push((
+        "waiting".to_string(),
+        format!(
+            "{} samples ({}) in thread pools spinning or parked (Candle's barrier, rayon's idle loop, futex waits): the [waiting] bars",
+            hot.waiting,
+            format_share(if hot.samples > 0 {
+                hot.waiting as f64 / hot.samples as f64
+            } else {
+                0.0
+            })
+        ),
+    ));
+    if hot.outside_steps > 0 {
+        rows.push((
+            "left out".to_string(),
+            format!(
+                "{} samples of the boundary after the last step (no step: nothing was captured in it), as every command leaves it out",
+                hot.outside_steps
+            ),
+        ));
+    }
+    if hot.saturated {
+        rows.push((
+            "warning".to_string(),
+            "sample counts passed 2^64 - 1 and stopped there: the trace's counts are hostile or corrupt (`tracegraph validate` names the lines); shares are unreliable".to_string(),
+        ));
+    }
     rows
+}
+
+/// `tracegraph hot`'s report over every recorded step, waiting left out of the rankings (as
+/// `hot` and `summary` do by default): its hints and its account of the samples.
+fn hot_of(trace: &Trace) -> HotReport {
+    hot_report(
+        trace,
+        &HotOptions {
+            exclude_waiting: true,
+            // Only the hints and totals are shown: no ranking rows are needed.
+            limit: Some(0),
+            ..HotOptions::default()
+        },
+    )
 }
 
 /// The sampled flame graph of `trace`, with the sampled op table of at most `max_op_spans`
@@ -109,6 +152,7 @@ pub(crate) fn flame_data(
     let group_of = |f: u32| groups.get(f as usize).map_or("other", |g| g.as_str());
     let acc = &sampler_totals(trace);
     let ns_per_sample = acc.ns_per_sample();
+    let hot = hot_of(trace);
 
     let total = sampled.total;
     let phases = sampled.by_phase;
@@ -169,7 +213,7 @@ pub(crate) fn flame_data(
         ));
     }
     Some(FlameData {
-        summary: summary(acc, total, ns_per_sample),
+        summary: summary(acc, total, ns_per_sample, &hot),
         note: "Sample counts are estimates of where CPU time went (every thread, Candle's worker \
                threads included), not measured durations: a bar's width is its share of the \
                samples shown. The estimated CPU time is samples × the CPU time of one sample. \
@@ -191,6 +235,15 @@ pub(crate) fn flame_data(
             .collect(),
         samples: total,
         ns_per_sample,
+        hints: hot
+            .hints
+            .into_iter()
+            .map(|h| FlameHint {
+                rule: h.rule,
+                hint: h.hint,
+                samples: h.samples,
+            })
+            .collect(),
         ops: crate::sampled_ops::sampled_ops_table(trace, max_op_spans, caps),
     })
 }

@@ -98,17 +98,19 @@ pub(crate) fn gradients_data(trace: &Trace, caps: &mut Vec<String>) -> Option<Gr
     let shown: &[u64] = &report.steps[report.steps.len().saturating_sub(MAX_STEP_COLUMNS)..];
     let column_of: std::collections::HashMap<u64, usize> =
         shown.iter().enumerate().map(|(j, &s)| (s, j)).collect();
+    // The parameter and its verdict, facts and norms are key columns (on screen at any
+    // width); the norm of each step shown may scroll sideways.
     let mut columns = vec![
-        col("parameter", "name"),
+        col("parameter", "name").keyed(),
         col("verdict", "text").explained(
             "over the run, worst first: never received a gradient, non-finite, sometimes missing, always zero, ok",
-        ),
-        col("present", "int").explained("steps with a finite, non-zero gradient"),
-        col("missing", "int").explained("steps in which no gradient reached the parameter"),
-        col("zero", "int").explained("steps with a gradient that is exactly zero"),
-        col("non-finite", "int").explained("steps with NaN or infinite entries"),
-        col("last norm", "norm").explained("L2 norm of the last recorded gradient"),
-        col("max norm", "norm").explained("largest recorded L2 norm"),
+        ).keyed(),
+        col("present", "int").explained("steps with a finite, non-zero gradient").keyed(),
+        col("missing", "int").explained("steps in which no gradient reached the parameter").keyed(),
+        col("zero", "int").explained("steps with a gradient that is exactly zero").keyed(),
+        col("non-finite", "int").explained("steps with NaN or infinite entries").keyed(),
+        col("last norm", "norm").explained("L2 norm of the last recorded gradient").keyed(),
+        col("max norm", "norm").explained("largest recorded L2 norm").keyed(),
     ];
     for s in shown {
         columns.push(col(&format!("step {s}"), "norm").explained(

@@ -30,8 +30,9 @@ mod torch;
 
 pub use error::ReportError;
 pub use model::{
-    Badge, Column, ComparisonData, FlameData, GradientsData, GraphsData, HeapData, MemoryData,
-    MemoryDevice, ReportData, ReportOptions, StepsData, TableData, TorchData, TorchDiagnosis,
+    Badge, Column, ComparisonData, FlameData, FlameHint, GradientsData, GraphsData, HeapData,
+    MemoryData, MemoryDevice, ReportData, ReportOptions, StepsData, TableData, TorchData,
+    TorchDiagnosis,
 };
 pub use page::{embedded_json, write_html};
 pub use sections::build_report;

@@ -45,12 +45,23 @@ pub struct Column {
     /// What the column means (the header's tooltip, and the table's legend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// A key column: one a reader needs to tell rows apart, which must be on screen without
+    /// scrolling sideways (the page marks its header `data-key`; `cargo xtask browser-check`
+    /// measures it). A table that marks none must fit its box whole. Key columns come first.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub key: bool,
 }
 
 impl Column {
     /// The column with an explanation.
     pub(crate) fn explained(mut self, title: &str) -> Column {
         self.title = Some(title.to_string());
+        self
+    }
+
+    /// The column as a key column ([`Column::key`]).
+    pub(crate) fn keyed(mut self) -> Column {
+        self.key = true;
         self
     }
 }
@@ -61,6 +72,7 @@ pub(crate) fn col(label: &str, kind: &'static str) -> Column {
         kind,
         bar: false,
         title: None,
+        key: false,
     }
 }
 
@@ -70,6 +82,7 @@ pub(crate) fn bar(label: &str, kind: &'static str) -> Column {
         kind,
         bar: true,
         title: None,
+        key: false,
     }
 }
 
@@ -212,11 +225,17 @@ pub struct GraphsData {
     pub table: TableData,
 }
 
-/// The comparison section.
+/// The comparison section: what `tracegraph compare BASELINE TRACE` prints, with its
+/// verdicts (trace-analyze's `compare`, nothing re-judged here) and its caveat.
 #[derive(Debug, Clone, Serialize)]
 pub struct ComparisonData {
     /// Key figures.
     pub summary: Vec<(String, String)>,
+    /// What the intervals cover (one run a side: the step-to-step spread only), shown above
+    /// the tables as `compare` prints it.
+    pub caveat: String,
+    /// How a row's change and verdict are read, as `compare` ends its output.
+    pub legend: String,
     /// Span, op, memory and graph tables.
     pub tables: Vec<TableData>,
 }
@@ -265,10 +284,24 @@ pub struct FlameData {
     /// less the sampler's own threads') over samples taken, else the requested period;
     /// absent when neither is known.
     pub ns_per_sample: Option<f64>,
+    /// What `tracegraph hot` recognises in these samples (its hints: a recognised cost, with
+    /// its rule and evidence), in its order; empty when none fires.
+    pub hints: Vec<FlameHint>,
     /// The sampled op table drawn beside the graph (what `tracegraph ops --sampled` prints):
     /// per span path a row (`row_class` `span`), then its Candle ops (`op`); absent when the
     /// analysis found no samples.
     pub ops: Option<TableData>,
+}
+
+/// One hint of `tracegraph hot` (trace-analyze's `HotHint`), as the page shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlameHint {
+    /// The rule's name (trace-analyze's `HINT_RULES`).
+    pub rule: &'static str,
+    /// The hint, one line, as `hot` prints it.
+    pub hint: String,
+    /// The samples that are its evidence.
+    pub samples: u64,
 }
 
 /// Everything the page shows (embedded in it as JSON).

@@ -5,9 +5,9 @@
 use serde_json::{Value, json};
 use trace_analyze::{
     Allocation, AnalyzeError, BAND_POINTS, ByCategory, CONFIDENCE, Change, Comparison, Delta,
-    DeviceMemory, OpColumn, OpTableOptions, Summary, Trace, TraceEnd, Verdict, compare,
-    format_bytes, format_ns, graph_report, memory_report, new_step_cache, op_table, path_tree,
-    significance_order, step_breakdown, summarize,
+    DeviceMemory, IntervalBasis, MIN_SAMPLES, OpColumn, OpTableOptions, Summary, Trace, TraceEnd,
+    Verdict, compare, format_bytes, format_ns, graph_report, memory_report, new_step_cache,
+    op_table, path_tree, significance_order, step_breakdown, summarize,
 };
 
 use trace_record::schema::{MemoryCategory, Outcome, TimingMode};
@@ -453,14 +453,22 @@ fn spans_table(trace: &Trace, opts: &ReportOptions, caps: &mut Vec<String>) -> T
     t
 }
 
+/// A table of allocations. The key columns come first (category, bytes, tensor): a parameter
+/// and its gradient share a label and a shape, and only the category tells them apart.
 fn alloc_table(list: &[Allocation], total: u64, what: &str) -> TableData {
     let mut t = TableData::new(vec![
-        col("tensor", "name").explained("the tensor's label when recorded, else its id"),
+        col("category", "text")
+            .explained("parameter, gradient, activation, optimizer state, ...")
+            .keyed(),
+        bar("bytes", "bytes")
+            .explained("logical bytes (shape × dtype size)")
+            .keyed(),
+        col("tensor", "name")
+            .explained("the tensor's label when recorded, else its id")
+            .keyed(),
+        col("shape", "text"),
         col("produced by", "name").explained("the op that recorded this tensor as an output"),
         col("span path", "name").explained("the span path that op ran in"),
-        col("shape", "text"),
-        col("category", "text"),
-        bar("bytes", "bytes").explained("logical bytes (shape × dtype size)"),
         col("allocated at", "ns").explained("time since the session started"),
     ]);
     t.total_rows = usize::try_from(total).unwrap_or(usize::MAX);
@@ -475,14 +483,14 @@ fn alloc_table(list: &[Allocation], total: u64, what: &str) -> TableData {
             (None, None) => format!("storage {}", a.storage),
         };
         t.rows.push(vec![
+            json!(a.category.as_str()),
+            n(a.bytes),
             json!(name),
+            a.shape.as_ref().map_or(Value::Null, |s| json!(s)),
             a.produced_by
                 .as_ref()
                 .map_or(json!("(not produced by a recorded op)"), |p| json!(p)),
             a.span_path.as_ref().map_or(Value::Null, |p| json!(p)),
-            a.shape.as_ref().map_or(Value::Null, |s| json!(s)),
-            json!(a.category.as_str()),
-            n(a.bytes),
             n(a.allocated_at_ns),
         ]);
     }
@@ -730,10 +738,53 @@ fn change_cols(what: &str) -> Vec<crate::model::Column> {
             "lower bound of the 95% bootstrap confidence interval of the change (steps resampled, fixed seed)",
         ),
         col("interval high", "delta_pct").explained("upper bound of that interval"),
-        col("verdict", "text").explained(
-            "regression / improvement when the whole interval is above / below 0; within noise when it contains 0; too few steps with fewer than 3 on a side",
-        ),
+        col("verdict", "text").explained(&format!(
+            "the verdict `tracegraph compare` gives the row (trace-analyze decides it; the page does not re-judge): regression / improvement when the change is outside the noise, within noise otherwise, too few steps with fewer than {MIN_SAMPLES} on a side"
+        )),
     ]
+}
+
+/// What a comparison's intervals cover: the `intervals` line of `tracegraph compare`.
+///
+/// The sentence belongs with [`IntervalBasis`] in trace-analyze, so that `compare` and the
+/// report say it from one place; until trace-analyze has it, this is the report's copy of the
+/// text `compare` prints (crates/tracegraph/src/cmd/compare.rs). The report compares one trace
+/// with one baseline, so its basis is always one run a side; any other basis (several runs
+/// a side, from trace-analyze's API) is named as trace-analyze serialises it.
+fn interval_caveat(basis: IntervalBasis) -> String {
+    if basis == IntervalBasis::Steps {
+        "one run a side: the intervals cover the step-to-step spread only, not run-to-run \
+         variation (give several runs a side with `tracegraph compare --against` to include it)"
+            .to_string()
+    } else {
+        let name = serde_json::to_value(basis)
+            .ok()
+            .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+            .unwrap_or_default();
+        format!(
+            "several runs a side: the intervals resample {name}, so run-to-run variation is inside the noise"
+        )
+    }
+}
+
+/// How a row's change and verdict are read: the last line of `tracegraph compare`.
+fn comparison_legend() -> String {
+    format!(
+        "change: relative change of the medians; interval: {}% percentile bootstrap over steps \
+         (fixed seed); \"within noise\" when the interval contains 0. The verdicts are \
+         `tracegraph compare`'s.",
+        (CONFIDENCE * 100.0).round()
+    )
+}
+
+/// A change's class on the page: significant changes marked, noise dimmed.
+fn verdict_class(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Regression => "regression",
+        Verdict::Improvement => "improvement",
+        Verdict::WithinNoise => "noise",
+        Verdict::TooFewSamples => "",
+    }
 }
 
 /// One comparison row; its class marks significant changes (and noise, dimmed).
@@ -749,12 +800,7 @@ fn change_row(t: &mut TableData, name: &str, c: Option<&Change>, d: &Delta) {
                 opt_f(c.ci_high),
                 json!(c.verdict.label()),
             ],
-            match c.verdict {
-                Verdict::Regression => "regression",
-                Verdict::Improvement => "improvement",
-                Verdict::WithinNoise => "noise",
-                Verdict::TooFewSamples => "",
-            },
+            verdict_class(c.verdict),
         ),
         None => (
             vec![
@@ -788,6 +834,9 @@ fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>)
         (
             "step time (median)".to_string(),
             match &c.step_time_change {
+                None if c.graph_groups.len() > 1 => {
+                    "compared per step graph below (like with like)".to_string()
+                }
                 Some(ch) => format!(
                     "{} → {}{} — {}",
                     format_ns(ch.base_median),
@@ -805,10 +854,14 @@ fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>)
             format!("{} of {} paired steps", c.graphs_equal, c.graphs.len()),
         ),
     ];
+    summary.push(("intervals".to_string(), interval_caveat(c.interval)));
     for w in &c.warnings {
         summary.push(("warning".to_string(), w.clone()));
     }
     let mut tables = Vec::new();
+    if c.graph_groups.len() > 1 {
+        tables.push(graph_group_table(c));
+    }
     let delta_cols = |what: &str, kind: &'static str, dkind: &'static str| {
         vec![
             col(what, "name"),
@@ -913,5 +966,67 @@ fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>)
     }
     capped(&mut graphs, c.graphs.len(), "step graphs");
     tables.push(graphs);
-    ComparisonData { summary, tables }
+    ComparisonData {
+        summary,
+        caveat: interval_caveat(c.interval),
+        legend: comparison_legend(),
+        tables,
+    }
+}
+
+/// Step time per step graph, like with like: `tracegraph compare`'s table when the steps ran
+/// several graphs (a graph one side only ran is not compared).
+fn graph_group_table(c: &Comparison) -> TableData {
+    let mut cols = change_cols("step graph");
+    cols.insert(
+        1,
+        col("steps", "text").explained("whole steps with this graph: baseline / this trace"),
+    );
+    let mut t = TableData::new(cols);
+    t.title = "Step time per step graph (like with like)".to_string();
+    t.total_rows = c.graph_groups.len();
+    for g in &c.graph_groups {
+        let name = format!("{} {}", g.label, g.signature);
+        let mut row = Vec::with_capacity(8);
+        row.push(json!(name));
+        row.push(json!(format!("{} / {}", g.steps.0, g.steps.1)));
+        let class = match (&g.change, g.only_in) {
+            (_, Some(side)) => {
+                row.extend([
+                    opt_f(g.step_time_ns.base.map(f64::round)),
+                    opt_f(g.step_time_ns.candidate.map(f64::round)),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    json!(format!("{side} only: not compared")),
+                ]);
+                ""
+            }
+            (Some(ch), None) => {
+                row.extend([
+                    opt_f(Some(ch.base_median.round())),
+                    opt_f(Some(ch.candidate_median.round())),
+                    opt_f(ch.ratio),
+                    opt_f(ch.ci_low),
+                    opt_f(ch.ci_high),
+                    json!(ch.verdict.label()),
+                ]);
+                verdict_class(ch.verdict)
+            }
+            (None, None) => {
+                row.extend([
+                    opt_f(g.step_time_ns.base.map(f64::round)),
+                    opt_f(g.step_time_ns.candidate.map(f64::round)),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    json!("no whole steps"),
+                ]);
+                ""
+            }
+        };
+        t.rows.push(row);
+        t.row_class.get_or_insert_with(Vec::new).push(class);
+    }
+    t
 }

@@ -102,6 +102,7 @@
     cols.forEach(function (c, j) {
       var th = el("th", { "class": (isNum(c.kind) ? "num " : "") + (spec.sortable ? "sortable" : ""), text: c.label });
       if (c.title) th.title = c.title;
+      if (c.key) th.setAttribute("data-key", "");
       if (spec.sortable) th.addEventListener("click", function () {
         if (sortCol === j) sortDesc = !sortDesc; else { sortCol = j; sortDesc = isNum(c.kind); }
         draw();
@@ -150,7 +151,7 @@
         if (spec.row_class && spec.row_class[i]) tr.className = "row-" + spec.row_class[i];
         cols.forEach(function (c, j) {
           var v = r[j], td = el("td");
-          td.className = (isNum(c.kind) ? "num" : "") + (c.kind === "name" || c.kind === "code" ? " name" : "");
+          td.className = (isNum(c.kind) ? "num" : "") + (c.kind === "name" || c.kind === "code" ? " name" : "") + (c.kind === "text" ? " text" : "");
           if (c.kind.indexOf("delta") === 0 && typeof v === "number" && v !== 0) td.className += v > 0 ? " pos" : " neg";
           if (c.kind === "delta_figure" && typeof v === "string" && /^[+-]/.test(v) && /[1-9]/.test(v)) td.className += v.charAt(0) === "+" ? " pos" : " neg";
           if (j === 0 && isTree) {
@@ -167,7 +168,8 @@
             td.appendChild(el("span", { "class": "val", text: fmtCell(c.kind, v) }));
           } else {
             td.textContent = fmtCell(c.kind, v);
-            if (c.kind === "name" || c.kind === "code") td.title = String(v);
+            // Long names and text wrap (see report.css); the full text is on hover too.
+            if ((c.kind === "name" || c.kind === "code" || c.kind === "text") && v !== null && v !== undefined) td.title = String(v);
           }
           tr.appendChild(td);
         });
@@ -465,14 +467,12 @@
       if (memoryChart(host, dev)) any = true;
       var box = el("div");
       box.appendChild(kv(dev.stats));
-      var two = el("div", { "class": "two" });
-      var a = el("div"), b = el("div");
-      a.appendChild(el("h3", { text: "At the peak, by category" }));
-      var t1 = el("div"); a.appendChild(t1); renderTable(t1, dev.peak_breakdown);
-      b.appendChild(el("h3", { text: "Largest allocations live at the peak" }));
-      var t2 = el("div"); b.appendChild(t2); renderTable(t2, dev.peak_allocations);
-      two.appendChild(a); two.appendChild(b);
-      box.appendChild(two);
+      // The breakdown is narrow; the allocations get the section's whole width, key columns
+      // (category, bytes, tensor) first.
+      box.appendChild(el("h3", { text: "At the peak, by category" }));
+      var t1 = el("div", { "class": "narrow" }); box.appendChild(t1); renderTable(t1, dev.peak_breakdown);
+      box.appendChild(el("h3", { text: "Largest allocations live at the peak" }));
+      var t2 = el("div"); box.appendChild(t2); renderTable(t2, dev.peak_allocations);
       box.appendChild(el("h3", { text: "Still live at the end (possible leaks; parameters and optimizer state excluded)" }));
       var t3 = el("div"); box.appendChild(t3); renderTable(t3, dev.leaks);
       if (dev.physical) {
@@ -535,6 +535,13 @@
       return;
     }
     host.appendChild(kv(f.summary));
+    // `tracegraph hot`'s hints: a recognised cost each, with its rule and evidence.
+    var hints = el("ul", { "class": "warnings hints", id: "flame-hints" });
+    hints.setAttribute("data-rows", String(f.hints.length));
+    f.hints.forEach(function (h) {
+      hints.appendChild(el("li", { "data-rule": h.rule, text: "hint: " + h.hint + " [" + h.rule + "; " + fmtInt(h.samples) + " samples]" }));
+    });
+    if (f.hints.length) host.appendChild(hints);
     host.appendChild(note(f.note));
     var W = 1160, ROW = 17, LABEL_PX = 6.6;
     var phaseOn = f.phases.map(function (p) { return p[1] > 0; });
@@ -702,7 +709,10 @@
       return;
     }
     sec.hidden = false;
+    // The caveat `tracegraph compare` prints, above everything it qualifies.
+    host.appendChild(el("ul", { "class": "warnings", id: "comparison-caveat" }, [el("li", { text: "intervals: " + data.comparison.caveat })]));
     host.appendChild(kv(data.comparison.summary));
+    host.appendChild(note(data.comparison.legend));
     var total = 0;
     data.comparison.tables.forEach(function (spec) {
       host.appendChild(el("h3", { text: spec.title }));

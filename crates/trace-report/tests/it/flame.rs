@@ -291,3 +291,48 @@ fn stacks_start_at_the_thread_entry_and_waiting_is_drawn_apart() {
             .any(|n| n.contains("lang_start") || n.starts_with("_start"))
     );
 }
+
+/// The flame section shows `tracegraph hot`'s hints (as `hot` and `summary` compute them:
+/// waiting left out of the rankings) with their rule and evidence, and `hot`'s waiting count.
+#[test]
+fn the_flame_section_shows_hots_hints_and_waiting() {
+    let trace = sampled_trace(0);
+    let f = flame(&trace);
+    let hot = trace_analyze::hot_report(
+        &trace,
+        &trace_analyze::HotOptions {
+            exclude_waiting: true,
+            ..trace_analyze::HotOptions::default()
+        },
+    );
+    let want: Vec<(&str, &str, u64)> = hot
+        .hints
+        .iter()
+        .map(|h| (h.rule, h.hint.as_str(), h.samples))
+        .collect();
+    let got: Vec<(&str, &str, u64)> = f
+        .hints
+        .iter()
+        .map(|h| (h.rule, h.hint.as_str(), h.samples))
+        .collect();
+    assert_eq!(got, want);
+    // 12 samples: too few for shares within ±5 points, as `hot` says.
+    assert!(got.iter().any(|h| h.0 == "too_few_samples"), "{got:?}");
+    let waiting = f
+        .summary
+        .iter()
+        .find(|(k, _)| k == "waiting")
+        .map(|(_, v)| v.as_str());
+    assert!(
+        waiting.is_some_and(|v| v.starts_with(&format!("{} samples", hot.waiting))),
+        "{:?}",
+        f.summary
+    );
+    // The page carries them and draws them (#flame-hints).
+    let data = build_report(&trace, None, &ReportOptions::default()).expect("report");
+    let mut out = Vec::new();
+    write_html(&data, &mut out).expect("write");
+    let html = String::from_utf8(out).expect("utf-8");
+    assert!(html.contains(r#""rule":"too_few_samples""#));
+    assert!(html.contains("flame-hints"));
+}

@@ -2,8 +2,8 @@
 
 use testkit::{SynthConfig, session_trace, write_synthetic};
 use trace_analyze::{LoadOptions, Trace, load_str};
-use trace_record::schema::{Phase, SpanKind};
-use trace_record::{OpRecord, Run, TraceSession};
+use trace_record::schema::{AllocKind, MemoryCategory, Phase, SpanKind};
+use trace_record::{MemoryRecord, OpRecord, Run, TensorRecord, TraceSession};
 use trace_report::{ReportOptions, build_report, embedded_json, write_html};
 
 fn load(bytes: &[u8], name: &str) -> Trace {
@@ -267,4 +267,166 @@ fn a_span_ending_at_u64_max_does_not_overflow_the_step_chart() {
             .collect();
         assert_eq!(parts.len(), 4);
     }
+}
+
+/// Every table's key columns (those a reader needs to tell rows apart, kept on screen by the
+/// page and measured by `cargo xtask browser-check`) come before its other columns.
+fn assert_key_columns_first(v: &serde_json::Value, at: &str) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if let Some(cols) = m.get("columns").and_then(|c| c.as_array()) {
+                let keys: Vec<bool> = cols.iter().map(|c| c["key"] == true).collect();
+                let first_plain = keys.iter().position(|k| !k).unwrap_or(keys.len());
+                assert!(
+                    keys[first_plain..].iter().all(|k| !k),
+                    "{at}: a key column after a plain one: {cols:?}"
+                );
+            }
+            for (k, x) in m {
+                assert_key_columns_first(x, &format!("{at}.{k}"));
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                assert_key_columns_first(x, &format!("{at}[{i}]"));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A parameter and its gradient share a label and a shape: the allocation table puts the
+/// category and bytes first (key columns), so the two rows differ where a reader looks.
+#[test]
+fn a_parameter_and_its_gradient_differ_in_the_allocation_tables_key_columns() {
+    let (session, sink) = TraceSession::in_memory(Run::new("alloc", Phase::Train, "cpu"));
+    for (id, category) in [
+        (1, MemoryCategory::Parameter),
+        (2, MemoryCategory::Gradient),
+    ] {
+        session.record_tensor(&TensorRecord {
+            id,
+            label: Some("lm_head.weight"),
+            shape: &[1000, 128],
+            dtype: "f32",
+            device: "cpu",
+            requires_grad: true,
+            bytes: 512_000,
+            category,
+        });
+        session.record_memory(&MemoryRecord {
+            kind: AllocKind::Alloc,
+            storage: id,
+            tensor: id,
+            bytes: 512_000,
+            device: "cpu",
+            category,
+        });
+    }
+    session.step();
+    session.finish().expect("finish");
+    let trace = load(&sink.bytes(), "alloc.jsonl");
+    let v = serde_json::to_value(
+        build_report(&trace, None, &ReportOptions::default()).expect("report"),
+    )
+    .expect("json");
+    assert_key_columns_first(&v, "report");
+    let t = &v["memory"]["devices"][0]["peak_allocations"];
+    let cols: Vec<(&str, bool)> = t["columns"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .map(|c| (c["label"].as_str().unwrap_or(""), c["key"] == true))
+        .collect();
+    assert_eq!(
+        cols[..3],
+        [("category", true), ("bytes", true), ("tensor", true)]
+    );
+    assert!(cols[3..].iter().all(|c| !c.1), "{cols:?}");
+    let mut rows: Vec<(String, u64, String)> = t["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap_or("").to_string(),
+                r[1].as_u64().unwrap_or(0),
+                r[2].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            (
+                "gradient".to_string(),
+                512_000,
+                "lm_head.weight".to_string()
+            ),
+            (
+                "parameter".to_string(),
+                512_000,
+                "lm_head.weight".to_string()
+            )
+        ]
+    );
+}
+
+/// The comparison carries `tracegraph compare`'s caveat for one run a side and its verdicts:
+/// each span and op row's verdict is the one trace-analyze's `compare` gives the row.
+#[test]
+fn the_comparison_carries_compares_caveat_and_verdicts() {
+    let base = load(&session_trace(4), "base.jsonl");
+    let cand = load(&session_trace(5), "candidate.jsonl");
+    let data = build_report(&cand, Some(&base), &ReportOptions::default()).expect("report");
+    let v = serde_json::to_value(&data).expect("json");
+    assert_key_columns_first(&v, "report");
+    let cmp = data.comparison.expect("a comparison");
+    assert!(
+        cmp.caveat
+            .starts_with("one run a side: the intervals cover the step-to-step spread only"),
+        "{}",
+        cmp.caveat
+    );
+    assert!(
+        cmp.summary
+            .iter()
+            .any(|(k, x)| k == "intervals" && *x == cmp.caveat)
+    );
+    assert!(cmp.legend.contains("within noise"), "{}", cmp.legend);
+    let c =
+        trace_analyze::compare(&base, &cand, &trace_analyze::new_step_cache()).expect("compare");
+    let verdict_col = |t: &trace_report::TableData| {
+        t.columns
+            .iter()
+            .position(|c| c.label == "verdict")
+            .expect("a verdict column")
+    };
+    let spans = &cmp.tables[0];
+    let j = verdict_col(spans);
+    let mut checked = 0;
+    for s in c.spans.iter() {
+        let Some(ch) = &s.change else { continue };
+        let row = spans
+            .rows
+            .iter()
+            .find(|r| r[0] == s.path.as_str())
+            .expect("every span path has a row");
+        assert_eq!(row[j], ch.verdict.label(), "{}", s.path);
+        checked += 1;
+    }
+    let ops = &cmp.tables[1];
+    let j = verdict_col(ops);
+    for o in &c.ops {
+        let Some(ch) = &o.change else { continue };
+        let row = ops
+            .rows
+            .iter()
+            .find(|r| r[0] == o.name.as_str())
+            .expect("every op has a row");
+        assert_eq!(row[j], ch.verdict.label(), "{}", o.name);
+        checked += 1;
+    }
+    assert!(checked > 0, "no row had a verdict to compare");
 }
