@@ -2,6 +2,8 @@
 //!
 //! The demo's exports in speedscope and its HTML reports, in headless Chromium from disk.
 //!
+//! `tracegraph` is `cargo run --release -p tracegraph --`, or the binary `$TRACEGRAPH` names.
+//!
 //! Steps: build the demo's trace (`tracegraph demo --out target/browser-check`) and the Llama
 //! demo's (`--model llama`: a candle-transformers model whose forward op became a span around
 //! the model's own spans), write two
@@ -16,7 +18,14 @@
 //!    (set as the last statement of its script), an empty `#tg-errors` (its `window.onerror`,
 //!    `unhandledrejection` and `console.error` hooks write there), and the op table, memory
 //!    chart and span tree rendered with rows / an SVG;
-//! 3. a screenshot (`--screenshot`) is saved next to the page (`report.png`).
+//! 3. a screenshot (`--screenshot`) is saved next to the page (`report.png`);
+//! 4. every table is measured in the page at 1280 and 1920 px windows ([`TABLE_WIDTHS_PX`]): a
+//!    copy of the page with a measuring script after the report's own ([`MEASURE_TABLES_JS`])
+//!    is loaded at that window size and, for each drawn `table.data`, compares each key
+//!    column's header (`th[data-key]`; every column when the table declares none) with the
+//!    visible box of its scrolling container. The check fails when a key column's right edge
+//!    lies beyond that box (off-screen until the reader scrolls sideways), naming the table,
+//!    its width, the box's and the columns.
 //!
 //! The Llama demo is recorded with the CPU sampler too, and its report (`report-llama.html`)
 //! gets the same checks plus the flame graph's: no bar of a thread's start (`_start`, libc,
@@ -25,7 +34,9 @@
 //! the sampled op table beside its flame graph (`#flame-ops`, with a Candle op's row). The Llama
 //! report is written beside testkit's torch.profiler run of the same model (`--against-torch`),
 //! so it must draw the torch section (`#torch-kinds` with rows, `#torch-diagnoses`); the other
-//! pages must hide it.
+//! pages must hide it. Each flame section must show as many hints (`#flame-hints`) as
+//! `tracegraph hot --json` gives for its trace, and the comparison must state what its
+//! intervals cover (`#comparison-caveat`, the caveat `tracegraph compare` prints).
 //!
 //! **speedscope.** The demo's Chrome export (`demo.trace.json`, default args), its folded
 //! stacks, the same two for the Llama demo (`llama.trace.json`, `llama.folded`) and a
@@ -77,6 +88,48 @@ const CHROMIUM_FLAGS: &[&str] = &[
 
 /// How long one Chromium run may take before it is killed.
 const CHROMIUM_TIMEOUT: Duration = Duration::from_mins(2);
+
+/// The window widths at which the report's tables are measured (a laptop's, a desktop's).
+const TABLE_WIDTHS_PX: [u32; 2] = [1280, 1920];
+
+/// The measuring script appended to a copy of a report (after the report's own script, so
+/// every table is drawn). For each drawn `table.data` (its container shown), it writes one
+/// record into a hidden `<pre id="tg-widths">` as JSON: the table's name (its section's
+/// heading and the nearest `h3` before it), the table's scroll width, the width of its
+/// container's visible box (clipped to the window), whether the table declares key columns
+/// (`th[data-key]`), and the key columns whose header's right edge lies beyond the visible
+/// box (every column is key when none is declared).
+const MEASURE_TABLES_JS: &str = r#"(function () {
+  "use strict";
+  var vw = document.documentElement.clientWidth, out = [];
+  function name(t) {
+    var sec = t.closest("section"), h2 = sec ? sec.querySelector("h2") : null;
+    var h = null;
+    Array.prototype.forEach.call(sec ? sec.querySelectorAll("h3") : [], function (x) {
+      if (x.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING) h = x;
+    });
+    return (h2 ? h2.textContent : "page") + (h ? " / " + h.textContent : "");
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("table.data"), function (t) {
+    var wrap = t.parentElement;
+    if (!wrap || wrap.clientWidth === 0) return;
+    var box = wrap.getBoundingClientRect();
+    var right = Math.min(box.left + wrap.clientLeft + wrap.clientWidth, vw);
+    var ths = Array.prototype.slice.call(t.querySelectorAll("thead th"));
+    var keys = ths.filter(function (th) { return th.hasAttribute("data-key"); });
+    var declared = keys.length > 0;
+    if (!declared) keys = ths;
+    var off = keys.filter(function (th) { return th.getBoundingClientRect().right > right + 0.5; })
+      .map(function (th) { return th.textContent; });
+    out.push({ table: name(t), table_px: Math.round(t.scrollWidth), box_px: Math.round(right - box.left),
+      declared: declared, keys: keys.length, off: off });
+  });
+  var pre = document.createElement("pre");
+  pre.id = "tg-widths"; pre.hidden = true;
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+"#;
 
 /// Runs the check from the workspace root `root`.
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
@@ -143,7 +196,17 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         .arg(&llama_page);
     super::run(report)?;
 
-    // Waiting is drawn apart when the sampled run waited at all (`hot --json`'s count).
+    // Waiting is drawn apart when the sampled run waited at all (`hot --json`'s count); the
+    // flame section shows as many hints as `hot --json` gives.
+    let hot_hints = |t: &Path| -> Result<usize> {
+        let v: Value = serde_json::from_str(&tracegraph_stdout(
+            root,
+            &["hot", "--json", &t.to_string_lossy()],
+        )?)
+        .context("`tracegraph hot --json` is not JSON")?;
+        Ok(v["hints"].as_array().map_or(0, Vec::len))
+    };
+    let (mlp_hints, llama_hints) = (hot_hints(&trace)?, hot_hints(&llama_trace)?);
     let waited = |t: &Path| -> Result<bool> {
         let v: Value = serde_json::from_str(&tracegraph_stdout(
             root,
@@ -185,10 +248,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
             ));
         }
     }
-    for (page, needs_comparison, waiting, beside_torch) in [
-        (&page, false, mlp_waited, false),
-        (&compare_page, true, mlp_waited, false),
-        (&llama_page, false, llama_waited, true),
+    for (page, needs_comparison, waiting, beside_torch, hints) in [
+        (&page, false, mlp_waited, false, mlp_hints),
+        (&compare_page, true, mlp_waited, false, mlp_hints),
+        (&llama_page, false, llama_waited, true, llama_hints),
     ] {
         let html =
             std::fs::read_to_string(page).with_context(|| format!("reading {}", page.display()))?;
@@ -204,8 +267,19 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
                 .chain(flame_checks(&dom, waiting))
                 .chain(sampled_ops_checks(&dom))
                 .chain(torch_checks(&dom, beside_torch))
+                .chain(hints_checks(&dom, hints))
                 .map(|f| format!("{}: {f}", page.display())),
         );
+    }
+
+    // Every table's key columns on screen at a laptop's and a desktop's window width.
+    let mut measured = 0usize;
+    for page in [&page, &compare_page, &llama_page] {
+        for width in TABLE_WIDTHS_PX {
+            let (n, f) = table_width_checks(&chromium, page, &out, width)?;
+            measured += n;
+            failures.extend(f.into_iter().map(|f| format!("{}: {f}", page.display())));
+        }
     }
 
     // Screenshots for review: the report at 1280 and 1920 px, the comparison and the Llama
@@ -237,11 +311,12 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         bail!("browser check failed ({} problems)", failures.len());
     }
     println!(
-        "browser-check: ok: speedscope imported the MLP and Llama demos' Chrome exports and folded stacks (self time per frame agreeing) and a 20,000-step export without warnings, frames aggregated; {}, {} and {} (beside torch) rendered in {} without console messages; screenshots {}",
+        "browser-check: ok: speedscope imported the MLP and Llama demos' Chrome exports and folded stacks (self time per frame agreeing) and a 20,000-step export without warnings, frames aggregated; {}, {} and {} (beside torch) rendered in {} without console messages; {measured} drawn tables measured at {:?} px windows, every key column on screen; screenshots {}",
         page.display(),
         compare_page.display(),
         llama_page.display(),
         chromium.display(),
+        TABLE_WIDTHS_PX,
         shots.join(", ")
     );
     Ok(())
@@ -756,8 +831,14 @@ fn speedscope_checks(
     Ok(failures)
 }
 
-/// `cargo run --release -p tracegraph --`.
+/// `cargo run --release -p tracegraph --`, or the binary `$TRACEGRAPH` names (one built
+/// before, so that a tree being edited meanwhile is not rebuilt between the check's steps).
 fn tracegraph(root: &Path) -> Command {
+    if let Some(bin) = std::env::var_os("TRACEGRAPH") {
+        let mut cmd = Command::new(bin);
+        cmd.current_dir(root);
+        return cmd;
+    }
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root)
         .args(["run", "--release", "-p", "tracegraph", "--"]);
@@ -968,6 +1049,118 @@ fn screenshot(chromium: &Path, page: &Path, shot: &Path, out: &Path, width: u32)
     Ok(())
 }
 
+/// `html` with `script` run after everything else: an inline `<script>` before its last
+/// `</body>`; `None` when the page has no `</body>`.
+fn with_script_at_end(html: &str, script: &str) -> Option<String> {
+    let at = html.rfind("</body>")?;
+    let mut o = String::with_capacity(html.len() + script.len() + 32);
+    o.push_str(&html[..at]);
+    o.push_str("<script>\n");
+    o.push_str(script);
+    o.push_str("</script>\n");
+    o.push_str(&html[at..]);
+    Some(o)
+}
+
+/// Loads a copy of `page` with [`MEASURE_TABLES_JS`] in a `width` px window and judges its
+/// tables ([`judge_table_widths`]). Returns how many tables were measured and the failures.
+fn table_width_checks(
+    chromium: &Path,
+    page: &Path,
+    out: &Path,
+    width: u32,
+) -> Result<(usize, Vec<String>)> {
+    let html =
+        std::fs::read_to_string(page).with_context(|| format!("reading {}", page.display()))?;
+    let Some(measured) = with_script_at_end(&html, MEASURE_TABLES_JS) else {
+        return Ok((0, vec!["the page has no </body>".to_string()]));
+    };
+    let stem = page
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("page")
+        .to_string();
+    let copy = out.join(format!("{stem}-widths-{width}.html"));
+    std::fs::write(&copy, measured).with_context(|| format!("writing {}", copy.display()))?;
+    let (dom, stderr) = chromium_run(
+        chromium,
+        &copy,
+        out,
+        &format!("{stem}-widths-{width}"),
+        &[
+            "--virtual-time-budget=10000".to_string(),
+            format!("--window-size={width},3600"),
+            "--dump-dom".to_string(),
+        ],
+    )?;
+    let console: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    if !console.is_empty() {
+        bail!(
+            "{} produced {} console message(s) at {width} px:\n{}",
+            copy.display(),
+            console.len(),
+            console.join("\n")
+        );
+    }
+    Ok(judge_table_widths(&dom, width))
+}
+
+/// The failures of a measured page's DOM (`<pre id="tg-widths">` written by
+/// [`MEASURE_TABLES_JS`]) at a `width` px window: each table with a key column off-screen,
+/// or no measurement at all. Returns how many tables were measured, and the failures.
+fn judge_table_widths(dom: &str, width: u32) -> (usize, Vec<String>) {
+    let Some(text) = section_text(dom, "tg-widths")
+        .and_then(|t| t.split_once('>'))
+        .and_then(|(_, c)| c.split("</pre>").next())
+    else {
+        return (
+            0,
+            vec![format!(
+                "at {width} px: the table measurement did not run (no #tg-widths)"
+            )],
+        );
+    };
+    let records: Vec<Value> = match serde_json::from_str(&unescape_html(text)) {
+        Ok(Value::Array(r)) => r,
+        _ => {
+            return (
+                0,
+                vec![format!(
+                    "at {width} px: the table measurement is not a JSON list: {text}"
+                )],
+            );
+        }
+    };
+    let mut failures = Vec::new();
+    if records.is_empty() {
+        failures.push(format!("at {width} px: no drawn table was measured"));
+    }
+    for r in &records {
+        let off: Vec<&str> = r["off"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if off.is_empty() {
+            continue;
+        }
+        failures.push(format!(
+            "at {width} px: table \"{}\" is {} px wide in a {} px box; {} off-screen: {}",
+            r["table"].as_str().unwrap_or("?"),
+            r["table_px"],
+            r["box_px"],
+            if r["declared"].as_bool() == Some(true) {
+                "key column(s)"
+            } else {
+                "column(s) (it declares no key columns, so every column must be visible)"
+            },
+            off.join(", ")
+        ));
+    }
+    (records.len(), failures)
+}
+
 /// Checks on the file itself: nothing that would be fetched.
 fn static_checks(html: &str) -> Vec<String> {
     let mut failures = Vec::new();
@@ -1120,6 +1313,25 @@ fn torch_checks(dom: &str, beside_torch: bool) -> Vec<String> {
     failures
 }
 
+/// The flame section shows `tracegraph hot`'s hints: `want` of them (`hot --json`'s), each
+/// an item of `#flame-hints` (drawn only when there is one).
+fn hints_checks(dom: &str, want: usize) -> Vec<String> {
+    let drawn = opening_tag(dom, "flame-hints")
+        .and_then(|t| attr(t, "data-rows"))
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let items = section_text(dom, "flame-hints")
+        .and_then(|t| t.split("</ul>").next())
+        .map_or(0, |t| t.matches("<li").count());
+    if drawn == want && items == want {
+        Vec::new()
+    } else {
+        vec![format!(
+            "the flame section shows {items} hint(s) (data-rows {drawn}); `tracegraph hot` gives {want}"
+        )]
+    }
+}
+
 /// Checks on the DOM after the report's script ran.
 fn dom_checks(dom: &str, needs_comparison: bool) -> Vec<String> {
     let mut failures = Vec::new();
@@ -1200,6 +1412,15 @@ fn dom_checks(dom: &str, needs_comparison: bool) -> Vec<String> {
     }
     if needs_comparison && rows("comparison").is_none_or(|n| n == 0) {
         failures.push("the comparison (#comparison) rendered no rows".to_string());
+    }
+    // The caveat `tracegraph compare` prints (what the intervals cover) heads the comparison.
+    if needs_comparison
+        && !section_text(dom, "comparison-caveat").is_some_and(|t| t.contains("intervals: "))
+    {
+        failures.push(
+            "the comparison does not state what its intervals cover (#comparison-caveat)"
+                .to_string(),
+        );
     }
     failures
 }
@@ -1295,7 +1516,13 @@ mod tests {
 <section><div id="flame" data-rendered="svg"><svg><rect x="0"></rect></svg></div></section>
 </body></html>"#;
         assert_eq!(dom_checks(good, false), Vec::<String>::new());
-        assert_eq!(dom_checks(good, true).len(), 1);
+        // A comparison page needs its rows and `compare`'s caveat.
+        assert_eq!(dom_checks(good, true).len(), 2);
+        let compared = good.replace(
+            "<section><div id=\"op-table\"",
+            "<section><div id=\"comparison\" data-rows=\"3\"><ul class=\"warnings\" id=\"comparison-caveat\"><li>intervals: one run a side</li></ul></div></section>\n<section><div id=\"op-table\"",
+        );
+        assert_eq!(dom_checks(&compared, true), Vec::<String>::new());
 
         let broken = good
             .replace("data-tg-status=\"ok\"", "data-tg-status=\"rendering\"")
@@ -1329,6 +1556,59 @@ mod tests {
         );
         assert_eq!(
             torch_checks(&good.replace("torch-diagnoses", "other"), true).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn table_width_checks_fail_on_an_off_screen_key_column_and_pass_when_all_are_visible() {
+        let dom = |records: &str| {
+            format!(
+                "<html><body><main></main><pre id=\"tg-widths\" hidden=\"\">{records}</pre></body></html>"
+            )
+        };
+        let fits = r#"[{"table":"Op table","table_px":1160,"box_px":1161,"declared":false,"keys":11,"off":[]},{"table":"Memory timeline / Largest allocations","table_px":1400,"box_px":1161,"declared":true,"keys":3,"off":[]}]"#;
+        assert_eq!(judge_table_widths(&dom(fits), 1280), (2, Vec::new()));
+        // The issue's table: bytes and category beyond a 570 px box.
+        let off = r#"[{"table":"Memory timeline / Largest allocations live at the peak","table_px":1013,"box_px":571,"declared":false,"keys":7,"off":["category","bytes"]}]"#;
+        let (n, f) = judge_table_widths(&dom(off), 1280);
+        assert_eq!(n, 1);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].contains("1013 px wide in a 571 px box") && f[0].contains("category, bytes"),
+            "{f:?}"
+        );
+        // A name with markup characters arrives escaped in the dumped DOM.
+        let escaped = off.replace("Memory timeline", "a &lt;b&gt; &amp; c");
+        let (_, f) = judge_table_widths(&dom(&escaped), 1920);
+        assert!(
+            f[0].contains("a <b> & c") && f[0].contains("at 1920 px"),
+            "{f:?}"
+        );
+        // No measurement, or nothing measured, is a failure too.
+        assert_eq!(judge_table_widths("<html></html>", 1280).1.len(), 1);
+        assert_eq!(judge_table_widths(&dom("[]"), 1280).1.len(), 1);
+        assert_eq!(judge_table_widths(&dom("{}"), 1280).1.len(), 1);
+    }
+
+    #[test]
+    fn the_measuring_script_runs_after_the_page() {
+        let page = "<html><body><p>x</p><script>draw()</script></body></html>";
+        let with = with_script_at_end(page, "measure()").unwrap_or_default();
+        let (draw, measure) = (with.find("draw()"), with.find("measure()"));
+        assert!(draw < measure && measure < with.find("</body>"), "{with}");
+        assert_eq!(with_script_at_end("<p>no body</p>", "m()"), None);
+    }
+
+    #[test]
+    fn hints_checks_want_as_many_hints_as_hot_gives() {
+        let dom = r#"<section><div id="flame"><ul class="warnings hints" id="flame-hints" data-rows="2"><li data-rule="pool_waiting">hint: a</li><li data-rule="too_few_samples">hint: b</li></ul><p>x</p></div></section>"#;
+        assert!(hints_checks(dom, 2).is_empty());
+        assert_eq!(hints_checks(dom, 3).len(), 1);
+        // None drawn: right only when `hot` gives none.
+        assert!(hints_checks("<section><div id=\"flame\"></div></section>", 0).is_empty());
+        assert_eq!(
+            hints_checks("<section><div id=\"flame\"></div></section>", 1).len(),
             1
         );
     }
