@@ -5,9 +5,9 @@
 use serde_json::{Value, json};
 use trace_analyze::{
     Allocation, AnalyzeError, BAND_POINTS, ByCategory, CONFIDENCE, Change, Comparison, Delta,
-    DeviceMemory, IntervalBasis, MIN_SAMPLES, OpColumn, OpTableOptions, Summary, Trace, TraceEnd,
-    Verdict, compare, format_bytes, format_ns, graph_report, memory_report, new_step_cache,
-    op_table, path_tree, significance_order, step_breakdown, summarize,
+    DeviceMemory, MIN_SAMPLES, OpColumn, OpTableOptions, Summary, Trace, TraceEnd, Verdict,
+    compare, format_bytes, format_ns, graph_report, memory_report, new_step_cache, op_table,
+    path_tree, significance_order, step_breakdown, summarize,
 };
 
 use trace_record::schema::{MemoryCategory, Outcome, TimingMode};
@@ -719,12 +719,12 @@ fn verdict_text(c: &Change) -> String {
     match (c.ci_low, c.ci_high) {
         (Some(l), Some(h)) => format!(
             "{} ({}% interval {:+.1} % to {:+.1} %)",
-            c.verdict.label(),
+            c.label(),
             (CONFIDENCE * 100.0).round(),
             l * 100.0,
             h * 100.0
         ),
-        _ => c.verdict.label().to_string(),
+        _ => c.label().to_string(),
     }
 }
 
@@ -739,42 +739,9 @@ fn change_cols(what: &str) -> Vec<crate::model::Column> {
         ),
         col("interval high", "delta_pct").explained("upper bound of that interval"),
         col("verdict", "text").explained(&format!(
-            "the verdict `tracegraph compare` gives the row (trace-analyze decides it; the page does not re-judge): regression / improvement when the change is outside the noise, within noise otherwise, too few steps with fewer than {MIN_SAMPLES} on a side"
+            "the verdict `tracegraph compare` gives the row (trace-analyze decides it; the page does not re-judge): regression / improvement when the change is outside the noise and at least the minimum effect, below min effect when it is smaller (never a regression), within noise otherwise, too few steps with fewer than {MIN_SAMPLES} on a side"
         )),
     ]
-}
-
-/// What a comparison's intervals cover: the `intervals` line of `tracegraph compare`.
-///
-/// The sentence belongs with [`IntervalBasis`] in trace-analyze, so that `compare` and the
-/// report say it from one place; until trace-analyze has it, this is the report's copy of the
-/// text `compare` prints (crates/tracegraph/src/cmd/compare.rs). The report compares one trace
-/// with one baseline, so its basis is always one run a side; any other basis (several runs
-/// a side, from trace-analyze's API) is named as trace-analyze serialises it.
-fn interval_caveat(basis: IntervalBasis) -> String {
-    if basis == IntervalBasis::Steps {
-        "one run a side: the intervals cover the step-to-step spread only, not run-to-run \
-         variation (give several runs a side with `tracegraph compare --against` to include it)"
-            .to_string()
-    } else {
-        let name = serde_json::to_value(basis)
-            .ok()
-            .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
-            .unwrap_or_default();
-        format!(
-            "several runs a side: the intervals resample {name}, so run-to-run variation is inside the noise"
-        )
-    }
-}
-
-/// How a row's change and verdict are read: the last line of `tracegraph compare`.
-fn comparison_legend() -> String {
-    format!(
-        "change: relative change of the medians; interval: {}% percentile bootstrap over steps \
-         (fixed seed); \"within noise\" when the interval contains 0. The verdicts are \
-         `tracegraph compare`'s.",
-        (CONFIDENCE * 100.0).round()
-    )
 }
 
 /// A change's class on the page: significant changes marked, noise dimmed.
@@ -798,7 +765,7 @@ fn change_row(t: &mut TableData, name: &str, c: Option<&Change>, d: &Delta) {
                 opt_f(c.ratio),
                 opt_f(c.ci_low),
                 opt_f(c.ci_high),
-                json!(c.verdict.label()),
+                json!(c.label()),
             ],
             verdict_class(c.verdict),
         ),
@@ -854,7 +821,7 @@ fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>)
             format!("{} of {} paired steps", c.graphs_equal, c.graphs.len()),
         ),
     ];
-    summary.push(("intervals".to_string(), interval_caveat(c.interval)));
+    summary.push(("intervals".to_string(), c.interval.describe().to_string()));
     for w in &c.warnings {
         summary.push(("warning".to_string(), w.clone()));
     }
@@ -968,8 +935,8 @@ fn comparison_data(c: &Comparison, opts: &ReportOptions, caps: &mut Vec<String>)
     tables.push(graphs);
     ComparisonData {
         summary,
-        caveat: interval_caveat(c.interval),
-        legend: comparison_legend(),
+        caveat: c.interval.describe().to_string(),
+        legend: c.legend(),
         tables,
     }
 }
@@ -1009,7 +976,7 @@ fn graph_group_table(c: &Comparison) -> TableData {
                     opt_f(ch.ratio),
                     opt_f(ch.ci_low),
                     opt_f(ch.ci_high),
-                    json!(ch.verdict.label()),
+                    json!(ch.label()),
                 ]);
                 verdict_class(ch.verdict)
             }

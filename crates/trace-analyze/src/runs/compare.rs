@@ -294,6 +294,27 @@ pub enum IntervalBasis {
     PairedRuns,
 }
 
+impl IntervalBasis {
+    /// What the intervals cover, in words: the caveat `tracegraph compare` and the report
+    /// print above a comparison.
+    pub fn describe(self) -> &'static str {
+        match self {
+            IntervalBasis::Steps => {
+                "one run a side: the intervals cover the step-to-step spread only, not run-to-run \
+                 variation (give several runs a side with --against to include it)"
+            }
+            IntervalBasis::RunsThenSteps => {
+                "several runs a side: the intervals resample runs, then steps within them \
+                 (runs recorded alternately, A B B A ..., can be compared with --paired)"
+            }
+            IntervalBasis::PairedRuns => {
+                "runs paired by position (--paired): the intervals resample pairs, then steps \
+                 within them, so machine drift during a pair hits both sides"
+            }
+        }
+    }
+}
+
 /// The whole steps of one step graph in both sides: step times compared like with like.
 #[derive(Debug, Clone, Serialize)]
 pub struct GraphGroupDelta {
@@ -385,6 +406,20 @@ pub struct Regression {
 }
 
 impl Comparison {
+    /// How a row's change and verdict are read: the legend `tracegraph compare` and the
+    /// report print under a comparison.
+    pub fn legend(&self) -> String {
+        format!(
+            "change: relative change of the medians; interval: {}% percentile bootstrap over \
+             steps (fixed seed); \"within noise\" when the interval contains 0; \"below min \
+             effect\" when the medians differ by less than {} per step or {} of the base (never \
+             a regression)",
+            (crate::runs::significance::CONFIDENCE * 100.0).round(),
+            crate::format::format_ns(self.min_effect_ns),
+            crate::format::format_share(self.min_effect_ratio),
+        )
+    }
+
     /// Every step-time, op or span change that is a regression larger than `pct` percent and
     /// outside its confidence interval ([`Change::regresses_beyond`]), largest first.
     pub fn regressions(&self, pct: f64) -> Vec<Regression> {

@@ -87,6 +87,16 @@ pub struct Change {
 }
 
 impl Change {
+    /// The verdict as the tables show it: [`Verdict::label`], or `below min effect` for a
+    /// [`Change::negligible`] change (never a regression).
+    pub fn label(&self) -> &'static str {
+        if self.negligible {
+            "below min effect"
+        } else {
+            self.verdict.label()
+        }
+    }
+
     /// The smallest change of a median, in nanoseconds per step, that a comparison of times calls
     /// a regression or an improvement ([`Change::with_min_effect`]): 1 µs. A shift below it (e.g.
     /// +11 ns on a 370 ns span) is [`Verdict::WithinNoise`] with [`Change::negligible`] set, however

@@ -245,21 +245,7 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
                 .join(", ")
         );
     }
-    let _ = writeln!(
-        o,
-        "intervals  {}",
-        match c.interval {
-            IntervalBasis::Steps =>
-                "one run a side: the intervals cover the step-to-step spread only, not run-to-run \
-                 variation (give several runs a side with --against to include it)",
-            IntervalBasis::RunsThenSteps =>
-                "several runs a side: the intervals resample runs, then steps within them \
-                 (runs recorded alternately, A B B A ..., can be compared with --paired)",
-            IntervalBasis::PairedRuns =>
-                "runs paired by position (--paired): the intervals resample pairs, then steps \
-                 within them, so machine drift during a pair hits both sides",
-        }
-    );
+    let _ = writeln!(o, "intervals  {}", c.interval.describe());
     for w in &c.warnings {
         let _ = writeln!(o, "warning: {w}");
     }
@@ -506,15 +492,7 @@ pub(crate) fn run(args: &CompareArgs) -> anyhow::Result<Status> {
                 .map_or("(none)".into(), |(s, f)| format!("step {s} {f}")),
         );
     }
-    let _ = writeln!(
-        o,
-        "\nchange: relative change of the medians; interval: {}% percentile bootstrap over steps \
-         (fixed seed); \"within noise\" when the interval contains 0; \"below min effect\" when \
-         the medians differ by less than {} per step or {} of the base (never a regression)",
-        (CONFIDENCE * 100.0).round(),
-        format_ns(c.min_effect_ns),
-        trace_analyze::format_share(c.min_effect_ratio),
-    );
+    let _ = writeln!(o, "\n{}", c.legend());
     write_stdout(o.trim_end())?;
     Ok(status)
 }
