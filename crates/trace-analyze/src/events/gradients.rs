@@ -145,8 +145,8 @@ pub struct GradientReport {
 pub fn no_gradient_facts_reason(backward_without_parameters: bool) -> &'static str {
     if backward_without_parameters {
         "no gradient facts: backward was recorded, but no parameters were registered to look \
-         gradients up for (register them with trace-candle's capture.parameters_varmap(&varmap), \
-         capture.parameters(..) or TrainingCapture::watch_varmap)"
+         gradients up for (register them with trace-candle's capture.parameters_varmap(&varmap) \
+         or capture.parameters(..))"
     } else {
         "no gradient facts recorded (record them with trace-candle's Capture::backward or \
          record_gradients)"

@@ -632,8 +632,13 @@ fn alloc_by_group(tree: &PathTree<'_>, step_group: &[u32]) -> FastMap<(u32, u32)
     let t = tree.trace();
     let whole = t.complete_steps().len();
     let mut out: FastMap<(u32, u32), u64> = FastMap::default();
-    for e in t.memory.iter().filter(|e| e.alloc) {
-        let Some(s) = e.span else { continue };
+    // Charged as `spans` charges them (an allocation stamped before the span it was written
+    // in belongs to the span open at its stamp: autograd storages to the forward).
+    let charged = crate::events::spans::ChargedSpans::of(t);
+    for (i, e) in t.memory.iter().enumerate().filter(|(_, e)| e.alloc) {
+        let Some(s) = charged.span_of(i, e) else {
+            continue;
+        };
         let (Some(&path), Some(span)) = (tree.path_of.get(s as usize), t.spans.get(s as usize))
         else {
             continue;
