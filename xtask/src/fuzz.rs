@@ -17,6 +17,12 @@
 //! saved under `target/fuzz/` to reproduce it. The input being run is always at
 //! `target/fuzz/current.jsonl`, so an abort leaves it behind too.
 //!
+//! Then the CLI pass (module `fuzz_cli`; `--no-cli` skips it): hostile zstd inputs (a 200 MB
+//! op-line bomb, a 200 MB line, trailing bytes after the last frame, other compression
+//! formats), strict-validation gaps, a rank directory with odd entries and Parquet datasets
+//! holding links, through the `tracegraph` binary under a 2 GiB address-space cap, checking
+//! exit codes, messages, notes and that no input changed.
+//!
 //! Then the torch pass (`--torch-seconds`, default 25; module `torch`): the torch.profiler
 //! fixtures, mutated, and generated traces (1,000,000 events, 100,000 nested 100k deep, ...)
 //! through `load_torch_reader`, plain and gzip, and `compare_with_torch` against small Candle
@@ -101,9 +107,11 @@ struct Options {
     seed: u64,
     time_budget: Duration,
     memory_budget: usize,
+    /// Whether the CLI pass runs (after the trace pass).
+    cli: bool,
 }
 
-const USAGE: &str = "usage: cargo xtask fuzz [--seconds N] [--torch-seconds N] [--seed S] [--time-budget-ms MS] [--memory-budget-mb MB]\n\n  --seconds N        the Candle trace pass (default 60)\n  --torch-seconds N  the torch.profiler trace pass after it (default 25; 0 skips it)";
+const USAGE: &str = "usage: cargo xtask fuzz [--seconds N] [--torch-seconds N] [--no-cli] [--tracegraph PATH] [--seed S] [--time-budget-ms MS] [--memory-budget-mb MB]\n\n  --seconds N        the Candle trace pass (default 60)\n  --no-cli           skip the CLI pass after it (hostile zstd, rank directories and\n                     Parquet datasets through the tracegraph binary; about a minute)\n  --tracegraph PATH  the binary the CLI pass runs (default: target/debug/tracegraph,\n                     built first)\n  --torch-seconds N  the torch.profiler trace pass last (default 25; 0 skips it)";
 
 fn parse(args: &[String]) -> Result<Options> {
     let mut o = Options {
@@ -112,6 +120,7 @@ fn parse(args: &[String]) -> Result<Options> {
         seed: 0x5eed,
         time_budget: Duration::from_secs(10),
         memory_budget: 1 << 30,
+        cli: true,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -125,6 +134,12 @@ fn parse(args: &[String]) -> Result<Options> {
             "--seconds" => o.seconds = value("--seconds")?,
             "--torch-seconds" => o.torch_seconds = value(a)?,
             "--seed" => o.seed = value("--seed")?,
+            "--no-cli" => o.cli = false,
+            // Read by `tracegraph_arg`.
+            "--tracegraph" => {
+                it.next()
+                    .with_context(|| format!("--tracegraph needs a path\n{USAGE}"))?;
+            }
             "--time-budget-ms" => o.time_budget = Duration::from_millis(value(a)?),
             "--memory-budget-mb" => {
                 o.memory_budget = usize::try_from(value(a)?)?.saturating_mul(1 << 20);
@@ -133,6 +148,12 @@ fn parse(args: &[String]) -> Result<Options> {
         }
     }
     Ok(o)
+}
+
+/// The binary `--tracegraph` names, if any.
+fn tracegraph_arg(args: &[String]) -> Option<std::path::PathBuf> {
+    let at = args.iter().position(|a| a == "--tracegraph")?;
+    args.get(at + 1).map(std::path::PathBuf::from)
 }
 
 /// The draws of a run, from the workspace's seeded generator (SplitMix64): one stream per
@@ -157,7 +178,7 @@ impl Rng {
 }
 
 /// The seed traces: `(name, bytes)`.
-fn seeds(root: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+pub(crate) fn seeds(root: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     let mut out = Vec::new();
     for dir in std::fs::read_dir(root.join("crates")).context("listing crates/")? {
         let dir = dir?.path();
@@ -920,6 +941,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
     println!("xtask fuzz: mutations applied: {}", counts.join(", "));
+    if o.cli {
+        crate::fuzz_cli::pass(root, &dir, &seeds, tracegraph_arg(args))?;
+    }
     if o.torch_seconds > 0 {
         torch::pass(root, &o, &dir, &mut rng)?;
     }

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 mod browser_check;
 mod fuzz;
+mod fuzz_cli;
 mod load_check;
 mod parquet_check;
 #[cfg(test)]
@@ -22,12 +23,15 @@ commands:
   bench [--quick] [FILTER] run the criterion suites in benches/ (those whose file name
                            contains FILTER) and write target/bench-summary.json; sets
                            RAYON_NUM_THREADS (Candle's fast path) unless it is set
-  fuzz [--seconds N] [--torch-seconds N]
+  fuzz [--seconds N] [--torch-seconds N] [--no-cli] [--tracegraph PATH]
                            mutate checked-in and generated traces and run every analysis
                            and export on each in-process (time and memory budget per
                            input); fails on a panic, an overrun or an unparsable output;
                            then (default 25 s) torch.profiler traces through the importer
-                           (plain and gzip) and the comparison with a Candle run
+                           (plain and gzip) and the comparison with a Candle run; then
+                           the tracegraph binary (--tracegraph PATH, or a debug build) on
+                           zstd bombs, foreign formats, strict gaps, rank directories and
+                           linked datasets under a 2 GiB cap (--no-cli skips it)
   browser-check            build the demo's trace and HTML reports, load them in headless
                            Chromium from disk, fail on any console message or missing
                            section, and save target/browser-check/report.png
