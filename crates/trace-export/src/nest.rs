@@ -57,7 +57,7 @@ struct PathEntry {
     parent: u32,
     name: String,
     /// How many bytes of `name` are shown ([`SpanNames::shown_len`]; all for an op leaf).
-    shown: usize,
+    shown: u32,
     /// Whether a span made the path (not an op leaf or a `[deeper frames]` frame).
     span: bool,
     depth: u32,
@@ -133,10 +133,8 @@ impl Adjustments {
 /// An open span on a thread's stack (also what a closed span is reported with).
 #[derive(Debug, Clone)]
 pub(crate) struct SpanFrame {
-    /// The span's id in the trace.
+    /// The span's id in the trace (its name as recorded is its path's last name).
     pub id: u64,
-    /// The span's name.
-    pub name: String,
     /// What the span stands for.
     pub kind: SpanKind,
     /// The execution step recorded on the span.
@@ -204,6 +202,12 @@ struct ThreadState {
     pending: Option<PendingOp>,
 }
 
+/// The hash a path's last name is interned by (fixed seed: the same in every run).
+fn name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(name)
+}
+
 /// The streaming normaliser (see the module documentation).
 #[derive(Debug, Default)]
 pub(crate) struct Nester {
@@ -212,7 +216,12 @@ pub(crate) struct Nester {
     open: FastMap<u64, (u64, u32)>,
     /// Path interner; path 0 is the root (empty).
     paths: Vec<PathEntry>,
-    path_index: FastMap<u32, FastMap<String, u32>>,
+    /// (parent path, hash of the last name) → the path first interned with that key: one
+    /// flat entry of 16 bytes a path, the name itself held once, in [`PathEntry::name`]
+    /// (a map per parent keyed by an owned name cost ten times that on a deep chain).
+    path_index: FastMap<(u32, u64), u32>,
+    /// The paths whose key was taken by another name (a hash collision), by parent and name.
+    path_collisions: FastMap<(u32, String), u32>,
     /// The depth at which [`PathEntry::clip`] cuts (folded stacks), `u32::MAX` for none.
     clip_depth: u32,
     /// The sibling-index rule the shown names follow (empty: names as recorded).
@@ -264,7 +273,7 @@ impl Nester {
     pub(crate) fn set_names(&mut self, names: SpanNames) {
         self.names = names;
         for i in 0..self.paths.len() {
-            let shown = self.shown_len_of(i);
+            let shown = u32::try_from(self.shown_len_of(i)).unwrap_or(u32::MAX);
             if let Some(e) = self.paths.get_mut(i) {
                 e.shown = shown;
             }
@@ -307,7 +316,7 @@ impl Nester {
     pub(crate) fn shown_name(&self, path: u32) -> &str {
         self.paths
             .get(path as usize)
-            .map_or("", |e| e.name.get(..e.shown).unwrap_or(&e.name))
+            .map_or("", |e| e.name.get(..e.shown as usize).unwrap_or(&e.name))
     }
 
     /// What was adjusted so far.
@@ -335,7 +344,7 @@ impl Nester {
             let Some(e) = self.paths.get(cur as usize) else {
                 break;
             };
-            names.push(e.name.get(..e.shown).unwrap_or(&e.name));
+            names.push(e.name.get(..e.shown as usize).unwrap_or(&e.name));
             if e.parent >= cur {
                 break;
             }
@@ -384,8 +393,16 @@ impl Nester {
     }
 
     fn intern(&mut self, parent: u32, name: &str, span: bool) -> u32 {
-        if let Some(id) = self.path_index.get(&parent).and_then(|m| m.get(name)) {
-            return *id;
+        let key = (parent, name_hash(name));
+        let taken = match self.path_index.get(&key) {
+            Some(&id) if self.paths.get(id as usize).is_some_and(|e| e.name == name) => {
+                return id;
+            }
+            Some(_) => true,
+            None => false,
+        };
+        if taken && let Some(&id) = self.path_collisions.get(&(parent, name.to_string())) {
+            return id;
         }
         let id = u32::try_from(self.paths.len()).unwrap_or(u32::MAX);
         let (pdepth, phead, pclip) = self
@@ -402,6 +419,7 @@ impl Nester {
         } else {
             name.len()
         };
+        let shown = u32::try_from(shown).unwrap_or(u32::MAX);
         self.paths.push(PathEntry {
             parent,
             name: name.to_string(),
@@ -411,10 +429,11 @@ impl Nester {
             head: if depth <= half { id } else { phead },
             clip: if depth <= self.clip_depth { id } else { pclip },
         });
-        self.path_index
-            .entry(parent)
-            .or_default()
-            .insert(name.to_string(), id);
+        if taken {
+            self.path_collisions.insert((parent, name.to_string()), id);
+        } else {
+            self.path_index.insert(key, id);
+        }
         id
     }
 
@@ -459,7 +478,6 @@ impl Nester {
                 };
                 thread.stack.push(SpanFrame {
                     id: s.id,
-                    name: s.name,
                     kind: s.kind,
                     exec_step: s.step,
                     path,
@@ -521,7 +539,8 @@ impl Nester {
         if let Some(top) = thread.stack.last_mut()
             && op.span == Some(top.id)
             && top.own_op.is_none()
-            && op.is_own_op_of(top.kind, &top.name, top.recorded_start)
+            && let Some(path) = self.paths.get(top.path as usize)
+            && op.is_own_op_of(top.kind, &path.name, top.recorded_start)
         {
             self.last_ts = self.last_ts.max(op.ts.saturating_add(op.dur));
             top.own_op = Some(Box::new(op));
@@ -660,5 +679,29 @@ impl Nester {
             }
             self.flush_pending(tid, emit);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Nester, name_hash};
+
+    /// Two names whose (parent, name hash) keys collide are still two paths, each found
+    /// again by its name.
+    #[test]
+    fn a_hash_collision_interns_two_paths() {
+        let mut n = Nester::new();
+        let a = n.intern_path(0, "a");
+        // Make "b" collide with "a": its key already names the path of "a".
+        n.path_index.insert((0, name_hash("b")), a);
+        let b = n.intern_path(0, "b");
+        assert_ne!(a, b);
+        assert_eq!(n.intern_path(0, "b"), b);
+        assert_eq!(n.intern_path(0, "a"), a);
+        assert_eq!(n.path_names(b), vec!["b"]);
+        let c = n.intern_path(b, "a");
+        assert!(c != a && c != b);
+        assert_eq!(n.path_names(c), vec!["b", "a"]);
+        assert_eq!(n.intern_path(b, "a"), c);
     }
 }
