@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use crate::schema::SamplerEvent;
+use crate::schema::{SamplerEvent, SamplingSource};
 
 /// The sampler's own account (honest numbers) over a set of steps: rate requested and
 /// achieved, samples lost, and the CPU time its own threads used.
@@ -20,7 +20,7 @@ use crate::schema::SamplerEvent;
 /// use trace_record::schema::SamplerEvent;
 /// let line = |step, sampler_cpu_ns| SamplerEvent {
 ///     step, hz: 1000, taken: 10, lost: 1, cpu_ns: Some(12_000_000), sampler_cpu_ns,
-///     ts: 0, dur: 20_000_000,
+///     ts: 0, dur: 20_000_000, source: None,
 /// };
 /// let both = [line(1, Some(2_000_000)), line(2, Some(2_000_000))];
 /// let acc = SamplerAccount::over(&both);
@@ -33,6 +33,8 @@ use crate::schema::SamplerEvent;
 /// // whole CPU time counts as sampled.
 /// let mixed = [line(1, Some(2_000_000)), line(2, None)];
 /// assert_eq!(SamplerAccount::over(&mixed).sampler_cpu_ns, None);
+/// // Lines that do not say their source (written before the field): none known.
+/// assert!(acc.sources.is_empty() && !acc.source_unknown_in_some_steps());
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SamplerAccount {
@@ -59,6 +61,11 @@ pub struct SamplerAccount {
     pub effective_hz: Option<f64>,
     /// A sum above passed `u64::MAX` and stopped there (hostile or corrupt counts).
     pub saturated: bool,
+    /// The sources that took the samples (the steps' `source` fields), each once, in the
+    /// order first seen; empty when no step said (traces written before the field).
+    pub sources: Vec<SamplingSource>,
+    /// Steps whose line did not say its source.
+    pub steps_without_source: u64,
 }
 
 impl Default for SamplerAccount {
@@ -92,6 +99,8 @@ impl SamplerAccount {
             wall_ns: 0,
             effective_hz: None,
             saturated: false,
+            sources: Vec::new(),
+            steps_without_source: 0,
         };
         // CPU time of the sampled threads (see `SamplerEvent::sampled_cpu_ns`).
         let mut sampled_ns = Some(0u64);
@@ -102,6 +111,12 @@ impl SamplerAccount {
                 Some((a, b)) => (a.min(st.step), b.max(st.step)),
             });
             acc.requested_hz = acc.requested_hz.max(st.hz);
+            match st.source {
+                // At most three sources: the search is constant time.
+                Some(s) if !acc.sources.contains(&s) => acc.sources.push(s),
+                Some(_) => {}
+                None => acc.steps_without_source += 1,
+            }
             add_sat(&mut acc.taken, st.taken, &mut acc.saturated);
             add_sat(&mut acc.lost, st.lost, &mut acc.saturated);
             add_sat(&mut acc.wall_ns, st.dur, &mut acc.saturated);
@@ -138,6 +153,22 @@ impl SamplerAccount {
         }
     }
 
+    /// Whether some steps said their source and others did not (a trace joined from two
+    /// writers); all steps not saying it is a trace written before the field.
+    pub fn source_unknown_in_some_steps(&self) -> bool {
+        !self.sources.is_empty() && self.steps_without_source > 0
+    }
+
+    /// The sources as text: `ticker`, `ticker, itimer`, or `not recorded` (a trace written
+    /// before the field).
+    pub fn sources_text(&self) -> String {
+        if self.sources.is_empty() {
+            return "not recorded".to_string();
+        }
+        let words: Vec<&str> = self.sources.iter().map(|s| s.as_str()).collect();
+        words.join(", ")
+    }
+
     /// The sampler's own threads' CPU time and its share of the process's over the steps,
     /// when every step said it and some CPU time was used.
     pub fn sampler_share(&self) -> Option<(u64, f64)> {
@@ -160,7 +191,39 @@ mod tests {
             sampler_cpu_ns: own,
             ts: 0,
             dur: 1,
+            source: None,
         }
+    }
+
+    #[test]
+    fn sources_are_listed_once_each_and_lines_without_one_counted() {
+        let with = |step, source| SamplerEvent {
+            source,
+            ..line(step, 1, Some(1_000_000), None)
+        };
+        let acc = SamplerAccount::over(&[
+            with(1, Some(SamplingSource::Ticker)),
+            with(2, Some(SamplingSource::Ticker)),
+            with(3, Some(SamplingSource::Itimer)),
+        ]);
+        assert_eq!(
+            acc.sources,
+            [SamplingSource::Ticker, SamplingSource::Itimer]
+        );
+        assert_eq!(acc.sources_text(), "ticker, itimer");
+        assert!(!acc.source_unknown_in_some_steps());
+        let old = SamplerAccount::over(&[with(1, None)]);
+        assert_eq!(
+            (old.sources_text().as_str(), old.steps_without_source),
+            ("not recorded", 1)
+        );
+        assert!(!old.source_unknown_in_some_steps());
+        let mixed =
+            SamplerAccount::over(&[with(1, None), with(2, Some(SamplingSource::PerfEvent))]);
+        assert!(mixed.source_unknown_in_some_steps());
+        // JSON names the source by its wire word.
+        let v = serde_json::to_value(&mixed).unwrap();
+        assert_eq!(v["sources"], serde_json::json!(["perf_event"]));
     }
 
     #[test]

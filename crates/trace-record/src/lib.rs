@@ -3,6 +3,10 @@
 //! - [`schema`]: the wire types ([`schema::Header`], [`schema::Event`], [`schema::Trailer`]).
 //! - [`TraceSession`]: records spans, ops, tensors, memory, gradients, steps into a JSONL
 //!   trace with a PyTorch-style [`schema::Schedule`]; cheap when on, free when off.
+//! - [`TraceSession::flight`] ([`FlightConfig`]): a flight recorder, recording into a bounded
+//!   in-memory ring of whole steps and writing a dump (a complete trace whose line 2 is a
+//!   [`schema::DumpRecord`]) when a trigger fires: a call, a slow step, a non-finite loss or
+//!   gradient, SIGUSR2, a trigger file, an exit without `finish`.
 //! - [`Compression`]: zstd-compressed traces, written by a session's writer thread (feature
 //!   `zstd`) and, with `read` too, read transparently by every reader (detected by their magic
 //!   bytes, [`is_zstd`]).
@@ -67,6 +71,7 @@ mod compression;
 mod encode;
 #[cfg(feature = "read")]
 mod fast;
+mod flight;
 #[cfg(feature = "read")]
 mod input;
 pub mod json;
@@ -88,6 +93,7 @@ pub use compression::{
     Compression, DEFAULT_ZSTD_LEVEL, MAX_WINDOW_LOG, WRITE_WINDOW_LOG, ZSTD_MAGIC, is_zstd,
 };
 pub use encode::{encode_event, encode_header, encode_trailer};
+pub use flight::{FlightConfig, FlightStats, SlowStep};
 #[cfg(feature = "read")]
 pub use input::{TraceInput, ZstdStats};
 #[cfg(feature = "read")]

@@ -39,8 +39,8 @@ use crate::input::TraceInput;
 use serde::de::DeserializeOwned;
 
 use crate::schema::{
-    Event, EventCounts, EventType, Header, MIN_SCHEMA_VERSION, OUT_BYTES_UNSET, Outcome,
-    OutcomeKind, SCHEMA_NAME, SCHEMA_VERSION, Trailer, logical_bytes, shown, shown_up_to,
+    DumpRecord, Event, EventCounts, EventType, Header, MIN_SCHEMA_VERSION, OUT_BYTES_UNSET,
+    Outcome, OutcomeKind, SCHEMA_NAME, SCHEMA_VERSION, Trailer, logical_bytes, shown, shown_up_to,
 };
 
 /// The longest line the reader accepts (64 MiB, newline excluded). A longer line (a corrupt
@@ -134,6 +134,8 @@ pub struct TraceReader<R> {
     line: u64,
     header: Header,
     trailer: Option<Trailer>,
+    /// The `dump` line of a flight-recorder dump, once read.
+    dump: Option<DumpRecord>,
     partial: Option<u64>,
     skipped: u64,
     mode: ReadMode,
@@ -174,6 +176,7 @@ impl<R: BufRead> TraceReader<R> {
                 },
             },
             trailer: None,
+            dump: None,
             partial: None,
             skipped: 0,
             mode: options.mode,
@@ -199,6 +202,12 @@ impl<R: BufRead> TraceReader<R> {
     /// The trailer, once read (after the last event).
     pub fn trailer(&self) -> Option<&Trailer> {
         self.trailer.as_ref()
+    }
+
+    /// The `dump` line of a flight-recorder dump (line 2 of a dump, read with the first
+    /// event after it), naming its trigger, evidence and steps; `None` for an ordinary trace.
+    pub fn dump(&self) -> Option<&DumpRecord> {
+        self.dump.as_ref()
     }
 
     /// After the last event: true when there is no trailer or its outcome is `incomplete`.
@@ -382,6 +391,19 @@ impl<R: BufRead> TraceReader<R> {
                 Parsed::Header => {
                     return Err(schema_err(line, "type", "a second header".into()));
                 }
+                Parsed::Dump(d) => {
+                    if self.dump.is_some() {
+                        return Err(schema_err(line, "type", "a second dump line".into()));
+                    }
+                    if line != 2 && self.mode == ReadMode::Strict {
+                        return Err(schema_err(
+                            line,
+                            "type",
+                            "a dump line is line 2 (right after the header)".into(),
+                        ));
+                    }
+                    self.dump = Some(*d);
+                }
                 Parsed::Unknown => self.skipped += 1,
             }
         }
@@ -426,6 +448,8 @@ pub struct ParsedTrace {
     pub partial_line: Option<u64>,
     /// Unknown event types skipped (lenient mode).
     pub skipped_unknown: u64,
+    /// The `dump` line of a flight-recorder dump; `None` for an ordinary trace.
+    pub dump: Option<DumpRecord>,
 }
 
 impl ParsedTrace {
@@ -440,6 +464,7 @@ impl ParsedTrace {
             partial_line: reader.partial,
             skipped_unknown: reader.skipped,
             trailer: reader.trailer,
+            dump: reader.dump,
             header: reader.header,
             events,
         })
@@ -498,6 +523,7 @@ enum Parsed {
     Event,
     Trailer(Trailer),
     Header,
+    Dump(Box<DumpRecord>),
     Unknown,
 }
 
@@ -639,6 +665,7 @@ fn parse_line(
         return match tag {
             b"trailer" => parse_trailer(line, no).map(Parsed::Trailer),
             b"header" => Ok(Parsed::Header),
+            b"dump" => from_slice_at(line, no).map(|d| Parsed::Dump(Box::new(d))),
             _ => {
                 // Only a whole JSON line is an event of an unknown type: a damaged line that
                 // merely starts like one (`{"type":"memoryb,...`) is a syntax error.

@@ -121,6 +121,17 @@ pub enum IssueKind {
         /// The most samples the rate and the CPU time allow (`None`: the sum overflows).
         bound: Option<u64>,
     },
+    /// A `sampler` line says the sampler's own threads used more CPU time
+    /// (`sampler_cpu_ns`) than the whole process (`cpu_ns`) in the step: the rate achieved
+    /// over the sampled threads' CPU time cannot be told (readers clamp it to `cpu_ns`).
+    ImpossibleSamplerCpu {
+        /// The step.
+        step: u64,
+        /// The sampler's own CPU time, ns.
+        sampler_cpu_ns: u64,
+        /// The process's CPU time, ns.
+        cpu_ns: u64,
+    },
     /// A `sampler` line's `taken` differs from the sum of its step's `samples` counts.
     SampleCountMismatch {
         /// The step.
@@ -236,6 +247,15 @@ impl std::fmt::Display for IssueKind {
                     "step {step}: {taken} taken + {lost} lost samples overflow a 64-bit count"
                 ),
             },
+            IssueKind::ImpossibleSamplerCpu {
+                step,
+                sampler_cpu_ns,
+                cpu_ns,
+            } => write!(
+                f,
+                "step {step}: the sampler's own threads used {sampler_cpu_ns} ns of CPU time, \
+                 more than the process's {cpu_ns} ns"
+            ),
             IssueKind::SampleCountMismatch {
                 step,
                 taken,
@@ -555,6 +575,18 @@ impl Validator {
                         },
                     );
                 }
+                if let (Some(own), Some(all)) = (sp.sampler_cpu_ns, sp.cpu_ns)
+                    && own > all
+                {
+                    self.issue(
+                        line,
+                        IssueKind::ImpossibleSamplerCpu {
+                            step: sp.step,
+                            sampler_cpu_ns: own,
+                            cpu_ns: all,
+                        },
+                    );
+                }
                 self.sampled.taken.push((line, sp.step, sp.taken));
             }
             Event::HeapAlloc(a) => {
@@ -742,7 +774,63 @@ mod tests {
     use std::collections::HashSet;
     use std::hash::BuildHasher;
 
-    use super::IdHash;
+    use super::{IdHash, IssueKind};
+    use crate::schema::{Event, Phase, SamplerEvent, SamplingSource};
+    use crate::{Run, TraceSession};
+
+    /// A session's bytes with one `sampler` line for step 0 (and no samples).
+    fn with_sampler_line(line: SamplerEvent) -> Vec<u8> {
+        let (session, sink) = TraceSession::in_memory(Run::new("v", Phase::Infer, "cpu"));
+        session.record_sampled(&[Event::Sampler(line)]);
+        session.finish().unwrap();
+        sink.bytes()
+    }
+
+    fn line(source: Option<SamplingSource>, cpu_ns: u64, own: u64) -> SamplerEvent {
+        SamplerEvent {
+            step: 0,
+            hz: 1000,
+            taken: 0,
+            lost: 0,
+            cpu_ns: Some(cpu_ns),
+            sampler_cpu_ns: Some(own),
+            ts: 0,
+            dur: 1,
+            source,
+        }
+    }
+
+    #[test]
+    fn the_sampler_line_says_its_source_and_an_impossible_own_cpu_is_an_issue() {
+        // The source round-trips by its wire word.
+        let bytes = with_sampler_line(line(Some(SamplingSource::PerfEvent), 4_000, 1_000));
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.contains(r#""source":"perf_event""#), "{text}");
+        let trace = crate::read_trace_bytes(&bytes).unwrap();
+        assert!(crate::validate(&trace).is_empty());
+        let read = trace.events.iter().find_map(|e| match &e.event {
+            Event::Sampler(s) => Some(s.source),
+            _ => None,
+        });
+        assert_eq!(read, Some(Some(SamplingSource::PerfEvent)));
+        // The sampler's own CPU time above the process's: the achieved rate cannot be told.
+        let bad = crate::read_trace_bytes(&with_sampler_line(line(None, 1_000, 4_000))).unwrap();
+        let kinds: Vec<IssueKind> = crate::validate(&bad).into_iter().map(|i| i.kind).collect();
+        assert_eq!(
+            kinds,
+            [IssueKind::ImpossibleSamplerCpu {
+                step: 0,
+                sampler_cpu_ns: 4_000,
+                cpu_ns: 1_000
+            }]
+        );
+        // A source no writer names is an error naming the line and the word.
+        let unknown = text.replace(r#""source":"perf_event""#, r#""source":"sonar""#);
+        let err = crate::read_trace_bytes(unknown.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sonar") && err.contains("line"), "{err}");
+    }
 
     /// Ids with structure in the high bits (`i << 40`, as some allocators and id schemes make
     /// them) spread over the low bits that pick a bucket: many distinct buckets and only short

@@ -17,19 +17,21 @@ use serde::Serialize;
 #[cfg(feature = "read")]
 use serde::{Deserialize, Deserializer};
 
+mod dump;
 mod vocab;
 mod words;
 
+pub use dump::{DumpEvidence, DumpRecord};
 pub use vocab::{
-    AllocKind, EventType, ExecStep, GradientState, MemoryCategory, OutcomeKind, ParseEnumError,
-    Phase, SpanKind, TimingMode,
+    AllocKind, DumpTrigger, EventType, ExecStep, GradientState, MemoryCategory, OutcomeKind,
+    ParseEnumError, Phase, SamplingSource, SpanKind, TimingMode,
 };
 pub(crate) use vocab::{shown, shown_up_to};
 pub use words::{
     AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_STEP_START_COUNTER, AUTOGRAD_AT_WALK_COUNTER,
     AUTOGRAD_LABEL, AUTOGRAD_STORAGE_BYTES_COUNTER, AUTOGRAD_STORAGES_COUNTER,
-    BACKWARD_WITHOUT_PARAMETERS_COUNTER, DECLARED_BUFFER_BIT, MODULE_INPUT, MODULE_OUTPUT,
-    OVERHEAD_COUNTER, TRACING_SPANS_COUNTER,
+    BACKWARD_WITHOUT_PARAMETERS_COUNTER, DECLARED_BUFFER_BIT, LOSS_COUNTER, MODULE_INPUT,
+    MODULE_OUTPUT, OVERHEAD_COUNTER, TRACING_SPANS_COUNTER,
 };
 
 /// The schema name written in every header.
@@ -629,6 +631,12 @@ pub struct SamplerEvent {
     pub ts: u64,
     /// How long the step was sampled (wall time), ns.
     pub dur: u64,
+    /// What took the samples (`ticker`, `perf_event`, `itimer`); absent in traces written
+    /// before the field. With `hz` (requested), `taken` over
+    /// [`sampled_cpu_ns`](SamplerEvent::sampled_cpu_ns) (achieved) and `sampler_cpu_ns` (the
+    /// sampler's own CPU time), the line says what ran and at what rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SamplingSource>,
 }
 
 impl SamplerEvent {
@@ -638,7 +646,7 @@ impl SamplerEvent {
     /// ```
     /// use trace_record::schema::SamplerEvent;
     /// let s = SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: Some(4_000_000),
-    ///     sampler_cpu_ns: Some(9_000_000), ts: 0, dur: 1 };
+    ///     sampler_cpu_ns: Some(9_000_000), ts: 0, dur: 1, source: None };
     /// assert_eq!(s.own_cpu_ns(), Some(4_000_000));
     /// assert_eq!(s.sampled_cpu_ns(), Some(0));
     /// ```

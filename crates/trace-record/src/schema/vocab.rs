@@ -244,6 +244,44 @@ wire_enum! {
 }
 
 wire_enum! {
+    /// What interrupted the sampled threads to take their samples (the `source` of a
+    /// [`sampler`](super::SamplerEvent) line).
+    pub enum SamplingSource ("sampling source") {
+        /// A thread of the sampler's own that signals each thread once per period of its own
+        /// CPU time, read from its CPU-time clock.
+        Ticker = "ticker",
+        /// One task-clock perf event per thread (`perf_event_open`), overflowing after every
+        /// period of that thread's CPU time.
+        PerfEvent = "perf_event",
+        /// The process CPU-time timer (`setitimer(ITIMER_PROF)`), checked on the kernel's
+        /// scheduler tick: its achieved rate is capped near the tick rate.
+        Itimer = "itimer",
+    }
+}
+
+wire_enum! {
+    /// What made a flight recorder write a dump (the `trigger` of a
+    /// [`dump`](super::DumpRecord) line).
+    pub enum DumpTrigger ("dump trigger") {
+        /// The program asked for it (`TraceSession::dump`).
+        Call = "call",
+        /// A step took longer than the configured multiple of the running median.
+        SlowStep = "slow_step",
+        /// A non-finite loss was recorded (`TraceSession::record_loss`).
+        NonFiniteLoss = "non_finite_loss",
+        /// A non-finite gradient was recorded (state `non_finite`).
+        NonFiniteGradient = "non_finite_gradient",
+        /// The process received the dump signal (SIGUSR2).
+        Signal = "signal",
+        /// The trigger file appeared or changed.
+        File = "file",
+        /// The session ended without `finish`: SIGINT/SIGTERM with `close_on_signals`, a
+        /// drop without `finish` (a panic), or `fail`.
+        Exit = "exit",
+    }
+}
+
+wire_enum! {
     /// How a session ended, without the failure's reason (the trailer's `outcome` field;
     /// see [`Outcome`](super::Outcome)).
     pub enum OutcomeKind ("outcome") {

@@ -26,6 +26,10 @@ pub const TRACING_SPANS_COUNTER: &str = "trace_candle.tracing_spans";
 /// share of step time.
 pub const OVERHEAD_COUNTER: &str = "trace_candle.overhead_ns";
 
+/// The counter `TraceSession::record_loss` writes with the training loss (`null` when it is
+/// not finite); a flight recorder fires on a non-finite one.
+pub const LOSS_COUNTER: &str = "loss";
+
 /// The counter trace-candle's `Capture::autograd` writes after the autograd graph's tensor
 /// events with the logical bytes of the distinct storages they keep alive (each storage once,
 /// views of parameters excluded: the figure the memory timeline adds up), so that the
@@ -79,14 +83,16 @@ mod tests {
                 MODULE_INPUT,
                 MODULE_OUTPUT,
                 TRACING_SPANS_COUNTER,
-                OVERHEAD_COUNTER
+                OVERHEAD_COUNTER,
+                LOSS_COUNTER
             ],
             [
                 "autograd",
                 "module_input",
                 "module_output",
                 "trace_candle.tracing_spans",
-                "trace_candle.overhead_ns"
+                "trace_candle.overhead_ns",
+                "loss"
             ]
         );
     }

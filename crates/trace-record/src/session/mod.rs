@@ -60,11 +60,14 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::compression::Compression;
 use crate::encode;
+use crate::flight::FlightConfig;
+use crate::flight::FlightStats;
+use crate::flight::recorder::{Fired, Flight};
 use crate::json::LineBuf;
 use crate::records::{MemoryRecord, OpRecord, SpanId, TensorRecord};
 use crate::schema::{
-    EventCounts, EventType, ExecStep, GradientState, Header, Outcome, RunMeta, SCHEMA_NAME,
-    SCHEMA_VERSION, Schedule, SpanKind, TimingMode, Trailer,
+    DumpEvidence, DumpTrigger, EventCounts, EventType, ExecStep, GradientState, Header, Outcome,
+    RunMeta, SCHEMA_NAME, SCHEMA_VERSION, Schedule, SpanKind, TimingMode, Trailer,
 };
 
 /// Errors of a recording session.
@@ -292,6 +295,77 @@ impl TraceSession {
     }
 
     fn with_clock(writer: impl Write + Send + 'static, run: Run, clock: quanta::Clock) -> Self {
+        Self::build(writer, run, clock).0
+    }
+
+    /// A flight recorder: a session that records into a bounded in-memory ring of whole steps
+    /// instead of a file, and writes a dump (a complete trace) into [`FlightConfig::dir`] when
+    /// a trigger fires (see [`FlightConfig`] and the `flight` module docs). The run's flush
+    /// interval and compression do not apply (dumps are plain JSONL).
+    ///
+    /// ```
+    /// use trace_record::{FlightConfig, Run, TraceSession};
+    /// use trace_record::schema::Phase;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let session = TraceSession::flight(
+    ///     Run::new("doc::flight", Phase::Train, "cpu").run_id("doc"),
+    ///     FlightConfig::new(dir.path()).before(2),
+    /// )?;
+    /// for step in 0..10 {
+    ///     if step == 6 {
+    ///         session.dump("looked odd");
+    ///     }
+    ///     session.record_loss(1.0 / f64::from(step + 1));
+    ///     session.step();
+    /// }
+    /// session.finish()?;
+    /// let stats = session.flight_stats().unwrap();
+    /// assert_eq!(stats.dumps.len(), 1);
+    /// assert!(stats.dumps[0].ends_with("doc-call-steps4-6.jsonl"));
+    /// let trace = trace_record::read_trace(&stats.dumps[0])?;
+    /// assert_eq!(trace.dump.unwrap().trigger_step, 6);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn flight(run: Run, config: FlightConfig) -> Result<Self, TraceError> {
+        Self::flight_with_clock(run, config, quanta::Clock::new())
+    }
+
+    /// [`flight`](Self::flight) with the session's clock given, e.g. a
+    /// [`quanta::Clock::mock`] whose time a test advances by exact step durations.
+    pub fn flight_with_clock(
+        run: Run,
+        config: FlightConfig,
+        clock: quanta::Clock,
+    ) -> Result<Self, TraceError> {
+        let dir = config.dir.clone();
+        let mut run = run.flush_interval(None);
+        run.compression = Some(Compression::None);
+        let (session, header, run_id) = Self::build(io::sink(), run, clock);
+        let flight =
+            Flight::start(config, &header, &run_id, session.now_ns()).map_err(|source| {
+                TraceError::Io {
+                    path: Some(dir),
+                    source,
+                    dropped: 0,
+                }
+            })?;
+        {
+            let mut out = lock(&session.out);
+            // Each step's buffer moves into the ring: it starts small and grows to the
+            // steps' size (the file mode's block buffer would be kept by every step).
+            out.buf = LineBuf::default();
+            out.flight = Some(Box::new(flight));
+        }
+        Ok(session)
+    }
+
+    /// The session, its header line and its run id.
+    fn build(
+        writer: impl Write + Send + 'static,
+        run: Run,
+        clock: quanta::Clock,
+    ) -> (Self, Vec<u8>, String) {
         let origin = clock.raw();
         let flush_ticks = run.flush_interval.zip(run.flush_tick());
         let start_unix_ns = SystemTime::now()
@@ -357,6 +431,7 @@ impl TraceSession {
             written_at: Instant::now(),
             finished_step: false,
             recording_write_ns: 0,
+            flight: None,
         };
         // The file starts with its header from the first moment (a frame of its own when
         // compressed).
@@ -367,7 +442,8 @@ impl TraceSession {
         let flusher =
             flush_ticks.and_then(|(every, tick)| Flusher::start(Arc::downgrade(&out), every, tick));
         let writes_at_steps = flusher.is_none();
-        TraceSession {
+        let run_id = header.run.run_id;
+        let session = TraceSession {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             active: AtomicBool::new(active),
             finished: AtomicBool::new(false),
@@ -384,7 +460,8 @@ impl TraceSession {
             writes_at_steps,
             lock: None,
             zstd_unavailable,
-        }
+        };
+        (session, header_line, run_id)
     }
 
     /// Writes the `incomplete` trailer when the process receives SIGINT or SIGTERM, then
@@ -741,15 +818,97 @@ impl TraceSession {
         }
     }
 
-    /// Records what was found for a parameter's gradient (a non-finite norm is omitted).
+    /// Records what was found for a parameter's gradient (a non-finite norm is omitted). In
+    /// a flight recorder, state `non_finite` or a non-finite norm fires trigger
+    /// `non_finite_gradient` (unless [`FlightConfig::non_finite`] is off).
     pub fn record_gradient(&self, param: &str, state: GradientState, norm: Option<f64>) {
         if !self.is_active() {
             return;
         }
         let ts = self.now_ns();
+        let non_finite = state == GradientState::NonFinite || norm.is_some_and(|n| !n.is_finite());
+        if non_finite {
+            let step = self.current_step();
+            let mut out = lock(&self.out);
+            out.append_lines(&[EventType::Gradient], |b| {
+                encode::gradient(b, param, state, norm, ts);
+            });
+            if let Some(f) = out.flight.as_mut().filter(|f| f.on_non_finite()) {
+                f.fire(Fired {
+                    trigger: DumpTrigger::NonFiniteGradient,
+                    step,
+                    evidence: DumpEvidence {
+                        param: Some(param.to_string()),
+                        ..DumpEvidence::default()
+                    },
+                });
+            }
+            return;
+        }
         self.emit(EventType::Gradient, |b| {
             encode::gradient(b, param, state, norm, ts);
         });
+    }
+
+    /// Records the training loss as the counter [`LOSS_COUNTER`](crate::schema::LOSS_COUNTER)
+    /// (`loss`; a non-finite value is written as `null`). In a flight recorder a non-finite
+    /// value fires trigger `non_finite_loss` (unless [`FlightConfig::non_finite`] is off).
+    pub fn record_loss(&self, value: f64) {
+        if !self.is_active() {
+            return;
+        }
+        let ts = self.now_ns();
+        let step = self.current_step();
+        let mut out = lock(&self.out);
+        out.append_lines(&[EventType::Counter], |b| {
+            encode::counter(b, crate::schema::LOSS_COUNTER, value, ts);
+        });
+        if value.is_finite() {
+            return;
+        }
+        if let Some(f) = out.flight.as_mut().filter(|f| f.on_non_finite()) {
+            let shown = if value.is_nan() {
+                "NaN"
+            } else if value > 0.0 {
+                "inf"
+            } else {
+                "-inf"
+            };
+            f.fire(Fired {
+                trigger: DumpTrigger::NonFiniteLoss,
+                step,
+                evidence: DumpEvidence {
+                    value: Some(shown.to_string()),
+                    ..DumpEvidence::default()
+                },
+            });
+        }
+    }
+
+    /// Asks a flight recorder for a dump (trigger `call`, with `reason`): it covers the
+    /// current step, written when that step (and [`FlightConfig::after`] more) ended. Returns
+    /// false when the session is not a flight recorder (nothing happens).
+    pub fn dump(&self, reason: &str) -> bool {
+        let step = self.current_step();
+        let mut out = lock(&self.out);
+        let Some(f) = out.flight.as_mut() else {
+            return false;
+        };
+        f.fire(Fired {
+            trigger: DumpTrigger::Call,
+            step,
+            evidence: DumpEvidence {
+                reason: Some(reason.to_string()),
+                ..DumpEvidence::default()
+            },
+        });
+        true
+    }
+
+    /// What a flight recorder did so far (dumps written, refused triggers, the ring's size);
+    /// `None` for a session that is not one.
+    pub fn flight_stats(&self) -> Option<FlightStats> {
+        lock(&self.out).flight.as_ref().map(|f| f.stats())
     }
 
     /// Records a physical device-memory sample (absent figures stay absent).
@@ -806,9 +965,25 @@ impl TraceSession {
         }
         let active = self.schedule.is_none_or(|s| s.is_active(index));
         self.active.store(active, Ordering::Relaxed);
-        let ts = active.then(|| self.now_ns());
+        let now = self.now_ns();
+        let ts = active.then_some(now);
         let mut out = lock(&self.out);
         if out.finished {
+            return index;
+        }
+        let o = &mut *out;
+        if let Some(f) = o.flight.as_mut() {
+            // The finished step moves into the ring; the triggers are checked.
+            // The buffer itself moves into the ring (no copy); an evicted step's comes back.
+            let lines = std::mem::take(&mut o.buf).into_vec();
+            let next = f.step_ended(index - 1, lines, now);
+            o.buf = LineBuf::from_vec(next);
+            o.buf.clear();
+            o.counts += o.pending;
+            o.pending = EventCounts::default();
+            if let Some(ts) = ts {
+                o.append_lines(&[EventType::Step], |b| encode::step(b, index, ts));
+            }
             return index;
         }
         if let Some(ts) = ts {
@@ -874,6 +1049,20 @@ impl TraceSession {
         }
         let ts = self.now_ns();
         let mut out = lock(&self.out);
+        if let Some(mut f) = out.flight.take() {
+            let exit = outcome != Outcome::Complete;
+            let current = self.current_step();
+            let o = &mut *out;
+            o.counts += o.pending;
+            o.pending = EventCounts::default();
+            let lines = o.buf.bytes().to_vec();
+            o.buf.clear();
+            // The dump thread is joined without the output's lock.
+            drop(out);
+            f.close(exit, current, &lines, ts);
+            out = lock(&self.out);
+            out.flight = Some(f);
+        }
         out.write_block();
         // Whether everything so far was written decides whether a trailer follows.
         out.sync();

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 #[cfg(feature = "zstd")]
 use super::compressor::{Ticket, ZstdSink};
+use crate::flight::recorder::Flight;
 use crate::json::LineBuf;
 use crate::schema::{EventCounts, EventType};
 
@@ -95,6 +96,9 @@ pub(super) struct Output {
     /// Nanoseconds recording threads spent writing blocks out (see
     /// [`TraceSession::recording_write_ns`](crate::TraceSession::recording_write_ns)).
     pub(super) recording_write_ns: u64,
+    /// A flight recorder's ring and triggers: `buf` then holds the current step, which moves
+    /// into the ring at the next `step()`, and nothing is written to the sink.
+    pub(super) flight: Option<Box<Flight>>,
 }
 
 impl Output {
@@ -115,7 +119,7 @@ impl Output {
             self.pending.add(ty, 1);
             self.appended.add(ty, 1);
         }
-        if self.buf.len() >= BLOCK_BYTES {
+        if self.buf.len() >= BLOCK_BYTES && self.flight.is_none() {
             // The thread whose line filled the block writes it: time taken from its work.
             let start = Instant::now();
             self.write_block();
@@ -255,6 +259,7 @@ mod tests {
             written_at: Instant::now(),
             finished_step: false,
             recording_write_ns: 0,
+            flight: None,
         }
     }
 

@@ -25,7 +25,7 @@ impl TraceSession {
     ///     frame(2, "gemm::gemm"),
     ///     Event::Stack(StackEvent { id: 1, frames: vec![1, 2] }),
     ///     Event::Samples(SamplesEvent { step: 0, thread: 7, stack: 1, n: 3, phase: None, span: None }),
-    ///     Event::Sampler(SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: None, sampler_cpu_ns: None, ts: 0, dur: 3_000_000 }),
+    ///     Event::Sampler(SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: None, sampler_cpu_ns: None, ts: 0, dur: 3_000_000, source: None }),
     /// ]);
     /// assert_eq!(written, 5);
     /// let summary = session.finish().unwrap();
@@ -51,6 +51,32 @@ impl TraceSession {
         if types.is_empty() {
             return 0;
         }
+        let mut out = super::output::lock(&self.out);
+        if let Some(f) = out.flight.as_mut() {
+            // A flight recorder keeps the interned lines for the whole run, beside the ring.
+            let interned = |e: &&Event| matches!(e, Event::Frame(_) | Event::Stack(_));
+            for e in events.iter().filter(interned) {
+                encode::sampled(&mut f.interned, e);
+            }
+            let rest: Vec<_> = events
+                .iter()
+                .filter(sampled)
+                .filter(|e| !interned(e))
+                .collect();
+            for e in events.iter().filter(interned) {
+                let t = e.event_type();
+                out.appended.add(t, 1);
+                out.counts.add(t, 1);
+            }
+            let rest_types: Vec<_> = rest.iter().map(|e| e.event_type()).collect();
+            out.append_lines(&rest_types, |b| {
+                for e in &rest {
+                    encode::sampled(b, e);
+                }
+            });
+            return types.len();
+        }
+        drop(out);
         self.emit_lines(&types, |b| {
             for e in events.iter().filter(sampled) {
                 encode::sampled(b, e);

@@ -115,6 +115,7 @@ fn record_everything(session: &TraceSession, ops: u64) {
                 sampler_cpu_ns: None,
                 ts: 0,
                 dur: 3_000_000,
+                source: None,
             }),
         ]);
         drop(_s);

@@ -202,6 +202,7 @@ fn examples() -> (Header, Vec<Event>, Trailer) {
             sampler_cpu_ns: Some(400_000),
             ts: 1_000,
             dur: 8_100,
+            source: Some(SamplingSource::Ticker),
         }),
         // Version 2: the tracked heap of step 3.
         Event::HeapAlloc(HeapAllocEvent {

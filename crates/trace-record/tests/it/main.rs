@@ -10,6 +10,8 @@ mod crash;
 mod doc_examples;
 mod escape;
 mod fast_path;
+mod flight_process;
+mod flight_record;
 mod flush_step_bound;
 mod hostile_lines;
 mod io_errors;

@@ -41,6 +41,7 @@ fn sampler(step: u64, taken: u64) -> Event {
         sampler_cpu_ns: None,
         ts: 10,
         dur: 6_000_000,
+        source: None,
     })
 }
 

@@ -1,0 +1,371 @@
+//! The flight recorder: dumps by trigger, their steps, their validity, their bounds.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use trace_record::schema::{
+    AllocKind, DumpTrigger, Event, EventCounts, GradientState, MemoryCategory, SpanKind,
+};
+use trace_record::{
+    FlightConfig, MemoryRecord, OpRecord, ReadOptions, TraceSession, read_trace, validate_file,
+};
+
+use crate::common::run;
+
+/// Step duration of an ordinary step in these tests.
+const STEP: Duration = Duration::from_millis(10);
+
+fn session(
+    dir: &Path,
+    cfg: impl FnOnce(FlightConfig) -> FlightConfig,
+) -> (TraceSession, Arc<quanta::Mock>) {
+    let (clock, mock) = quanta::Clock::mock();
+    mock.increment(Duration::from_secs(1));
+    let cfg = cfg(FlightConfig::new(dir).min_interval(Duration::ZERO));
+    let s = TraceSession::flight_with_clock(run().run_id("t"), cfg, clock).unwrap();
+    (s, mock)
+}
+
+/// One step's work: a span straddling the boundary (opened here, closed next step), an
+/// allocation freed next step, a contained span with an op, and the clock advanced by `dur`.
+fn work(s: &TraceSession, mock: &quanta::Mock, i: u64, dur: Duration, carry: &mut Option<u64>) {
+    let mem = |kind, storage| MemoryRecord {
+        kind,
+        storage,
+        tensor: storage,
+        bytes: 64,
+        device: "cpu",
+        category: MemoryCategory::Activation,
+    };
+    {
+        let _span = s.span("forward", SpanKind::Module, None);
+        let t = s.now_ns();
+        s.record_op(&OpRecord {
+            name: "matmul",
+            inputs: &[1, 2],
+            outputs: &[3],
+            shape: &[4, 4],
+            dtype: "f32",
+            device: "cpu",
+            start_ns: t,
+            dur_ns: 1,
+            in_bytes: 128,
+            out_bytes: 64,
+            category: None,
+            flops: Some(128),
+        });
+        s.record_memory(&mem(AllocKind::Alloc, 1000 + i));
+    }
+    if let Some(prev) = carry.take() {
+        s.record_memory(&mem(AllocKind::Free, prev));
+    }
+    *carry = Some(1000 + i);
+    mock.increment(dur);
+}
+
+/// Every dump in `dir` (not the hidden temporary files), sorted.
+fn dumps(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Strictly valid: reads strictly, no structural issue, a complete trailer whose counts are
+/// the events read.
+pub(crate) fn assert_strictly_valid(path: &Path) {
+    let v = validate_file(path, ReadOptions::strict()).unwrap();
+    assert!(v.issues.is_empty(), "{}: {:?}", path.display(), v.issues);
+    assert!(!v.incomplete, "{}", path.display());
+    assert!(v.partial_line.is_none());
+    assert_eq!(v.trailer.unwrap().counts, v.counts, "{}", path.display());
+}
+
+/// The duration of every step in the dump by its `step` lines (the last step has none after).
+fn step_durations(path: &Path) -> Vec<(u64, u64)> {
+    let t = read_trace(path).unwrap();
+    let steps: Vec<(u64, u64)> = t
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Step(s) => Some((s.index, s.ts)),
+            _ => None,
+        })
+        .collect();
+    steps
+        .windows(2)
+        .map(|w| (w[0].0, w[1].1 - w[0].1))
+        .collect()
+}
+
+#[test]
+fn a_slow_step_makes_one_dump_of_the_steps_around_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, mock) = session(dir.path(), |c| c.before(3).after(2).slow_step(3.0, 8));
+    let mut carry = None;
+    let _outer = s.span("train", SpanKind::Function, None);
+    for i in 0..40 {
+        let dur = if i == 20 { STEP * 10 } else { STEP };
+        work(&s, &mock, i, dur, &mut carry);
+        s.step();
+    }
+    drop(_outer);
+    s.finish().unwrap();
+    let stats = s.flight_stats().unwrap();
+    assert_eq!(stats.dumps, dumps(dir.path()));
+    assert_eq!(stats.dumps.len(), 1, "{stats:?}");
+    let path = &stats.dumps[0];
+    assert!(
+        path.ends_with("t-slow_step-steps17-22.jsonl"),
+        "{}",
+        path.display()
+    );
+    assert_strictly_valid(path);
+    let t = read_trace(path).unwrap();
+    let d = t.dump.unwrap();
+    assert_eq!(d.trigger, DumpTrigger::SlowStep);
+    assert_eq!((d.trigger_step, d.first_step, d.last_step), (20, 17, 22));
+    assert_eq!(d.evidence.step_ns, Some(100_000_000));
+    assert_eq!(d.evidence.median_ns, Some(10_000_000));
+    assert!(d.cut_lines > 0, "the free of step 16's allocation is cut");
+    // Steps 17..=22 are there, and step 20 is the slowest of them.
+    let durs = step_durations(path);
+    assert_eq!(
+        durs.iter().map(|d| d.0).collect::<Vec<_>>(),
+        [17, 18, 19, 20, 21, 22]
+    );
+    let slowest = durs.iter().max_by_key(|d| d.1).unwrap();
+    assert_eq!(*slowest, (20, 100_000_000));
+}
+
+#[test]
+fn a_non_finite_loss_makes_one_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, mock) = session(dir.path(), |c| c.before(2));
+    let mut carry = None;
+    for i in 0..30 {
+        work(&s, &mock, i, STEP, &mut carry);
+        s.record_loss(if i == 15 { f64::NAN } else { 1.0 });
+        s.step();
+    }
+    s.finish().unwrap();
+    let stats = s.flight_stats().unwrap();
+    assert_eq!(stats.dumps.len(), 1, "{stats:?}");
+    assert_strictly_valid(&stats.dumps[0]);
+    let d = read_trace(&stats.dumps[0]).unwrap().dump.unwrap();
+    assert_eq!(d.trigger, DumpTrigger::NonFiniteLoss);
+    assert_eq!((d.trigger_step, d.first_step, d.last_step), (15, 13, 15));
+    assert_eq!(d.evidence.value.as_deref(), Some("NaN"));
+}
+
+#[test]
+fn a_non_finite_gradient_makes_one_dump_naming_the_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, mock) = session(dir.path(), |c| c.before(1));
+    let mut carry = None;
+    for i in 0..10 {
+        work(&s, &mock, i, STEP, &mut carry);
+        let state = if i == 4 {
+            GradientState::NonFinite
+        } else {
+            GradientState::Present
+        };
+        s.record_gradient("w1", state, (i != 4).then_some(1.0));
+        s.step();
+    }
+    s.finish().unwrap();
+    let stats = s.flight_stats().unwrap();
+    assert_eq!(stats.dumps.len(), 1);
+    assert_strictly_valid(&stats.dumps[0]);
+    let d = read_trace(&stats.dumps[0]).unwrap().dump.unwrap();
+    assert_eq!(d.trigger, DumpTrigger::NonFiniteGradient);
+    assert_eq!(d.evidence.param.as_deref(), Some("w1"));
+    assert_eq!((d.first_step, d.last_step), (3, 4));
+}
+
+#[test]
+fn a_trigger_firing_every_step_makes_no_more_dumps_than_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, mock) = session(dir.path(), |c| c.before(1).max_dumps(3));
+    let mut carry = None;
+    for i in 0..50 {
+        work(&s, &mock, i, STEP, &mut carry);
+        assert!(s.dump("every step"));
+        s.step();
+    }
+    s.finish().unwrap();
+    let stats = s.flight_stats().unwrap();
+    assert_eq!(stats.dumps.len(), 3);
+    assert_eq!(dumps(dir.path()).len(), 3);
+    assert_eq!(stats.suppressed, 47);
+    for p in &stats.dumps {
+        assert_strictly_valid(p);
+    }
+}
+
+#[test]
+fn the_byte_budget_and_the_interval_refuse_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each step is a few hundred bytes: a 2,000-byte budget holds a couple of dumps.
+    let (s, mock) = session(dir.path(), |c| {
+        c.before(2).max_dump_bytes(2_000).min_interval(STEP * 5)
+    });
+    let mut carry = None;
+    for i in 0..100 {
+        work(&s, &mock, i, STEP, &mut carry);
+        s.dump("again");
+        s.step();
+    }
+    s.finish().unwrap();
+    let stats = s.flight_stats().unwrap();
+    let written: u64 = stats.dumps.len() as u64;
+    assert!(written >= 1);
+    // At most one dump per 5 steps by the interval, and the budget stops them sooner.
+    assert!(written < 20, "{written}");
+    assert_eq!(written + stats.suppressed, 100);
+}
+
+#[test]
+fn steps_after_the_trigger_are_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, mock) = session(dir.path(), |c| c.before(0).after(3));
+    let mut carry = None;
+    for i in 0..10 {
+        work(&s, &mock, i, STEP, &mut carry);
+        if i == 2 {
+            s.dump("now");
+        }
+        s.step();
+    }
+    s.finish().unwrap();
+    let stats = s.flight_stats().unwrap();
+    assert_eq!(stats.dumps.len(), 1);
+    let d = read_trace(&stats.dumps[0]).unwrap().dump.unwrap();
+    assert_eq!((d.trigger_step, d.first_step, d.last_step), (2, 2, 5));
+    assert_eq!(d.evidence.reason.as_deref(), Some("now"));
+}
+
+#[test]
+fn a_session_dropped_without_finish_dumps_its_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, mock) = session(dir.path(), |c| c.before(2));
+    let mut carry = None;
+    for i in 0..6 {
+        work(&s, &mock, i, STEP, &mut carry);
+        s.step();
+    }
+    work(&s, &mock, 6, STEP, &mut carry);
+    drop(s);
+    let found = dumps(dir.path());
+    assert_eq!(found.len(), 1);
+    assert!(found[0].ends_with("t-exit-steps4-6.jsonl"), "{found:?}");
+    assert_strictly_valid(&found[0]);
+}
+
+#[test]
+fn the_ring_keeps_whole_steps_within_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, mock) = session(dir.path(), |c| c.ring_bytes(65_536).dump_on_exit(false));
+    let mut carry = None;
+    for i in 0..200 {
+        work(&s, &mock, i, STEP, &mut carry);
+        s.step();
+    }
+    let stats = s.flight_stats().unwrap();
+    assert!(stats.ring_bytes <= 65_536, "{stats:?}");
+    assert!(
+        stats.ring_steps > 1 && stats.evicted_steps > 100,
+        "{stats:?}"
+    );
+    assert_eq!(stats.ring_steps as u64 + stats.evicted_steps, 200);
+    s.finish().unwrap();
+    assert!(dumps(dir.path()).is_empty());
+}
+
+#[test]
+fn a_trigger_file_fires_when_it_appears() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dump-now");
+    let out = dir.path().join("dumps");
+    let (s, mock) = session(&out, |c| {
+        c.before(1)
+            .trigger_file(&file)
+            .poll_interval(Duration::ZERO)
+    });
+    let mut carry = None;
+    for i in 0..10 {
+        work(&s, &mock, i, STEP, &mut carry);
+        if i == 5 {
+            std::fs::write(&file, b"").unwrap();
+        }
+        s.step();
+    }
+    s.finish().unwrap();
+    let stats = s.flight_stats().unwrap();
+    assert_eq!(stats.dumps.len(), 1, "{stats:?}");
+    let d = read_trace(&stats.dumps[0]).unwrap().dump.unwrap();
+    assert_eq!((d.trigger, d.trigger_step), (DumpTrigger::File, 5));
+    assert!(file.exists(), "the trigger file is the user's");
+}
+
+#[test]
+fn sampled_stacks_keep_their_frames_in_every_dump() {
+    use trace_record::schema::{FrameEvent, SamplerEvent, SamplesEvent, StackEvent};
+    let dir = tempfile::tempdir().unwrap();
+    let (s, mock) = session(dir.path(), |c| c.before(1).ring_steps(3));
+    let mut carry = None;
+    for i in 0..20u64 {
+        work(&s, &mock, i, STEP, &mut carry);
+        let mut ev = Vec::new();
+        if i == 0 {
+            ev.push(Event::Frame(FrameEvent {
+                id: 1,
+                func: "main".into(),
+                file: None,
+                inlined: false,
+            }));
+            ev.push(Event::Stack(StackEvent {
+                id: 1,
+                frames: vec![1],
+            }));
+        }
+        ev.push(Event::Samples(SamplesEvent {
+            step: i,
+            thread: 1,
+            stack: 1,
+            n: 2,
+            phase: None,
+            span: None,
+        }));
+        ev.push(Event::Sampler(SamplerEvent {
+            step: i,
+            hz: 1000,
+            taken: 2,
+            lost: 0,
+            cpu_ns: Some(10_000_000),
+            sampler_cpu_ns: None,
+            ts: 0,
+            dur: 10_000_000,
+            source: None,
+        }));
+        s.record_sampled(&ev);
+        if i == 15 {
+            s.dump("stacks");
+        }
+        s.step();
+    }
+    s.finish().unwrap();
+    let stats = s.flight_stats().unwrap();
+    assert_eq!(stats.dumps.len(), 1);
+    assert_strictly_valid(&stats.dumps[0]);
+    let t = read_trace(&stats.dumps[0]).unwrap();
+    let mut counts = EventCounts::default();
+    for e in &t.events {
+        counts.add(e.event.event_type(), 1);
+    }
+    assert_eq!((counts.frame, counts.stack, counts.samples), (1, 1, 2));
+}
