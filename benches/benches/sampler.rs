@@ -37,6 +37,23 @@
 //! - `sampler/rate lost_per_1000` (`sampler/rate_4k`): samples lost per 1000 taken
 //!   (target ≤ 10).
 //!
+//! - `sampler/process_llama_<n>gen` (`sampler/process_llama_<n>gen_4k`), `n` = 100 and 1000:
+//!   one process per mode, the tiny Llama's generation `n` times, each generation one recorded
+//!   step of a capture (`RAYON_NUM_THREADS=1` in every child, whatever this process has), the
+//!   modes interleaved round by round in rotated order: the sampler on; no sampler; and no
+//!   sampler under `perf record -F <same rate> --call-graph dwarf` (`/usr/bin/perf` or `perf`
+//!   on the `PATH`; the rows that need it say "perf not installed" on stderr and are skipped
+//!   when it is absent or fails). Times are the children's own generation loops (the steps),
+//!   so neither tool's work after the steps (our symbolization at `finish`, perf's at `perf
+//!   report`) is in them; every child also reports its whole wall and CPU time on stderr.
+//!   Metrics: `ns_per_generation (median, RAYON_NUM_THREADS=1)` (sampler on, against off);
+//!   `on_over_off (median paired ratio)` against perf's own ratio to the same round's off run
+//!   (target: ours ≤ perf's); `rss_added_during_steps` (MiB, median): the child's resident
+//!   memory after its last recorded step less before its first, with the sampler on, against
+//!   the goal of 16 MiB. Regime: a lowest-priority (`nice -n 19`) spinner process keeps each
+//!   CPU the workload leaves idle busy during these rounds (on a virtual machine an idle vCPU
+//!   halts, and waking it costs more than a sampler: without it a sampler looks free).
+//!
 //! `TRACEGRAPH_SAMPLER_DIAGNOSE=deliver_only` or `tick_only` runs the same rounds with a
 //! [`SamplerDiagnostic`] instead of sampling (the threads are interrupted as when sampling
 //! but no stack is read; or the ticker ticks and sends nothing), to split the on/off cost
@@ -55,7 +72,7 @@ use candle_transformers::models::llama::{Cache, Config, Llama};
 use trace_candle::{Capture, SamplerConfig, SamplerDiagnostic};
 use trace_record::schema::{Phase, Schedule};
 use trace_record::{Run, TraceSession};
-use tracegraph_benches::{Rounds, Row, alternate, emit, emit_paired, quick};
+use tracegraph_benches::{Rounds, Row, alternate, emit, emit_paired, median, quick};
 
 // The trainer `tracegraph demo` runs: one home (the CLI), measured here as is.
 #[path = "../../crates/tracegraph/src/demo/mlp.rs"]
@@ -259,7 +276,311 @@ fn measure(
     ));
 }
 
+/// The environment variable that makes this bench a child of the process rows: `off:N`,
+/// `on:HZ:N` (N generations, each one recorded step) or `spin` (the idle-CPU spinner).
+const PROCESS_CHILD: &str = "TRACEGRAPH_SAMPLER_PROCESS";
+
+/// A `/proc/self/status` field in bytes (`VmRSS`, `VmHWM`).
+fn status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map(|kb| kb * 1024)
+}
+
+/// This process's user and system CPU time, ns (`/proc/self/stat`, clock ticks of 10 ms).
+fn process_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks * 10_000_000)
+}
+
+/// Each thread's name and CPU time so far (user and system, ms), from `/proc/self/task`.
+fn thread_cpu_ms() -> String {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return String::new();
+    };
+    let mut out: Vec<String> = tasks
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.ok()?.path().join("stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let name = head.split_once('(')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some(format!("{name} {}", ticks * 10))
+        })
+        .collect();
+    out.sort();
+    out.join(", ")
+}
+
+/// One child run: `n` generations, each a recorded step of a capture, the sampler at `hz`
+/// when given. Prints one line to stdout: `loop_ns rss_before rss_after sampler_cpu_ns taken`.
+fn process_child(hz: Option<u32>, n: usize) {
+    let llama = TinyLlama::new();
+    for _ in 0..3 {
+        black_box(llama.generate());
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = Run::new("benches::sampler::process", Phase::Infer, "cpu");
+    let session = Arc::new(TraceSession::open(dir.path().join("t.jsonl"), run).expect("trace"));
+    let capture = Capture::new(Arc::clone(&session));
+    if let Some(hz) = hz {
+        capture
+            .sample_stacks(SamplerConfig::hz(hz))
+            .expect("sampler");
+    }
+    let rss_before = status_bytes("VmRSS").unwrap_or(0);
+    let start = Instant::now();
+    for _ in 0..n {
+        black_box(llama.generate());
+        capture.step();
+    }
+    let loop_ns = start.elapsed().as_nanos();
+    let rss_after = status_bytes("VmRSS").unwrap_or(0);
+    let threads = thread_cpu_ms();
+    let summary = capture.finish().expect("finish");
+    let (sampler_cpu, taken) = capture
+        .sampler_stats()
+        .map_or((0, 0), |s| (s.sampler_cpu_ns.unwrap_or(0), s.taken));
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    eprintln!(
+        "process child {hz:?} Hz x {n}: whole process {:.1} ms CPU; resident {:.1} MiB before \
+         the steps, {:.1} MiB after them, {:.1} MiB after finish, peak {:.1} MiB; CPU by thread \
+         after the steps (ms): {threads}; trace: {} bytes, {} samples, {} stack, {} frame lines",
+        process_cpu_ns().unwrap_or(0) as f64 / 1e6,
+        mib(rss_before),
+        mib(rss_after),
+        mib(status_bytes("VmRSS").unwrap_or(0)),
+        mib(status_bytes("VmHWM").unwrap_or(0)),
+        summary.bytes,
+        summary.counts.samples,
+        summary.counts.stack,
+        summary.counts.frame,
+    );
+    println!("{loop_ns} {rss_before} {rss_after} {sampler_cpu} {taken}");
+}
+
+/// What one child reported.
+#[derive(Debug, Clone, Copy)]
+struct ChildRun {
+    loop_ns: f64,
+    rss_added: f64,
+    sampler_cpu_ns: f64,
+}
+
+/// Runs this bench as a child with `spec` (see [`PROCESS_CHILD`]), under `perf record` at
+/// `perf_hz` when given; `Err` says why there is no result.
+fn run_child(spec: &str, perf: Option<(&Path, u32, &Path)>) -> Result<ChildRun, String> {
+    use std::process::{Command, Stdio};
+    let exe = std::env::current_exe().map_err(|e| format!("this bench's path: {e}"))?;
+    let mut cmd = match perf {
+        Some((perf, hz, out)) => {
+            let mut c = Command::new(perf);
+            c.args([
+                "record",
+                "-q",
+                "-F",
+                &hz.to_string(),
+                "--call-graph",
+                "dwarf",
+                "-o",
+            ])
+            .arg(out)
+            .arg("--")
+            .arg(&exe);
+            c
+        }
+        None => Command::new(&exe),
+    };
+    cmd.args(std::env::args_os().skip(1))
+        .env(PROCESS_CHILD, spec)
+        .env("RAYON_NUM_THREADS", "1")
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit());
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{spec}: did not start: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{spec}: failed: {}", out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let nums: Vec<f64> = text
+        .lines()
+        .last()
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let [loop_ns, before, after, sampler_cpu_ns, _taken] = nums[..] else {
+        return Err(format!("{spec}: unexpected output {text:?}"));
+    };
+    Ok(ChildRun {
+        loop_ns,
+        rss_added: (after - before) / 1048576.0,
+        sampler_cpu_ns,
+    })
+}
+
+/// `perf` on this machine: `/usr/bin/perf`, else the first on the `PATH`.
+fn find_perf() -> Option<std::path::PathBuf> {
+    let fixed = std::path::PathBuf::from("/usr/bin/perf");
+    if fixed.exists() {
+        return Some(fixed);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("perf"))
+            .find(|p| p.exists())
+    })
+}
+
+/// The process rows (see the module docs): per length and rate, the sampler on, off, and
+/// perf, one child process each, interleaved round by round.
+fn process_rows(dir: &Path) {
+    let rounds = if quick() { 3 } else { 7 };
+    let perf = find_perf();
+    if perf.is_none() {
+        eprintln!("sampler/process_llama: perf not installed: the perf comparison is skipped");
+    }
+    // The spinners: every CPU the one compute thread leaves idle, at the lowest priority.
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let exe = std::env::current_exe().expect("this bench's path");
+    let mut spinners: Vec<std::process::Child> = (1..cpus)
+        .filter_map(|_| {
+            std::process::Command::new("nice")
+                .args(["-n", "19"])
+                .arg(&exe)
+                .env(PROCESS_CHILD, "spin")
+                .spawn()
+                .ok()
+        })
+        .collect();
+    let cases: Vec<(usize, u32)> = [100usize, 1000]
+        .into_iter()
+        .flat_map(|n| [1000u32, 4000].map(|hz| (n, hz)))
+        .collect();
+    // Per case: (on, off, perf) runs, round by round.
+    let mut runs: Vec<Vec<(ChildRun, ChildRun, Option<ChildRun>)>> = vec![Vec::new(); cases.len()];
+    let mut perf_error: Option<String> = None;
+    for round in 0..rounds {
+        for (c, &(n, hz)) in cases.iter().enumerate() {
+            let perf_out = dir.join(format!("perf-{round}-{c}.data"));
+            let one = |mode: usize, perf_ok: bool| -> Result<Option<ChildRun>, String> {
+                match mode {
+                    0 => run_child(&format!("on:{hz}:{n}"), None).map(Some),
+                    1 => run_child(&format!("off:{n}"), None).map(Some),
+                    _ => match &perf {
+                        Some(p) if perf_ok => {
+                            let r = run_child(&format!("off:{n}"), Some((p, hz, &perf_out)));
+                            let _ = std::fs::remove_file(&perf_out);
+                            r.map(Some)
+                        }
+                        _ => Ok(None),
+                    },
+                }
+            };
+            let mut got: [Option<ChildRun>; 3] = [None; 3];
+            for k in 0..3 {
+                let mode = (k + round + c) % 3;
+                match one(mode, perf_error.is_none()) {
+                    Ok(r) => got[mode] = r,
+                    Err(e) if mode == 2 => {
+                        eprintln!("sampler/process_llama: perf record failed, skipped: {e}");
+                        perf_error = Some(e);
+                    }
+                    Err(e) => panic!("sampler/process_llama: {e}"),
+                }
+            }
+            if let [Some(on), Some(off), p] = got {
+                runs[c].push((on, off, p));
+            }
+        }
+    }
+    for s in &mut spinners {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    for (&(n, hz), runs) in cases.iter().zip(runs) {
+        let suffix = if hz == 1000 { "" } else { "_4k" };
+        let bench = format!("sampler/process_llama_{n}gen{suffix}");
+        let per = n as f64;
+        let on: Vec<f64> = runs.iter().map(|r| r.0.loop_ns / per).collect();
+        let off: Vec<f64> = runs.iter().map(|r| r.1.loop_ns / per).collect();
+        emit(
+            Row::new(
+                &bench,
+                "ns_per_generation (median, RAYON_NUM_THREADS=1)",
+                median(&mut on.clone()),
+                "ns",
+            )
+            .vs("no sampler (own process)", median(&mut off.clone())),
+        );
+        let mut ours: Vec<f64> = runs.iter().map(|r| r.0.loop_ns / r.1.loop_ns).collect();
+        let mut theirs: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| Some(r.2?.loop_ns / r.1.loop_ns))
+            .collect();
+        let row = Row::new(
+            &bench,
+            "on_over_off (median paired ratio)",
+            median(&mut ours),
+            "x",
+        );
+        if theirs.is_empty() {
+            eprintln!(
+                "bench-row: {bench} on_over_off: perf not installed (or failed): no perf baseline"
+            );
+            emit(row);
+        } else {
+            emit(row.vs(
+                &format!("perf record -F {hz} --call-graph dwarf"),
+                median(&mut theirs),
+            ));
+        }
+        let mut rss: Vec<f64> = runs.iter().map(|r| r.0.rss_added).collect();
+        emit(Row::new(&bench, "rss_added_during_steps", median(&mut rss), "MiB").vs("goal", 16.0));
+        let mut cpu: Vec<f64> = runs.iter().map(|r| r.0.sampler_cpu_ns / 1e6).collect();
+        eprintln!(
+            "{bench}: the sampler's threads used {:.1} ms of CPU during the steps (median of {} runs)",
+            median(&mut cpu),
+            runs.len()
+        );
+    }
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var(PROCESS_CHILD) {
+        let parts: Vec<&str> = spec.split(':').collect();
+        let num = |i: usize| -> usize {
+            parts
+                .get(i)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| {
+                    panic!("{PROCESS_CHILD}={spec:?}: expected off:N, on:HZ:N or spin")
+                })
+        };
+        match parts.first().copied() {
+            Some("spin") => loop {
+                std::hint::spin_loop();
+            },
+            Some("off") => process_child(None, num(1)),
+            Some("on") => process_child(Some(num(1) as u32), num(2)),
+            _ => panic!("{PROCESS_CHILD}={spec:?}: expected off:N, on:HZ:N or spin"),
+        }
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let (warmup, rounds) = if quick() {
         (5, (10, 20, 400))
@@ -283,4 +604,7 @@ fn main() {
     let diagnostic = diagnostic_from_env();
     measure(dir.path(), 1000, "", diagnostic, &mut work);
     measure(dir.path(), 4000, "_4k", diagnostic, &mut work);
+    if diagnostic.is_none() {
+        process_rows(dir.path());
+    }
 }

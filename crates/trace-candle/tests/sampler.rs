@@ -68,6 +68,7 @@ fn tally(trace: &ParsedTrace, tid: u64) -> HashMap<u64, Tally> {
     let mut frames: HashMap<u64, String> = HashMap::new();
     let mut stacks: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut out: HashMap<u64, Tally> = HashMap::new();
+    // The sampler defines its stacks when it stops, after the samples naming them.
     for e in &trace.events {
         match &e.event {
             Event::Frame(f) => {
@@ -76,6 +77,11 @@ fn tally(trace: &ParsedTrace, tid: u64) -> HashMap<u64, Tally> {
             Event::Stack(s) => {
                 stacks.insert(s.id, s.frames.clone());
             }
+            _ => {}
+        }
+    }
+    for e in &trace.events {
+        match &e.event {
             Event::Samples(s) if s.thread == tid => {
                 let has = |family: &[&str]| {
                     stacks[&s.stack]

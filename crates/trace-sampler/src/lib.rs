@@ -48,11 +48,13 @@
 //! `backtrace` crate's unwinder into a preallocated lock-free buffer (the `ring` module, safe
 //! code over atomics), with the step, the thread and the current scope (phase and innermost
 //! open span of any kind, see [`set_scope`]). Nothing on the signal path allocates or locks.
-//! The sampler thread drains the buffer, symbolizes and demangles the frames off the signal
-//! path (the interrupted instruction looked up exactly, every caller at its call; inlined
-//! functions too, from the line tables that the release profile keeps), interns frames and
-//! stacks, and when a recorded step ends writes its `samples` lines and a `sampler` line with
-//! the samples taken and lost and the process CPU time (schema version 2).
+//! The sampler thread drains the buffer, interns each raw address sequence as a stack, and
+//! when a recorded step ends writes its `samples` lines and a `sampler` line with the samples
+//! taken and lost and the process CPU time (schema version 2). Nothing is symbolized while
+//! steps are recorded: when sampling stops, the same thread symbolizes and demangles every
+//! stack once (the interrupted instruction looked up exactly, every caller at its call;
+//! inlined functions too, from the line tables that the release profile keeps), writes the
+//! `frame` and `stack` lines, and frees the symbolizer's caches.
 //!
 //! All of the crate's `unsafe` is in two modules, each block with its reason beside it:
 //! `signal` (the handler, the process CPU-time timer, the ticker's clock reads and queued
@@ -69,8 +71,9 @@
 //!   step's apart from other steps'; the effective rate is `taken` ÷ process CPU time
 //!   ([`SamplerStats::effective_hz`]), which counts the sampler thread's own CPU time too;
 //!   [`SamplerStats::sampled_hz`] leaves that out ([`SamplerStats::sampler_cpu_ns`]): the
-//!   rate the source delivered. The trace's
-//!   `sampler` line has no field for the source; it is reported through [`SamplerStats`].
+//!   rate the source delivered. Each step's `sampler` line says the same: the source
+//!   (`source`), the rate requested (`hz`), the samples taken over the sampled threads' CPU
+//!   time (`cpu_ns` less `sampler_cpu_ns`: the rate achieved) and the sampler's own CPU time.
 //! - One sampler per process (the signal, the timer and the thread set are process-wide): a
 //!   second start anywhere in the process gets [`SamplerError::Busy`].
 //! - [`Sampler::stop`] before the session finishes writes the last step's samples (a session
@@ -176,6 +179,18 @@ impl SamplerSource {
             SamplerSource::Ticker => "ticker",
             SamplerSource::PerfEvent => "perf_event",
             SamplerSource::Itimer => "itimer",
+        }
+    }
+}
+
+impl SamplerSource {
+    /// The source as a trace's `sampler` line names it (its `source` field, the same word as
+    /// [`as_str`](Self::as_str)).
+    pub fn wire(self) -> trace_record::schema::SamplingSource {
+        match self {
+            SamplerSource::Ticker => trace_record::schema::SamplingSource::Ticker,
+            SamplerSource::PerfEvent => trace_record::schema::SamplingSource::PerfEvent,
+            SamplerSource::Itimer => trace_record::schema::SamplingSource::Itimer,
         }
     }
 }
@@ -331,9 +346,9 @@ pub struct SamplerStats {
     pub lost: u64,
     /// Process CPU time over those steps, when the platform reports it.
     pub cpu_ns: Option<u64>,
-    /// The part of `cpu_ns` that the sampler's own threads used (draining, symbolizing,
-    /// listing threads; the ticker's ticks), when the platform reports it; those threads are
-    /// never sampled.
+    /// The part of `cpu_ns` that the sampler's own threads used (draining, listing threads;
+    /// the ticker's ticks; symbolizing happens once sampling stops), when the platform reports
+    /// it; those threads are never sampled.
     pub sampler_cpu_ns: Option<u64>,
     /// Wall time sampled.
     pub wall_ns: u64,
@@ -361,5 +376,21 @@ impl SamplerStats {
     pub fn sampled_hz(&self) -> Option<f64> {
         let ns = self.cpu_ns?.checked_sub(self.sampler_cpu_ns?)?;
         (ns > 0).then(|| self.taken as f64 / (ns as f64 / 1e9))
+    }
+}
+
+#[cfg(test)]
+mod source_word_tests {
+    use super::SamplerSource;
+
+    #[test]
+    fn the_trace_names_each_source_as_the_environment_variable_does() {
+        for s in [
+            SamplerSource::Ticker,
+            SamplerSource::PerfEvent,
+            SamplerSource::Itimer,
+        ] {
+            assert_eq!(s.wire().as_str(), s.as_str());
+        }
     }
 }

@@ -1,7 +1,16 @@
-//! Symbolization and interning of sampled stacks: addresses to demangled frames to stack ids.
+//! Sampled stacks: raw address sequences interned while steps are recorded, symbolized after.
+//!
+//! While sampling, [`RawStacks`] only interns each raw stack (its instruction pointers) under
+//! a stack id: no debug information is read, nothing is demangled (reading a binary's debug
+//! information costs a Candle model's process 150 MiB and more of resident memory and a few
+//! hundred milliseconds of CPU, which must not land in the recorded steps). When sampling
+//! stops, [`RawStacks::resolve`] symbolizes every stack once, with the [`Symbols`] interner,
+//! into the `frame` and `stack` events, then gives the symbolizer's caches back.
 //!
 //! Functions inlined at an address get frames of their own (from the line tables), marked
 //! `inlined`, inside the frame of the function containing them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use trace_record::schema::{Event, FrameEvent, StackEvent};
 
@@ -18,9 +27,58 @@ struct IpInfo {
     trampoline: bool,
 }
 
-/// Interns frames and stacks and queues the `frame` / `stack` events not yet written.
+/// The next stack id and frame id: unique in the process, so that a capture that stops
+/// sampling and starts again into the same session (each start a new sampler thread, each
+/// stop its own `frame` and `stack` lines) never defines an id twice.
+static NEXT_STACK: AtomicU64 = AtomicU64::new(1);
+static NEXT_FRAME: AtomicU64 = AtomicU64::new(1);
+
+/// Raw stacks (instruction pointers, innermost first, as the handler read them), interned
+/// by their address sequence while steps are recorded: the ids the `samples` lines name, whose
+/// `stack` lines [`RawStacks::resolve`] writes once sampling stopped.
 #[derive(Debug, Default)]
-pub(super) struct Symbols {
+pub(super) struct RawStacks {
+    ids: FastMap<Box<[usize]>, u64>,
+}
+
+impl RawStacks {
+    /// The stack id of a raw stack (interned: the same addresses get the same id). No
+    /// symbolization: one hash lookup, and one allocation for a stack not seen before.
+    pub(super) fn intern(&mut self, ips: &[usize]) -> u64 {
+        if let Some(&id) = self.ids.get(ips) {
+            return id;
+        }
+        let id = NEXT_STACK.fetch_add(1, Ordering::Relaxed);
+        self.ids.insert(ips.into(), id);
+        id
+    }
+
+    /// No raw stack interned.
+    pub(super) fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Symbolizes every raw stack, in id order: the `frame` events (each before the first
+    /// stack naming it) and one `stack` event per raw stack, under its id. Afterwards the
+    /// symbolizer's caches (the binaries' parsed debug information) are given back.
+    pub(super) fn resolve(self) -> Vec<Event> {
+        let mut raw: Vec<(u64, Box<[usize]>)> =
+            self.ids.into_iter().map(|(ips, id)| (id, ips)).collect();
+        raw.sort_unstable_by_key(|&(id, _)| id);
+        let mut symbols = Symbols::default();
+        for (id, ips) in raw {
+            symbols.stack(id, &ips);
+        }
+        let events = symbols.take_pending();
+        drop(symbols);
+        backtrace::clear_symbol_cache();
+        events
+    }
+}
+
+/// Interns frames and queues the `frame` / `stack` events not yet written.
+#[derive(Debug, Default)]
+struct Symbols {
     /// The signal handler's own function as this binary's debug info names it (resolved from
     /// its address once): with line tables only (`debug = "line-tables-only"`, what release
     /// builds here use) a function is named without its path (`on_sigprof`), so the name
@@ -32,7 +90,6 @@ pub(super) struct Symbols {
     handler_fn: Option<Option<(String, Option<String>)>>,
     by_ip: FastMap<usize, IpInfo>,
     frames: FastMap<(String, Option<String>, bool), u64>,
-    stacks: FastMap<Vec<u64>, u64>,
     /// Definitions not yet written, in definition order.
     pending: Vec<Event>,
     /// The frames of the stack being interned (kept between samples: no allocation per
@@ -73,11 +130,11 @@ fn short_path(p: &str) -> String {
 
 impl Symbols {
     fn intern_frame(&mut self, func: String, file: Option<String>, inlined: bool) -> u64 {
-        let next = self.frames.len() as u64 + 1;
         let key = (func, file, inlined);
         if let Some(&id) = self.frames.get(&key) {
             return id;
         }
+        let next = NEXT_FRAME.fetch_add(1, Ordering::Relaxed);
         let (func, file, inlined) = key.clone();
         self.frames.insert(key, next);
         self.pending.push(Event::Frame(FrameEvent {
@@ -131,9 +188,10 @@ impl Symbols {
         &self.by_ip[&ip]
     }
 
-    /// The stack id of a raw stack (instruction pointers, innermost first, starting inside
-    /// the signal handler): the handler's own frames and the signal trampoline are cut off.
-    pub(super) fn stack(&mut self, ips: &[usize]) -> u64 {
+    /// Defines stack `id` as raw stack `ips` symbolized (instruction pointers, innermost
+    /// first, starting inside the signal handler): the handler's own frames and the signal
+    /// trampoline are cut off.
+    fn stack(&mut self, id: u64, ips: &[usize]) {
         let mut start = 0;
         for (i, &ip) in ips.iter().enumerate().take(16) {
             if self.resolve(ip).handler {
@@ -164,19 +222,15 @@ impl Symbols {
             };
             frames.extend_from_slice(&self.resolve(lookup).frames);
         }
-        let next = self.stacks.len() as u64 + 1;
-        if let Some(&id) = self.stacks.get(&frames) {
-            self.scratch = frames;
-            return id;
-        }
-        self.stacks.insert(frames.clone(), next);
-        self.pending
-            .push(Event::Stack(StackEvent { id: next, frames }));
-        next
+        self.pending.push(Event::Stack(StackEvent {
+            id,
+            frames: frames.clone(),
+        }));
+        self.scratch = frames;
     }
 
     /// The `frame` and `stack` events defined since the last call.
-    pub(super) fn take_pending(&mut self) -> Vec<Event> {
+    fn take_pending(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.pending)
     }
 }
@@ -196,13 +250,16 @@ mod tests {
     }
 
     #[test]
-    fn a_stack_is_symbolized_demangled_and_interned_once() {
-        let mut s = Symbols::default();
+    fn a_stack_is_interned_once_and_symbolized_demangled_when_resolved() {
+        let mut s = RawStacks::default();
         let ips = here();
-        let a = s.stack(&ips);
-        let b = s.stack(&ips);
+        let a = s.intern(&ips);
+        let b = s.intern(&ips);
         assert_eq!(a, b);
-        let pending = s.take_pending();
+        let other = s.intern(&ips[1..]);
+        assert_ne!(a, other);
+        assert!(!s.is_empty());
+        let pending = s.resolve();
         let names: Vec<&str> = pending
             .iter()
             .filter_map(|e| match e {
@@ -222,14 +279,26 @@ mod tests {
                 .is_some_and(|(_, h)| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
         };
         assert!(names.iter().all(|n| !hashed(n)), "{names:?}");
-        let stacks = pending
+        // One `stack` line per raw stack, under its id, in id order.
+        let stacks: Vec<u64> = pending
             .iter()
-            .filter(|e| matches!(e, Event::Stack(_)))
-            .count();
-        assert_eq!(stacks, 1);
-        // Frames come before the stack naming them.
-        assert!(matches!(pending.last(), Some(Event::Stack(_))));
-        assert!(s.take_pending().is_empty());
+            .filter_map(|e| match e {
+                Event::Stack(st) => Some(st.id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stacks, vec![a, other]);
+        // Frames come before the stack naming them, and each is defined once.
+        let mut defined = std::collections::HashSet::new();
+        for e in &pending {
+            match e {
+                Event::Frame(f) => assert!(defined.insert(f.id), "frame {} twice", f.id),
+                Event::Stack(st) => {
+                    assert!(st.frames.iter().all(|f| defined.contains(f)), "{st:?}");
+                }
+                _ => panic!("only frames and stacks: {e:?}"),
+            }
+        }
     }
 
     #[test]

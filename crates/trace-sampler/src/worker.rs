@@ -1,4 +1,11 @@
-//! The sampler's thread: drains the buffer, symbolizes, aggregates per step, writes the lines.
+//! The sampler's thread: drains the buffer, aggregates per step, writes the lines; symbolizes
+//! the stacks once sampling stopped.
+//!
+//! While steps are recorded it only interns raw stacks (addresses) and writes each step's
+//! `samples` lines (naming stacks by id) and `sampler` line: no debug information is loaded
+//! then. When sampling stops it symbolizes every stack seen and writes the `frame` and `stack`
+//! lines (before the session's trailer: a sampler stops before its session finishes), then
+//! gives the symbolizer's memory back and ends.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -9,7 +16,7 @@ use trace_record::schema::{Event, SamplerEvent, SamplesEvent};
 
 use crate::ring::{RawSample, ring};
 use crate::scope_cell::unpack;
-use crate::symbols::Symbols;
+use crate::symbols::RawStacks;
 use crate::threads::Threads;
 use crate::{FastMap, SamplerStats};
 
@@ -47,7 +54,8 @@ pub(super) struct Worker {
     pub(super) stats: Arc<Mutex<SamplerStats>>,
     /// With perf events: the per-thread events to keep in step with the threads.
     threads: Option<Arc<Threads>>,
-    symbols: Symbols,
+    /// The raw stacks seen, by id (symbolized when sampling stops).
+    stacks: RawStacks,
     /// (step, thread, stack, scope) → samples.
     counts: FastMap<(u64, u64, u64, u64), u64>,
     /// Samples of steps already written (arrived too late): counted as lost.
@@ -66,7 +74,7 @@ impl Worker {
             hz,
             stats,
             threads,
-            symbols: Symbols::default(),
+            stacks: RawStacks::default(),
             counts: FastMap::default(),
             late: 0,
         }
@@ -84,6 +92,7 @@ impl Worker {
                 }
                 Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => {
                     self.drain_settled(written);
+                    self.define_stacks();
                     break;
                 }
                 Err(RecvTimeoutError::Timeout) => {
@@ -105,7 +114,7 @@ impl Worker {
             self.late += 1;
             return;
         }
-        let stack = self.symbols.stack(&s.ips);
+        let stack = self.stacks.intern(&s.ips);
         *self
             .counts
             .entry((s.step, s.tid, stack, s.scope))
@@ -124,7 +133,19 @@ impl Worker {
         }
     }
 
-    /// Writes a step's definitions, `samples` lines and `sampler` line.
+    /// After sampling stopped: symbolizes every stack the `samples` lines name and writes
+    /// their `frame` and `stack` lines (nothing once the session finished).
+    fn define_stacks(&mut self) {
+        let stacks = std::mem::take(&mut self.stacks);
+        if stacks.is_empty() {
+            return;
+        }
+        let events = stacks.resolve();
+        self.session.record_sampled(&events);
+    }
+
+    /// Writes a step's `samples` lines and `sampler` line (the stacks they name are defined
+    /// when sampling stops).
     fn flush(&mut self, end: StepEnd) {
         let mut rows: Vec<((u64, u64, u64), u64)> = Vec::new();
         self.counts.retain(|&(step, tid, stack, scope), &mut n| {
@@ -139,7 +160,7 @@ impl Worker {
         // This step's losses only (a lagging sampler thread may flush it while later steps
         // lose samples), and the samples that arrived after their own step was written.
         let lost = ring().take_lost(end.step) + std::mem::take(&mut self.late);
-        let mut events = self.symbols.take_pending();
+        let mut events = Vec::with_capacity(rows.len() + 1);
         let mut taken = 0u64;
         for ((tid, stack, scope), n) in rows {
             let (phase, span) = unpack(scope);
@@ -162,6 +183,12 @@ impl Worker {
             sampler_cpu_ns: end.sampler_cpu_ns,
             ts: end.ts,
             dur: end.dur,
+            source: self
+                .stats
+                .lock()
+                .ok()
+                .and_then(|s| s.source)
+                .map(crate::SamplerSource::wire),
         };
         // The two clocks are read one after the other: written within the whole, by the
         // readers' own rule, and counted so in the stats too.
