@@ -29,6 +29,15 @@
 //!   boundary a loop's last `step()` opens, in which `finish()` ran — are left out and
 //!   counted in [`FoldedSamples::outside_steps`].
 //!
+//! **Waiting and the profiler's own work, apart.** [`folded_samples_classified`] takes the
+//! classes of the stacks from the caller ([`SampleClasses`]: the analyses' rules, which this
+//! crate does not own; `tracegraph export` passes the ones `tracegraph hot` counts by) and
+//! ends every stack of a thread waiting with one `[waiting]` frame and every stack of the
+//! profiler's own work with one `[profiler]` frame ([`SampleClass::frame`]), so a flame
+//! graph's self time lands on them rather than on a spin loop or a `futex_wake`, and the
+//! weights of the lines ending in each sum to [`FoldedSamples::waiting`] and
+//! [`FoldedSamples::profiler`]. [`folded_samples`] marks nothing (every stack busy).
+//!
 //! **Weights are sample counts, never nanoseconds**: the span folded stacks weigh measured
 //! self time in ns, these weigh samples, so the two are separate outputs. One sample stands
 //! for about [`SamplerAccount::ns_per_sample`] of the sampled threads' CPU time (an estimate).
@@ -83,6 +92,56 @@ pub struct FoldedSamples {
     pub adjustments: Adjustments,
     /// Whether the step asked for was found (true when no step was asked for).
     pub step_found: bool,
+    /// Of `total_samples`, samples of stacks classified waiting (lines ending in
+    /// `[waiting]`).
+    pub waiting: u64,
+    /// Of `total_samples`, samples of stacks classified the profiler's own work (lines ending
+    /// in `[profiler]`).
+    pub profiler: u64,
+}
+
+/// What a sampled stack's samples are, as [`SampleClasses`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SampleClass {
+    /// The program working: no frame added.
+    #[default]
+    Busy,
+    /// A thread waiting (a pool spinning or parked): a `[waiting]` frame on top.
+    Waiting,
+    /// The profiler's own work on a program thread: a `[profiler]` frame on top.
+    Profiler,
+}
+
+impl SampleClass {
+    /// The frame put on top of a stack of this class: `[waiting]`, `[profiler]`, none for
+    /// busy.
+    pub fn frame(self) -> Option<&'static str> {
+        match self {
+            SampleClass::Busy => None,
+            SampleClass::Waiting => Some("[waiting]"),
+            SampleClass::Profiler => Some("[profiler]"),
+        }
+    }
+}
+
+/// The classes of a trace's sampled stacks, learnt from its `frame` and `stack` lines as they
+/// are read (the caller's rules: the analyses own them).
+pub trait SampleClasses {
+    /// Sees every `frame` and `stack` event, in file order.
+    fn add(&mut self, event: &Event);
+    /// The class of the stack of wire id `stack` (busy when unknown), asked after every line
+    /// was read.
+    fn class(&self, stack: u64) -> SampleClass;
+}
+
+/// Every stack busy: what [`folded_samples`] folds with.
+struct AllBusy;
+
+impl SampleClasses for AllBusy {
+    fn add(&mut self, _: &Event) {}
+    fn class(&self, _: u64) -> SampleClass {
+        SampleClass::Busy
+    }
 }
 
 impl FoldedSamples {
@@ -147,7 +206,7 @@ struct SampleKey {
 ///     frame(2, "gemm::gemm"),
 ///     Event::Stack(StackEvent { id: 1, frames: vec![1, 2] }),
 ///     Event::Samples(SamplesEvent { step: 0, thread: 7, stack: 1, n: 3, phase: Some(ExecStep::Backward), span }),
-///     Event::Sampler(SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: Some(3_000_000), sampler_cpu_ns: None, ts: 0, dur: 4_000_000 }),
+///     Event::Sampler(SamplerEvent { step: 0, hz: 1000, taken: 3, lost: 0, cpu_ns: Some(3_000_000), sampler_cpu_ns: None, ts: 0, dur: 4_000_000, source: None }),
 /// ]);
 /// session.finish()?;
 /// let trace = sink.bytes();
@@ -160,6 +219,55 @@ struct SampleKey {
 pub fn folded_samples<R: BufRead + Send>(
     reader: &mut TraceReader<R>,
     step: Option<u64>,
+) -> Result<FoldedSamples, ExportError> {
+    folded_samples_classified(reader, step, &mut AllBusy)
+}
+
+/// [`folded_samples`] with every stack of a thread waiting ending in a `[waiting]` frame and
+/// every stack of the profiler's own work in a `[profiler]` frame, as `classes` classifies
+/// them (see the module documentation); their weights are also summed in
+/// [`FoldedSamples::waiting`] and [`FoldedSamples::profiler`].
+///
+/// ```
+/// use trace_export::{SampleClass, SampleClasses, folded_samples_classified};
+/// use trace_record::schema::{Event, FrameEvent, Phase, SamplesEvent, SpanKind, StackEvent};
+/// use trace_record::{ReadOptions, Run, TraceReader, TraceSession};
+///
+/// /// Stack 2 waits.
+/// struct Two;
+/// impl SampleClasses for Two {
+///     fn add(&mut self, _: &Event) {}
+///     fn class(&self, stack: u64) -> SampleClass {
+///         if stack == 2 { SampleClass::Waiting } else { SampleClass::Busy }
+///     }
+/// }
+/// let (session, sink) = TraceSession::in_memory(Run::new("doc", Phase::Infer, "cpu"));
+/// let span = session.span("decode", SpanKind::Function, None).id().map(|s| s.0);
+/// let frame = |id, func: &str| Event::Frame(FrameEvent { id, func: func.into(), file: None, inlined: false });
+/// let samples = |stack, n| Event::Samples(SamplesEvent { step: 0, thread: 7, stack, n, phase: None, span });
+/// session.record_sampled(&[
+///     frame(1, "main"),
+///     frame(2, "core::hint::spin_loop"),
+///     Event::Stack(StackEvent { id: 1, frames: vec![1] }),
+///     Event::Stack(StackEvent { id: 2, frames: vec![1, 2] }),
+///     samples(1, 3),
+///     samples(2, 2),
+/// ]);
+/// session.finish()?;
+/// let trace = sink.bytes();
+/// let mut reader = TraceReader::new(&trace[..], ReadOptions::default())?;
+/// let folded = folded_samples_classified(&mut reader, None, &mut Two)?;
+/// assert_eq!(folded.lines, [
+///     ("decode;main".to_string(), 3),
+///     ("decode;main;core::hint::spin_loop;[waiting]".to_string(), 2),
+/// ]);
+/// assert_eq!((folded.waiting, folded.profiler), (2, 0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn folded_samples_classified<R: BufRead + Send, C: SampleClasses + ?Sized>(
+    reader: &mut TraceReader<R>,
+    step: Option<u64>,
+    classes: &mut C,
 ) -> Result<FoldedSamples, ExportError> {
     let mut nester = Nester::with_clip_depth(MAX_FOLDED_FRAMES - 1);
     // Span id → interned path, recorded when the span closes.
@@ -193,11 +301,13 @@ pub fn folded_samples<R: BufRead + Send>(
         match &event {
             // Defined once; a redefinition is a validation issue and ignored here.
             Event::Frame(f) => {
+                classes.add(&event);
                 frames
                     .entry(f.id)
                     .or_insert_with(|| sampled_frame_name(&f.func, f.file.as_deref()));
             }
             Event::Stack(s) => {
+                classes.add(&event);
                 stacks.entry(s.id).or_insert_with(|| s.frames.clone());
             }
             Event::Samples(s) if keep(s.step) => {
@@ -237,6 +347,7 @@ pub fn folded_samples<R: BufRead + Send>(
     let mut without_span = 0u64;
     let mut unknown_stacks = 0u64;
     let mut truncated = 0u64;
+    let (mut waiting, mut profiler) = (0u64, 0u64);
     let mut lines: Vec<(String, u64)> = Vec::with_capacity(counts.len());
     for (key, n) in counts {
         let mut parts: Vec<String> = Vec::new();
@@ -280,6 +391,16 @@ pub fn folded_samples<R: BufRead + Send>(
         if cut {
             truncated += 1;
         }
+        let class = classes.class(key.stack);
+        if let Some(mark) = class.frame() {
+            parts.push(mark.to_string());
+            let sum = if class == SampleClass::Waiting {
+                &mut waiting
+            } else {
+                &mut profiler
+            };
+            *sum = sum.saturating_add(n);
+        }
         if n > 0 {
             lines.push((parts.join(";"), n));
         }
@@ -304,5 +425,141 @@ pub fn folded_samples<R: BufRead + Send>(
         sampler,
         adjustments: nester.adjustments(),
         step_found,
+        waiting,
+        profiler,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_record::schema::{FrameEvent, Phase, SamplesEvent, SpanKind, StackEvent};
+    use trace_record::{ReadOptions, Run, TraceSession};
+
+    /// Stacks classified by their innermost frame's name, learnt from the frame and stack
+    /// lines as read: `wait` waits, `trace_` is the profiler's.
+    #[derive(Default)]
+    struct ByInnermost {
+        frames: FastMap<u64, String>,
+        stacks: FastMap<u64, SampleClass>,
+    }
+
+    impl SampleClasses for ByInnermost {
+        fn add(&mut self, event: &Event) {
+            match event {
+                Event::Frame(f) => {
+                    self.frames.insert(f.id, f.func.clone());
+                }
+                Event::Stack(s) => {
+                    let inner = s.frames.last().and_then(|f| self.frames.get(f));
+                    let class = match inner {
+                        Some(f) if f.contains("wait") => SampleClass::Waiting,
+                        Some(f) if f.starts_with("trace_") => SampleClass::Profiler,
+                        _ => SampleClass::Busy,
+                    };
+                    self.stacks.insert(s.id, class);
+                }
+                _ => {}
+            }
+        }
+        fn class(&self, stack: u64) -> SampleClass {
+            self.stacks.get(&stack).copied().unwrap_or_default()
+        }
+    }
+
+    #[test]
+    fn waiting_and_the_profilers_stacks_end_in_a_frame_of_their_own() {
+        let (session, sink) = TraceSession::in_memory(Run::new("marks", Phase::Infer, "cpu"));
+        let span = session
+            .span("decode", SpanKind::Function, None)
+            .id()
+            .map(|s| s.0);
+        let frame = |id, func: &str| {
+            Event::Frame(FrameEvent {
+                id,
+                func: func.into(),
+                file: None,
+                inlined: false,
+            })
+        };
+        let samples = |stack, n| {
+            Event::Samples(SamplesEvent {
+                step: 0,
+                thread: 1,
+                stack,
+                n,
+                phase: None,
+                span,
+            })
+        };
+        session.record_sampled(&[
+            frame(1, "main"),
+            frame(2, "gemm::gemm"),
+            frame(3, "futex_wait"),
+            frame(4, "trace_sampler::advance"),
+            Event::Stack(StackEvent {
+                id: 1,
+                frames: vec![1, 2],
+            }),
+            Event::Stack(StackEvent {
+                id: 2,
+                frames: vec![1, 3],
+            }),
+            Event::Stack(StackEvent {
+                id: 3,
+                frames: vec![1, 4],
+            }),
+            samples(1, 5),
+            samples(2, 3),
+            samples(3, 2),
+            // A stack no line defines: busy, one `[unknown stack]` frame.
+            samples(9, 1),
+        ]);
+        session.finish().unwrap();
+        let bytes = sink.bytes();
+        let fold = |classes: &mut dyn SampleClasses| {
+            let mut reader = TraceReader::new(&bytes[..], ReadOptions::default()).unwrap();
+            folded_samples_classified(&mut reader, None, classes).unwrap()
+        };
+        let marked = fold(&mut ByInnermost::default());
+        assert_eq!(
+            marked.lines,
+            [
+                ("decode;[unknown stack]".to_string(), 1),
+                ("decode;main;futex_wait;[waiting]".to_string(), 3),
+                ("decode;main;gemm::gemm".to_string(), 5),
+                (
+                    "decode;main;trace_sampler::advance;[profiler]".to_string(),
+                    2
+                ),
+            ]
+        );
+        assert_eq!(
+            (marked.total_samples, marked.waiting, marked.profiler),
+            (11, 3, 2)
+        );
+        // The weights of the lines ending in each mark sum to its total.
+        let ending = |mark: &str| -> u64 {
+            marked
+                .lines
+                .iter()
+                .filter(|(l, _)| l.ends_with(mark))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        assert_eq!(
+            (ending(";[waiting]"), ending(";[profiler]")),
+            (marked.waiting, marked.profiler)
+        );
+        // Unclassified: the same lines without marks.
+        let plain = fold(&mut AllBusy);
+        assert_eq!((plain.waiting, plain.profiler), (0, 0));
+        assert!(
+            plain
+                .lines
+                .iter()
+                .all(|(l, _)| !l.contains("[waiting]") && !l.contains("[profiler]"))
+        );
+        assert_eq!(plain.total_samples, marked.total_samples);
+    }
 }

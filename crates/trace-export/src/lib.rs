@@ -37,7 +37,8 @@ pub use chrome::{
 };
 pub use folded::{DEEPER_FRAMES, FoldedStacks, MAX_FOLDED_FRAMES, folded_stacks};
 pub use folded_samples::{
-    FoldedSamples, MAX_SAMPLED_FRAMES, NO_SPAN, UNKNOWN_STACK, folded_samples,
+    FoldedSamples, MAX_SAMPLED_FRAMES, NO_SPAN, SampleClass, SampleClasses, UNKNOWN_STACK,
+    folded_samples, folded_samples_classified,
 };
 pub use names::{SpanNames, TraceOutline, outline};
 pub use nest::{Adjustments, OUTSIDE_SPANS_TID};

@@ -20,6 +20,9 @@ const LABEL_CHARS: usize = 80;
 /// The frame put on top of every stack classified waiting (a thread pool spinning or parked),
 /// in the colour group `waiting`, so waiting is drawn apart from work.
 pub(crate) const WAITING_FRAME: &str = "[waiting]";
+/// The frame put on top of every stack classified the profiler's own work (the sampler, the
+/// recorder, the heap tracker on a program thread), in the colour group `profiler`.
+pub(crate) const PROFILER_FRAME: &str = "[profiler]";
 /// The phases, in the order of [`FlameData::counts`].
 pub(crate) const PHASES: [&str; 4] = ["forward", "backward", "optimizer", "unknown"];
 
@@ -74,6 +77,18 @@ fn summary(
             },
         ),
         ("samples lost".to_string(), acc.lost.to_string()),
+        (
+            "source".to_string(),
+            format!(
+                "{}{}",
+                acc.sources_text(),
+                if acc.source_unknown_in_some_steps() {
+                    " (some steps did not say)"
+                } else {
+                    ""
+                }
+            ),
+        ),
     ];
     if let Some((own, share)) = acc.sampler_share() {
         rows.push((
@@ -101,6 +116,18 @@ fn summary(
             hot.waiting,
             format_share(if hot.samples > 0 {
                 hot.waiting as f64 / hot.samples as f64
+            } else {
+                0.0
+            })
+        ),
+    ));
+    rows.push((
+        "profiler".to_string(),
+        format!(
+            "{} samples ({}) of the profiler's own work on the program's threads (the sampler, the recorder, the heap tracker; the step-boundary wake): the [profiler] bars, in no hint",
+            hot.profiler,
+            format_share(if hot.samples > 0 {
+                hot.profiler as f64 / hot.samples as f64
             } else {
                 0.0
             })
@@ -195,6 +222,10 @@ pub(crate) fn flame_data(
         if st.waiting && path.len() < MAX_FLAME_DEPTH {
             path.push(names.get(WAITING_FRAME, || WAITING_FRAME.into(), "waiting"));
         }
+        // The profiler's own work: a bar of its own on top too.
+        if st.profiler && path.len() < MAX_FLAME_DEPTH {
+            path.push(names.get(PROFILER_FRAME, || PROFILER_FRAME.into(), "profiler"));
+        }
         out_stacks.push(path);
         out_counts.push(c);
     }
@@ -220,7 +251,8 @@ pub(crate) fn flame_data(
                Phases are as the capture recorded them with each sample (unknown: it did not \
                say). Stacks start at their thread's entry (the program's main, a worker's \
                loop), below the runtime's start frames; a thread pool spinning or parked ends \
-               in a [waiting] bar of its own colour. Click a frame to zoom in, a frame above \
+               in a [waiting] bar of its own colour, the profiler's own work in a [profiler] \
+               bar. Click a frame to zoom in, a frame above \
                it or \"reset zoom\" to zoom out."
             .to_string(),
         names: names.names,

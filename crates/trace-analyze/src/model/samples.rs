@@ -17,7 +17,16 @@
 //! `sched_yield` waits) is classified *waiting* when loaded, by the frame patterns in
 //! [`WAITING_FRAMES`]: walking from the innermost frame outwards past frames that say nothing
 //! of their own (Rust's generic runtime, libc, unknown frames), the first frame either matches
-//! a pattern (waiting) or belongs to some other code (work).
+//! a pattern (waiting) or belongs to some other code (work). Only the waiting side waits:
+//! a waker (`futex_wake`, `unpark`, a mutex's `unlock`, `notify_one`: [`WAKER_FRAMES`]) is
+//! work wherever it is called from.
+//!
+//! **The profiler's own work is neither.** A stack whose innermost frame of some code's own
+//! (past the runtime, libc, wakers and waiting frames) is the sampler's, the recorder's, the
+//! heap tracker's or the capture's ([`PROFILER_CRATE_NAMES`], by the frame's crate) is
+//! classified *profiler*: the step-boundary wake (`Capture::step` → `advance` → `unpark` →
+//! `futex_wake`), a recorder's lock, the heap tracker's bookkeeping. The allocator below the
+//! heap tracker's allocator wrapper stays the program's (it would run without the tracker).
 
 use serde::Serialize;
 use trace_record::SamplerAccount;
@@ -51,16 +60,19 @@ struct FrameRec {
     krate: u32,
     /// The crate's length.
     krate_len: u32,
-    /// [`INLINED`], [`SHOWN_WITH_FILE`], and the [`WaitClass`] in the low two bits.
+    /// [`INLINED`], [`SHOWN_WITH_FILE`], and the [`WaitClass`] in the low three bits
+    /// ([`CLASS_BITS`]).
     flags: u8,
 }
 
 /// No file, no crate.
 const NONE: u32 = u32::MAX;
+/// [`FrameRec::flags`]: the bits of the frame's [`WaitClass`].
+const CLASS_BITS: u8 = 7;
 /// [`FrameRec::flags`]: inlined into its caller.
-const INLINED: u8 = 4;
+const INLINED: u8 = 8;
 /// [`FrameRec::flags`]: the frame's text is `func (file)` and that is its shown name.
-const SHOWN_WITH_FILE: u8 = 8;
+const SHOWN_WITH_FILE: u8 = 16;
 /// The longest function or file kept (longer ones are cut at a character boundary): every
 /// range of a frame then fits in a `u32`. A loaded line is at most 64 MiB, far below it.
 const MAX_FRAME_TEXT: usize = (u32::MAX / 4) as usize;
@@ -171,8 +183,8 @@ pub struct SampledStacks {
     pub samples: Vec<SampleRow>,
     /// `sampler` lines in the order they were read.
     pub steps: Vec<SamplerEvent>,
-    /// Per stack (by index): classified waiting.
-    stack_waiting: Vec<bool>,
+    /// Per stack (by index): its class (busy, waiting, the profiler's).
+    stack_class: Vec<StackClass>,
     /// Samples left out at load because their step is no step of the trace (the empty
     /// boundary a loop's last `step()` opens, an empty step 0): every analysis counts the
     /// steps the step rule counts.
@@ -219,10 +231,21 @@ pub const WAITING_FRAMES: &[WaitPattern] = &[
         "giving the CPU away (`std::thread::yield_now`)",
     ),
     // Parking and blocking.
+    // The waiting side of a futex only: `futex_wake` is a waker (see `WAKER_FRAMES`).
     wait(
-        "futex",
+        "futex_wait",
         None,
         "a futex wait (parking, mutexes, condition variables)",
+    ),
+    wait(
+        "futex_abstimed_wait",
+        None,
+        "glibc's futex wait (mutexes, condition variables)",
+    ),
+    wait(
+        "lock_contended",
+        Some("std"),
+        "a contended `std` lock (spinning, then a futex wait)",
     ),
     wait("pthread_cond_wait", None, "a condition-variable wait"),
     wait("pthread_cond_timedwait", None, "a condition-variable wait"),
@@ -290,15 +313,163 @@ pub const WAITING_FRAMES: &[WaitPattern] = &[
     ),
 ];
 
-/// What a frame says when a stack is classified.
+/// Functions that wake a waiting thread (the last segment of the function's path, leading
+/// underscores and glibc's `GI_` prefix left out): the waker's own work, never waiting,
+/// wherever it is called from (a mutex's `unlock`, a thread's `unpark`, `futex_wake`).
+pub(crate) const WAKER_FRAMES: &[&str] = &[
+    "futex_wake",
+    "futex_wake_all",
+    "lll_lock_wake",
+    "lll_lock_wake_private",
+    "unpark",
+    "unpark_one",
+    "unpark_all",
+    "unpark_requeue",
+    "unpark_filter",
+    "unlock",
+    "unlock_slow",
+    "unlock_contended",
+    "wake",
+    "wake_one",
+    "wake_all",
+    "wake_by_ref",
+    "notify_one",
+    "notify_all",
+    "pthread_cond_signal",
+    "pthread_cond_broadcast",
+    "pthread_mutex_unlock",
+    "pthread_mutex_unlock_usercnt",
+];
+
+/// The crates whose frames are the profiler's own work: the capture, the recorder, the CPU
+/// sampler, the heap tracker, and the `tracing` machinery the capture's layer runs in.
+pub(crate) const PROFILER_CRATE_NAMES: &[&str] = &[
+    "trace_candle",
+    "trace_record",
+    "trace_sampler",
+    "trace_heap",
+    "tracing",
+    "tracing_core",
+    "tracing_subscriber",
+];
+
+/// The heap tracker's crate: its allocator wrapper around the program's allocation is
+/// looked through when the allocator is below it.
+const HEAP_TRACKER_CRATE: &str = "trace_heap";
+
+/// What a frame says when a stack is classified (stored in [`CLASS_BITS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum WaitClass {
     /// Matches [`WAITING_FRAMES`].
-    Waiting,
+    Waiting = 0,
     /// Says nothing of its own: look at its caller.
-    Neutral,
+    Neutral = 1,
     /// Some code's own work.
-    Work,
+    Work = 2,
+    /// The profiler's own code ([`PROFILER_CRATE_NAMES`]).
+    Profiler = 3,
+    /// The heap tracker's own code (the profiler's; looked through above the allocator).
+    HeapTracker = 4,
+    /// A waker ([`WAKER_FRAMES`]): work, but it tells nothing of whose.
+    Waker = 5,
+    /// The allocator: work, of whoever asked for the allocation.
+    Alloc = 6,
+}
+
+impl WaitClass {
+    fn from_bits(bits: u8) -> WaitClass {
+        match bits & CLASS_BITS {
+            0 => WaitClass::Waiting,
+            2 => WaitClass::Work,
+            3 => WaitClass::Profiler,
+            4 => WaitClass::HeapTracker,
+            5 => WaitClass::Waker,
+            6 => WaitClass::Alloc,
+            _ => WaitClass::Neutral,
+        }
+    }
+}
+
+/// What a sampled stack's samples are (classified at load, see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StackClass {
+    /// Some code of the program working.
+    Busy,
+    /// A thread waiting ([`WAITING_FRAMES`]).
+    Waiting,
+    /// The profiler's own work ([`PROFILER_CRATE_NAMES`]).
+    Profiler,
+}
+
+/// The class of a stack from the classes of its frames, innermost first (the module docs'
+/// rules): the profiler's when the innermost frame of some code's own, past the runtime,
+/// wakers, waiting frames and the allocator (and the heap tracker's wrapper right above the
+/// allocator), is the profiler's; else waiting when the innermost telling frame waits.
+fn classify(inner_first: impl Iterator<Item = WaitClass>) -> StackClass {
+    let mut telling: Option<WaitClass> = None;
+    let mut in_alloc = false;
+    for c in inner_first {
+        match c {
+            WaitClass::Neutral => {}
+            WaitClass::Waiting => {
+                telling.get_or_insert(WaitClass::Waiting);
+            }
+            WaitClass::Waker => {
+                telling.get_or_insert(WaitClass::Work);
+            }
+            WaitClass::Alloc => {
+                telling.get_or_insert(WaitClass::Work);
+                in_alloc = true;
+            }
+            WaitClass::HeapTracker if in_alloc => {}
+            WaitClass::Profiler | WaitClass::HeapTracker => return StackClass::Profiler,
+            WaitClass::Work => {
+                telling.get_or_insert(WaitClass::Work);
+                break;
+            }
+        }
+    }
+    if telling == Some(WaitClass::Waiting) {
+        StackClass::Waiting
+    } else {
+        StackClass::Busy
+    }
+}
+
+/// Whether a function wakes a waiting thread ([`WAKER_FRAMES`]): its path's last segment
+/// outside generic arguments, less leading underscores, glibc's `GI_` prefix and a symbol
+/// version (`@@GLIBC_2.3.2`).
+fn is_waker(func: &str) -> bool {
+    let mut depth = 0usize;
+    let mut last_start = 0usize;
+    let mut end = func.len();
+    let b = func.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'<' => depth += 1,
+            b'>' => depth = depth.saturating_sub(1),
+            b':' if depth == 0 && b.get(i + 1) == Some(&b':') => {
+                last_start = i + 2;
+                i += 1;
+            }
+            b'@' | b'(' if depth == 0 => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let seg = func.get(last_start..end).unwrap_or("");
+    // Generic arguments of the last segment (`unlock<T>`).
+    let seg = seg.split('<').next().unwrap_or(seg).trim();
+    let bare = seg.trim_start_matches('_');
+    let bare = bare
+        .strip_prefix("GI_")
+        .unwrap_or(bare)
+        .trim_start_matches('_');
+    WAKER_FRAMES.contains(&bare)
 }
 
 /// Whether `text` occurs in `func` at a word start.
@@ -312,12 +483,16 @@ fn contains_at_word_start(func: &str, text: &str) -> bool {
 }
 
 /// The pattern of [`WAITING_FRAMES`] that a frame of function `func` in crate `krate`, from
-/// source file `file`, matches, if any.
+/// source file `file`, matches, if any; none for a waker (`futex_wake`, `unpark`, `unlock`:
+/// work wherever it is called from).
 pub fn waiting_pattern(
     func: &str,
     krate: Option<&str>,
     file: Option<&str>,
 ) -> Option<&'static WaitPattern> {
+    if is_waker(func) {
+        return None;
+    }
     let file = file.map(|f| f.replace('\\', "/"));
     WAITING_FRAMES.iter().find(|p| {
         p.krate.is_none_or(|k| krate == Some(k))
@@ -328,11 +503,21 @@ pub fn waiting_pattern(
 }
 
 fn wait_class(frame: &SampledFrame<'_>, krate: Option<&str>) -> WaitClass {
+    if let Some(k) = krate.filter(|k| PROFILER_CRATE_NAMES.contains(k)) {
+        return if k == HEAP_TRACKER_CRATE {
+            WaitClass::HeapTracker
+        } else {
+            WaitClass::Profiler
+        };
+    }
+    if is_waker(frame.func) {
+        return WaitClass::Waker;
+    }
     if waiting_pattern(frame.func, krate, frame.file).is_some() {
         return WaitClass::Waiting;
     }
     if is_allocator(frame.func) {
-        return WaitClass::Work;
+        return WaitClass::Alloc;
     }
     // Candle's pool closures inlined from candle-core utils.rs (unqualified, named by line
     // tables): the worker loop or the dispatch around a kernel; their callers tell which.
@@ -411,7 +596,7 @@ impl SampledStacks {
         self.stack_index.shrink_to_fit();
         self.samples.shrink_to_fit();
         self.steps.shrink_to_fit();
-        self.stack_waiting.shrink_to_fit();
+        self.stack_class.shrink_to_fit();
     }
 
     /// Loads one sampled-stack event (other events are ignored).
@@ -425,13 +610,13 @@ impl SampledStacks {
                 self.stack_frames
                     .extend(s.frames.iter().filter_map(|&f| self.frame_index.get(f)));
                 let i = self.stacks.len() as u32;
-                let waiting = self.stack_frames[start as usize..]
-                    .iter()
-                    .rev()
-                    .map(|&f| self.wait_class_of(f))
-                    .find(|c| *c != WaitClass::Neutral)
-                    == Some(WaitClass::Waiting);
-                self.stack_waiting.push(waiting);
+                let class = classify(
+                    self.stack_frames[start as usize..]
+                        .iter()
+                        .rev()
+                        .map(|&f| self.wait_class_of(f)),
+                );
+                self.stack_class.push(class);
                 self.stacks.push((start, self.stack_frames.len() as u32));
                 self.stack_index.insert(s.id, i);
             }
@@ -538,11 +723,9 @@ impl SampledStacks {
     }
 
     fn wait_class_of(&self, f: u32) -> WaitClass {
-        match self.frames.get(f as usize).map(|r| r.flags & 3) {
-            Some(c) if c == WaitClass::Waiting as u8 => WaitClass::Waiting,
-            Some(c) if c == WaitClass::Work as u8 => WaitClass::Work,
-            _ => WaitClass::Neutral,
-        }
+        self.frames
+            .get(f as usize)
+            .map_or(WaitClass::Neutral, |r| WaitClass::from_bits(r.flags))
     }
 
     /// Frames loaded (indices `0..frame_count()`, in the order they were read).
@@ -594,13 +777,24 @@ impl SampledStacks {
         self.samples.is_empty()
     }
 
+    /// The class of a stack by wire id; busy when unknown.
+    fn stack_class(&self, id: u64) -> StackClass {
+        self.stack_index
+            .get(id)
+            .and_then(|i| self.stack_class.get(i as usize).copied())
+            .unwrap_or(StackClass::Busy)
+    }
+
     /// Whether a stack (by wire id) is classified waiting (see the module docs); false when
     /// unknown.
     pub fn stack_is_waiting(&self, id: u64) -> bool {
-        self.stack_index
-            .get(id)
-            .and_then(|i| self.stack_waiting.get(i as usize).copied())
-            .unwrap_or(false)
+        self.stack_class(id) == StackClass::Waiting
+    }
+
+    /// Whether a stack (by wire id) is classified the profiler's own work (see the module
+    /// docs: never waiting too); false when unknown.
+    pub fn stack_is_profiler(&self, id: u64) -> bool {
+        self.stack_class(id) == StackClass::Profiler
     }
 
     /// The frame indices of a stack (by wire id), outermost first; empty when unknown.
@@ -883,6 +1077,173 @@ mod tests {
         ]));
         assert!(!waiting(&[("core::ptr::copy", None), ("[unknown]", None)]));
         assert!(!waiting(&[]));
+    }
+
+    /// Loads frames `(func, file)` and one stack of them (outermost first); the stack's
+    /// (waiting, profiler) classes.
+    fn classes(frames: &[(&str, Option<&str>)]) -> (bool, bool) {
+        use trace_record::schema::{FrameEvent, StackEvent};
+        let mut s = SampledStacks::default();
+        for (i, (func, file)) in frames.iter().enumerate() {
+            s.add(&Event::Frame(FrameEvent {
+                id: i as u64,
+                func: (*func).into(),
+                file: file.map(str::to_string),
+                inlined: false,
+            }));
+        }
+        s.add(&Event::Stack(StackEvent {
+            id: 1,
+            frames: (0..frames.len() as u64).collect(),
+        }));
+        (s.stack_is_waiting(1), s.stack_is_profiler(1))
+    }
+
+    #[test]
+    fn wakers_are_work_wherever_they_are_called_from() {
+        for func in [
+            "std::sys::pal::unix::futex::futex_wake",
+            "std::sys::sync::thread_parking::futex::Parker::unpark",
+            "std::thread::Thread::unpark",
+            "std::sys::sync::mutex::futex::Mutex::unlock",
+            "<std::sys::sync::mutex::futex::Mutex>::wake",
+            "std::sys::sync::condvar::futex::Condvar::notify_one",
+            "parking_lot_core::parking_lot::unpark_one",
+            "___pthread_cond_signal",
+            "__GI___pthread_mutex_unlock_usercnt",
+            "__lll_lock_wake_private",
+            "futex_wake",
+        ] {
+            assert!(is_waker(func), "{func} wakes");
+            let krate = crate_of(func);
+            assert!(waiting_pattern(func, krate, None).is_none(), "{func} works");
+        }
+        for func in [
+            "std::sys::pal::unix::futex::futex_wait",
+            "std::thread::park",
+            "std::sys::sync::mutex::futex::Mutex::lock_contended",
+            "__futex_abstimed_wait_common",
+            "my::unlocked_state",
+        ] {
+            assert!(!is_waker(func), "{func} is no waker");
+        }
+        // A mutex's unlock waking a waiter, from the program: work, not waiting.
+        let unlock = [
+            ("my::main", None),
+            ("std::sys::sync::mutex::futex::Mutex::unlock", None),
+            ("std::sys::sync::mutex::futex::Mutex::wake", None),
+            ("std::sys::pal::unix::futex::futex_wake", None),
+            ("syscall", None),
+        ];
+        assert_eq!(classes(&unlock), (false, false));
+        // The waiting side still waits.
+        assert_eq!(
+            classes(&[
+                ("my::main", None),
+                ("std::sys::sync::mutex::futex::Mutex::lock_contended", None),
+                ("std::sys::pal::unix::futex::futex_wait", None),
+                ("syscall", None),
+            ]),
+            (true, false)
+        );
+    }
+
+    #[test]
+    fn the_profilers_own_frames_are_the_profilers_and_never_waiting() {
+        let main = ("main", Some("/w/crates/app/src/main.rs"));
+        // The step-boundary wake, qualified (symbol tables) and by line tables.
+        let wake = [
+            main,
+            ("llama::generate", None),
+            ("trace_candle::capture::Capture::step", None),
+            ("trace_sampler::control::Sampler::on_step", None),
+            ("trace_sampler::control::imp::Running::advance", None),
+            ("std::thread::Thread::unpark", None),
+            (
+                "std::sys::sync::thread_parking::futex::Parker::unpark",
+                None,
+            ),
+            ("std::sys::pal::unix::futex::futex_wake", None),
+            ("syscall", None),
+        ];
+        assert_eq!(classes(&wake), (false, true));
+        let by_lines = [
+            main,
+            ("step", Some("/w/crates/trace-candle/src/capture.rs")),
+            ("advance", Some("/w/crates/trace-sampler/src/control.rs")),
+            ("unpark", Some("library/std/src/thread/mod.rs")),
+            ("futex_wake", Some("library/std/src/sys/pal/unix/futex.rs")),
+        ];
+        assert_eq!(classes(&by_lines), (false, true));
+        // The recorder waiting for its lock on a program thread: the profiler's.
+        assert_eq!(
+            classes(&[
+                main,
+                ("trace_record::session::TraceSession::emit_lines", None),
+                ("std::sys::sync::mutex::futex::Mutex::lock_contended", None),
+                ("std::sys::pal::unix::futex::futex_wait", None),
+            ]),
+            (false, true)
+        );
+        // The recorder's own allocation: the profiler's.
+        assert_eq!(
+            classes(&[
+                main,
+                ("trace_record::json::raw", None),
+                ("alloc::raw_vec::RawVec<T,A>::grow_one", None),
+                ("__rust_alloc", None),
+                ("malloc", None),
+            ]),
+            (false, true)
+        );
+        // The program's allocation through the heap tracker's allocator: the program's; the
+        // tracker's own bookkeeping: the profiler's.
+        let program_alloc = [
+            main,
+            ("my::model::forward", None),
+            ("__rust_alloc", None),
+            (
+                "<trace_heap::Tracking as core::alloc::global::GlobalAlloc>::alloc",
+                None,
+            ),
+            ("malloc", None),
+        ];
+        assert_eq!(classes(&program_alloc), (false, false));
+        assert_eq!(
+            classes(&[
+                main,
+                ("my::model::forward", None),
+                ("__rust_alloc", None),
+                (
+                    "<trace_heap::Tracking as core::alloc::global::GlobalAlloc>::alloc",
+                    None
+                ),
+                ("trace_heap::tracker::record", None),
+            ]),
+            (false, true)
+        );
+        // The capture around the model's code: the model's work, or its pool's waiting.
+        assert_eq!(
+            classes(&[
+                main,
+                ("trace_candle::capture::Capture::run", None),
+                ("candle_core::tensor::Tensor::matmul", None),
+            ]),
+            (false, false)
+        );
+        assert_eq!(
+            classes(&[
+                main,
+                ("trace_candle::capture::Capture::run", None),
+                ("candle_core::utils::BarrierPool::execute", None),
+                (
+                    "<candle_core::utils::BarrierGuard as core::ops::drop::Drop>::drop",
+                    None
+                ),
+                ("core::hint::spin_loop", None),
+            ]),
+            (true, false)
+        );
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! The hint rules of the hot-spot report: what each recognises, its threshold, its sentence.
 //!
 //! One place for every rule ([`HINT_RULES`]) and its threshold: a rule fires when its evidence
-//! reaches its share of the report's samples. Thresholds:
+//! reaches its share of the program's samples. The profiler's own samples (the sampler, the
+//! recorder, the heap tracker on a program thread, the step-boundary wake) are never evidence
+//! and are not in the denominator: a hint is about the program, not about its profiler.
+//! Thresholds:
 //!
 //! | rule | fires at | constant |
 //! |---|---|---|
@@ -87,8 +90,8 @@ pub(crate) fn is_allocator_frame(func: &str) -> bool {
         })
 }
 
-/// The hints of a report with `total` samples, of which `waiting`, `proc_read` and
-/// `allocator` are each rule's evidence.
+/// The hints of a report with `total` samples of the program (the profiler's own left out),
+/// of which `waiting`, `proc_read` and `allocator` are each rule's evidence.
 pub(crate) fn hints(
     total: u64,
     waiting: u64,

@@ -19,6 +19,17 @@
 //! functions, crate groups) while still counting in the report's samples and shares, so a
 //! spinning barrier does not read as the hottest "function".
 //!
+//! **The profiler's own samples.** Samples whose stack is classified the profiler's (the
+//! sampler's, the recorder's, the heap tracker's own work on a program thread, the
+//! step-boundary wake included: [`SampledStacks`]' classes) are counted apart too: every row
+//! and phase carries them, the function rankings count them under one
+//! [`PROFILER_ROW`](crate::sampled::PROFILER_ROW) row, the crate groups and each phase's
+//! hottest functions leave them out, and no hint counts them.
+//!
+//! **Spans by path.** [`HotBy::Span`] rows are span paths (`llama.forward/block#0/attn`, as
+//! `tracegraph spans` and `ops --sampled` name them), self being the sample's innermost span
+//! and total its path's subtree; [`HotBy::SpanName`] merges paths by their last name.
+//!
 //! **Known costs.** The rules of [`hints`](crate::sampled::HINT_RULES) turn recognised
 //! patterns (Candle re-reading /proc per op, pools waiting, the allocator, too few samples) into
 //! one-line hints ([`HotReport::hints`]), each with its evidence; their thresholds are
@@ -48,8 +59,13 @@ pub enum HotBy {
     Crate,
     /// Execution phase (forward, backward, optimizer, unknown).
     Phase,
-    /// The innermost open span the capture knew of (self), and its ancestors (total).
+    /// The path of the innermost open span the capture knew of (self), and the paths above
+    /// it (total): one row per span path.
     Span,
+    /// The innermost open span's name only (self) and its ancestors' names (total): spans of
+    /// one name at different paths make one row (`--by span-name`).
+    #[serde(rename = "span-name")]
+    SpanName,
     /// The Candle op the sample ran inside (the sampled op table's attribution:
     /// [`CANDLE_OP_FRAMES`](crate::sampled::CANDLE_OP_FRAMES)); busy samples outside any op make one
     /// `(profiler)` row (the capture's own work) and one `(no candle op)` row. Self and total
@@ -59,19 +75,21 @@ pub enum HotBy {
 
 impl HotBy {
     /// The names `--by` accepts (the JSON names too), in declaration order.
-    const NAMES: &'static [&'static str] = &["function", "crate", "phase", "span", "op"];
+    const NAMES: &'static [&'static str] =
+        &["function", "crate", "phase", "span", "span-name", "op"];
 }
 
 impl std::str::FromStr for HotBy {
     type Err = ParseEnumError;
 
-    /// `function`, `crate`, `phase`, `span` or `op`.
+    /// `function`, `crate`, `phase`, `span`, `span-name` or `op`.
     fn from_str(s: &str) -> Result<Self, ParseEnumError> {
         Ok(match s {
             "function" => HotBy::Function,
             "crate" => HotBy::Crate,
             "phase" => HotBy::Phase,
             "span" => HotBy::Span,
+            "span-name" => HotBy::SpanName,
             "op" => HotBy::Op,
             _ => {
                 return Err(ParseEnumError {
@@ -118,6 +136,8 @@ pub struct HotRow {
     pub total_samples: u64,
     /// Of `self_samples`, those classified waiting (a thread pool spinning or parked).
     pub waiting_samples: u64,
+    /// Of `self_samples`, those classified the profiler's own work.
+    pub profiler_samples: u64,
     /// `self_samples` over the report's samples.
     pub self_share: f64,
     /// `total_samples` over the report's samples.
@@ -137,6 +157,8 @@ pub struct PhaseHot {
     pub samples: u64,
     /// Of them, samples classified waiting.
     pub waiting: u64,
+    /// Of them, samples classified the profiler's own work (not in `top`).
+    pub profiler: u64,
     /// Over the report's samples.
     pub share: f64,
     /// The phase's functions by self samples (innermost frame outside the generic runtime).
@@ -162,6 +184,10 @@ pub struct HotReport {
     /// Waiting samples were left out of the function rankings
     /// ([`HotOptions::exclude_waiting`]).
     pub waiting_excluded: bool,
+    /// Of `samples`, samples classified the profiler's own work (the sampler, the recorder,
+    /// the heap tracker on a program thread): one row in the function rankings, in no crate
+    /// group and in no hint.
+    pub profiler: u64,
     /// The sampler's account over the selected steps.
     pub sampler: SamplerAccount,
     /// The model's crates used for the `model` group.
@@ -253,6 +279,7 @@ struct Acc {
     self_n: u64,
     total_n: u64,
     wait_n: u64,
+    prof_n: u64,
     /// The last sample row that counted towards `total_n` (counts a key once per stack).
     last: usize,
 }
@@ -275,7 +302,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     let ns_per_sample = acc.ns_per_sample();
 
     // Span ids → (name, parent id) for --by span.
-    let span_info: FastMap<u64, (usize, Option<u32>)> = if opts.by == HotBy::Span {
+    let span_info: FastMap<u64, (usize, Option<u32>)> = if opts.by == HotBy::SpanName {
         trace
             .spans
             .iter()
@@ -286,6 +313,30 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         FastMap::default()
     };
 
+    // Span ids → path nodes for --by span: self per node here, totals over each subtree
+    // at the end (parents come before their children).
+    let tree = (opts.by == HotBy::Span).then(|| crate::events::spans::path_tree(trace));
+    let node_of_span: FastMap<u64, u32> = tree.as_ref().map_or_else(FastMap::default, |t| {
+        let mut node_of = vec![u32::MAX; t.nodes.len()];
+        for (i, n) in t.nodes.iter().enumerate() {
+            if let Some(slot) = node_of.get_mut(n.path_id as usize) {
+                *slot = i as u32;
+            }
+        }
+        trace
+            .spans
+            .iter()
+            .zip(&t.path_of)
+            .filter_map(|(sp, &p)| {
+                node_of
+                    .get(p as usize)
+                    .filter(|&&n| n != u32::MAX)
+                    .map(|&n| (sp.id, n))
+            })
+            .collect()
+    });
+    let mut by_node: Vec<Acc> = vec![Acc::default(); tree.as_ref().map_or(0, |t| t.nodes.len())];
+
     // Stack → Candle op for --by op.
     let stack_ops = (opts.by == HotBy::Op).then(|| crate::sampled::sampled_ops::stack_ops(trace));
 
@@ -293,10 +344,11 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
     // rows that are kept are made.
     let mut keys: FastMap<&str, (Acc, Option<CrateGroup>)> = FastMap::default();
     let mut groups: FastMap<CrateGroup, Acc> = FastMap::default();
-    let mut phase_tot: FastMap<Option<ExecStep>, (u64, u64)> = FastMap::default();
+    let mut phase_tot: FastMap<Option<ExecStep>, (u64, u64, u64)> = FastMap::default();
     let mut phase_fn: FastMap<(Option<ExecStep>, u32), (u64, u64)> = FastMap::default();
     let mut total = 0u64;
     let mut waiting_total = 0u64;
+    let mut profiler_total = 0u64;
     let (mut proc_read, mut allocator) = (0u64, 0u64);
     // Per frame: a frame of the per-op /proc read, of the allocator.
     let proc_frame: Vec<bool> = s
@@ -331,21 +383,28 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         let waiting = s.stack_is_waiting(row.stack);
         let wait_n = if waiting { n } else { 0 };
         add(&mut waiting_total, wait_n);
-        // Left out of the function rankings (not of the span and phase rows).
-        let ranked = !(waiting && opts.exclude_waiting);
+        let profiler = s.stack_is_profiler(row.stack);
+        let prof_n = if profiler { n } else { 0 };
+        add(&mut profiler_total, prof_n);
+        // Left out of the function rankings (not of the span and phase rows); the
+        // profiler's own samples make one row of their own there.
+        let ranked = !(profiler || (waiting && opts.exclude_waiting));
         let pname = phase_name(phase);
         let pt = phase_tot.entry(phase).or_default();
         add(&mut pt.0, n);
         add(&mut pt.1, wait_n);
-        if frames.iter().any(|&f| proc_frame[f as usize]) {
+        add(&mut pt.2, prof_n);
+        // No hint counts the profiler's own samples.
+        if !profiler && frames.iter().any(|&f| proc_frame[f as usize]) {
             add(&mut proc_read, n);
         }
         // The allocator innermost, looking through the generic runtime and libc.
-        let alloc = frames
-            .iter()
-            .rev()
-            .find(|&&f| alloc_frame[f as usize] || !s.frame_is_runtime(f))
-            .is_some_and(|&f| alloc_frame[f as usize]);
+        let alloc = !profiler
+            && frames
+                .iter()
+                .rev()
+                .find(|&&f| alloc_frame[f as usize] || !s.frame_is_runtime(f))
+                .is_some_and(|&f| alloc_frame[f as usize]);
         if alloc {
             add(&mut allocator, n);
         }
@@ -374,6 +433,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                 if is_self {
                     add(&mut a.self_n, n);
                     add(&mut a.wait_n, wait_n);
+                    add(&mut a.prof_n, prof_n);
                 }
                 if a.last != ri {
                     a.last = ri;
@@ -399,11 +459,14 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                     }
                 }
             }
+            HotBy::Function if profiler => {
+                bump(crate::sampled::sampled_ops::PROFILER_ROW, None, true);
+            }
             HotBy::Function | HotBy::Crate => {
                 // Crate rows are the groups below; unranked samples make no function row.
             }
             HotBy::Phase => bump(pname, None, true),
-            HotBy::Op if ranked => {
+            HotBy::Op if ranked || profiler => {
                 let op = stack_ops
                     .as_ref()
                     .map_or(crate::sampled::sampled_ops::NO_CANDLE_OP, |o| {
@@ -412,7 +475,17 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                 bump(op, None, true);
             }
             HotBy::Op => {}
-            HotBy::Span => {
+            HotBy::Span => match row.span.and_then(|id| node_of_span.get(&id).copied()) {
+                Some(node) => {
+                    if let Some(a) = by_node.get_mut(node as usize) {
+                        add(&mut a.self_n, n);
+                        add(&mut a.wait_n, wait_n);
+                        add(&mut a.prof_n, prof_n);
+                    }
+                }
+                None => bump(crate::sampled::sampled_ops::NO_SPAN_PATH, None, true),
+            },
+            HotBy::SpanName => {
                 let mut cur = row.span.and_then(|id| span_info.get(&id).copied());
                 if cur.is_none() {
                     bump("(no span)", None, true);
@@ -436,6 +509,20 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         }
     }
 
+    // Span paths: a node's total is its subtree's self samples (children after parents).
+    if let Some(t) = &tree {
+        for a in &mut by_node {
+            a.total_n = a.self_n;
+        }
+        for i in (0..by_node.len()).rev() {
+            let parent = t.nodes[i].parent.map(|p| p as usize).filter(|&p| p < i);
+            if let Some(p) = parent {
+                let child = by_node[i].total_n;
+                add(&mut by_node[p].total_n, child);
+            }
+        }
+    }
+
     let share = |x: u64| {
         if total > 0 {
             x as f64 / total as f64
@@ -450,6 +537,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         self_samples: a.self_n,
         total_samples: a.total_n,
         waiting_samples: a.wait_n,
+        profiler_samples: a.prof_n,
         self_share: share(a.self_n),
         total_share: share(a.total_n),
         self_est_ns: est(a.self_n),
@@ -489,23 +577,55 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
             (a.self_n, a.total_n, s.frame_name(f))
         });
         trace.work.add_sort(named.len());
-        ranked
+        // By span path: the paths counted, ranked and cut, then named in tree order (a
+        // display path is made walking the tree forwards).
+        let mut nodes: Vec<u32> = (0..by_node.len())
+            .filter(|&i| by_node[i].total_n > 0)
+            .map(|i| i as u32)
+            .collect();
+        if let Some(t) = &tree {
+            drop_ranked_beyond_limit(&mut nodes, opts.limit, |&i| {
+                let a = &by_node[i as usize];
+                (a.self_n, a.total_n, t.name(i as usize))
+            });
+            trace.work.add_sort(nodes.len());
+            nodes.sort_unstable();
+        }
+        let mut paths = tree
+            .as_ref()
+            .map(crate::events::spans::PathTree::display_paths);
+        let path_rows: Vec<HotRow> = nodes
+            .into_iter()
+            .filter_map(|i| {
+                let (t, p) = (tree.as_ref()?, paths.as_mut()?);
+                let path = p
+                    .path_of(i as usize)
+                    .unwrap_or_else(|| t.full_path(i as usize));
+                Some(make(path, None, by_node[i as usize]))
+            })
+            .collect();
+        let mut rows: Vec<HotRow> = ranked
             .into_iter()
             .map(|(k, a, g)| make(k.to_string(), g, a))
             .chain(named.into_iter().map(|f| {
                 let (a, g) = by_frame[f as usize];
                 make(s.frame_name(f).to_string(), g, a)
             }))
-            .collect()
+            .chain(path_rows)
+            .collect();
+        // Rows of two kinds (the profiler's row beside functions, `(no span)` beside
+        // paths) in one order.
+        sort(&mut rows);
+        rows
     };
 
     // The schema's order (forward, backward, optimizer), a phase no frame tells last.
-    let mut phase_order: Vec<(Option<ExecStep>, (u64, u64))> =
+    let mut phase_order: Vec<(Option<ExecStep>, (u64, u64, u64))> =
         phase_tot.iter().map(|(&p, &t)| (p, t)).collect();
     phase_order.sort_by_key(|&(p, _)| (p.is_none(), p));
     let phases: Vec<PhaseHot> = phase_order
         .into_iter()
-        .map(|(p, (n, w))| {
+        .map(|(p, (n, w, pr))| {
             let mut top: Vec<HotRow> = phase_fn
                 .iter()
                 .filter(|((q, _), _)| *q == p)
@@ -517,6 +637,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                             self_n: k,
                             total_n: k,
                             wait_n: kw,
+                            prof_n: 0,
                             last: 0,
                         },
                     )
@@ -527,13 +648,21 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
                 phase: phase_name(p).to_string(),
                 samples: n,
                 waiting: w,
+                profiler: pr,
                 share: share(n),
                 top,
             }
         })
         .collect();
 
-    let hints = hints(total, waiting_total, proc_read, allocator, &acc);
+    // Hints are about the program: its samples, the profiler's own left out.
+    let hints = hints(
+        total.saturating_sub(profiler_total),
+        waiting_total,
+        proc_read,
+        allocator,
+        &acc,
+    );
     let saturated = sat.get() || acc.saturated;
     HotReport {
         hints,
@@ -543,6 +672,7 @@ pub fn hot_report(trace: &Trace, opts: &HotOptions) -> HotReport {
         samples: total,
         waiting: waiting_total,
         waiting_excluded: opts.exclude_waiting,
+        profiler: profiler_total,
         sampler: acc,
         model_crates: model,
         rows,

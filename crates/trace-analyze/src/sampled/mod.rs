@@ -1,12 +1,13 @@
 //! Sampled CPU: hot spots with their hints, the sampled op table, flame stacks, frame names.
 //!
 //! Over the sampler's stacks as loaded ([`SampledStacks`](crate::model::SampledStacks):
-//! interned frames, rows, each stack already classified waiting or work), each figure has one
-//! owner here:
+//! interned frames, rows, each stack already classified busy, waiting or the profiler's own
+//! work), each figure has one owner here:
 //!
-//! - [`hot_report`]: where samples landed by function, crate group, phase, span or op
-//!   ([`HotBy`]), waiting samples apart, with an estimated CPU time labelled with its sample
-//!   count; its hints on known costs are [`HINT_RULES`], their thresholds in one table.
+//! - [`hot_report`]: where samples landed by function, crate group, phase, span path, span
+//!   name or op ([`HotBy`]), waiting and the profiler's own samples apart, with an estimated
+//!   CPU time labelled with its sample count; its hints on known costs are [`HINT_RULES`],
+//!   their thresholds in one table, over the program's samples (never the profiler's).
 //! - [`sampled_op_table`]: which Candle op a busy sample ran inside: the outermost frame of
 //!   Candle's public API below the innermost span, by a documented, tested list of Candle
 //!   modules ([`CANDLE_OP_FRAMES`]); a worker thread's kernel where no such frame is on its

@@ -28,9 +28,11 @@
 //!   storage when it was the last handle) is the op `drop` where no op is around it;
 //! - a stack with no op frame at all, as on the worker threads that run a parallel kernel
 //!   (they never see the driving thread's frames), is named from its kernel by
-//!   [`WORKER_KERNELS`] (gemm's microkernels run a `matmul`); else, when its innermost frame
-//!   outside Rust's runtime and libc is the capture's own ([`PROFILER_CRATES`]: writing the
-//!   trace, entering a `tracing` span), it is `(profiler)`; else `(no candle op)`.
+//!   [`WORKER_KERNELS`] (gemm's microkernels run a `matmul`); else `(no candle op)`;
+//! - a stack classified the profiler's own work when loaded (its innermost frame of some
+//!   code's own is the capture's, the recorder's, the sampler's or the heap tracker's:
+//!   [`PROFILER_CRATES`], writing the trace, entering a `tracing` span, the step-boundary
+//!   wake) is `(profiler)` whatever op it is in, as `tracegraph hot` counts it.
 //!
 //! Frame names are demangled Rust paths (`candle_core::tensor::Tensor::matmul`,
 //! `<candle_nn::linear::Linear as candle_core::Module>::forward`) or, for functions named
@@ -319,16 +321,9 @@ pub const WORKER_KERNELS: &[WorkerKernel] = &[
 ];
 
 /// Crates whose frames are the capture's own work: the recording crates, the sampler, the
-/// heap tracker, and the `tracing` machinery the capture's layer runs in.
-pub const PROFILER_CRATES: &[&str] = &[
-    "trace_candle",
-    "trace_record",
-    "trace_sampler",
-    "trace_heap",
-    "tracing",
-    "tracing_core",
-    "tracing_subscriber",
-];
+/// heap tracker, and the `tracing` machinery the capture's layer runs in (the list the
+/// samples model classifies stacks by when a trace is loaded).
+pub const PROFILER_CRATES: &[&str] = crate::model::samples::PROFILER_CRATE_NAMES;
 
 /// The op row of busy samples in the capture's own work ([`PROFILER_CRATES`]).
 pub const PROFILER_ROW: &str = "(profiler)";
@@ -662,9 +657,6 @@ struct FrameOps {
     ops: Vec<Option<FrameOp>>,
     foreign: Vec<bool>,
     kernel: Vec<Option<&'static str>>,
-    /// Per frame: `Some(true)` the capture's own, `Some(false)` other code, `None` Rust's
-    /// runtime, libc or unknown (says nothing).
-    profiler: Vec<Option<bool>>,
 }
 
 /// What a stack's samples ran inside.
@@ -681,8 +673,7 @@ enum Attribution {
 impl FrameOps {
     fn new(s: &SampledStacks) -> Self {
         let n = s.frame_count();
-        let (mut ops, mut foreign, mut kernel, mut profiler) = (
-            Vec::with_capacity(n),
+        let (mut ops, mut foreign, mut kernel) = (
             Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
@@ -692,32 +683,23 @@ impl FrameOps {
             ops.push(frame_op(f.func, f.file));
             foreign.push(!is_candle_side(krate));
             kernel.push(worker_kernel(f.func, krate));
-            profiler.push(match krate {
-                None | Some("core" | "std" | "alloc") => None,
-                Some(k) => Some(PROFILER_CRATES.contains(&k)),
-            });
         }
         FrameOps {
             ops,
             foreign,
             kernel,
-            profiler,
         }
     }
 
-    /// What a stack (frame indices, outermost first) ran inside (see the module docs).
-    fn attribute(&self, frames: &[u32]) -> Attribution {
-        if let Some((name, kind, worker)) = self.stack_op(frames) {
-            return Attribution::Op(name, kind, worker);
+    /// What a stack (frame indices, outermost first) ran inside (see the module docs);
+    /// `profiler`: the stack is classified the profiler's own work.
+    fn attribute(&self, frames: &[u32], profiler: bool) -> Attribution {
+        if profiler {
+            return Attribution::Profiler;
         }
-        let innermost = frames
-            .iter()
-            .rev()
-            .find_map(|&f| self.profiler.get(f as usize).copied().flatten());
-        if innermost == Some(true) {
-            Attribution::Profiler
-        } else {
-            Attribution::NoOp
+        match self.stack_op(frames) {
+            Some((name, kind, worker)) => Attribution::Op(name, kind, worker),
+            None => Attribution::NoOp,
         }
     }
 
@@ -806,7 +788,7 @@ pub(crate) fn stack_ops(trace: &Trace) -> StackOps {
         }
         let stack = s.stack(row.stack);
         trace.work.add(stack.len() as u64);
-        let op = match frames.attribute(stack) {
+        let op = match frames.attribute(stack, s.stack_is_profiler(row.stack)) {
             Attribution::Op(name, kind, worker) => {
                 let id = if let Some(&id) = index.get(&name) {
                     id

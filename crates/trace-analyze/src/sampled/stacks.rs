@@ -71,6 +71,8 @@ pub struct StackSamples<'t> {
     /// The stack is a thread waiting, not working (classified at load, see the samples
     /// model's frame patterns).
     pub waiting: bool,
+    /// The stack is the profiler's own work (classified at load; never waiting too).
+    pub profiler: bool,
     /// Frames cut from the stack's root: how the thread started ([`is_entry_frame`]).
     pub entry_frames: usize,
 }
@@ -107,6 +109,8 @@ pub struct StackCounts<'t> {
     pub by_phase: [u64; 4],
     /// The stack is a thread waiting, not working.
     pub waiting: bool,
+    /// The stack is the profiler's own work (never waiting too).
+    pub profiler: bool,
     /// Frames cut from the stack's root: how the thread started ([`is_entry_frame`]).
     pub entry_frames: usize,
 }
@@ -182,6 +186,7 @@ pub fn stack_counts(trace: &Trace) -> Option<SampledStackCounts<'_>> {
                 frames: &all[entry..],
                 by_phase: c,
                 waiting: s.stack_is_waiting(id),
+                profiler: s.stack_is_profiler(id),
                 entry_frames: entry,
             }
         })
@@ -217,6 +222,7 @@ pub fn stack_samples(trace: &Trace) -> Option<SampledStackReport<'_>> {
                 .collect(),
             by_phase: st.by_phase,
             waiting: st.waiting,
+            profiler: st.profiler,
             entry_frames: st.entry_frames,
         })
         .collect();

@@ -50,6 +50,7 @@ fn recorded(mut events: Vec<Event>) -> Trace {
         sampler_cpu_ns: None,
         ts: 0,
         dur: 1,
+        source: None,
     }));
     assert_eq!(session.record_sampled(&events), events.len());
     session.finish().expect("finish");

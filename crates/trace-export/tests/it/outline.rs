@@ -106,6 +106,7 @@ fn generation_trace(steps: u64) -> Vec<u8> {
             sampler_cpu_ns: None,
             ts: 0,
             dur: 2_000_000,
+            source: None,
         }),
     ]);
     session.finish().expect("finish");

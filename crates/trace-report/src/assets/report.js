@@ -525,7 +525,7 @@
   // ---------- sampled flame graph ----------
   var FLAME_COLORS = {
     candle_core: "#f28e2b", gemm: "#e15759", candle_nn: "#edc948", model: "#59a14f",
-    allocator: "#b07aa1", waiting: "#a0cbe8", other: "#bab0ac"
+    allocator: "#b07aa1", waiting: "#a0cbe8", profiler: "#9c755f", other: "#bab0ac"
   };
   function renderFlame() {
     var host = section("flame"), f = data.flame;

@@ -97,6 +97,7 @@ fn sampled_trace(extra_stacks: u64) -> Trace {
         sampler_cpu_ns: Some(taken * 1_000_000),
         ts: 0,
         dur: 1,
+        source: None,
     }));
     assert_eq!(session.record_sampled(&events), events.len());
     session.finish().expect("finish");
@@ -267,6 +268,7 @@ fn stacks_start_at_the_thread_entry_and_waiting_is_drawn_apart() {
             sampler_cpu_ns: None,
             ts: 0,
             dur: 1,
+            source: None,
         }),
     ];
     assert_eq!(session.record_sampled(&events), events.len());

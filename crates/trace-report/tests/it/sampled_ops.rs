@@ -169,6 +169,7 @@ fn many_ops_trace(ops: u64) -> Trace {
         sampler_cpu_ns: None,
         ts: 0,
         dur: 1,
+        source: None,
     }));
     assert_eq!(session.record_sampled(&events), events.len());
     session.finish().expect("finish");

@@ -11,8 +11,8 @@ use anyhow::Context;
 use clap::ValueEnum as _;
 use trace_analyze::AnalyzeError;
 use trace_export::{
-    Adjustments, ArgsMode, ChromeOptions, ExportError, TraceOutline, folded_samples, folded_stacks,
-    write_chrome_outlined,
+    Adjustments, ArgsMode, ChromeOptions, ExportError, TraceOutline, folded_samples_classified,
+    folded_stacks, write_chrome_outlined,
 };
 use trace_record::{ClosedStep, ReadOptions, StepTracker, TraceReader};
 
@@ -483,7 +483,9 @@ fn export<R: std::io::BufRead + Send, W: Write>(
             Err(UsageError("--format parquet writes a directory".into()).into())
         }
         ExportFormat::FoldedSamples => {
-            let f = folded_samples(reader, args.step)?;
+            // Waiting and the profiler's own stacks marked as `tracegraph hot` classifies them.
+            let mut classes = super::hot::StackClasses::default();
+            let f = folded_samples_classified(reader, args.step, &mut classes)?;
             if let Some(step) = args.step
                 && !f.step_found
             {
@@ -519,6 +521,10 @@ fn export<R: std::io::BufRead + Send, W: Write>(
             eprintln!(
                 "tracegraph: note: weights are sample counts, not ns: {} samples in {} step(s) ({rate}; {} lost); one sample ≈ {per} of CPU time (an estimate)",
                 f.total_samples, s.steps, s.lost
+            );
+            eprintln!(
+                "tracegraph: note: {} samples of threads waiting end in a [waiting] frame and {} of the profiler's own work in a [profiler] frame, as `tracegraph hot` counts them",
+                f.waiting, f.profiler
             );
             if f.outside_steps > 0 {
                 eprintln!(

@@ -4,7 +4,10 @@
 //! Every CPU time shown is an estimate, printed with the sample count it comes from. Samples
 //! of a thread pool spinning or parked are *waiting* (trace-analyze's `WAITING_FRAMES`): each
 //! span and phase shows its waiting on a line of its own, and the function rankings leave them
-//! out unless `--include-waiting`.
+//! out unless `--include-waiting`. Samples of the profiler's own work on a program thread (the
+//! sampler, the recorder, the heap tracker; the step-boundary wake) are *profiler*: one
+//! `(profiler)` row in the function rankings, a line of their own per span and phase, and in
+//! no hint. `--by span` rows are span paths; `--by span-name` merges them by name.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -22,7 +25,8 @@ pub(crate) struct HotArgs {
     /// (`tracegraph demo --sample`, or `Capture::sample_stacks`).
     pub(crate) trace: PathBuf,
     /// What rows are: `function`, `crate` (candle_core, gemm, candle_nn, model, allocator,
-    /// other), `phase` (forward, backward, optimizer), `span` or `op` (the Candle op each
+    /// other), `phase` (forward, backward, optimizer), `span` (span paths, as `spans` names
+    /// them), `span-name` (spans merged by their last name) or `op` (the Candle op each
     /// sample ran inside, as `ops --sampled` attributes them).
     #[arg(long, value_name = "BY", default_value = "function")]
     pub(crate) by: HotBy,
@@ -76,6 +80,32 @@ pub(crate) fn run(args: &HotArgs) -> anyhow::Result<Status> {
     Ok(Status::Ok)
 }
 
+/// The classes of a trace's sampled stacks as `tracegraph hot` counts them (trace-analyze's
+/// samples model: waiting, the profiler's own work, busy), learnt from the `frame` and
+/// `stack` lines as an export streams them: what `export --format folded-samples` marks its
+/// `[waiting]` and `[profiler]` frames by.
+#[derive(Default)]
+pub(crate) struct StackClasses(trace_analyze::SampledStacks);
+
+impl trace_export::SampleClasses for StackClasses {
+    fn add(&mut self, event: &trace_record::schema::Event) {
+        use trace_record::schema::Event;
+        if matches!(event, Event::Frame(_) | Event::Stack(_)) {
+            self.0.add(event);
+        }
+    }
+
+    fn class(&self, stack: u64) -> trace_export::SampleClass {
+        if self.0.stack_is_waiting(stack) {
+            trace_export::SampleClass::Waiting
+        } else if self.0.stack_is_profiler(stack) {
+            trace_export::SampleClass::Profiler
+        } else {
+            trace_export::SampleClass::Busy
+        }
+    }
+}
+
 /// The hints lines (`hints     …`, one per recognised cost, with its evidence); empty when
 /// there is none.
 fn hints_lines(hints: &[HotHint]) -> String {
@@ -124,8 +154,8 @@ fn est(ns: Option<u64>) -> String {
     ns.map_or("-".into(), |n| format!("≈{}", nsu(n)))
 }
 
-/// A table of rows; with `waiting_lines`, each row with waiting samples is followed by a
-/// `waiting` line of its own (its self samples that were waiting).
+/// A table of rows; with `waiting_lines`, each row with waiting (or the profiler's) samples
+/// is followed by a `waiting` (`profiler`) line of its own (its self samples of that class).
 fn rows_table(first: &str, rows: &[HotRow], with_group: bool, waiting_lines: bool) -> Table {
     let mut cols = vec![first];
     if with_group {
@@ -146,21 +176,29 @@ fn rows_table(first: &str, rows: &[HotRow], with_group: bool, waiting_lines: boo
             est(r.self_est_ns),
         ]);
         t.row(row);
-        if waiting_lines && r.waiting_samples > 0 {
+        let parts = [
+            ("  └ waiting", r.waiting_samples),
+            ("  └ profiler", r.profiler_samples),
+        ];
+        for (label, n) in parts {
+            // A row of the profiler's samples only (the `(profiler)` row) needs no line.
+            if !waiting_lines || n == 0 || (n == r.profiler_samples && n == r.self_samples) {
+                continue;
+            }
             let share = if r.self_samples > 0 {
-                r.self_share * r.waiting_samples as f64 / r.self_samples as f64
+                r.self_share * n as f64 / r.self_samples as f64
             } else {
                 0.0
             };
-            let est_ns = r.self_est_ns.map(|ns| {
-                (ns as f64 * r.waiting_samples as f64 / r.self_samples.max(1) as f64).round() as u64
-            });
-            let mut line = vec!["  └ waiting".to_string()];
+            let est_ns = r
+                .self_est_ns
+                .map(|ns| (ns as f64 * n as f64 / r.self_samples.max(1) as f64).round() as u64);
+            let mut line = vec![label.to_string()];
             if with_group {
                 line.push("-".into());
             }
             line.extend([
-                r.waiting_samples.to_string(),
+                n.to_string(),
                 pct(share),
                 "-".into(),
                 "-".into(),
@@ -199,9 +237,15 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
     });
     let _ = writeln!(
         o,
-        "sampled   {} samples in {} recorded step(s) ({range}); requested {} Hz of CPU time, achieved {}; {} lost",
+        "sampled   {} samples in {} recorded step(s) ({range}) by the {} source{}; requested {} Hz of CPU time, achieved {}; {} lost",
         r.samples,
         a.steps,
+        a.sources_text(),
+        if a.source_unknown_in_some_steps() {
+            " (some steps did not say)"
+        } else {
+            ""
+        },
         a.requested_hz,
         a.effective_hz
             .map_or("unknown (no CPU time)".into(), |h| format!(
@@ -257,6 +301,16 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
             "kept in the rankings"
         }
     );
+    let _ = writeln!(
+        o,
+        "profiler  {} samples ({}) of the profiler's own work on the program's threads (the sampler, the recorder, the heap tracker; the step-boundary wake); one (profiler) row in the function rankings, in no crate group and no hint",
+        r.profiler,
+        pct(if r.samples > 0 {
+            r.profiler as f64 / r.samples as f64
+        } else {
+            0.0
+        }),
+    );
     o.push_str(&hints_lines(&r.hints));
     let _ = writeln!(o);
     let title = match r.by {
@@ -265,7 +319,12 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
             "by crate group (self: innermost frame outside core/std/alloc; total: on the stack)"
         }
         HotBy::Phase => "by phase",
-        HotBy::Span => "by innermost open span (self) and its ancestors (total)",
+        HotBy::Span => {
+            "by span path: the innermost open span's (self) and the paths above it (total)"
+        }
+        HotBy::SpanName => {
+            "by span name (paths merged): the innermost open span (self) and its ancestors (total)"
+        }
         HotBy::Op => {
             "by Candle op (the outermost Candle API frame below the innermost span; `ops --sampled` splits it per span)"
         }
@@ -275,10 +334,14 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
         HotBy::Function => "function",
         HotBy::Crate => "group",
         HotBy::Phase => "phase",
-        HotBy::Span => "span",
+        HotBy::Span => "span path",
+        HotBy::SpanName => "span",
         HotBy::Op => "op",
     };
-    let per_scope = matches!(r.by, HotBy::Span | HotBy::Phase | HotBy::Op);
+    let per_scope = matches!(
+        r.by,
+        HotBy::Span | HotBy::SpanName | HotBy::Phase | HotBy::Op
+    );
     let _ = writeln!(
         o,
         "{}",
@@ -318,6 +381,18 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
                 ""
             }
         );
+        if p.profiler > 0 {
+            let _ = writeln!(
+                o,
+                "  profiler {} samples ({}), not ranked below",
+                p.profiler,
+                pct(if p.samples > 0 {
+                    p.share * p.profiler as f64 / p.samples as f64
+                } else {
+                    0.0
+                })
+            );
+        }
         let _ = writeln!(
             o,
             "{}",
@@ -329,7 +404,133 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_steps;
+    use super::{StackClasses, parse_steps};
+    use trace_analyze::{HotOptions, hot_report};
+    use trace_record::schema::{
+        Event, ExecStep, FrameEvent, Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent,
+    };
+    use trace_record::{ReadOptions, Run, TraceReader, TraceSession};
+
+    /// A decode step's samples on one thread: 8 of a matmul, 6 of the capture's step-boundary
+    /// wake (the profiler's), 3 of Candle's barrier spinning (waiting), in a span.
+    fn decode_trace() -> Vec<u8> {
+        let (session, sink) = TraceSession::in_memory(Run::new("wake", Phase::Infer, "cpu"));
+        let span = session
+            .span("decode", SpanKind::Function, Some(ExecStep::Forward))
+            .id()
+            .map(|s| s.0);
+        session.step();
+        drop(session.span("decode", SpanKind::Function, Some(ExecStep::Forward)));
+        let frame = |id, func: &str| {
+            Event::Frame(FrameEvent {
+                id,
+                func: func.into(),
+                file: None,
+                inlined: false,
+            })
+        };
+        let stack = |id, frames: &[u64]| {
+            Event::Stack(StackEvent {
+                id,
+                frames: frames.to_vec(),
+            })
+        };
+        let samples = |stack, n| {
+            Event::Samples(SamplesEvent {
+                step: 0,
+                thread: 1,
+                stack,
+                n,
+                phase: Some(ExecStep::Forward),
+                span,
+            })
+        };
+        session.record_sampled(&[
+            frame(1, "llama::main"),
+            frame(2, "candle_core::tensor::Tensor::matmul"),
+            frame(3, "gemm_f32::microkernel::x3x4"),
+            frame(4, "trace_candle::capture::Capture::step"),
+            frame(5, "trace_sampler::control::imp::Running::advance"),
+            frame(6, "std::thread::Thread::unpark"),
+            frame(7, "std::sys::pal::unix::futex::futex_wake"),
+            frame(8, "candle_core::utils::BarrierPool::execute"),
+            frame(
+                9,
+                "<candle_core::utils::BarrierGuard as core::ops::drop::Drop>::drop",
+            ),
+            frame(10, "core::hint::spin_loop"),
+            stack(1, &[1, 2, 3]),
+            stack(2, &[1, 4, 5, 6, 7]),
+            stack(3, &[1, 8, 9, 10]),
+            samples(1, 8),
+            samples(2, 6),
+            samples(3, 3),
+            Event::Sampler(SamplerEvent {
+                step: 0,
+                hz: 1000,
+                taken: 17,
+                lost: 0,
+                cpu_ns: Some(17_000_000),
+                sampler_cpu_ns: None,
+                ts: 0,
+                dur: 1,
+                source: None,
+            }),
+        ]);
+        session.finish().unwrap();
+        sink.bytes()
+    }
+
+    #[test]
+    fn folded_samples_mark_waiting_and_the_profiler_as_hot_counts_them() {
+        let bytes = decode_trace();
+        let mut reader = TraceReader::new(&bytes[..], ReadOptions::default()).unwrap();
+        let folded = trace_export::folded_samples_classified(
+            &mut reader,
+            None,
+            &mut StackClasses::default(),
+        )
+        .unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        let trace = trace_analyze::load_str(&text, "wake.jsonl", Default::default()).unwrap();
+        let hot = hot_report(&trace, &HotOptions::default());
+        // `hot --json`'s totals, per class.
+        let json = serde_json::to_value(&hot).unwrap();
+        let class = |k: &str| json[k].as_u64().unwrap();
+        assert_eq!(
+            (folded.total_samples, folded.waiting, folded.profiler),
+            (class("samples"), class("waiting"), class("profiler"))
+        );
+        assert_eq!((folded.waiting, folded.profiler), (3, 6));
+        // Each class's lines end in its frame, and their weights sum to its total.
+        let ending = |mark: &str| -> u64 {
+            folded
+                .lines
+                .iter()
+                .filter(|(l, _)| l.ends_with(mark))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        assert_eq!(ending(";[waiting]"), class("waiting"));
+        assert_eq!(ending(";[profiler]"), class("profiler"));
+        let busy: u64 = folded
+            .lines
+            .iter()
+            .filter(|(l, _)| !l.ends_with(']'))
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(
+            busy,
+            class("samples") - class("waiting") - class("profiler")
+        );
+        // The wake is the profiler's, never waiting.
+        assert!(
+            folded
+                .lines
+                .iter()
+                .any(|(l, _)| l.contains("futex_wake") && l.ends_with(";[profiler]"))
+        );
+    }
 
     #[test]
     fn step_ranges() {

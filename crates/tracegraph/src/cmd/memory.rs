@@ -104,6 +104,30 @@ fn sparkline(points: &[(u64, u64)], width: usize, windows: &[(u64, u64)]) -> Str
         .collect()
 }
 
+/// What a physical figure (a device's used bytes, the process's resident memory) holds of
+/// the profiler's own: the trace records no share of it, so the figure is said to include
+/// it, naming the parts of the profiler that ran (the recorder always; the CPU sampler's
+/// frames and symbols, the heap tracker's tables when the trace shows they ran). One
+/// sentence, for `memory` and `summary`.
+pub(crate) fn physical_includes_profiler(trace: &trace_analyze::Trace) -> String {
+    let mut parts = vec!["the recorder's buffers"];
+    if !trace.sampled.steps.is_empty() {
+        parts.push("the CPU sampler's stacks and symbol tables");
+    }
+    if !trace.heap.is_empty() {
+        parts.push("the heap tracker's tables");
+    }
+    let last = parts.pop().unwrap_or_default();
+    let list = if parts.is_empty() {
+        last.to_string()
+    } else {
+        format!("{} and {last}", parts.join(", "))
+    };
+    format!(
+        "includes the profiler's own memory ({list}); its share is not recorded, so not all of it is the model's"
+    )
+}
+
 /// Runs `tracegraph memory`.
 pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
     let paths = super::trace_paths(&args.trace)?;
@@ -126,6 +150,19 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
         };
         if let (Some(h), serde_json::Value::Object(m)) = (&heap, &mut v) {
             m.insert("heap".into(), serde_json::to_value(h)?);
+        }
+        // The physical figures hold the profiler's own memory: said beside them.
+        let physical = report
+            .as_ref()
+            .is_some_and(|r| r.devices.iter().any(|d| d.physical.is_some()));
+        if let (true, serde_json::Value::Object(m)) = (physical, &mut v) {
+            m.insert(
+                "physical_note".into(),
+                serde_json::Value::String(format!(
+                    "physical {}",
+                    physical_includes_profiler(&trace)
+                )),
+            );
         }
         print_json("memory", &v)?;
         return Ok(Status::Ok);
@@ -231,6 +268,7 @@ pub(crate) fn run(args: &MemoryArgs) -> anyhow::Result<Status> {
                     p.max_reserved_bytes.map_or("unknown".into(), bytesu),
                     p.min_free_bytes.map_or("unknown".into(), bytesu)
                 );
+                let _ = writeln!(o, "  the figure {}", physical_includes_profiler(&trace));
             }
             None => {
                 let _ = writeln!(o, "physical: absent (no device_memory samples)");

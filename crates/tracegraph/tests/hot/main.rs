@@ -15,6 +15,8 @@ use candle_core::{Device, Tensor};
 use trace_analyze::{LoadOptions, load_path};
 use trace_candle::{Capture, Phase, Run, SamplerConfig, SpanKind};
 
+mod llama_wake;
+
 /// Set in the child process: the trace path to record into.
 const CHILD: &str = "TRACEGRAPH_HOT_TEST_TRACE";
 

@@ -113,6 +113,7 @@ fn sampled_trace() -> Trace {
                 sampler_cpu_ns: None,
                 ts: 0,
                 dur: 1,
+                source: None,
             })
         };
         let bwd = Some(ExecStep::Backward);
@@ -158,6 +159,7 @@ fn the_rate_and_a_sample_s_time_leave_out_the_sampler_s_own_threads() {
                         sampler_cpu_ns: own[step as usize],
                         ts: 0,
                         dur: 1,
+                        source: None,
                     })
                 })
                 .collect()
@@ -197,6 +199,7 @@ fn the_rate_and_a_sample_s_time_leave_out_the_sampler_s_own_threads() {
                     sampler_cpu_ns: own[step as usize],
                     ts: 0,
                     dur: 1,
+                    source: None,
                 }));
             }
             ev
@@ -364,6 +367,7 @@ fn waiting_trace() -> Trace {
                 sampler_cpu_ns: None,
                 ts: 0,
                 dur: 1,
+                source: None,
             }),
         ]
     })
@@ -487,6 +491,7 @@ fn trace_of(stacks: &[(&[&str], u64)]) -> Trace {
         sampler_cpu_ns: None,
         ts: 0,
         dur: 1,
+        source: None,
     }));
     session.record_sampled(&events);
     session.finish().unwrap();
@@ -635,7 +640,7 @@ fn groupings_parse_from_their_json_names_and_list_them_when_unknown() {
     assert_eq!("op".parse::<HotBy>(), Ok(HotBy::Op));
     assert_eq!(
         "thread".parse::<HotBy>().unwrap_err().to_string(),
-        "unknown grouping `thread` (expected one of: function, crate, phase, span, op)"
+        "unknown grouping `thread` (expected one of: function, crate, phase, span, span-name, op)"
     );
 }
 
@@ -789,4 +794,266 @@ fn frames_of_one_name_make_one_row_and_the_flame_graph_gets_its_group() {
         },
     );
     assert_eq!(one.rows, r.rows[..1]);
+}
+
+/// The sampled lines of a single-threaded decode (`RAYON_NUM_THREADS=1`): `work` samples
+/// of a matmul, `wake` samples of the capture's step-boundary wake (`Capture::step` →
+/// `Sampler::on_step` → `advance` → `unpark` → `futex_wake`, as the issue's Llama decode
+/// recorded it) and `spin` samples of Candle's barrier spinning; all in step 0.
+fn decode_lines(bw: Option<u64>, work: u64, wake: u64, spin: u64) -> Vec<Event> {
+    use trace_record::schema::{SamplerEvent, SamplesEvent, StackEvent};
+    let samples = |stack, n| {
+        Event::Samples(SamplesEvent {
+            step: 0,
+            thread: 1,
+            stack,
+            n,
+            phase: Some(ExecStep::Forward),
+            span: bw,
+        })
+    };
+    let mut lines = vec![
+        frame(1, "tracegraph::main"),
+        frame(2, "candle_core::tensor::Tensor::matmul"),
+        frame(3, "gemm_f32::microkernel::x3x4"),
+        frame(4, "trace_candle::capture::Capture::step"),
+        frame(5, "trace_sampler::control::Sampler::on_step"),
+        frame(6, "trace_sampler::control::imp::Running::advance"),
+        frame(7, "std::thread::Thread::unpark"),
+        frame(8, "std::sys::sync::thread_parking::futex::Parker::unpark"),
+        frame(9, "std::sys::pal::unix::futex::futex_wake"),
+        frame(10, "syscall"),
+        frame(11, "candle_core::utils::BarrierPool::execute"),
+        frame(
+            12,
+            "<candle_core::utils::BarrierGuard as core::ops::drop::Drop>::drop",
+        ),
+        frame(13, "core::hint::spin_loop"),
+        Event::Stack(StackEvent {
+            id: 1,
+            frames: vec![1, 2, 3],
+        }),
+        Event::Stack(StackEvent {
+            id: 2,
+            frames: vec![1, 4, 5, 6, 7, 8, 9, 10],
+        }),
+        Event::Stack(StackEvent {
+            id: 3,
+            frames: vec![1, 11, 12, 13],
+        }),
+    ];
+    for (stack, n) in [(1, work), (2, wake), (3, spin)] {
+        if n > 0 {
+            lines.push(samples(stack, n));
+        }
+    }
+    lines.push(Event::Sampler(SamplerEvent {
+        step: 0,
+        hz: 1000,
+        taken: work + wake + spin,
+        lost: 0,
+        cpu_ns: Some((work + wake + spin) * 1_000_000),
+        sampler_cpu_ns: None,
+        ts: 0,
+        dur: 1,
+        source: None,
+    }));
+    lines
+}
+
+#[test]
+fn the_profilers_wake_is_never_waiting_and_no_hint_counts_it() {
+    // 6 of 14 samples (42.9 %) in the step-boundary wake: before its class, the pool-waiting
+    // hint fired on this single-threaded decode.
+    let t = load_sampled("wake", |bw| decode_lines(bw, 8, 6, 0));
+    assert!(t.issues.is_empty(), "{:?}", t.issues);
+    let s = &t.sampled;
+    assert!(s.stack_is_profiler(2) && !s.stack_is_waiting(2));
+    let r = hot_report(
+        &t,
+        &HotOptions {
+            exclude_waiting: true,
+            ..HotOptions::default()
+        },
+    );
+    assert_eq!((r.samples, r.waiting, r.profiler), (14, 0, 6));
+    assert!(
+        r.hints.iter().all(|h| h.rule != "pool_waiting"),
+        "{:?}",
+        r.hints
+    );
+    // The function rankings hold one `(profiler)` row, none of the wake's own frames.
+    let names: Vec<&str> = r.rows.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "gemm_f32::microkernel::x3x4",
+            crate::sampled::PROFILER_ROW,
+            "candle_core::tensor::Tensor::matmul",
+            "tracegraph::main"
+        ]
+    );
+    let prof = &r.rows[1];
+    assert_eq!(
+        (prof.self_samples, prof.total_samples, prof.profiler_samples),
+        (6, 6, 6)
+    );
+    // No crate group and no phase's hottest function counts them; the phase says so.
+    let groups: u64 = r.groups.iter().map(|g| g.self_samples).sum();
+    assert_eq!(groups, 8);
+    let fwd = &r.phases[0];
+    assert_eq!((fwd.samples, fwd.waiting, fwd.profiler), (14, 0, 6));
+    assert_eq!(fwd.top.iter().map(|x| x.self_samples).sum::<u64>(), 8);
+    // By span: the span's self samples carry the profiler's apart.
+    let by_span = hot_report(
+        &t,
+        &HotOptions {
+            by: HotBy::Span,
+            ..HotOptions::default()
+        },
+    );
+    assert_eq!(
+        by_span
+            .rows
+            .iter()
+            .map(|x| (x.name.as_str(), x.self_samples, x.profiler_samples))
+            .collect::<Vec<_>>(),
+        [("backward", 14, 6)]
+    );
+    // JSON carries the count.
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        (v["profiler"].as_u64(), v["phases"][0]["profiler"].as_u64()),
+        (Some(6), Some(6))
+    );
+}
+
+#[test]
+fn a_hints_evidence_and_share_leave_the_profilers_samples_out() {
+    // 3 samples of the barrier spinning, 8 of work, 6 of the profiler's wake: 3 of the
+    // program's 11 samples (27 %) wait, a hint; over all 17 (18 %) it would not be.
+    let t = load_sampled("wake_spin", |bw| decode_lines(bw, 8, 6, 3));
+    let r = hot_report(&t, &HotOptions::default());
+    assert_eq!((r.samples, r.waiting, r.profiler), (17, 3, 6));
+    let pool = r
+        .hints
+        .iter()
+        .find(|h| h.rule == "pool_waiting")
+        .expect("the pool-waiting hint over the program's samples");
+    assert_eq!(pool.samples, 3);
+    assert!((pool.share - 3.0 / 11.0).abs() < 1e-12, "{}", pool.share);
+    // Too few samples: the program's 11, not the 17.
+    let few = r
+        .hints
+        .iter()
+        .find(|h| h.rule == "too_few_samples")
+        .unwrap();
+    assert_eq!(few.samples, 11);
+    assert!(few.hint.starts_with("11 samples"), "{}", few.hint);
+    // With the profiler's share the same wake as waiting would have fired alone; every
+    // stack whose frames hold the wake path is the profiler's, none waiting.
+    let s = &t.sampled;
+    for row in &s.samples {
+        let wake = s
+            .stack(row.stack)
+            .iter()
+            .any(|&f| s.frame_name(f).contains("futex_wake"));
+        if wake {
+            assert!(s.stack_is_profiler(row.stack) && !s.stack_is_waiting(row.stack));
+        }
+    }
+}
+
+#[test]
+fn spans_are_rows_by_path_and_by_name_only_when_asked() {
+    use trace_record::schema::{Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent};
+    use trace_record::{Run, TraceSession};
+    let (session, sink) = TraceSession::in_memory(Run::new("paths", Phase::Infer, "cpu"));
+    // Two `linear` spans at different paths, each in its parent.
+    let mut ids = Vec::new();
+    for parent in ["attn", "mlp"] {
+        let p = session.span(parent, SpanKind::Module, Some(ExecStep::Forward));
+        let c = session.span("linear", SpanKind::Module, Some(ExecStep::Forward));
+        ids.push((p.id().map(|s| s.0), c.id().map(|s| s.0)));
+        drop(c);
+        drop(p);
+    }
+    session.step();
+    drop(session.span("attn", SpanKind::Module, Some(ExecStep::Forward)));
+    let samples = |span, n| {
+        Event::Samples(SamplesEvent {
+            step: 0,
+            thread: 1,
+            stack: 1,
+            n,
+            phase: Some(ExecStep::Forward),
+            span,
+        })
+    };
+    session.record_sampled(&[
+        frame(1, "tracegraph::main"),
+        Event::Stack(StackEvent {
+            id: 1,
+            frames: vec![1],
+        }),
+        samples(ids[0].1, 3),
+        samples(ids[1].1, 5),
+        samples(ids[1].0, 1),
+        Event::Sampler(SamplerEvent {
+            step: 0,
+            hz: 1000,
+            taken: 9,
+            lost: 0,
+            cpu_ns: None,
+            sampler_cpu_ns: None,
+            ts: 0,
+            dur: 1,
+            source: None,
+        }),
+    ]);
+    session.finish().unwrap();
+    let text = String::from_utf8(sink.bytes()).unwrap();
+    let t = crate::load_str(&text, "paths.jsonl", Default::default()).unwrap();
+    let rows = |by| {
+        let r = hot_report(
+            &t,
+            &HotOptions {
+                by,
+                ..HotOptions::default()
+            },
+        );
+        r.rows
+            .iter()
+            .map(|x| (x.name.clone(), x.self_samples, x.total_samples))
+            .collect::<Vec<_>>()
+    };
+    let own = |v: Vec<(&str, u64, u64)>| {
+        v.into_iter()
+            .map(|(n, a, b)| (n.to_string(), a, b))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        rows(HotBy::Span),
+        own(vec![
+            ("mlp/linear", 5, 5),
+            ("attn/linear", 3, 3),
+            ("mlp", 1, 6),
+            ("attn", 0, 3),
+        ])
+    );
+    assert_eq!(
+        rows(HotBy::SpanName),
+        own(vec![("linear", 8, 8), ("mlp", 1, 6), ("attn", 0, 3)])
+    );
+    // A limit keeps the hottest paths.
+    let top = hot_report(
+        &t,
+        &HotOptions {
+            by: HotBy::Span,
+            limit: Some(1),
+            ..HotOptions::default()
+        },
+    );
+    assert_eq!(top.rows.len(), 1);
+    assert_eq!(top.rows[0].name, "mlp/linear");
 }

@@ -270,7 +270,7 @@ fn attribution_of(frames: &[(&str, Option<&str>)]) -> Attribution {
         id: 1,
         frames: (0..frames.len() as u64).collect(),
     }));
-    FrameOps::new(&s).attribute(s.stack(1))
+    FrameOps::new(&s).attribute(s.stack(1), s.stack_is_profiler(1))
 }
 
 #[test]
@@ -561,6 +561,7 @@ fn table_trace() -> Trace {
             sampler_cpu_ns: None,
             ts: 0,
             dur: 1,
+            source: None,
         }),
     ]);
     session.finish().unwrap();
