@@ -271,6 +271,53 @@ pub struct Summary {
     /// `trace_candle.overhead_ns`, written at `Capture::finish`); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overhead: Option<Overhead>,
+    /// The `dump` line when the trace is a flight-recorder dump (trigger, evidence, steps,
+    /// number, refused triggers, cut lines); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dump: Option<trace_record::schema::DumpRecord>,
+    /// In a dump: the triggering step's duration, ns; absent when it is not a complete step
+    /// of the dump (or the trace is no dump).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dump_trigger_step_ns: Option<u64>,
+    /// In a dump: the median duration of its other complete steps, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dump_median_other_ns: Option<u64>,
+    /// In a dump: its slowest complete step (the first of equals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dump_slowest_step: Option<u64>,
+}
+
+/// A dump's triggering step set beside its other complete steps: (the triggering step's
+/// duration, the median of the others, the slowest step); all `None` for a trace that is no
+/// dump.
+fn dump_steps(trace: &Trace) -> (Option<u64>, Option<u64>, Option<u64>) {
+    let Some(record) = &trace.dump else {
+        return (None, None, None);
+    };
+    let steps: Vec<(u64, u64)> = trace
+        .complete_steps()
+        .iter()
+        .map(|s| (s.index, s.duration_ns()))
+        .collect();
+    let trigger = steps
+        .iter()
+        .find(|s| s.0 == record.trigger_step)
+        .map(|s| s.1);
+    let mut others: Vec<u64> = steps
+        .iter()
+        .filter(|s| s.0 != record.trigger_step)
+        .map(|s| s.1)
+        .collect();
+    others.sort_unstable();
+    let median = others.get(others.len() / 2).copied();
+    let slowest = steps
+        .iter()
+        .fold(None::<(u64, u64)>, |best, &s| match best {
+            Some(b) if b.1 >= s.1 => Some(b),
+            _ => Some(s),
+        })
+        .map(|s| s.0);
+    (trigger, median, slowest)
 }
 
 /// The profiler's estimate of the time its own recording took on the recording threads.
@@ -394,6 +441,7 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
     };
     let gr = trace.gradients;
     let gradients = (gr.present + gr.missing + gr.zero + gr.non_finite > 0).then_some(gr);
+    let (dump_trigger_step_ns, dump_median_other_ns, dump_slowest_step) = dump_steps(trace);
     let overhead = trace
         .counter(trace_record::schema::OVERHEAD_COUNTER)
         .and_then(|v| Overhead::of(v, steps.count, steps.total_ns));
@@ -418,6 +466,10 @@ pub fn summarize(trace: &Trace, cache: &StepCache) -> Result<Summary, AnalyzeErr
             .filter(|v| v.is_finite() && *v >= 0.0)
             .map(|v| v as u64),
         overhead,
+        dump: trace.dump.clone(),
+        dump_trigger_step_ns,
+        dump_median_other_ns,
+        dump_slowest_step,
     })
 }
 
@@ -436,5 +488,62 @@ mod overhead_tests {
         for bad in [f64::NAN, -1.0, f64::INFINITY] {
             assert_eq!(Overhead::of(bad, 4, 10_000), None, "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod dump_tests {
+    use std::fmt::Write as _;
+
+    use trace_record::schema::DumpTrigger;
+
+    use crate::model::load::{LoadOptions, load_str};
+
+    /// A dump of steps 9–14 whose step 12 took 10 ms and the others 1 ms: the summary names
+    /// step 12 as the trigger and the slowest, beside the median of the others.
+    #[test]
+    fn a_dump_names_its_trigger_against_the_median_of_its_other_steps() {
+        let mut t = String::from(
+            r#"{"type":"header","schema":"tracegraph-trace","version":2,"run":{"run_id":"t","entrypoint":"t","phase":"train","device":"cpu","timing":"host","start_unix_ns":0,"pid":1}}
+{"type":"dump","trigger":"slow_step","trigger_step":12,"first_step":9,"last_step":14,"evidence":{"step_ns":10000000,"median_ns":1000000,"factor":3.0,"window":8},"seq":1}
+"#,
+        );
+        let mut ts = 1_000_000_000u64;
+        for step in 9..=15u64 {
+            let _ = writeln!(t, r#"{{"type":"step","index":{step},"ts":{ts}}}"#);
+            if step == 15 {
+                break;
+            }
+            let _ = writeln!(
+                t,
+                r#"{{"type":"op","name":"matmul","shape":[2],"dtype":"f32","ts":{},"dur":10,"in_b":8}}"#,
+                ts + 1
+            );
+            ts += if step == 12 { 10_000_000 } else { 1_000_000 };
+        }
+        let _ = writeln!(
+            t,
+            r#"{{"type":"trailer","outcome":"complete","counts":{{"op":6,"step":7}},"dropped":0,"ts":{ts}}}"#
+        );
+        let trace = load_str(&t, "dump", LoadOptions::default()).unwrap();
+        let sum = super::summarize(&trace, &crate::new_step_cache()).unwrap();
+        let d = sum.dump.unwrap();
+        assert_eq!(d.trigger, DumpTrigger::SlowStep);
+        assert_eq!((d.trigger_step, d.first_step, d.last_step), (12, 9, 14));
+        assert_eq!(sum.steps.count, 6);
+        assert_eq!(sum.dump_trigger_step_ns, Some(10_000_000));
+        assert_eq!(sum.dump_median_other_ns, Some(1_000_000));
+        assert_eq!(sum.dump_slowest_step, Some(12));
+    }
+
+    /// An ordinary trace has no dump figures.
+    #[test]
+    fn an_ordinary_trace_has_no_dump() {
+        let t = r#"{"type":"header","schema":"tracegraph-trace","version":2,"run":{"run_id":"t","entrypoint":"t","phase":"train","device":"cpu","timing":"host","start_unix_ns":0,"pid":1}}
+{"type":"op","name":"matmul","shape":[2],"dtype":"f32","ts":1,"dur":10,"in_b":8}
+"#;
+        let trace = load_str(t, "plain", LoadOptions::default()).unwrap();
+        let sum = super::summarize(&trace, &crate::new_step_cache()).unwrap();
+        assert!(sum.dump.is_none() && sum.dump_slowest_step.is_none());
     }
 }

@@ -302,6 +302,55 @@ impl Capture {
         Ok(Self::new(Arc::new(TraceSession::open(path, run)?)))
     }
 
+    /// A capture in flight-recorder mode ([`TraceSession::flight`]): everything it records
+    /// goes into a bounded in-memory ring of whole steps instead of a file, and a dump (a
+    /// complete trace of the steps around the moment, in `config`'s directory) is written
+    /// when a trigger fires: [`Capture::dump`], a non-finite [`Capture::loss`], a non-finite
+    /// gradient the capture records, a step slower than the running median allows, SIGUSR2
+    /// or a trigger file, as `config` enables them.
+    ///
+    /// ```no_run
+    /// use trace_candle::{Capture, FlightConfig, Phase, Run};
+    /// let capture = Capture::flight(
+    ///     Run::new("train", Phase::Train, "cpu"),
+    ///     FlightConfig::new("dumps").before(8).after(2).slow_step(3.0, 32),
+    /// )?;
+    /// for step in 0..1_000_000u64 {
+    ///     // ... forward, backward, optimizer ...
+    ///     let loss = 0.5_f64; // the step's loss
+    ///     capture.loss(loss); // NaN or infinity: a dump of the steps before
+    ///     capture.step();
+    /// #   if step == 3 { break; }
+    /// }
+    /// capture.finish()?;
+    /// # Ok::<(), trace_candle::CaptureError>(())
+    /// ```
+    pub fn flight(
+        run: trace_record::Run,
+        config: trace_record::FlightConfig,
+    ) -> Result<Self, crate::CaptureError> {
+        Ok(Self::new(Arc::new(TraceSession::flight(run, config)?)))
+    }
+
+    /// Asks a flight recorder ([`Capture::flight`]) for a dump of the current step (and the
+    /// configured steps around it), naming `reason`. False when this capture is not a flight
+    /// recorder; a dump the recorder's bounds refuse is counted in [`Capture::flight_stats`].
+    pub fn dump(&self, reason: &str) -> bool {
+        self.inner.session.dump(reason)
+    }
+
+    /// Records the step's loss (a `loss` counter); in a flight recorder a NaN or infinite
+    /// loss fires a dump.
+    pub fn loss(&self, value: f64) {
+        self.inner.session.record_loss(value);
+    }
+
+    /// What a flight recorder did so far (dumps written, triggers refused, the ring's size);
+    /// `None` when this capture is not one.
+    pub fn flight_stats(&self) -> Option<trace_record::FlightStats> {
+        self.inner.session.flight_stats()
+    }
+
     pub(crate) fn inner(&self) -> &Arc<Inner> {
         &self.inner
     }

@@ -146,6 +146,8 @@ pub use train::TrainingCapture;
 // The trace-record types a capture is set up and driven with, so an instrumented program
 // imports from this crate alone. Reading and validating traces stays in trace-record.
 pub use trace_record::schema::{
-    ExecStep, GradientState, MemoryCategory, Phase, Schedule, SpanKind, TimingMode,
+    DumpTrigger, ExecStep, GradientState, MemoryCategory, Phase, Schedule, SpanKind, TimingMode,
 };
-pub use trace_record::{Run, SpanGuard, Summary, TraceError, TraceSession};
+pub use trace_record::{
+    FlightConfig, FlightStats, Run, SlowStep, SpanGuard, Summary, TraceError, TraceSession,
+};

@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Records `STEPS` steps (default 2,000, about 1 ms each in a release build) of a few ops
-//! and spans into a 256 KiB ring, with the slow-step trigger (20x the median of the last 64
+//! and spans into a 256 KiB ring, with the slow-step trigger (10x the median of the last 64
 //! steps), the non-finite loss trigger and SIGUSR2 (`kill -USR2 PID`) on, 4 steps before each
 //! trigger and 2 after. Step 600 is slowed down (a 50 ms
 //! sleep) and step 1,400 records a NaN loss. Prints the dumps written.
@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .ring_bytes(256 << 10)
             .before(4)
             .after(2)
-            .slow_step(20.0, 64)
+            .slow_step(10.0, 64)
             .on_signal()
             .min_interval(Duration::ZERO),
     )?;

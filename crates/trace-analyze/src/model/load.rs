@@ -90,6 +90,7 @@ pub fn load_reader<R: BufRead + Send>(
     trace.lines = reader.lines_read();
     trace.partial_last_line = reader.partial_line().is_some();
     trace.counts.unknown = reader.skipped_unknown();
+    trace.dump = reader.dump().cloned();
     match reader.trailer() {
         Some(t) => {
             trace.outcome = TraceEnd::Trailer(t.outcome.clone());
@@ -229,6 +230,7 @@ impl Builder {
                 gradients: GradientCounts::default(),
                 lines: 0,
                 partial_last_line: false,
+                dump: None,
                 issues: Vec::new(),
                 strings: Interner::new(),
                 shapes: ShapeInterner::new(),

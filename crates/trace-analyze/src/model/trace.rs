@@ -457,6 +457,9 @@ pub struct Trace {
     pub lines: u64,
     /// A partial last line was found and ignored.
     pub partial_last_line: bool,
+    /// The `dump` line when the trace is a flight-recorder dump: its trigger, evidence and
+    /// steps.
+    pub dump: Option<trace_record::schema::DumpRecord>,
     /// Structural issues from validation.
     pub issues: Vec<trace_record::Issue>,
     /// Interned strings (names, devices, dtypes, labels).

@@ -1,6 +1,7 @@
 //! Integration tests of trace-candle (real Candle tensors and modules on the CPU).
 
 mod capture;
+mod flight;
 #[cfg(feature = "tracing")]
 mod layer;
 // A real candle-transformers model (the profile_llama example's config) trained with AdamW.

@@ -31,6 +31,16 @@ pub(crate) struct SummaryArgs {
 pub(crate) fn run(args: &SummaryArgs) -> anyhow::Result<Status> {
     let paths = super::trace_paths(&args.trace)?;
     if paths.len() > 1 {
+        // Flight-recorder dumps (each has a `dump` line) are listed; other traces together
+        // are the ranks of one run.
+        if let Some(dumps) = dump_records(&paths)? {
+            if args.json {
+                print_json("dumps", &DumpList { dumps })?;
+            } else {
+                write_stdout(&render_dumps(&dumps))?;
+            }
+            return Ok(Status::Ok);
+        }
         return super::ranks::run(&paths, args.json);
     }
     let Some(path) = paths.first() else {
@@ -46,6 +56,147 @@ pub(crate) fn run(args: &SummaryArgs) -> anyhow::Result<Status> {
         write_stdout(&(render(&s) + &super::hot::summary_hints(&trace)))?;
     }
     Ok(Status::Ok)
+}
+
+/// The dumps of `summary DIR` (JSON schema `tracegraph.dumps/1`).
+#[derive(serde::Serialize)]
+struct DumpList {
+    /// Each dump's path and `dump` line, in path order.
+    dumps: Vec<DumpEntry>,
+}
+
+/// One dump of a [`DumpList`].
+#[derive(serde::Serialize)]
+struct DumpEntry {
+    path: String,
+    #[serde(flatten)]
+    record: trace_record::schema::DumpRecord,
+}
+
+/// The `dump` line of every trace in `paths` when every one is a flight-recorder dump (read
+/// up to its first event only); `None` when any is not.
+fn dump_records(paths: &[PathBuf]) -> anyhow::Result<Option<Vec<DumpEntry>>> {
+    let mut out = Vec::with_capacity(paths.len());
+    for p in paths {
+        let mut reader = trace_record::TraceReader::open(p, trace_record::ReadOptions::default())
+            .map_err(|error| trace_analyze::AnalyzeError::Read {
+            file: p.display().to_string(),
+            error,
+        })?;
+        // The dump line is line 2: read with the first event after it.
+        let _ = reader.next_event();
+        let Some(record) = reader.dump().cloned() else {
+            return Ok(None);
+        };
+        out.push(DumpEntry {
+            path: p.display().to_string(),
+            record,
+        });
+    }
+    Ok(Some(out))
+}
+
+/// The dumps as a table: trigger, triggering step, steps held, path.
+fn render_dumps(dumps: &[DumpEntry]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{} flight-recorder dump(s)", dumps.len());
+    let _ = writeln!(o);
+    let mut t = Table::new(&[">#", "trigger", ">at step", ">steps", "evidence", "dump"]);
+    for d in dumps {
+        let r = &d.record;
+        let e = &r.evidence;
+        let evidence = match (e.step_ns, e.median_ns) {
+            (Some(s), Some(m)) => format!("{} vs median {}", nsu(s), nsu(m)),
+            _ => e
+                .value
+                .clone()
+                .or_else(|| e.param.clone())
+                .or_else(|| e.reason.clone())
+                .or_else(|| e.path.clone())
+                .unwrap_or_default(),
+        };
+        t.row(vec![
+            r.seq.to_string(),
+            r.trigger.to_string(),
+            r.trigger_step.to_string(),
+            format!("{}–{}", r.first_step, r.last_step),
+            evidence,
+            d.path.clone(),
+        ]);
+    }
+    o.push_str(&t.render());
+    o
+}
+
+/// The `dump` lines of a flight-recorder dump: trigger, evidence, steps, and the triggering
+/// step beside the median of the dump's other steps.
+fn render_dump(o: &mut String, s: &Summary, d: &trace_record::schema::DumpRecord) {
+    let e = &d.evidence;
+    let mut why = Vec::new();
+    if let (Some(step), Some(median)) = (e.step_ns, e.median_ns) {
+        why.push(format!(
+            "step took {} against a running median of {}{}",
+            nsu(step),
+            nsu(median),
+            match (e.factor, e.window) {
+                (Some(f), Some(w)) => format!(" (fires above {f}x the last {w} steps)"),
+                _ => String::new(),
+            }
+        ));
+    }
+    if let Some(v) = &e.value {
+        why.push(format!("loss {v}"));
+    }
+    if let Some(p) = &e.param {
+        why.push(format!("gradient of {p} non-finite"));
+    }
+    if let Some(r) = &e.reason {
+        why.push(format!("\"{r}\""));
+    }
+    if let Some(p) = &e.path {
+        why.push(format!("trigger file {p}"));
+    }
+    let _ = writeln!(
+        o,
+        "dump      #{} by {} at step {}{}; steps {}–{}",
+        d.seq,
+        d.trigger,
+        d.trigger_step,
+        if why.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", why.join("; "))
+        },
+        d.first_step,
+        d.last_step
+    );
+    match (s.dump_trigger_step_ns, s.dump_median_other_ns) {
+        (Some(t), Some(m)) => {
+            let _ = writeln!(
+                o,
+                "          step {} took {} against a median of {} over the dump's other steps{}",
+                d.trigger_step,
+                nsu(t),
+                nsu(m),
+                if s.dump_slowest_step == Some(d.trigger_step) {
+                    "; the slowest step of the dump"
+                } else {
+                    ""
+                }
+            );
+        }
+        (Some(t), None) => {
+            let _ = writeln!(o, "          step {} took {}", d.trigger_step, nsu(t));
+        }
+        _ => {}
+    }
+    if d.suppressed > 0 || d.cut_lines > 0 {
+        let _ = writeln!(
+            o,
+            "          {} trigger(s) refused before it by the recorder's limits; {} line(s) of older or unfinished spans, allocations and accounts cut to make it a trace of its own",
+            d.suppressed, d.cut_lines
+        );
+    }
 }
 
 /// The summary as text.
@@ -87,6 +238,9 @@ pub(crate) fn render(s: &Summary) -> String {
     );
     if s.tracing_spans == Some(0) {
         let _ = writeln!(o, "tracing   {}", trace_analyze::TRACING_LAYER_SAW_NO_SPANS);
+    }
+    if let Some(d) = &s.dump {
+        render_dump(&mut o, s, d);
     }
     let _ = writeln!(o);
     match &s.steps.spread {
@@ -206,7 +360,7 @@ pub(crate) fn render(s: &Summary) -> String {
                 if let Some(p) = &d.physical {
                     let _ = writeln!(
                         o,
-                        "          {} physical ({} samples, reported by the device): max used {}, max reserved {}",
+                        "          {} physical ({} samples, reported by the device): max used {}, max reserved {}; includes the profiler's own memory (its share is not recorded: see `tracegraph memory`)",
                         d.device,
                         p.samples,
                         p.max_used_bytes.map_or("unknown".into(), bytesu),
@@ -223,10 +377,13 @@ pub(crate) fn render(s: &Summary) -> String {
     } else {
         let _ = writeln!(
             o,
-            "graph     {} step(s): {}; last fingerprint {}",
+            "graph     {} step(s): {}{}",
             g.steps,
             g.verdict,
-            g.last_fingerprint.as_deref().unwrap_or("-")
+            // No fingerprint when the last step had no ops: the empty graph's names nothing.
+            g.last_fingerprint
+                .as_deref()
+                .map_or(String::new(), |f| format!("; last fingerprint {f}"))
         );
         // Step times per graph when the steps ran more than one: pooled they mean nothing.
         if g.groups.len() > 1 {

@@ -90,6 +90,8 @@ fn a_run_without_ops_names_no_fingerprint() {
         "{graph}"
     );
     assert!(graph.get("last_fingerprint").is_none(), "{graph}");
+    let o = run_in(dir.path(), &["summary", "none.jsonl"]);
+    assert!(!stdout(&o).contains("fingerprint"), "{}", stdout(&o));
     // A run with ops still names its last step's fingerprint.
     std::fs::write(dir.path().join("one.jsonl"), trace(&[Some(8)])).unwrap();
     let o = run_in(dir.path(), &["summary", "one.jsonl", "--json"]);

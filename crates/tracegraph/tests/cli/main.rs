@@ -8,6 +8,7 @@ mod compressed;
 mod demo;
 mod errors;
 mod export_paths;
+mod flight_dumps;
 mod golden;
 mod graph_changes;
 mod heap;
@@ -18,9 +19,9 @@ mod layer;
 #[cfg(feature = "demo")]
 mod loops;
 mod outputs;
+mod parquet_dataset;
 #[cfg(feature = "demo")]
 mod overhead;
-mod parquet_dataset;
 #[cfg(feature = "demo")]
 mod ranks;
 mod report_torch;
