@@ -26,7 +26,8 @@ pub use vocab::{
     AllocKind, DumpTrigger, EventType, ExecStep, GradientState, MemoryCategory, OutcomeKind,
     ParseEnumError, Phase, SamplingSource, SpanKind, TimingMode,
 };
-pub(crate) use vocab::{shown, shown_up_to};
+pub(crate) use vocab::shown;
+pub use vocab::shown_up_to;
 pub use words::{
     AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_STEP_START_COUNTER, AUTOGRAD_AT_WALK_COUNTER,
     AUTOGRAD_LABEL, AUTOGRAD_STORAGE_BYTES_COUNTER, AUTOGRAD_STORAGES_COUNTER,

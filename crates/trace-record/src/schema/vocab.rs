@@ -39,8 +39,17 @@ pub(crate) fn shown(s: &str) -> String {
     shown_up_to(s, SHOWN_CHARS)
 }
 
-/// [`shown`] with room for `max_chars` characters.
-pub(crate) fn shown_up_to(s: &str, max_chars: usize) -> String {
+/// Text read from a trace made safe to print to a terminal, with room for `max_chars`
+/// characters (then `…`): control, bidirectional-override and invisible formatting characters
+/// are escaped as `\u{202e}`, so a hostile name can neither flood a terminal nor reorder or
+/// hide what is printed around it.
+///
+/// ```
+/// use trace_record::schema::shown_up_to;
+/// assert_eq!(shown_up_to("a\u{202e}b", 10), "a\\u{202e}b");
+/// assert_eq!(shown_up_to("abcdef", 3), "abc…");
+/// ```
+pub fn shown_up_to(s: &str, max_chars: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max_chars.saturating_mul(4)) + 4);
     for (i, c) in s.chars().enumerate() {
         if i == max_chars {

@@ -1,5 +1,33 @@
 //! Aligned text tables: left-aligned text columns, right-aligned numbers.
 
+use std::borrow::Cow;
+
+/// The most characters of one cell a table prints (then `…`): a name or path read from a
+/// trace can be as long as the trace's line limit.
+pub(crate) const CELL_CHARS: usize = 512;
+
+/// A cell made safe to print to a terminal: at most [`CELL_CHARS`] characters, control,
+/// bidirectional-override and invisible characters escaped (`\u{202e}`), so a hostile name
+/// read from a trace can neither flood the terminal nor reorder what is printed around it.
+/// Borrowed, at no cost, when the cell is already safe.
+pub(crate) fn printable(cell: &str) -> Cow<'_, str> {
+    let safe = cell.len() <= CELL_CHARS && !cell.chars().any(|c| c.is_control() || hidden(c));
+    if safe {
+        Cow::Borrowed(cell)
+    } else {
+        Cow::Owned(trace_record::schema::shown_up_to(cell, CELL_CHARS))
+    }
+}
+
+/// The formatting characters `shown_up_to` escapes beside controls (bidirectional overrides
+/// and isolates, zero-width characters, line and paragraph separators, the byte order mark).
+fn hidden(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}'
+    )
+}
+
 /// A table of strings with a header row.
 pub(crate) struct Table {
     header: Vec<String>,
@@ -21,9 +49,18 @@ impl Table {
         }
     }
 
-    /// Adds a row (missing cells print empty).
+    /// Adds a row (missing cells print empty). Every cell is made safe to print
+    /// ([`printable`]).
     pub(crate) fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|c| match printable(&c) {
+                    Cow::Borrowed(_) => c,
+                    Cow::Owned(safe) => safe,
+                })
+                .collect(),
+        );
     }
 
     /// True when no row was added.
@@ -57,23 +94,23 @@ impl Table {
         let mut w: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         rows(&mut |r: &[String]| {
             for (i, c) in r.iter().enumerate().take(n) {
-                w[i] = w[i].max(c.chars().count());
+                w[i] = w[i].max(printable(c).chars().count());
             }
         });
         let mut l = String::new();
         let mut one = |cells: &[String]| {
             l.clear();
             for (i, (&width, &right)) in w.iter().zip(&self.right).enumerate() {
-                let c = cells.get(i).map_or("", String::as_str);
+                let c = printable(cells.get(i).map_or("", String::as_str));
                 let pad = width.saturating_sub(c.chars().count());
                 if i > 0 {
                     l.push_str("  ");
                 }
                 if right {
                     l.extend(std::iter::repeat_n(' ', pad));
-                    l.push_str(c);
+                    l.push_str(&c);
                 } else {
-                    l.push_str(c);
+                    l.push_str(&c);
                     l.extend(std::iter::repeat_n(' ', pad));
                 }
             }
@@ -83,5 +120,29 @@ impl Table {
         let rule: Vec<String> = w.iter().map(|&k| "-".repeat(k)).collect();
         one(&rule);
         rows(&mut one);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_cells_are_escaped_and_cut_and_safe_ones_borrowed() {
+        assert!(matches!(printable("layer#0/attn"), Cow::Borrowed(_)));
+        let long = format!("\u{202e}{}", "A".repeat(120_000));
+        let mut t = Table::new(&["op", ">calls"]);
+        t.row(vec![long, "1".into()]);
+        let out = t.render();
+        assert!(!out.contains('\u{202e}'), "no raw override");
+        assert!(out.contains("\\u{202e}"), "escaped");
+        for line in out.lines() {
+            assert!(
+                line.chars().count() < CELL_CHARS + 40,
+                "cut: {}",
+                line.chars().count()
+            );
+        }
+        assert!(out.contains('…'));
     }
 }
