@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use trace_analyze::new_step_cache;
 use trace_analyze::{
-    CONFIDENCE, Change, Comparison, Delta, IntervalBasis, Verdict, compare_runs, significance_order,
+    CONFIDENCE, Change, Comparison, Delta, Verdict, compare_runs, significance_order,
 };
 
 use trace_analyze::{format_bytes, format_ns, format_pct};
