@@ -26,6 +26,7 @@ pub use vocab::{
     AllocKind, DumpTrigger, EventType, ExecStep, GradientState, MemoryCategory, OutcomeKind,
     ParseEnumError, Phase, SamplingSource, SpanKind, TimingMode,
 };
+#[cfg(feature = "read")]
 pub(crate) use vocab::shown;
 pub use vocab::shown_up_to;
 pub use words::{
