@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::GraphError;
-use crate::graph::{Canon, Graph, OpNode, Role, ValueKey, ValueRef, Walk};
+use crate::graph::{Canon, Graph, Key, OpNode, PRIMARY_ROLE, Role, ValueRef, Walk};
 use crate::hash::{StableHash, StableHasher};
 use crate::ids::{OpId, ParentId, ValueId};
 
@@ -41,13 +41,21 @@ use crate::ids::{OpId, ParentId, ValueId};
 #[derive(Debug)]
 pub struct GraphBuilder<Op> {
     n_values: usize,
-    input_decls: Vec<(ValueId, u64)>,
+    /// The declared inputs in order, and their keys (parallel).
+    input_values: Vec<ValueId>,
+    input_keys: Vec<u64>,
     ops: Vec<OpNode<Op>>,
+    /// The roles of the operations that are not [`Role::Primary`].
+    roles: Vec<Role>,
     op_inputs: Vec<ValueRef>,
     op_outputs: Vec<ValueId>,
     outputs: Vec<ValueId>,
     parents: Vec<Arc<Graph<Op>>>,
     overflow: Option<&'static str>,
+    /// The operations announced by [`with_capacity`](Self::with_capacity): when a table
+    /// outgrows its room, it is sized for that many operations at the rate seen so far
+    /// instead of doubled.
+    expect_ops: usize,
     /// The graph's packed walk table (see [`Walk`]), written as operations are appended,
     /// while their data is at hand: each operation's run, with each local operand's value id
     /// (or [`PARENT_OPERAND`] and its index in `op_inputs`) where `build` puts the producer,
@@ -61,6 +69,30 @@ pub struct GraphBuilder<Op> {
     /// Encodes one operation's kept bytes (active mask, then payload) before they are
     /// copied into its run.
     scratch: StableHasher,
+}
+
+/// Makes room in `v` for `add` more items when it has none left. With `expect` operations
+/// announced and `done` appended so far (fewer), the table is sized for `expect`
+/// operations at the rate so far (plus 1/16), so that a large graph of even operations is
+/// not left with a table doubled past its size; never more than doubled (an early
+/// operation with many operands does not size the table for a million like it), and never
+/// grown by less than 1/8, so that growth stays amortized O(1). Otherwise as
+/// `Vec::reserve`.
+fn make_room<T>(v: &mut Vec<T>, add: usize, done: usize, expect: usize) {
+    if v.capacity() - v.len() >= add {
+        return;
+    }
+    let need = v.len().saturating_add(add);
+    if done == 0 || done >= expect {
+        v.reserve(add);
+        return;
+    }
+    let estimate = need as u128 * expect as u128 / (done as u128 + 1);
+    let estimate = usize::try_from(estimate + estimate / 16).unwrap_or(usize::MAX);
+    let cap = v.capacity();
+    let floor = cap.saturating_add(cap / 8).saturating_add(16);
+    let new_cap = estimate.min(cap.saturating_mul(2)).max(floor).max(need);
+    v.reserve_exact(new_cap - v.len());
 }
 
 /// Placeholder producer word of a parent-value operand in the builder's runs.
@@ -77,13 +109,16 @@ impl<Op> GraphBuilder<Op> {
     pub fn new() -> Self {
         GraphBuilder {
             n_values: 0,
-            input_decls: Vec::new(),
+            input_values: Vec::new(),
+            input_keys: Vec::new(),
             ops: Vec::new(),
+            roles: Vec::new(),
             op_inputs: Vec::new(),
             op_outputs: Vec::new(),
             outputs: Vec::new(),
             parents: Vec::new(),
             overflow: None,
+            expect_ops: 0,
             runs: Vec::new(),
             run_at: Vec::new(),
             runs_complete: true,
@@ -91,14 +126,18 @@ impl<Op> GraphBuilder<Op> {
         }
     }
 
-    /// An empty builder with room for `ops` operations and `values` values.
+    /// An empty builder with room for `ops` operations and `values` values. The per-operation
+    /// tables (operands, outputs, walk table) start with room for a small operation each and,
+    /// when that is not enough, are sized for `ops` operations at the rate seen so far rather
+    /// than doubled.
     pub fn with_capacity(ops: usize, values: usize) -> Self {
         let mut b = Self::new();
-        b.ops.reserve(ops);
-        b.op_inputs.reserve(ops * 2);
-        b.op_outputs.reserve(values);
-        b.run_at.reserve(ops);
-        b.runs.reserve(ops * 12);
+        b.expect_ops = ops;
+        b.ops.reserve_exact(ops);
+        b.op_inputs.reserve_exact(ops);
+        b.op_outputs.reserve_exact(ops.min(values));
+        b.run_at.reserve_exact(ops);
+        b.runs.reserve_exact(ops.saturating_mul(12));
         b
     }
 
@@ -124,13 +163,14 @@ impl<Op> GraphBuilder<Op> {
     /// Adds a new graph input with key `key`, after the inputs added so far.
     pub fn add_input(&mut self, key: u64) -> ValueId {
         let v = self.add_value();
-        self.input_decls.push((v, key));
+        self.set_input(v, key);
         v
     }
 
     /// Makes the declared value `value` the next graph input, with key `key`.
     pub fn set_input(&mut self, value: ValueId, key: u64) {
-        self.input_decls.push((value, key));
+        self.input_values.push(value);
+        self.input_keys.push(key);
     }
 
     /// Sets the ordered graph outputs (a value may appear more than once).
@@ -194,6 +234,10 @@ impl<Op: StableHash> GraphBuilder<Op> {
         let id = self
             .next_id(self.ops.len(), "operations")
             .map_or(OpId(u32::MAX), OpId);
+        let (done, expect) = (self.ops.len(), self.expect_ops);
+        make_room(&mut self.ops, 1, done, expect);
+        make_room(&mut self.op_inputs, inputs.len(), done, expect);
+        make_room(&mut self.op_outputs, outputs.len(), done, expect);
         let i0 = self.op_inputs.len();
         self.op_inputs.extend_from_slice(inputs);
         let o0 = self.op_outputs.len();
@@ -211,6 +255,14 @@ impl<Op: StableHash> GraphBuilder<Op> {
             self.overflow.get_or_insert("operation outputs");
         }
         self.record(&payload, &role, i0, inputs, outputs.len());
+        let role = if matches!(role, Role::Primary) {
+            PRIMARY_ROLE
+        } else {
+            // At most one per operation: fits whenever the operation ids do.
+            let k = u32::try_from(self.roles.len()).unwrap_or(PRIMARY_ROLE);
+            self.roles.push(role);
+            k
+        };
         self.ops.push(OpNode {
             payload,
             role,
@@ -238,6 +290,9 @@ impl<Op: StableHash> GraphBuilder<Op> {
         let tail = self.scratch.bytes();
         let o = self.runs.len();
         let len = Walk::HEAD + Walk::OPERAND * inputs.len() + tail.len().div_ceil(4);
+        let (done, expect) = (self.run_at.len(), self.expect_ops);
+        make_room(&mut self.runs, len, done, expect);
+        make_room(&mut self.run_at, 1, done, expect);
         let (Ok(at), Ok(_), Ok(n_out), Ok(n_in), Ok(tail_len), Ok(i0)) = (
             u32::try_from(o),
             u32::try_from(o + len + Walk::PAD),
@@ -316,7 +371,8 @@ impl<Op: StableHash> GraphBuilder<Op> {
                     }
                 }
             }
-            if let Role::Linearized { active } = &node.role
+            if node.role != PRIMARY_ROLE
+                && let Some(Role::Linearized { active }) = self.roles.get(node.role as usize)
                 && active.len() != inputs.len()
             {
                 return Err(GraphError::MaskArity {
@@ -327,15 +383,20 @@ impl<Op: StableHash> GraphBuilder<Op> {
             }
         }
 
-        let mut keys: Vec<Option<ValueKey>> = vec![None; n_values];
-        let mut inputs = Vec::with_capacity(self.input_decls.len());
-        for &(value, key) in &self.input_decls {
+        // Every value's key, 8 bytes each, in one table ([`Key::UNSET`] until set).
+        let mut keys: Vec<Key> = vec![Key::UNSET; n_values];
+        for (pos, &value) in self.input_values.iter().enumerate() {
             match keys.get_mut(value.index()) {
                 None => return Err(GraphError::DanglingInputDecl { value }),
-                Some(Some(_)) => return Err(GraphError::DuplicateInput { value }),
-                Some(slot) => *slot = Some(ValueKey::Input(key)),
+                Some(k) if *k != Key::UNSET => return Err(GraphError::DuplicateInput { value }),
+                // Positions fit: each names a distinct value, and value ids are `u32`s.
+                Some(k) => {
+                    *k = Key {
+                        op: Key::INPUT,
+                        slot: pos as u32,
+                    }
+                }
             }
-            inputs.push(value);
         }
         for (i, node) in self.ops.iter().enumerate() {
             let op = OpId(i as u32);
@@ -343,35 +404,29 @@ impl<Op: StableHash> GraphBuilder<Op> {
             for (slot, &value) in outs.iter().enumerate() {
                 match keys.get_mut(value.index()) {
                     None => return Err(GraphError::DanglingOpOutput { op, value }),
-                    Some(Some(ValueKey::Input(_))) => {
-                        return Err(GraphError::InputProduced { value, op });
-                    }
-                    Some(Some(ValueKey::Output { op: first, .. })) => {
-                        return Err(GraphError::ProducedTwice {
-                            value,
-                            first: *first,
-                            second: op,
-                        });
-                    }
-                    Some(k) => {
-                        *k = Some(ValueKey::Output {
-                            op,
+                    Some(k) if *k == Key::UNSET => {
+                        *k = Key {
+                            op: op.0,
                             slot: slot as u32,
-                        });
+                        };
                     }
+                    Some(k) => match k.producer() {
+                        None => return Err(GraphError::InputProduced { value, op }),
+                        Some((first, _)) => {
+                            return Err(GraphError::ProducedTwice {
+                                value,
+                                first,
+                                second: op,
+                            });
+                        }
+                    },
                 }
             }
         }
-        let mut resolved = Vec::with_capacity(n_values);
-        for (i, k) in keys.into_iter().enumerate() {
-            match k {
-                Some(k) => resolved.push(k),
-                None => {
-                    return Err(GraphError::Unproduced {
-                        value: ValueId(i as u32),
-                    });
-                }
-            }
+        if let Some(i) = keys.iter().position(|&k| k == Key::UNSET) {
+            return Err(GraphError::Unproduced {
+                value: ValueId(i as u32),
+            });
         }
         for &value in &self.outputs {
             if value.index() >= n_values {
@@ -379,6 +434,14 @@ impl<Op: StableHash> GraphBuilder<Op> {
             }
         }
 
+        // The tables the graph keeps, without spare room (a large graph's tables were sized
+        // by estimate).
+        self.ops.shrink_to_fit();
+        self.roles.shrink_to_fit();
+        self.op_inputs.shrink_to_fit();
+        self.op_outputs.shrink_to_fit();
+        self.input_values.shrink_to_fit();
+        self.input_keys.shrink_to_fit();
         let runs = if self.runs_complete {
             Some(std::mem::take(&mut self.runs))
         } else {
@@ -386,19 +449,19 @@ impl<Op: StableHash> GraphBuilder<Op> {
         };
         let walk = walk_tables(
             self.ops.len(),
-            &resolved,
-            &inputs,
-            &self.outputs,
-            &self.run_at,
+            &keys,
+            std::mem::take(&mut self.run_at),
             runs,
         );
         let mut g = Graph {
-            keys: resolved,
+            keys,
+            input_keys: self.input_keys,
+            roles: self.roles,
             walk,
             ops: self.ops,
             op_inputs: self.op_inputs,
             op_outputs: self.op_outputs,
-            inputs,
+            inputs: self.input_values,
             outputs: self.outputs,
             parents: self.parents,
             canon: Canon::default(),
@@ -415,14 +478,7 @@ impl<Op: StableHash> GraphBuilder<Op> {
 /// The packed walk table of a validated graph (layout in [`Walk`]) from the builder's runs:
 /// each local operand's value id becomes its producer, slot and producer's run. Not packed
 /// (empty) when the graph is too large for it or the runs are incomplete (`runs` is `None`).
-fn walk_tables(
-    n_ops: usize,
-    keys: &[ValueKey],
-    inputs: &[ValueId],
-    outputs: &[ValueId],
-    run_at: &[u32],
-    runs: Option<Vec<u32>>,
-) -> Walk {
+fn walk_tables(n_ops: usize, keys: &[Key], mut run_at: Vec<u32>, runs: Option<Vec<u32>>) -> Walk {
     // Operation ids and the two operand markers stay below the walk's two state markers,
     // and so do the canonical value indices the walk stores per finished operation.
     let limit = u64::from(u32::MAX - 3);
@@ -431,31 +487,32 @@ fn walk_tables(
         return Walk::default();
     };
     let (input, parent) = (Walk::input(n_ops), Walk::parent(n_ops));
-    let mut input_pos = vec![0u32; keys.len()];
-    for (k, &v) in inputs.iter().enumerate() {
-        input_pos[v.index()] = k as u32;
-    }
-    let local = |v: u32| match keys[v as usize] {
-        ValueKey::Input(_) => [input, input_pos[v as usize], 0],
-        ValueKey::Output { op, slot } => [op.0, slot, run_at[op.index()]],
-    };
-    for &o in run_at {
+    for &o in &run_at {
         let o = o as usize;
         let start = o + Walk::HEAD;
         let end = start + Walk::OPERAND * words[o + 2] as usize;
         for t in words[start..end].chunks_exact_mut(Walk::OPERAND) {
             let triple = match t[0] {
                 PARENT_OPERAND => [parent, t[1], 0],
-                v => local(v),
+                v => {
+                    let k = keys[v as usize];
+                    match k.producer() {
+                        None => [input, k.slot, 0],
+                        Some((op, slot)) => [op.0, slot, run_at[op.index()]],
+                    }
+                }
             };
             t.copy_from_slice(&triple);
         }
     }
+    // The spare words, without doubling a table sized to fit.
+    words.reserve_exact(Walk::PAD);
     words.resize(words.len() + Walk::PAD, 0);
     words.shrink_to_fit();
+    run_at.shrink_to_fit();
     Walk {
         words,
-        outputs: outputs.iter().map(|&v| local(v.0)).collect(),
+        run_at,
         packed: true,
     }
 }

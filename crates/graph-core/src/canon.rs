@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::error::GraphError;
-use crate::graph::{Canon, Graph, Role, ValueKey, ValueRef, Walk};
+use crate::graph::{Canon, Graph, Role, ValueRef, Walk};
 use crate::hash::{Fingerprint, StableHash, StableHasher};
 use crate::ids::OpId;
 
@@ -103,9 +103,9 @@ impl<Op> Operands for Nodes<'_, Op> {
     #[inline]
     fn producer(&self, at: u32) -> (u32, u32) {
         let q = match self.g.op_inputs[at as usize] {
-            ValueRef::Local(v) => match self.g.keys[v.index()] {
-                ValueKey::Output { op, .. } => op.0,
-                ValueKey::Input(_) => self.marker,
+            ValueRef::Local(v) => match self.g.keys[v.index()].producer() {
+                Some((op, _)) => op.0,
+                None => self.marker,
             },
             ValueRef::Parent { .. } => self.marker,
         };
@@ -184,10 +184,8 @@ impl<Op: StableHash> Graph<Op> {
         h.write_str(FINGERPRINT_DOMAIN);
         h.write_u32(FINGERPRINT_VERSION);
         h.write_len(self.inputs.len());
-        for &v in &self.inputs {
-            if let ValueKey::Input(key) = self.keys[v.index()] {
-                h.write_u64(key);
-            }
+        for &key in &self.input_keys {
+            h.write_u64(key);
         }
 
         let value_index = if self.walk.packed {
@@ -199,7 +197,8 @@ impl<Op: StableHash> Graph<Op> {
             let adj = Packed { words: &w.words };
             let mut next = self.inputs.len() as u32;
             let mut n_live: usize = 0;
-            for &[root, _, run] in &w.outputs {
+            for &v in &self.outputs {
+                let [root, _, run] = self.output_triple(v);
                 if state[root as usize] == WHITE {
                     dfs_over(
                         &adj,
@@ -220,30 +219,13 @@ impl<Op: StableHash> Graph<Op> {
                 }
             }
             h.write_u128(TAG_END_OPS | ((n_live as u128) << 64));
-            h.write_len(w.outputs.len());
-            for &[q, slot, _] in &w.outputs {
+            h.write_len(self.outputs.len());
+            for &v in &self.outputs {
+                let [q, slot, _] = self.output_triple(v);
                 h.write_u32(state[q as usize] + slot);
             }
-            if check_all {
-                // Before the dead operations are walked, exactly the live ones are finished.
-                let mut value_index: Vec<u32> = self
-                    .keys
-                    .iter()
-                    .map(|k| match *k {
-                        ValueKey::Output { op, slot } => match state[op.index()] {
-                            first if first < GRAY => first + slot,
-                            _ => u32::MAX,
-                        },
-                        ValueKey::Input(_) => u32::MAX,
-                    })
-                    .collect();
-                for (k, &v) in self.inputs.iter().enumerate() {
-                    value_index[v.index()] = k as u32;
-                }
-                value_index
-            } else {
-                Vec::new()
-            }
+            // The numbering is made from the canonical order once the walk state is freed.
+            Vec::new()
         } else {
             let mut value_index = vec![u32::MAX; self.keys.len()];
             let mut next = 0u32;
@@ -257,7 +239,7 @@ impl<Op: StableHash> Graph<Op> {
             };
             let mut n_live: usize = 0;
             for &out in &self.outputs {
-                if let ValueKey::Output { op: root, .. } = self.keys[out.index()]
+                if let Some((root, _)) = self.keys[out.index()].producer()
                     && state[root.index()] == WHITE
                 {
                     dfs_over(
@@ -288,6 +270,12 @@ impl<Op: StableHash> Graph<Op> {
         if check_all {
             self.walk_rest(&mut state, &mut stack, |_| {})?;
         }
+        drop(state);
+        let value_index = if check_all && self.walk.packed {
+            self.number_values(&canon_ops)
+        } else {
+            value_index
+        };
         Ok((
             Canon {
                 ops: canon_ops,
@@ -295,6 +283,35 @@ impl<Op: StableHash> Graph<Op> {
             },
             fp,
         ))
+    }
+
+    /// The walk's triple of graph output `v`: its producer (or [`Walk::input`]), slot (or
+    /// input position) and the producer's run. Packed tables only.
+    #[inline]
+    fn output_triple(&self, v: crate::ids::ValueId) -> [u32; 3] {
+        let k = self.keys[v.index()];
+        match k.producer() {
+            None => [Walk::input(self.ops.len()), k.slot, 0],
+            Some((op, slot)) => [op.0, slot, self.walk.run_at[op.index()]],
+        }
+    }
+
+    /// The canonical index of every value (`u32::MAX` for dead ones): inputs by position,
+    /// then the outputs of `canon_ops` (the live operations in canonical order) by operation
+    /// and slot, as the walk numbered them.
+    fn number_values(&self, canon_ops: &[OpId]) -> Vec<u32> {
+        let mut value_index = vec![u32::MAX; self.keys.len()];
+        for (k, &v) in self.inputs.iter().enumerate() {
+            value_index[v.index()] = k as u32;
+        }
+        let mut next = self.inputs.len() as u32;
+        for &op in canon_ops {
+            for &v in self.op_outputs_of(op) {
+                value_index[v.index()] = next;
+                next += 1;
+            }
+        }
+        value_index
     }
 
     /// Writes the record (see docs/fingerprint.md) of the operation whose run of the packed
@@ -396,8 +413,9 @@ impl<Op: StableHash> Graph<Op> {
         let node = &self.ops[op.index()];
         let ins = self.op_inputs_of(node);
         let n_out = node.outputs.1 - node.outputs.0;
+        let role = self.role_of(node);
         let head = TAG_OP
-            | (u128::from(role_tag(&node.role)) << 8)
+            | (u128::from(role_tag(role)) << 8)
             | (u128::from(n_out) << 32)
             | ((ins.len() as u128) << 64);
         // Header and operands: at most 16 + 24 bytes per operand, written through one
@@ -437,7 +455,7 @@ impl<Op: StableHash> Graph<Op> {
                 }
             }
         }
-        if let Role::Linearized { active } = &node.role {
+        if let Role::Linearized { active } = role {
             for &a in active {
                 h.write_bool(a);
             }
@@ -555,16 +573,14 @@ fn eq_one<'a, Op: PartialEq>(
     {
         return false;
     }
-    for (&va, &vb) in a.inputs.iter().zip(&b.inputs) {
-        if a.keys[va.index()] != b.keys[vb.index()] {
-            return false;
-        }
+    if a.input_keys != b.input_keys {
+        return false;
     }
     for (&oa, &ob) in a.canon.ops.iter().zip(&b.canon.ops) {
         let na = &a.ops[oa.index()];
         let nb = &b.ops[ob.index()];
         if na.payload != nb.payload
-            || na.role != nb.role
+            || a.role_of(na) != b.role_of(nb)
             || (na.outputs.1 - na.outputs.0) != (nb.outputs.1 - nb.outputs.0)
         {
             return false;

@@ -84,15 +84,48 @@ impl From<ValueId> for ValueRef {
     }
 }
 
+/// The role every operation has unless told otherwise.
+pub(crate) static PRIMARY: Role = Role::Primary;
+
+/// [`OpNode::role`] of a [`Role::Primary`] operation (the others index `Graph::roles`).
+pub(crate) const PRIMARY_ROLE: u32 = u32::MAX;
+
 /// One operation in the arena.
 #[derive(Debug, Clone)]
 pub(crate) struct OpNode<Op> {
     pub(crate) payload: Op,
-    pub(crate) role: Role,
+    /// [`PRIMARY_ROLE`], or the index of the operation's role in `Graph::roles` (only
+    /// operations of another role pay for a [`Role`]).
+    pub(crate) role: u32,
     /// Range into `Graph::op_inputs`.
     pub(crate) inputs: (u32, u32),
     /// Range into `Graph::op_outputs`.
     pub(crate) outputs: (u32, u32),
+}
+
+/// The key of a value in 8 bytes: output `slot` of operation `op`, or, with `op` equal to
+/// [`Key::INPUT`], the graph input at position `slot` (whose [`ValueKey::Input`] key is
+/// `Graph::input_keys[slot]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key {
+    pub(crate) op: u32,
+    pub(crate) slot: u32,
+}
+
+impl Key {
+    /// The `op` of a graph input (never an operation id: ids stop below `u32::MAX`).
+    pub(crate) const INPUT: u32 = u32::MAX;
+    /// A value with neither producer nor input declaration yet (while building).
+    pub(crate) const UNSET: Key = Key {
+        op: u32::MAX,
+        slot: u32::MAX,
+    };
+
+    /// The producing operation and slot, or `None` for a graph input.
+    #[inline]
+    pub(crate) fn producer(self) -> Option<(OpId, u32)> {
+        (self.op != Key::INPUT).then_some((OpId(self.op), self.slot))
+    }
 }
 
 /// Canonical numbering, computed once at build.
@@ -118,7 +151,8 @@ pub(crate) struct Canon {
 /// parent value; then the record's `tail_len` bytes after the operands (the active mask,
 /// then the payload's `StableHash` bytes), little-endian in whole words, the last one
 /// zero-padded. `words` ends with [`Walk::PAD`] spare words, so that tails can be read in
-/// 16-byte chunks. `outputs` holds the same triple for each graph output.
+/// 16-byte chunks. `run_at` holds where each operation's run starts, from which a graph
+/// output's triple is made (see `Graph::output_triple`).
 ///
 /// `packed` is false when the graph is too large for these `u32` tables (offsets or the
 /// kept bytes past 4 Gi, or ids that could collide with the walk's markers): the tables
@@ -126,7 +160,8 @@ pub(crate) struct Canon {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Walk {
     pub(crate) words: Vec<u32>,
-    pub(crate) outputs: Vec<[u32; 3]>,
+    /// Where each operation's run starts in `words` (for the graph outputs' producers).
+    pub(crate) run_at: Vec<u32>,
     pub(crate) packed: bool,
 }
 
@@ -150,11 +185,10 @@ impl Walk {
 
     fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.words.capacity().saturating_mul(4).saturating_add(
-            self.outputs
-                .capacity()
-                .saturating_mul(size_of::<[u32; 3]>()),
-        )
+        self.words
+            .capacity()
+            .saturating_add(self.run_at.capacity())
+            .saturating_mul(size_of::<u32>())
     }
 }
 
@@ -178,7 +212,12 @@ pub(crate) struct Identity {
 /// fingerprints). Operations that no output depends on (dead code) do not contribute, so
 /// `g.prune_to(g.outputs())` has the same fingerprint as `g`.
 pub struct Graph<Op> {
-    pub(crate) keys: Vec<ValueKey>,
+    /// Each value's key (inputs by position, see [`Key`]).
+    pub(crate) keys: Vec<Key>,
+    /// The key of each graph input, by position (parallel to `inputs`).
+    pub(crate) input_keys: Vec<u64>,
+    /// The roles of the operations that are not [`Role::Primary`] (see [`OpNode::role`]).
+    pub(crate) roles: Vec<Role>,
     /// The compact walk tables, with the parts of each operation's fingerprint record that
     /// do not depend on numbering (encoded when the operation was appended; see [`Walk`]).
     pub(crate) walk: Walk,
@@ -197,6 +236,8 @@ impl<Op: Clone> Clone for Graph<Op> {
     fn clone(&self) -> Self {
         Graph {
             keys: self.keys.clone(),
+            input_keys: self.input_keys.clone(),
+            roles: self.roles.clone(),
             walk: self.walk.clone(),
             ops: self.ops.clone(),
             op_inputs: self.op_inputs.clone(),
@@ -269,7 +310,7 @@ impl<'g, Op> OpView<'g, Op> {
 
     /// The operation's role.
     pub fn role(&self) -> &'g Role {
-        &self.node.role
+        self.graph.role_of(self.node)
     }
 
     /// The operation's inputs, in order.
@@ -336,7 +377,7 @@ impl<Op> Graph<Op> {
 
     /// The key of value `id` (its input key, or its producer and slot).
     pub fn value_key(&self, id: ValueId) -> Option<ValueKey> {
-        self.keys.get(id.index()).copied()
+        self.keys.get(id.index()).map(|&k| self.key_of(k))
     }
 
     /// The producing operation and output slot of value `id`; `None` for inputs and
@@ -376,9 +417,9 @@ impl<Op> Graph<Op> {
             v.capacity().saturating_mul(size_of::<T>())
         }
         let masks: usize = self
-            .ops
+            .roles
             .iter()
-            .map(|n| match &n.role {
+            .map(|r| match r {
                 Role::Linearized { active } => active.capacity(),
                 _ => 0,
             })
@@ -389,6 +430,8 @@ impl<Op> Graph<Op> {
             .map_or(0, |i| vec_bytes(&i.values) + vec_bytes(&i.ops));
         [
             vec_bytes(&self.keys),
+            vec_bytes(&self.input_keys),
+            vec_bytes(&self.roles),
             self.walk.heap_bytes(),
             vec_bytes(&self.ops),
             vec_bytes(&self.op_inputs),
@@ -442,6 +485,31 @@ impl<Op> Graph<Op> {
             Some(n) => &self.op_outputs[n.outputs.0 as usize..n.outputs.1 as usize],
             None => &[],
         }
+    }
+
+    /// The role of `node`, an operation of this graph.
+    #[inline]
+    pub(crate) fn role_of(&self, node: &OpNode<Op>) -> &Role {
+        if node.role == PRIMARY_ROLE {
+            &PRIMARY
+        } else {
+            self.roles.get(node.role as usize).unwrap_or(&PRIMARY)
+        }
+    }
+
+    /// The public form of a value's key.
+    #[inline]
+    pub(crate) fn key_of(&self, k: Key) -> ValueKey {
+        match k.producer() {
+            Some((op, slot)) => ValueKey::Output { op, slot },
+            None => ValueKey::Input(self.input_keys.get(k.slot as usize).copied().unwrap_or(0)),
+        }
+    }
+
+    /// The key of value `v`, which must be a value of this graph.
+    #[inline]
+    pub(crate) fn key(&self, v: ValueId) -> ValueKey {
+        self.key_of(self.keys[v.index()])
     }
 
     pub(crate) fn op_inputs_of(&self, node: &OpNode<Op>) -> &[ValueRef] {

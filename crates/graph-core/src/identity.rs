@@ -23,7 +23,7 @@ impl<Op: StableHash> Graph<Op> {
         let mut ops = vec![Fingerprint(0); self.ops.len()];
         let mut h = StableHasher::new();
         for (pos, &v) in self.inputs.iter().enumerate() {
-            if let ValueKey::Input(key) = self.keys[v.index()] {
+            if let ValueKey::Input(key) = self.key(v) {
                 h.reset();
                 h.write_tag(TAG_INPUT);
                 h.write_usize(pos);
@@ -36,7 +36,7 @@ impl<Op: StableHash> Graph<Op> {
             h.reset();
             h.write_tag(TAG_OP);
             node.payload.stable_hash(&mut h);
-            node.role.stable_hash(&mut h);
+            self.role_of(node).stable_hash(&mut h);
             let ins = self.op_inputs_of(node);
             h.write_len(ins.len());
             for r in ins {
@@ -127,7 +127,7 @@ impl<Op: StableHash + PartialEq> Graph<Op> {
                 continue;
             }
             let (ValueKey::Output { op: ox, slot: sx }, ValueKey::Output { op: oy, slot: sy }) =
-                (self.keys[x.index()], self.keys[y.index()])
+                (self.key(x), self.key(y))
             else {
                 // Two distinct inputs are different values; an input never equals an output.
                 return Ok(false);
@@ -136,7 +136,7 @@ impl<Op: StableHash + PartialEq> Graph<Op> {
             let ny = &self.ops[oy.index()];
             if sx != sy
                 || nx.payload != ny.payload
-                || nx.role != ny.role
+                || self.role_of(nx) != self.role_of(ny)
                 || self.op_outputs_of(ox).len() != self.op_outputs_of(oy).len()
             {
                 return Ok(false);

@@ -99,7 +99,7 @@ impl<Op> Graph<Op> {
             if std::mem::replace(&mut reach.values[v.index()], true) {
                 continue;
             }
-            if let ValueKey::Output { op, .. } = self.keys[v.index()]
+            if let Some((op, _)) = self.keys[v.index()].producer()
                 && !std::mem::replace(&mut reach.ops[op.index()], true)
             {
                 let node = &self.ops[op.index()];
@@ -209,7 +209,7 @@ impl<Op: Clone + StableHash> Graph<Op> {
         let missing = ValueId(u32::MAX);
         let map_v = |v: ValueId| value_map[v.index()].unwrap_or(missing);
         for &v in inputs {
-            if let ValueKey::Input(key) = self.keys[v.index()] {
+            if let ValueKey::Input(key) = self.key(v) {
                 b.set_input(map_v(v), key);
             }
         }
@@ -238,7 +238,7 @@ impl<Op: Clone + StableHash> Graph<Op> {
                 node.payload.clone(),
                 &operands,
                 &outs,
-                node.role.clone(),
+                self.role_of(node).clone(),
             ));
         }
         let new_outputs: Vec<ValueId> = outputs.iter().map(|&v| map_v(v)).collect();
