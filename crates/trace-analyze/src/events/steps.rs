@@ -32,21 +32,82 @@ type InputMetaList = Arc<[(Arc<[u64]>, Arc<str>)]>;
 
 /// The payload of an operation in a step graph: op name, output shape and dtype, and the
 /// inputs' shapes and dtypes when recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepOp {
-    /// The op name.
-    pub name: Arc<str>,
-    /// The output shape.
-    pub shape: Arc<[u64]>,
-    /// The output dtype.
-    pub dtype: Arc<str>,
-    /// Every input's shape and dtype, in input order; empty when the trace did not record
-    /// them.
-    #[allow(clippy::type_complexity)]
-    pub inputs: Arc<[(Arc<[u64]>, Arc<str>)]>,
+///
+/// One pointer to data shared by the ops with the same payload, so that a step graph of a
+/// million ops spends 8 bytes an op on payloads.
+#[derive(Clone)]
+pub struct StepOp(Arc<StepOpData>);
+
+/// What a [`StepOp`] holds.
+#[derive(Debug, PartialEq, Eq)]
+struct StepOpData {
+    name: Arc<str>,
+    shape: Arc<[u64]>,
+    dtype: Arc<str>,
+    inputs: InputMetaList,
 }
 
+impl StepOp {
+    /// The payload of an op named `name` with output `shape` and `dtype`, and every input's
+    /// shape and dtype in input order (empty when the trace did not record them).
+    pub fn new(name: Arc<str>, shape: Arc<[u64]>, dtype: Arc<str>, inputs: InputMetaList) -> Self {
+        StepOp(Arc::new(StepOpData {
+            name,
+            shape,
+            dtype,
+            inputs,
+        }))
+    }
+
+    /// The op name.
+    pub fn name(&self) -> &Arc<str> {
+        &self.0.name
+    }
+
+    /// The output shape.
+    pub fn shape(&self) -> &Arc<[u64]> {
+        &self.0.shape
+    }
+
+    /// The output dtype.
+    pub fn dtype(&self) -> &Arc<str> {
+        &self.0.dtype
+    }
+
+    /// Every input's shape and dtype, in input order; empty when the trace did not record
+    /// them.
+    pub fn inputs(&self) -> &[(Arc<[u64]>, Arc<str>)] {
+        &self.0.inputs
+    }
+}
+
+/// As the data's (`StepOp { name: .., shape: .., .. }`): what cache explanations print.
+impl std::fmt::Debug for StepOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepOp")
+            .field("name", &self.0.name)
+            .field("shape", &self.0.shape)
+            .field("dtype", &self.0.dtype)
+            .field("inputs", &self.0.inputs)
+            .finish()
+    }
+}
+
+impl PartialEq for StepOp {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+    }
+}
+
+impl Eq for StepOp {}
+
 impl StableHash for StepOp {
+    fn stable_hash(&self, h: &mut StableHasher) {
+        self.0.stable_hash(h);
+    }
+}
+
+impl StableHash for StepOpData {
     fn stable_hash(&self, h: &mut StableHasher) {
         h.write_str(&self.name);
         h.write_len(self.shape.len());
@@ -158,142 +219,152 @@ impl Canonical {
             );
         }
     }
-
-    /// Forgets every tensor (keeping the maps' memory for another pass).
-    fn clear(&mut self) {
-        self.produced.clear();
-        self.external.clear();
-    }
 }
 
-/// Shared payload strings so that building a graph allocates no string per op.
+/// Shared payloads so that building a graph allocates nothing per op: one [`StepOp`] per
+/// distinct (name, shape, dtype, input shapes and dtypes), its strings shared too.
 #[derive(Debug, Default)]
 pub(crate) struct PayloadPool {
     names: FastMap<Sym, Arc<str>>,
     shapes: FastMap<ShapeId, Arc<[u64]>>,
-    input_lists: FastMap<Vec<(ShapeId, Sym)>, InputMetaList>,
+    input_lists: FastMap<Vec<(ShapeId, Sym)>, (u32, InputMetaList)>,
+    ops: FastMap<(Sym, ShapeId, Sym, u32), StepOp>,
 }
 
 impl PayloadPool {
+    fn name(&mut self, trace: &Trace, s: Sym) -> Arc<str> {
+        self.names
+            .entry(s)
+            .or_insert_with(|| Arc::from(trace.str(s)))
+            .clone()
+    }
+
+    fn shape(&mut self, trace: &Trace, sh: ShapeId) -> Arc<[u64]> {
+        self.shapes
+            .entry(sh)
+            .or_insert_with(|| Arc::from(trace.shapes.resolve(sh)))
+            .clone()
+    }
+
     fn op(&mut self, trace: &Trace, op: &Op) -> StepOp {
         let input_meta = trace.op_input_meta(op);
-        let name = self
-            .names
-            .entry(op.name)
-            .or_insert_with(|| Arc::from(trace.str(op.name)))
-            .clone();
-        let dtype = self
-            .names
-            .entry(op.dtype)
-            .or_insert_with(|| Arc::from(trace.str(op.dtype)))
-            .clone();
-        let shape = self
-            .shapes
-            .entry(op.shape)
-            .or_insert_with(|| Arc::from(trace.shapes.resolve(op.shape)))
-            .clone();
-        let inputs = if let Some(l) = self.input_lists.get(input_meta) {
-            Arc::clone(l)
+        let (list, inputs) = if let Some((k, l)) = self.input_lists.get(input_meta) {
+            (*k, Arc::clone(l))
         } else {
             let l: InputMetaList = input_meta
                 .iter()
-                .map(|&(sh, dt)| {
-                    let shape = self
-                        .shapes
-                        .entry(sh)
-                        .or_insert_with(|| Arc::from(trace.shapes.resolve(sh)))
-                        .clone();
-                    let dtype = self
-                        .names
-                        .entry(dt)
-                        .or_insert_with(|| Arc::from(trace.str(dt)))
-                        .clone();
-                    (shape, dtype)
-                })
+                .map(|&(sh, dt)| (self.shape(trace, sh), self.name(trace, dt)))
                 .collect();
-            self.input_lists.insert(input_meta.to_vec(), Arc::clone(&l));
-            l
+            // Fewer lists than ops, and ops are counted in `u32`s.
+            let k = self.input_lists.len() as u32;
+            self.input_lists
+                .insert(input_meta.to_vec(), (k, Arc::clone(&l)));
+            (k, l)
         };
-        StepOp {
-            name,
-            shape,
-            dtype,
-            inputs,
+        if let Some(p) = self.ops.get(&(op.name, op.shape, op.dtype, list)) {
+            return p.clone();
         }
+        let p = StepOp::new(
+            self.name(trace, op.name),
+            self.shape(trace, op.shape),
+            self.name(trace, op.dtype),
+            inputs,
+        );
+        self.ops
+            .insert((op.name, op.shape, op.dtype, list), p.clone());
+        p
     }
 }
 
 /// Builds the graph of a step from its ops (in recorded order), in canonical form.
 ///
-/// Two passes over the ops: the first counts the tensors the step reads from outside (they
-/// are the graph's first values), the second adds the ops. Nothing per op is kept between
-/// them but each op's first output value, so building a step's graph holds little more
-/// than the graph.
+/// One pass over the ops resolves every input tensor to its value (the output of the last
+/// op of the step that wrote it before, else a graph input numbered in first-use order),
+/// through one map of the step's tensors that is freed before the graph is built; a second
+/// adds the ops from the resolved values. Between them nothing is kept but one value per
+/// operand and a flag per op output, so building a step's graph holds little more than the
+/// graph.
 pub(crate) fn build_step_graph(
     trace: &Trace,
     ops: &[Op],
     pool: &mut PayloadPool,
 ) -> Result<Graph<StepOp>, AnalyzeError> {
-    let mut canon = Canonical::default();
-    for (i, op) in ops.iter().enumerate() {
+    let too_many = || AnalyzeError::Graph(graph_core::GraphError::TooMany { what: "values" });
+    // Values: every op's outputs (at least one each) in op order, then the graph inputs.
+    let n_out: u64 = ops
+        .iter()
+        .map(|op| trace.op_outputs(op).len().max(1) as u64)
+        .sum();
+    let n_out32 = u32::try_from(n_out).map_err(|_| too_many())?;
+    // The step's tensors: the value each one is now (the latest output that wrote it, or
+    // the graph input it was read as).
+    let mut tensors: FastMap<u64, u32> = FastMap::default();
+    let mut operands: Vec<u32> = Vec::new();
+    // Whether each op output is read by an op of the step.
+    let mut used: Vec<bool> = vec![false; n_out as usize];
+    let mut n_ext: u32 = 0;
+    let mut next_out: u32 = 0;
+    for op in ops {
         for &t in trace.op_inputs(op) {
-            canon.input(t);
-        }
-        canon.outputs(i, trace.op_outputs(op));
-    }
-    trace.work.add(ops.len() as u64);
-    let n_ext = canon.external.len();
-    canon.clear();
-    let mut b = GraphBuilder::with_capacity(ops.len(), ops.len() + n_ext);
-    let ext: Vec<ValueId> = (0..n_ext).map(|k| b.add_input(k as u64)).collect();
-    // Every op's first output value: an op's outputs are consecutive values (`add_value`
-    // numbers them in order), so output `slot` of op `k` is `first_out[k] + slot`.
-    let mut first_out: Vec<ValueId> = Vec::with_capacity(ops.len());
-    let mut used: Vec<bool> = Vec::new();
-    let mut refs: Vec<ValueRef> = Vec::new();
-    let mut vs: Vec<ValueId> = Vec::new();
-    for (k, op) in ops.iter().enumerate() {
-        refs.clear();
-        for &t in trace.op_inputs(op) {
-            let v = match canon.input(t) {
-                CanonInput::External(n) => ext[n as usize],
-                CanonInput::Produced { op, slot } => nth_value(first_out[op as usize], slot),
+            let v = match tensors.get(&t) {
+                Some(&v) => v,
+                None => {
+                    let v = n_out32.checked_add(n_ext).ok_or_else(too_many)?;
+                    n_ext += 1;
+                    tensors.insert(t, v);
+                    v
+                }
             };
-            if let Some(u) = used.get_mut(v.index()) {
+            if let Some(u) = used.get_mut(v as usize) {
                 *u = true;
             }
-            refs.push(v.into());
+            operands.push(v);
         }
-        let outs = trace.op_outputs(op);
-        canon.outputs(k, outs);
-        vs.clear();
-        for _ in 0..outs.len().max(1) {
-            vs.push(b.add_value());
+        for (slot, &t) in trace.op_outputs(op).iter().enumerate() {
+            tensors.insert(t, next_out + slot as u32);
         }
-        b.add_op_with_outputs(pool.op(trace, op), &refs, &vs, Role::Primary);
-        if used.len() < b.num_values() {
-            used.resize(b.num_values(), false);
-        }
-        first_out.push(vs[0]);
+        next_out += trace.op_outputs(op).len().max(1) as u32;
     }
-    drop(canon);
-    let sinks: Vec<ValueId> = ops
-        .iter()
-        .zip(&first_out)
-        .flat_map(|(op, &first)| {
-            (0..trace.op_outputs(op).len().max(1) as u32).map(move |slot| nth_value(first, slot))
-        })
-        .filter(|v| !used.get(v.index()).copied().unwrap_or(false))
+    drop(tensors);
+    trace.work.add(ops.len() as u64);
+    let n_values = n_out32.checked_add(n_ext).ok_or_else(too_many)?;
+    let mut b = GraphBuilder::with_capacity(ops.len(), n_values as usize);
+    for _ in 0..n_values {
+        b.add_value();
+    }
+    let mut refs: Vec<ValueRef> = Vec::new();
+    let mut vs: Vec<ValueId> = Vec::new();
+    let (mut at, mut first) = (0usize, 0u32);
+    for op in ops {
+        let n_in = trace.op_inputs(op).len();
+        refs.clear();
+        refs.extend(
+            operands[at..at + n_in]
+                .iter()
+                .map(|&v| ValueRef::Local(ValueId(v))),
+        );
+        at += n_in;
+        let n = trace.op_outputs(op).len().max(1) as u32;
+        vs.clear();
+        vs.extend((first..first + n).map(ValueId));
+        first += n;
+        b.add_op_with_outputs(pool.op(trace, op), &refs, &vs, Role::Primary);
+    }
+    drop(operands);
+    // The graph inputs in first-use order, keyed by that order.
+    for k in 0..n_ext {
+        b.set_input(ValueId(n_out32 + k), u64::from(k));
+    }
+    // The graph outputs: every op output no op of the step reads, in op order.
+    let sinks: Vec<ValueId> = (0..n_out32)
+        .filter(|&v| !used[v as usize])
+        .map(ValueId)
         .collect();
+    drop(used);
     b.set_outputs(&sinks);
+    drop(sinks);
     trace.work.add(2 * ops.len() as u64);
     b.build().map_err(AnalyzeError::Graph)
-}
-
-/// The value `slot` places after `first`; [`ValueId`]`(u32::MAX)` (what the builder gives
-/// every value past its limit, and then refuses to build) when that does not fit.
-fn nth_value(first: ValueId, slot: u32) -> ValueId {
-    ValueId(first.0.saturating_add(slot))
 }
 
 /// What is computed once per distinct step graph.
@@ -337,8 +408,9 @@ impl RetainedBytes for StepGraphAnalysis {
 
 /// Analyses a step graph (iteratively, in canonical = topological order).
 pub(crate) fn analyse_step_graph(g: &Graph<StepOp>) -> StepGraphAnalysis {
-    let mut depth_of_value = vec![0usize; g.num_values()];
-    let mut depth = 0usize;
+    // The depth of each op (its outputs'), 4 bytes an op.
+    let mut depth_of_op = vec![0u32; g.num_ops()];
+    let mut depth = 0u32;
     let mut counts: FastMap<&str, u64> = FastMap::default();
     for &id in g.canonical_ops() {
         let Some(op) = g.op(id) else { continue };
@@ -346,19 +418,20 @@ pub(crate) fn analyse_step_graph(g: &Graph<StepOp>) -> StepGraphAnalysis {
             .inputs()
             .iter()
             .map(|r| match r {
-                ValueRef::Local(v) => depth_of_value.get(v.index()).copied().unwrap_or(0),
+                ValueRef::Local(v) => g
+                    .producer(*v)
+                    .and_then(|(p, _)| depth_of_op.get(p.index()).copied())
+                    .unwrap_or(0),
                 ValueRef::Parent { .. } => 0,
             })
             .max()
             .unwrap_or(0)
-            + 1;
-        for v in op.outputs() {
-            if let Some(slot) = depth_of_value.get_mut(v.index()) {
-                *slot = d;
-            }
+            .saturating_add(1);
+        if let Some(slot) = depth_of_op.get_mut(id.index()) {
+            *slot = d;
         }
         depth = depth.max(d);
-        *counts.entry(&op.payload().name).or_insert(0) += 1;
+        *counts.entry(op.payload().name().as_ref()).or_insert(0) += 1;
     }
     let mut op_counts: Vec<OpCount> = counts
         .into_iter()
@@ -373,7 +446,7 @@ pub(crate) fn analyse_step_graph(g: &Graph<StepOp>) -> StepGraphAnalysis {
         values: g.num_values(),
         inputs: g.inputs().len(),
         outputs: g.outputs().len(),
-        depth,
+        depth: depth as usize,
         op_counts,
     }
 }
@@ -382,16 +455,19 @@ pub(crate) fn analyse_step_graph(g: &Graph<StepOp>) -> StepGraphAnalysis {
 #[derive(Debug, Clone)]
 pub struct StepKey(pub Arc<Graph<StepOp>>);
 
-/// The key keeps its graph alive: charged as its arenas (ops with payload handles, values,
+/// Bytes charged per op of a step graph kept as a cache key: the figure the cache has always
+/// charged (an op node with a four-handle payload and its role), which errs high now that a
+/// payload is one handle and an op node 32 bytes; the reports' `retained_bytes` stay as
+/// they were.
+const STEP_OP_CHARGE: usize = 112;
+
+/// The key keeps its graph alive: charged as an estimate of its arenas (ops, values,
 /// edges); payload strings are shared with the trace's pool and not charged.
 impl RetainedBytes for StepKey {
     fn visit_heap<'a>(&'a self, meter: &mut HeapMeter<'a>) {
         let g = &self.0;
         let edges: usize = g.ops().map(|o| o.inputs().len() + o.outputs().len()).sum();
-        meter.add(
-            (g.num_ops() * (std::mem::size_of::<StepOp>() + 48) + g.num_values() * 24 + edges * 12)
-                as u64,
-        );
+        meter.add((g.num_ops() * STEP_OP_CHARGE + g.num_values() * 24 + edges * 12) as u64);
     }
 }
 
@@ -957,14 +1033,16 @@ mod step_key_tests {
 
     /// A two-op step graph: a load of `shape`, then a relu of it.
     fn step(shape: &[u64]) -> StepKey {
-        let op = |name: &str, input: Option<&[u64]>| StepOp {
-            name: name.into(),
-            shape: shape.into(),
-            dtype: "f32".into(),
-            inputs: input
-                .map(|s| vec![(Arc::<[u64]>::from(s), Arc::<str>::from("f32"))])
-                .unwrap_or_default()
-                .into(),
+        let op = |name: &str, input: Option<&[u64]>| {
+            StepOp::new(
+                name.into(),
+                shape.into(),
+                "f32".into(),
+                input
+                    .map(|s| vec![(Arc::<[u64]>::from(s), Arc::<str>::from("f32"))])
+                    .unwrap_or_default()
+                    .into(),
+            )
         };
         let mut b = GraphBuilder::new();
         let x = b.add_input(0);
