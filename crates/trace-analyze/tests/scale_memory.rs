@@ -214,11 +214,9 @@ fn one_step_of_ops_validates_loads_and_compares_within_3x() {
     assert_within("compare, one step of ops", ratio(peak, 2 * g.bytes));
 }
 
-/// Not yet: the step graph of a million ops is graph-core's arenas (about 220 bytes an op
-/// with a one-word payload: 2× the op's line) on top of the loaded trace (1.3×); within 3×
-/// needs a smaller graph-core graph.
+/// The step graph of a million ops (graph-core's tables, about 180 bytes an op at the
+/// peak of its build: 1.6× the op's line) on top of the loaded trace (1.2×).
 #[test]
-#[ignore = "needs a more compact graph-core step graph (issue 41, item 6)"]
 fn one_step_of_ops_summary_and_graph_within_3x() {
     let _one = ONE_AT_A_TIME
         .lock()
@@ -231,10 +229,9 @@ fn one_step_of_ops_summary_and_graph_within_3x() {
     assert_within("graph, one step of ops", ratio(peak, g.bytes));
 }
 
-/// Not yet: comparing a million nested spans builds both traces' path trees
-/// (`events::spans`, about 2× the input each).
+/// Comparing a million nested spans builds one side's path tree (`events::spans`, about 2×
+/// that input at its peak) at a time, keeping 32 bytes a path of it for the rows.
 #[test]
-#[ignore = "needs a more compact span path tree (issue 41, item 6)"]
 fn nested_open_spans_compare_within_3x() {
     let _one = ONE_AT_A_TIME
         .lock()

@@ -153,6 +153,49 @@ pub fn pair_paths(a: &PathTree<'_>, b: &PathTree<'_>) -> Vec<(Option<u32>, Optio
     out
 }
 
+/// [`pair_paths`] for two forests given in depth-first order as `(depth, name)` per node
+/// (names of `ta` and `tb`), as a [`PathTree`]'s nodes are: what is left of two trees once
+/// only their figures are kept. Same result as [`pair_paths`] on the trees.
+pub(crate) fn pair_depth_first(
+    ta: &Trace,
+    a: &[(u32, Sym)],
+    tb: &Trace,
+    b: &[(u32, Sym)],
+) -> Vec<(Option<u32>, Option<u32>)> {
+    let (partner, taken) = pair_forests(
+        with_parents(a).map(|(p, name)| (p, tb.strings.get(ta.str(name)))),
+        with_parents(b),
+    );
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    out.extend(
+        partner
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| (Some(i as u32), m)),
+    );
+    out.extend(
+        taken
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !**t)
+            .map(|(j, _)| (None, Some(j as u32))),
+    );
+    out
+}
+
+/// Each node of a forest given in depth-first order as `(depth, name)` with its parent's
+/// index: the last node before it at a smaller depth.
+fn with_parents(nodes: &[(u32, Sym)]) -> impl Iterator<Item = (Option<usize>, Sym)> + '_ {
+    // The nodes from the root to the current one.
+    let mut chain: Vec<usize> = Vec::new();
+    nodes.iter().enumerate().map(move |(i, &(depth, name))| {
+        chain.truncate(depth as usize);
+        let parent = chain.last().copied();
+        chain.push(i);
+        (parent, name)
+    })
+}
+
 /// Pairs two forests given in depth-first order as `(parent index, name key)` per node: a
 /// node of `a` pairs with the child of the same key of its parent's partner (a key of `None`
 /// pairs with nothing). Returns each `a` node's partner in `b` and which `b` nodes were

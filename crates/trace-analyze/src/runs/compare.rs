@@ -20,7 +20,7 @@ use crate::events::memory::{ByCategory, memory_report};
 use trace_record::schema::TimingMode;
 
 use crate::events::path_table::PathTable;
-use crate::events::spans::{PathTree, pair_paths, path_tree};
+use crate::events::spans::{PathTree, pair_depth_first, pair_paths, path_tree};
 use crate::events::steps::{GraphReport, StepCache, graph_report};
 use crate::model::intern::Sym;
 use crate::model::trace::Trace;
@@ -98,7 +98,8 @@ pub struct SpanDelta {
 struct SpanRow {
     base: Option<u32>,
     candidate: Option<u32>,
-    change: Option<Change>,
+    /// Boxed: most rows of a trace of many paths have none, and a row is 40 bytes.
+    change: Option<Box<Change>>,
     /// The graph group (index into [`SpanDeltas::labels`]) when the row is one graph's.
     group: Option<u32>,
     /// The figures of a graph's row (absent: the nodes' figures).
@@ -123,7 +124,7 @@ struct GroupFigures {
 pub struct SpanDeltas {
     rows: Vec<SpanRow>,
     /// The base's node figures, then the candidate's.
-    nodes: [Vec<SlimNode>; 2],
+    nodes: [SlimNodes; 2],
     /// The base's display paths, then the candidate's.
     paths: [PathTable; 2],
     /// The graph groups' labels, when rows are per graph.
@@ -153,7 +154,7 @@ impl SpanDeltas {
 
     /// The rows' indices in [`significance_order`].
     pub fn significance_order(&self) -> Vec<usize> {
-        significance_indices(&self.rows, |r| r.change.as_ref())
+        significance_indices(&self.rows, |r| r.change.as_deref())
     }
 
     fn row(&self, r: &SpanRow) -> SpanDelta {
@@ -172,24 +173,21 @@ impl SpanDeltas {
             base_spread: spreads[0],
             candidate_spread: spreads[1],
             alloc_bytes: Delta::of(alloc[0].map(|x| x as f64), alloc[1].map(|x| x as f64)),
-            change: r.change,
+            change: r.change.as_deref().copied(),
         }
     }
 }
 
 /// The nodes of a row: the base's, the candidate's.
-fn row_nodes<'a>(
-    nodes: &'a [Vec<SlimNode>; 2],
-    r: &SpanRow,
-) -> (Option<&'a SlimNode>, Option<&'a SlimNode>) {
+fn row_nodes(nodes: &[SlimNodes; 2], r: &SpanRow) -> (Option<NodeFigures>, Option<NodeFigures>) {
     (
-        r.base.and_then(|i| nodes[0].get(i as usize)),
-        r.candidate.and_then(|i| nodes[1].get(i as usize)),
+        r.base.and_then(|i| nodes[0].get(i)),
+        r.candidate.and_then(|i| nodes[1].get(i)),
     )
 }
 
 /// A row's time per step.
-fn row_time(nodes: &[Vec<SlimNode>; 2], r: &SpanRow) -> Delta {
+fn row_time(nodes: &[SlimNodes; 2], r: &SpanRow) -> Delta {
     if let Some(f) = &r.figures {
         return Delta::of(f.spread[0].map(|s| s.mean), f.spread[1].map(|s| s.mean));
     }
@@ -446,7 +444,7 @@ impl Comparison {
             );
         }
         for r in &self.spans.rows {
-            if r.change.is_some_and(|c| c.regresses_beyond(pct)) {
+            if r.change.as_ref().is_some_and(|c| c.regresses_beyond(pct)) {
                 let g = r.group.and_then(|g| self.spans.labels.get(g as usize));
                 push(
                     format!(
@@ -454,7 +452,7 @@ impl Comparison {
                         row_path(&self.spans.paths, r),
                         in_graph(g.map(String::as_str))
                     ),
-                    &r.change,
+                    &r.change.as_deref().copied(),
                 );
             }
         }
@@ -657,32 +655,72 @@ fn alloc_by_group(tree: &PathTree<'_>, step_group: &[u32]) -> FastMap<(u32, u32)
     out
 }
 
-/// The figures the span comparison reads of a [`PathTree`] node (about half of it), so that
-/// the trees are dropped before the rows are made.
-#[derive(Debug, Clone)]
+/// The figures the span comparison reads of a [`PathTree`] node, in 24 bytes (its spread
+/// over steps, when it has one, in [`SlimNodes::spreads`]), so that each tree is dropped
+/// before the other side's is built.
+#[derive(Debug, Clone, Copy)]
 struct SlimNode {
     path_id: u32,
+    /// Index in [`SlimNodes::spreads`], `u32::MAX` for none.
+    spread: u32,
+    total_ns: u64,
+    alloc_bytes: u64,
+}
+
+/// The figures of a side's nodes, in node order.
+#[derive(Debug, Clone, Default)]
+struct SlimNodes {
+    nodes: Vec<SlimNode>,
+    spreads: Vec<Spread>,
+}
+
+/// One node's figures, as read.
+#[derive(Debug, Clone, Copy)]
+struct NodeFigures {
     total_ns: u64,
     alloc_bytes: u64,
     per_step: Option<Spread>,
 }
 
-impl SlimNode {
-    /// The figures of `tree`'s nodes and their `(depth, name)` (for display paths), in its
-    /// order; the tree is dropped.
-    fn of(tree: PathTree<'_>) -> (Vec<SlimNode>, Vec<(u32, Sym)>) {
-        let figures = tree
-            .nodes
-            .iter()
-            .map(|n| SlimNode {
+impl SlimNodes {
+    /// The figures of `tree`'s nodes and their `(depth, name)` (for pairing and display
+    /// paths), in its order; the tree is dropped.
+    fn of(tree: PathTree<'_>) -> (SlimNodes, Vec<(u32, Sym)>) {
+        let mut spreads = Vec::new();
+        let mut nodes = Vec::with_capacity(tree.nodes.len());
+        for n in &tree.nodes {
+            let spread = match n.per_step() {
+                Some(sp) => {
+                    spreads.push(sp);
+                    // Fewer spreads than nodes, whose indices are `u32`s.
+                    (spreads.len() - 1) as u32
+                }
+                None => u32::MAX,
+            };
+            nodes.push(SlimNode {
                 path_id: n.path_id,
+                spread,
                 total_ns: n.total_ns,
                 alloc_bytes: n.alloc_bytes,
-                per_step: n.per_step(),
-            })
-            .collect();
+            });
+        }
+        spreads.shrink_to_fit();
         let names = tree.nodes.iter().map(|n| (n.depth, n.name)).collect();
-        (figures, names)
+        (SlimNodes { nodes, spreads }, names)
+    }
+
+    /// The figures of node `i`.
+    fn get(&self, i: u32) -> Option<NodeFigures> {
+        self.nodes.get(i as usize).map(|n| NodeFigures {
+            total_ns: n.total_ns,
+            alloc_bytes: n.alloc_bytes,
+            per_step: self.spreads.get(n.spread as usize).copied(),
+        })
+    }
+
+    /// The path id of node `i`.
+    fn path_id(&self, i: u32) -> Option<u32> {
+        self.nodes.get(i as usize).map(|n| n.path_id)
     }
 }
 
@@ -1194,32 +1232,28 @@ fn span_rows(
     fn groups_at(grouped: bool, v: &[Vec<u32>], i: usize) -> Option<&[u32]> {
         grouped.then(|| v.get(i).map_or(&[][..], Vec::as_slice))
     }
-    let (bt, ct) = (path_tree(bt0), path_tree(ct0));
-    let (bss, css) = (
-        span_samples(&bt, groups_at(grouped, base.1, 0)),
-        span_samples(&ct, groups_at(grouped, candidate.1, 0)),
-    );
-    // Allocations per path and graph (the first run of each side).
-    let (ba, ca) = match (
-        groups_at(grouped, base.1, 0),
-        groups_at(grouped, candidate.1, 0),
-    ) {
-        (Some(b), Some(c)) => (alloc_by_group(&bt, b), alloc_by_group(&ct, c)),
-        _ => (FastMap::default(), FastMap::default()),
+    // One side at a time: its compact tree, what the rows read of it (samples, allocations
+    // per graph, the other runs paired with it, the nodes' figures and names), then the tree
+    // is dropped before the other side's is built.
+    let side = |first: &Trace, runs: &[&Trace], groups: &[Vec<u32>]| {
+        let tree = path_tree(first);
+        let samples = span_samples(&tree, groups_at(grouped, groups, 0));
+        // Allocations per path and graph (the first run).
+        let alloc = groups_at(grouped, groups, 0)
+            .map(|g| alloc_by_group(&tree, g))
+            .unwrap_or_default();
+        // The other runs, their paths paired with the first run's.
+        let extra = extra_runs(&tree, runs, |i| groups_at(grouped, groups, i + 1));
+        let (nodes, names) = SlimNodes::of(tree);
+        (samples, alloc, extra, nodes, names)
     };
-    // The other runs of each side, their paths paired with the side's first run.
-    let (bx, cx) = (
-        extra_runs(&bt, &base.0[1..], |i| groups_at(grouped, base.1, i + 1)),
-        extra_runs(&ct, &candidate.0[1..], |i| {
-            groups_at(grouped, candidate.1, i + 1)
-        }),
-    );
-    let pairs = pair_paths(&bt, &ct);
-    let ((bn, b_names), (cn, c_names)) = (SlimNode::of(bt), SlimNode::of(ct));
+    let (bss, ba, bx, bn, b_names) = side(bt0, &base.0[1..], base.1);
+    let (css, ca, cx, cn, c_names) = side(ct0, &candidate.0[1..], candidate.1);
+    let pairs = pair_depth_first(bt0, &b_names, ct0, &c_names);
     let mut rows: Vec<SpanRow> = Vec::with_capacity(pairs.len());
     for &(bi, ci) in &pairs {
-        let b = bi.and_then(|i| bn.get(i as usize)).map(|n| n.path_id);
-        let c = ci.and_then(|i| cn.get(i as usize)).map(|n| n.path_id);
+        let b = bi.and_then(|i| bn.path_id(i));
+        let c = ci.and_then(|i| cn.path_id(i));
         let (b_first, c_first) = (bi.zip(b), ci.zip(c));
         if !grouped {
             rows.push(SpanRow {
@@ -1229,7 +1263,8 @@ fn span_rows(
                     &run_samples(b_first, &bss, &bx),
                     &run_samples(c_first, &css, &cx),
                     paired,
-                ),
+                )
+                .map(Box::new),
                 group: None,
                 figures: None,
             });
@@ -1291,7 +1326,7 @@ fn span_rows(
             rows.push(SpanRow {
                 base: bi,
                 candidate: ci,
-                change: change_of_runs(&slices(&rb), &slices(&rc), paired),
+                change: change_of_runs(&slices(&rb), &slices(&rc), paired).map(Box::new),
                 group: Some(g),
                 figures: Some(Box::new(GroupFigures {
                     spread: [first_spread(&rb), first_spread(&rc)],
