@@ -481,10 +481,7 @@ impl Bursty {
                         b.undefined += s.n;
                         continue;
                     };
-                    let names: Vec<&str> = frames
-                        .iter()
-                        .map(|f: &u64| funcs[f].as_str())
-                        .collect();
+                    let names: Vec<&str> = frames.iter().map(|f: &u64| funcs[f].as_str()).collect();
                     b.n += s.n;
                     if names
                         .iter()

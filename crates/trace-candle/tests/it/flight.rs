@@ -63,8 +63,11 @@ fn a_nan_loss_and_a_call_each_make_one_dump_of_real_ops() {
         [(DumpTrigger::NonFiniteLoss, 25), (DumpTrigger::Call, 33)]
     );
     // A capture that is no flight recorder has nothing to dump.
-    let plain = Capture::open(dir.path().join("plain.jsonl"), Run::new("t", Phase::Train, "cpu"))
-        .unwrap();
+    let plain = Capture::open(
+        dir.path().join("plain.jsonl"),
+        Run::new("t", Phase::Train, "cpu"),
+    )
+    .unwrap();
     assert!(!plain.dump("no ring"));
     assert!(plain.flight_stats().is_none());
     plain.finish().unwrap();

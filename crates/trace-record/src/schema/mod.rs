@@ -22,13 +22,13 @@ mod vocab;
 mod words;
 
 pub use dump::{DumpEvidence, DumpRecord};
+#[cfg(feature = "read")]
+pub(crate) use vocab::shown;
+pub use vocab::shown_up_to;
 pub use vocab::{
     AllocKind, DumpTrigger, EventType, ExecStep, GradientState, MemoryCategory, OutcomeKind,
     ParseEnumError, Phase, SamplingSource, SpanKind, TimingMode,
 };
-#[cfg(feature = "read")]
-pub(crate) use vocab::shown;
-pub use vocab::shown_up_to;
 pub use words::{
     AUTOGRAD_AT_FORWARD_START_COUNTER, AUTOGRAD_AT_STEP_START_COUNTER, AUTOGRAD_AT_WALK_COUNTER,
     AUTOGRAD_LABEL, AUTOGRAD_STORAGE_BYTES_COUNTER, AUTOGRAD_STORAGES_COUNTER,

@@ -352,11 +352,8 @@ fn a_damaged_frame_is_a_clear_error_and_trailing_bytes_a_note() {
     tail.extend_from_slice(b"not a frame\n");
     let mut reader =
         TraceReader::new(TraceInput::new(&tail[..]).unwrap(), ReadOptions::default()).unwrap();
-    let mut whole = TraceReader::new(
-        TraceInput::new(&bytes[..]).unwrap(),
-        ReadOptions::default(),
-    )
-    .unwrap();
+    let mut whole =
+        TraceReader::new(TraceInput::new(&bytes[..]).unwrap(), ReadOptions::default()).unwrap();
     let (mut n, mut m) = (0, 0);
     while reader.next_event().unwrap().is_some() {
         n += 1;

@@ -204,7 +204,9 @@ fn summary_of_ranks_timed_differently_says_so() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     let notes = v["notes"].as_array().unwrap();
     assert!(
-        notes.iter().any(|n| n.as_str().unwrap().contains("timed differently")),
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("timed differently")),
         "{notes:?}"
     );
     // Ranks timed alike: no note.

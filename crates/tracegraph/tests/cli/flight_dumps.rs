@@ -59,7 +59,10 @@ fn summary_names_a_dumps_trigger_and_lists_a_directory_of_dumps() {
     assert!(text.contains("dump      #1 by call at step 5"), "{text}");
     assert!(text.contains("first look"), "{text}");
     assert!(text.contains("steps 3–5"), "{text}");
-    let o = run_in(dir.path(), &["validate", "--strict", call.to_str().unwrap()]);
+    let o = run_in(
+        dir.path(),
+        &["validate", "--strict", call.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", stdout(&o));
 
     let o = run_in(dir.path(), &["summary", "dumps"]);

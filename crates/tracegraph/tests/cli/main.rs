@@ -19,9 +19,9 @@ mod layer;
 #[cfg(feature = "demo")]
 mod loops;
 mod outputs;
-mod parquet_dataset;
 #[cfg(feature = "demo")]
 mod overhead;
+mod parquet_dataset;
 #[cfg(feature = "demo")]
 mod ranks;
 mod report_torch;

@@ -227,7 +227,10 @@ fn ranks_of_one_run_and_the_overwrite_rule() {
         i64s(&steps, "step").contains(&4),
         "replaced by the 4-step trace"
     );
-    assert!(!r0.exists(), "rank 0 was not part of this export of the run");
+    assert!(
+        !r0.exists(),
+        "rank 0 was not part of this export of the run"
+    );
     // One trace twice for one run and rank is refused (exit 2), nothing written.
     let (code, text) = cli(&[
         "export",
