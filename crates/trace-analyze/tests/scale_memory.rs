@@ -1,5 +1,5 @@
 //! Peak heap memory of validating, loading and analysing a trace stays within 3× the trace's
-//! size on the two hostile shapes of issue 41: one step of 1,000,000 ops (111 bytes a line)
+//! size on the two hostile shapes a fuzzer found: one step of 1,000,000 ops (111 bytes a line)
 //! and 1,000,000 nested spans never closed (104 bytes a line).
 //!
 //! A counting global allocator in this test binary alone tracks the live bytes of the Rust

@@ -129,7 +129,8 @@ pub use meta::{
     ALL_DTYPES, DeviceLabel, TensorMeta, dense_bytes, dtype_bits, dtype_label, tensor_id,
 };
 pub use module::{Profiled, ProfiledSequence, ProfiledT};
-pub use optimizer::{ESTIMATED_STATE_BIT, OptimizerKind};
+pub use optimizer::ESTIMATED_STATE_BIT;
+pub use persistent::OptimizerKind;
 pub use resident::{MEMORY_SAMPLE_EVERY_NS, process_resident_bytes};
 #[cfg(feature = "tracing")]
 pub use subscriber::{CaptureSubscriber, MAX_CALLSITES};

@@ -6,35 +6,11 @@ use trace_record::schema::MemoryCategory;
 
 use crate::Capture;
 use crate::meta::{DeviceLabel, dtype_label, tensor_bytes, tensor_id};
-use crate::persistent::{Param, Persistent, StateTensor};
+use crate::persistent::{OptimizerKind, Param, Persistent, StateTensor};
 
 /// The bit set in the ids of estimated optimizer state (see
 /// [`Capture::estimate_optimizer_state`]).
 pub const ESTIMATED_STATE_BIT: u64 = 1 << 52;
-
-/// Which optimizer's state to estimate ([`Capture::estimate_optimizer_state`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OptimizerKind {
-    /// SGD: one momentum buffer per float parameter when `momentum`, else no state
-    /// (candle-nn's `SGD` has no momentum).
-    Sgd {
-        /// Whether the optimizer keeps a momentum buffer.
-        momentum: bool,
-    },
-    /// AdamW: first and second moments per float parameter (candle-nn's `AdamW`).
-    AdamW,
-}
-
-impl OptimizerKind {
-    /// The state tensors it keeps per float parameter: (label suffix, slot in the id).
-    fn moments(self) -> &'static [(&'static str, u64)] {
-        match self {
-            OptimizerKind::AdamW => &[("exp_avg", 0), ("exp_avg_sq", 1)],
-            OptimizerKind::Sgd { momentum: true } => &[("momentum_buffer", 2)],
-            OptimizerKind::Sgd { momentum: false } => &[],
-        }
-    }
-}
 
 /// The id of moment `slot` of the parameter with tensor id `param`: bit 52 set, the parameter
 /// id (mod 2^50) above two slot bits.

@@ -8,6 +8,30 @@ use candle_core::{DType, Device, TensorId};
 
 use crate::meta::DeviceLabel;
 
+/// Which optimizer's state to estimate ([`crate::Capture::estimate_optimizer_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptimizerKind {
+    /// SGD: one momentum buffer per float parameter when `momentum`, else no state
+    /// (candle-nn's `SGD` has no momentum).
+    Sgd {
+        /// Whether the optimizer keeps a momentum buffer.
+        momentum: bool,
+    },
+    /// AdamW: first and second moments per float parameter (candle-nn's `AdamW`).
+    AdamW,
+}
+
+impl OptimizerKind {
+    /// The state tensors it keeps per float parameter: (label suffix, slot in the id).
+    pub(crate) fn moments(self) -> &'static [(&'static str, u64)] {
+        match self {
+            OptimizerKind::AdamW => &[("exp_avg", 0), ("exp_avg_sq", 1)],
+            OptimizerKind::Sgd { momentum: true } => &[("momentum_buffer", 2)],
+            OptimizerKind::Sgd { momentum: false } => &[],
+        }
+    }
+}
+
 /// Owned metadata of a registered parameter.
 #[derive(Debug, Clone)]
 pub(crate) struct Param {
@@ -63,7 +87,7 @@ pub(crate) struct Persistent {
     /// Optimizer state not yet written (added while the session was inactive).
     pub(crate) state_pending: bool,
     /// The optimizers whose state is estimated, also for parameters registered later.
-    pub(crate) estimated: Vec<crate::OptimizerKind>,
+    pub(crate) estimated: Vec<OptimizerKind>,
     pub(crate) buffers: Vec<Buffer>,
     pub(crate) next_buffer: u64,
     /// Devices sampled at step ends and at finish.

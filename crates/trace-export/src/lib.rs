@@ -40,7 +40,8 @@ pub use folded_samples::{
     FoldedSamples, MAX_SAMPLED_FRAMES, NO_SPAN, SampleClass, SampleClasses, UNKNOWN_STACK,
     folded_samples, folded_samples_classified,
 };
-pub use names::{SpanNames, TraceOutline, outline};
+pub use names::{SpanNames, TraceOutline};
+pub use nest::outline;
 pub use nest::{Adjustments, OUTSIDE_SPANS_TID};
 
 use trace_record::ReadError;

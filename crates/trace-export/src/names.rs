@@ -14,15 +14,9 @@
 //! The folded exports hold every distinct path until they write, so they apply the rule after
 //! reading the trace. The Chrome export writes each span as it closes, before the trace has
 //! shown every sibling: it needs the rule first, from a [`TraceOutline`] read in a first pass
-//! ([`outline`]).
+//! ([`crate::outline`], beside the span nester it runs).
 
-use std::io::BufRead;
-
-use trace_record::TraceReader;
-
-use crate::ExportError;
 use crate::FastMap;
-use crate::nest::{Interval, Nester};
 
 /// `name` split as `base#k`: the length of `base` and `k`, when `base` is not empty and `k`
 /// is a decimal number that fits 32 bits (the rule the analyses apply when they load a trace).
@@ -108,46 +102,6 @@ pub struct TraceOutline {
     pub names: SpanNames,
     /// The thread of the first root span (no enclosing span open), when the trace has one.
     pub first_driver: Option<u64>,
-}
-
-/// Reads the rest of `reader` once, holding what the span nester holds (the open spans and
-/// the distinct span paths), and returns the trace's [`TraceOutline`] for
-/// [`crate::write_chrome_outlined`]. Read the trace again for the export itself.
-///
-/// ```
-/// use trace_export::outline;
-/// use trace_record::{ReadOptions, TraceReader};
-///
-/// let trace = concat!(
-///     r#"{"type":"header","schema":"tracegraph-trace","version":1,"run":{"run_id":"r","entrypoint":"e","phase":"infer","device":"cpu","timing":"host","start_unix_ns":0,"pid":1}}"#, "\n",
-///     r#"{"type":"span_start","id":1,"name":"block#0","kind":"module","thread":3,"ts":1}"#, "\n",
-///     r#"{"type":"span_start","id":2,"parent":1,"name":"linear#0","kind":"module","thread":3,"ts":2}"#, "\n",
-///     r#"{"type":"span_end","id":2,"ts":3}"#, "\n",
-///     r#"{"type":"span_start","id":3,"parent":1,"name":"linear#1","kind":"module","thread":3,"ts":4}"#, "\n",
-///     r#"{"type":"span_end","id":3,"ts":5}"#, "\n",
-///     r#"{"type":"span_end","id":1,"ts":6}"#, "\n",
-/// );
-/// let mut reader = TraceReader::new(trace.as_bytes(), ReadOptions::default())?;
-/// let o = outline(&mut reader)?;
-/// assert_eq!(o.names.show(None, "block#0"), "block");
-/// assert_eq!(o.names.show(Some("block#0"), "linear#0"), "linear#0");
-/// assert_eq!(o.first_driver, Some(3));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn outline<R: BufRead + Send>(
-    reader: &mut TraceReader<R>,
-) -> Result<TraceOutline, ExportError> {
-    let mut nester = Nester::new();
-    let mut ignore = |_: &Nester, _: Interval<'_>| {};
-    reader.for_each_batched(|line| {
-        nester.push(line.event, &mut ignore);
-        Ok::<(), ExportError>(())
-    })?;
-    nester.finish(&mut ignore);
-    Ok(TraceOutline {
-        names: nester.span_names(),
-        first_driver: nester.first_driver(),
-    })
 }
 
 #[cfg(test)]

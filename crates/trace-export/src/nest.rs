@@ -39,6 +39,11 @@
 use serde::Serialize;
 use trace_record::schema::{Event, ExecStep, OpEvent, SpanKind};
 
+use std::io::BufRead;
+
+use trace_record::TraceReader;
+
+use crate::ExportError;
 use crate::FastMap;
 use crate::names::{SpanNames, TraceOutline};
 
@@ -680,6 +685,46 @@ impl Nester {
             self.flush_pending(tid, emit);
         }
     }
+}
+
+/// Reads the rest of `reader` once, holding what the span nester holds (the open spans and
+/// the distinct span paths), and returns the trace's [`TraceOutline`] for
+/// [`crate::write_chrome_outlined`]. Read the trace again for the export itself.
+///
+/// ```
+/// use trace_export::outline;
+/// use trace_record::{ReadOptions, TraceReader};
+///
+/// let trace = concat!(
+///     r#"{"type":"header","schema":"tracegraph-trace","version":1,"run":{"run_id":"r","entrypoint":"e","phase":"infer","device":"cpu","timing":"host","start_unix_ns":0,"pid":1}}"#, "\n",
+///     r#"{"type":"span_start","id":1,"name":"block#0","kind":"module","thread":3,"ts":1}"#, "\n",
+///     r#"{"type":"span_start","id":2,"parent":1,"name":"linear#0","kind":"module","thread":3,"ts":2}"#, "\n",
+///     r#"{"type":"span_end","id":2,"ts":3}"#, "\n",
+///     r#"{"type":"span_start","id":3,"parent":1,"name":"linear#1","kind":"module","thread":3,"ts":4}"#, "\n",
+///     r#"{"type":"span_end","id":3,"ts":5}"#, "\n",
+///     r#"{"type":"span_end","id":1,"ts":6}"#, "\n",
+/// );
+/// let mut reader = TraceReader::new(trace.as_bytes(), ReadOptions::default())?;
+/// let o = outline(&mut reader)?;
+/// assert_eq!(o.names.show(None, "block#0"), "block");
+/// assert_eq!(o.names.show(Some("block#0"), "linear#0"), "linear#0");
+/// assert_eq!(o.first_driver, Some(3));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn outline<R: BufRead + Send>(
+    reader: &mut TraceReader<R>,
+) -> Result<TraceOutline, ExportError> {
+    let mut nester = Nester::new();
+    let mut ignore = |_: &Nester, _: Interval<'_>| {};
+    reader.for_each_batched(|line| {
+        nester.push(line.event, &mut ignore);
+        Ok::<(), ExportError>(())
+    })?;
+    nester.finish(&mut ignore);
+    Ok(TraceOutline {
+        names: nester.span_names(),
+        first_driver: nester.first_driver(),
+    })
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Peak heap memory of the Chrome export stays within 3× the trace's size on a million
-//! nested spans never closed (issue 41), measured by a counting global allocator in this test
+//! nested spans never closed, measured by a counting global allocator in this test
 //! binary alone (live bytes of the Rust heap on every thread and their peak: allocation
 //! sizes, no timing; only the number of the reader's batches in flight varies, a few MB).
 //! The trace is the issue's: 1,000,000 spans, 104 bytes a line.

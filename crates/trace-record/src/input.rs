@@ -41,8 +41,11 @@ use zstd::stream::raw::{DParameter, Decoder, InBuffer, Operation, OutBuffer};
 #[cfg(feature = "zstd")]
 use crate::compression::MAX_WINDOW_LOG;
 use crate::compression::{Compression, is_zstd};
-#[cfg(feature = "zstd")]
-use crate::reader::MAX_LINE_BYTES;
+
+/// The longest line the reader accepts (64 MiB, newline excluded). A longer line (a corrupt
+/// file, or binary data without newlines) is a [`crate::ReadError::Syntax`] error at its first byte
+/// past the limit instead of being read into memory whole.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// How far a compressed trace may expand (see [`Compression::DEFAULT_MAX_RATIO`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +58,7 @@ struct ExpansionLimit {
 
 impl ExpansionLimit {
     /// The content bytes allowed after `compressed` bytes were read (`None`: no limit).
+    #[cfg(feature = "zstd")]
     fn allowed(self, compressed: u64) -> Option<u64> {
         (self.ratio != 0).then(|| self.floor.max(self.ratio.saturating_mul(compressed)))
     }

@@ -43,10 +43,7 @@ use crate::schema::{
     Outcome, OutcomeKind, SCHEMA_NAME, SCHEMA_VERSION, Trailer, logical_bytes, shown, shown_up_to,
 };
 
-/// The longest line the reader accepts (64 MiB, newline excluded). A longer line (a corrupt
-/// file, or binary data without newlines) is a [`ReadError::Syntax`] error at its first byte
-/// past the limit instead of being read into memory whole.
-pub const MAX_LINE_BYTES: usize = 64 << 20;
+pub use crate::input::MAX_LINE_BYTES;
 
 /// The UTF-8 byte order mark, accepted (and ignored) before the header.
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";

@@ -412,7 +412,7 @@ fn the_ready_made_key_enum_forwards_quick_eq_and_checks_canonical_outputs() {
     assert_eq!(values, g.graph().inputs.len() as u32 + live);
 }
 
-/// Misuse 1 of issue 39: a multi-output tape recorded twice with its nodes in another
+/// The raw-id misuse: a multi-output tape recorded twice with its nodes in another
 /// order, the engine naming the output by the node id it had in the first recording. The
 /// only way to name an output is `TracedOutput::of` (the fields are private), which maps
 /// the id through the second tape: a different value there, so a miss, never the first
@@ -460,7 +460,7 @@ fn a_node_id_from_another_recording_misses_instead_of_serving_another_output() {
     assert!(Arc::ptr_eq(&hit, &cached));
 }
 
-/// Misuse 2 of issue 39: an eager JVP cached, then the eager VJP of the same recording
+/// The kind misuse: an eager JVP cached, then the eager VJP of the same recording
 /// asked for. The ready-made key carries the kind: a miss, and both entries stay apart.
 #[test]
 fn an_eager_jvp_is_never_served_for_an_eager_vjp() {

@@ -1,4 +1,4 @@
-//! Compressed input bounded like plain input (issue 41): a zstd bomb of valid op lines is
+//! Compressed input bounded like plain input: a zstd bomb of valid op lines is
 //! refused at the expansion limit, a line longer than the line limit at its compressed byte,
 //! bytes after the last frame are a note, and another compression format is named.
 

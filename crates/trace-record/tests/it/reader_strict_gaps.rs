@@ -1,4 +1,4 @@
-//! What `validate --strict` must not accept (issue 41, item 7): lines of a newer schema than
+//! What `validate --strict` must not accept: lines of a newer schema than
 //! the header states, `null` where the schema has a string, impossible sampling rates, heap
 //! accounts for steps that do not exist, and hostile names echoed raw into messages.
 

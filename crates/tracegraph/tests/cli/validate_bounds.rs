@@ -1,4 +1,4 @@
-//! `validate` streams and every command is bounded on compressed input (issue 41): a zstd bomb
+//! `validate` streams and every command is bounded on compressed input: a zstd bomb
 //! of valid op lines is an error naming the file and the compressed byte, bytes after the last
 //! frame are a note, another compression format is named, and hostile names are shortened and
 //! escaped before they reach the terminal.
