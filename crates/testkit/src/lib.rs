@@ -13,6 +13,8 @@
 //!   nesting, counters), used by the export tests and `cargo xtask browser-check`.
 //! - [`thread_cpu`]: the calling thread's CPU time, which tests bound their work by (not
 //!   wall time: the outcome must not depend on the machine's load).
+//! - [`PeakAlloc`] / [`peak_of`]: a counting global allocator for tests that bound peak heap
+//!   memory by allocation sizes (no timing).
 //! - [`assert_golden`]: golden-file checks, rewritten with [`UPDATE_GOLDENS`]; [`small_jsonl`]:
 //!   the small hand-made trace the analysis and CLI goldens read.
 //!
@@ -22,6 +24,7 @@ mod chrome;
 mod cpu;
 mod golden;
 mod hostile;
+mod peak;
 mod session;
 mod synth;
 
@@ -29,5 +32,6 @@ pub use chrome::{ChromeCheck, XEvent, check_chrome, nesting_failures, ns};
 pub use cpu::thread_cpu;
 pub use golden::{UPDATE_GOLDENS, assert_golden, data_dir, small_jsonl};
 pub use hostile::{allocations, deep_nesting, overflowing_sums, unended_roots};
+pub use peak::{PeakAlloc, peak_of};
 pub use session::{HEADER, hand_trace, op_span_trace, session_trace, wait_past};
 pub use synth::{SynthConfig, write_synthetic};
