@@ -303,7 +303,8 @@ impl Capture {
     }
 
     /// A capture in flight-recorder mode ([`TraceSession::flight`]): everything it records
-    /// goes into a bounded in-memory ring of whole steps instead of a file, and a dump (a
+    /// goes into a bounded in-memory ring of whole steps instead of a file (or beside one:
+    /// [`FlightConfig::beside_file`](trace_record::FlightConfig::beside_file)), and a dump (a
     /// complete trace of the steps around the moment, in `config`'s directory) is written
     /// when a trigger fires: [`Capture::dump`], a non-finite [`Capture::loss`], a non-finite
     /// gradient the capture records, a step slower than the running median allows, SIGUSR2

@@ -1,5 +1,6 @@
 //! The flight recorder: a session that records into a bounded in-memory ring of whole steps
-//! and writes a dump (a complete trace) when a trigger fires.
+//! (instead of a file, or beside one with [`FlightConfig::beside_file`]) and writes a dump (a
+//! complete trace) when a trigger fires.
 //!
 //! [`TraceSession::flight`](crate::TraceSession::flight) starts one with a [`FlightConfig`].
 //! The session encodes lines as always; at each `step()` the finished step's lines move into
@@ -69,6 +70,9 @@ pub struct FlightConfig {
     pub poll_interval: Duration,
     /// Whether a session ending without `finish` dumps its ring (default true).
     pub dump_on_exit: bool,
+    /// A trace file the session also writes, whole, beside the ring (default none: the ring
+    /// only). See [`FlightConfig::beside_file`].
+    pub file: Option<PathBuf>,
 }
 
 /// The slow-step trigger: a step longer than `factor` times the median of the `window`
@@ -101,6 +105,7 @@ impl FlightConfig {
             trigger_file: None,
             poll_interval: Duration::from_millis(500),
             dump_on_exit: true,
+            file: None,
         }
     }
 
@@ -182,6 +187,21 @@ impl FlightConfig {
     /// Sets whether a session ending without `finish` dumps its ring.
     pub fn dump_on_exit(mut self, yes: bool) -> Self {
         self.dump_on_exit = yes;
+        self
+    }
+
+    /// Also writes the whole trace to `path`, beside the ring: the file is claimed as
+    /// [`TraceSession::open`](crate::TraceSession::open) claims it (a file that exists is an
+    /// error unless the run asks to replace it, zstd by its `.zst` name or the run's
+    /// compression) and gets every step, the header first and the trailer at the end, while
+    /// the ring keeps its last steps for dumps. Each finished step's lines are shared by the
+    /// ring and the file (not copied) and reach the file within
+    /// [`Run::step_write_bound`](crate::Run::step_write_bound) of the step's end, written by
+    /// the session's background thread, so the recording threads still make no file write in
+    /// steady state (with no flush interval, each `step()` writes the step itself). A step's
+    /// lines reach the file only when the step ends (or at `finish`).
+    pub fn beside_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.file = Some(path.into());
         self
     }
 }

@@ -125,17 +125,23 @@ impl Flight {
         self.suppressed_since += 1;
     }
 
-    /// Step `completed` ended at `end_ns` with `lines` (the session's buffer, moved in):
-    /// into the ring, then the triggers. Returns a buffer for the next step to write over (an
-    /// evicted step's, when no dump holds it; else a new one).
-    pub(crate) fn step_ended(&mut self, completed: u64, lines: Vec<u8>, end_ns: u64) -> Vec<u8> {
+    /// Step `completed` ended at `end_ns` with `lines` (the session's buffer, moved in, shared
+    /// with the trace file's queue when the session also writes one): into the ring, then the
+    /// triggers. Returns a buffer for the next step to write over (an evicted step's, when no
+    /// dump or file write holds it; else a new one).
+    pub(crate) fn step_ended(
+        &mut self,
+        completed: u64,
+        lines: Arc<Vec<u8>>,
+        end_ns: u64,
+    ) -> Vec<u8> {
         // Its bytes are kept as they are (initialised memory the next step writes over); a
         // new buffer is made the size of this step, so a step does not grow it line by line.
         let size = lines.len();
         let spare = self.ring.push(Block {
             index: completed,
             end_ns,
-            bytes: Arc::new(lines),
+            bytes: lines,
         });
         let dur = end_ns.saturating_sub(self.step_start_ns);
         self.step_start_ns = end_ns;

@@ -299,9 +299,16 @@ impl TraceSession {
     }
 
     /// A flight recorder: a session that records into a bounded in-memory ring of whole steps
-    /// instead of a file, and writes a dump (a complete trace) into [`FlightConfig::dir`] when
+    /// instead of a file (or beside one: [`FlightConfig::beside_file`]), and writes a dump (a complete trace) into [`FlightConfig::dir`] when
     /// a trigger fires (see [`FlightConfig`] and the `flight` module docs). The run's flush
-    /// interval and compression do not apply (dumps are plain JSONL).
+    /// interval and compression apply only to the file beside the ring, if any (dumps are
+    /// plain JSONL).
+    ///
+    /// # Errors
+    ///
+    /// The dump directory cannot be created or the dump thread cannot start
+    /// ([`TraceError::Io`] naming the directory); with a file beside the ring, whatever
+    /// [`open`](Self::open) returns for it.
     ///
     /// ```
     /// use trace_record::{FlightConfig, Run, TraceSession};
@@ -339,9 +346,36 @@ impl TraceSession {
         clock: quanta::Clock,
     ) -> Result<Self, TraceError> {
         let dir = config.dir.clone();
-        let mut run = run.flush_interval(None);
-        run.compression = Some(Compression::None);
-        let (session, header, run_id) = Self::build(io::sink(), run, clock);
+        let (session, header, run_id) = match config.file.clone() {
+            None => {
+                let mut run = run.flush_interval(None);
+                run.compression = Some(Compression::None);
+                Self::build(io::sink(), run, clock)
+            }
+            Some(path) => {
+                // The trace file beside the ring, claimed as `open` claims it; its writes
+                // follow the run's flush interval and compression.
+                let mut run = run;
+                let compression = run
+                    .compression
+                    .unwrap_or_else(|| Compression::for_path(&path));
+                if !compression_available(compression) {
+                    return Err(TraceError::ZstdUnavailable { path: Some(path) });
+                }
+                run.compression = Some(compression);
+                let claimed = claim::claim(&path, run.overwrite)?;
+                let lock = if claimed.locked {
+                    claimed.file.try_clone().ok()
+                } else {
+                    None
+                };
+                let (mut session, header, run_id) = Self::build(claimed.file, run, clock);
+                session.path = Some(path);
+                session.lock = lock;
+                (session, header, run_id)
+            }
+        };
+        let beside = config.file.is_some();
         let flight =
             Flight::start(config, &header, &run_id, session.now_ns()).map_err(|source| {
                 TraceError::Io {
@@ -356,6 +390,9 @@ impl TraceSession {
             // steps' size (the file mode's block buffer would be kept by every step).
             out.buf = LineBuf::default();
             out.flight = Some(Box::new(flight));
+            if beside {
+                out.beside = Some(Vec::new());
+            }
         }
         Ok(session)
     }
@@ -432,6 +469,7 @@ impl TraceSession {
             finished_step: false,
             recording_write_ns: 0,
             flight: None,
+            beside: None,
         };
         // The file starts with its header from the first moment (a frame of its own when
         // compressed).
@@ -975,14 +1013,30 @@ impl TraceSession {
         if let Some(f) = o.flight.as_mut() {
             // The finished step moves into the ring; the triggers are checked.
             // The buffer itself moves into the ring (no copy); an evicted step's comes back.
-            let lines = std::mem::take(&mut o.buf).into_vec();
+            // A file beside the ring shares it until the step is written there.
+            let lines = Arc::new(std::mem::take(&mut o.buf).into_vec());
+            if let Some(queue) = o.beside.as_mut() {
+                queue.push((Arc::clone(&lines), o.pending));
+            } else {
+                o.counts += o.pending;
+            }
+            o.pending = EventCounts::default();
             let next = f.step_ended(index - 1, lines, now);
             o.buf = LineBuf::from_vec(next);
             o.buf.clear();
-            o.counts += o.pending;
-            o.pending = EventCounts::default();
             if let Some(ts) = ts {
                 o.append_lines(&[EventType::Step], |b| encode::step(b, index, ts));
+            }
+            if o.beside.is_some() {
+                if self.writes_at_steps {
+                    // No flusher: this boundary writes the finished step to the file itself.
+                    let start = Instant::now();
+                    o.write_block();
+                    o.flush_sink();
+                    o.add_recording_write(start);
+                } else {
+                    o.finished_step = true;
+                }
             }
             return index;
         }
@@ -1049,19 +1103,25 @@ impl TraceSession {
         }
         let ts = self.now_ns();
         let mut out = lock(&self.out);
+        // A flight recorder is out of the output until the trailer is written, so that the
+        // writes below go to the sink (the file beside the ring, if any).
+        let mut flight = None;
         if let Some(mut f) = out.flight.take() {
             let exit = outcome != Outcome::Complete;
             let current = self.current_step();
             let o = &mut *out;
-            o.counts += o.pending;
-            o.pending = EventCounts::default();
             let lines = o.buf.bytes().to_vec();
-            o.buf.clear();
+            if o.beside.is_none() {
+                // Without a file the unfinished step goes to the ring only.
+                o.counts += o.pending;
+                o.pending = EventCounts::default();
+                o.buf.clear();
+            }
             // The dump thread is joined without the output's lock.
             drop(out);
             f.close(exit, current, &lines, ts);
             out = lock(&self.out);
-            out.flight = Some(f);
+            flight = Some(f);
         }
         out.write_block();
         // Whether everything so far was written decides whether a trailer follows.
@@ -1080,6 +1140,9 @@ impl TraceSession {
             out.flush_sink();
         }
         out.close_sink();
+        if flight.is_some() {
+            out.flight = flight;
+        }
         out.finished = true;
         // The trace is whole (or as whole as it will get): readers no longer see a writer.
         if let Some(lock) = &self.lock {

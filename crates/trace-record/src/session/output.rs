@@ -97,8 +97,13 @@ pub(super) struct Output {
     /// [`TraceSession::recording_write_ns`](crate::TraceSession::recording_write_ns)).
     pub(super) recording_write_ns: u64,
     /// A flight recorder's ring and triggers: `buf` then holds the current step, which moves
-    /// into the ring at the next `step()`, and nothing is written to the sink.
+    /// into the ring at the next `step()`, and nothing but [`Output::beside`]'s steps is
+    /// written to the sink.
     pub(super) flight: Option<Box<Flight>>,
+    /// A flight recorder writing a trace file beside its ring
+    /// ([`FlightConfig::beside_file`](crate::FlightConfig::beside_file)): finished steps
+    /// (their lines, shared with the ring, and their event counts) waiting to be written.
+    pub(super) beside: Option<Vec<(Arc<Vec<u8>>, EventCounts)>>,
 }
 
 impl Output {
@@ -137,8 +142,15 @@ impl Output {
         self.recording_write_ns = self.recording_write_ns.saturating_add(ns);
     }
 
+    /// Writes the buffered lines out: a flight recorder's finished steps waiting for the file
+    /// beside its ring, then (unless the session is a flight recorder, whose buffer holds the
+    /// current step, bound for the ring) the block buffer.
     pub(super) fn write_block(&mut self) {
         self.finished_step = false;
+        self.write_beside();
+        if self.flight.is_some() {
+            return;
+        }
         if self.buf.len() == 0 || self.error.is_some() {
             return;
         }
@@ -172,10 +184,71 @@ impl Output {
         self.pending = EventCounts::default();
     }
 
+    /// Writes the finished steps waiting in [`Output::beside`], in order; after an error the
+    /// rest are counted as dropped.
+    fn write_beside(&mut self) {
+        let Some(queue) = self.beside.as_mut() else {
+            return;
+        };
+        if queue.is_empty() {
+            return;
+        }
+        self.written_at = Instant::now();
+        match &mut self.sink {
+            Sink::Plain(w) => {
+                for (lines, counts) in queue.drain(..) {
+                    if self.error.is_some() {
+                        self.dropped += counts.total();
+                        continue;
+                    }
+                    match w.write_all(&lines) {
+                        Ok(()) => {
+                            self.bytes += lines.len() as u64;
+                            self.counts += counts;
+                        }
+                        Err(e) => {
+                            self.dropped += counts.total();
+                            self.error = Some(e);
+                        }
+                    }
+                }
+            }
+            #[cfg(feature = "zstd")]
+            Sink::Zstd(z) => {
+                if self.error.is_some() {
+                    for (_, counts) in queue.drain(..) {
+                        self.dropped += counts.total();
+                    }
+                    return;
+                }
+                // One frame of the waiting steps (copied together: the compressor owns its
+                // block).
+                let size = queue.iter().map(|(l, _)| l.len()).sum();
+                let mut block = LineBuf::with_capacity(size);
+                let mut counts = EventCounts::default();
+                for (lines, c) in queue.drain(..) {
+                    block.extend(&lines);
+                    counts += c;
+                }
+                z.write_block(&mut block, counts);
+                z.absorb(
+                    &mut self.counts,
+                    &mut self.bytes,
+                    &mut self.dropped,
+                    &mut self.error,
+                );
+            }
+        }
+    }
+
     /// Whether the flusher, waking every `tick`, writes the block out now: when it holds
     /// lines and either a finished step or lines that would be older than `interval` at the
     /// next tick (the last write-out is `interval - tick` ago or more).
+    /// A flight recorder writing a file beside its ring: when finished steps wait for it.
     pub(super) fn flush_due(&self, interval: Duration, tick: Duration) -> bool {
+        if let Some(queue) = &self.beside {
+            return !queue.is_empty();
+        }
         self.buf.len() > 0
             && (self.finished_step || self.written_at.elapsed() >= interval.saturating_sub(tick))
     }
@@ -260,6 +333,7 @@ mod tests {
             finished_step: false,
             recording_write_ns: 0,
             flight: None,
+            beside: None,
         }
     }
 

@@ -369,3 +369,158 @@ fn sampled_stacks_keep_their_frames_in_every_dump() {
     }
     assert_eq!((counts.frame, counts.stack, counts.samples), (1, 1, 2));
 }
+
+/// A flight recorder writing `file` beside its ring (dumps in `dir`), with `run`'s flush
+/// settings.
+fn beside(
+    dir: &Path,
+    file: &Path,
+    run: trace_record::Run,
+    cfg: impl FnOnce(FlightConfig) -> FlightConfig,
+) -> (TraceSession, Arc<quanta::Mock>) {
+    let (clock, mock) = quanta::Clock::mock();
+    mock.increment(Duration::from_secs(1));
+    let cfg = cfg(FlightConfig::new(dir)
+        .min_interval(Duration::ZERO)
+        .beside_file(file));
+    let s = TraceSession::flight_with_clock(run.run_id("t"), cfg, clock).unwrap();
+    (s, mock)
+}
+
+/// The `step` indices and the number of `op` lines of a trace.
+fn steps_and_ops(path: &Path) -> (Vec<u64>, usize) {
+    let t = read_trace(path).unwrap();
+    let steps = t
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Step(s) => Some(s.index),
+            _ => None,
+        })
+        .collect();
+    let ops = t
+        .events
+        .iter()
+        .filter(|e| matches!(e.event, Event::Op(_)))
+        .count();
+    (steps, ops)
+}
+
+#[test]
+fn a_file_beside_the_ring_gets_every_step_and_a_slow_step_still_dumps() {
+    // With the background writer (the default flush interval) and without one (each step
+    // writes itself).
+    for (k, flush) in [true, false].into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(format!("whole-{k}.jsonl"));
+        let dumps_dir = dir.path().join("dumps");
+        let run = if flush {
+            run()
+        } else {
+            run().flush_interval(None)
+        };
+        let (s, mock) = beside(&dumps_dir, &file, run, |c| {
+            c.before(3).slow_step(3.0, 8).ring_bytes(16_384)
+        });
+        let mut carry = None;
+        let _outer = s.span("train", SpanKind::Function, None);
+        for i in 0..120 {
+            let dur = if i == 100 { STEP * 10 } else { STEP };
+            work(&s, &mock, i, dur, &mut carry);
+            s.step();
+        }
+        if flush {
+            // The recording thread wrote nothing itself: the background writer did.
+            assert_eq!(s.recording_write_ns(), 0, "flush {flush}");
+        }
+        // One more step's work, unfinished at `finish`: it reaches the file too.
+        work(&s, &mock, 120, STEP, &mut carry);
+        drop(_outer);
+        let summary = s.finish().unwrap();
+        assert_eq!(summary.path.as_deref(), Some(file.as_path()));
+        let stats = s.flight_stats().unwrap();
+        // The ring evicted most steps; the file has them all.
+        assert!(stats.evicted_steps > 50, "{stats:?}");
+        assert_strictly_valid(&file);
+        let (steps, ops) = steps_and_ops(&file);
+        assert_eq!(steps, (1..=120).collect::<Vec<u64>>(), "flush {flush}");
+        assert_eq!(ops, 121, "flush {flush}");
+        assert_eq!(summary.counts.op, 121);
+        assert_eq!(read_trace(&file).unwrap().dump, None);
+        // The dump is the ring's, as without a file.
+        assert_eq!(stats.dumps, dumps(&dumps_dir));
+        assert_eq!(stats.dumps.len(), 1, "{stats:?}");
+        assert!(
+            stats.dumps[0].ends_with("t-slow_step-steps97-100.jsonl"),
+            "{stats:?}"
+        );
+        assert_strictly_valid(&stats.dumps[0]);
+        let d = read_trace(&stats.dumps[0]).unwrap().dump.unwrap();
+        assert_eq!((d.trigger_step, d.first_step, d.last_step), (100, 97, 100));
+    }
+}
+
+#[test]
+fn a_file_beside_the_ring_ends_incomplete_and_the_ring_dumps_on_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("whole.jsonl");
+    let dumps_dir = dir.path().join("dumps");
+    let (s, mock) = beside(&dumps_dir, &file, run(), |c| c.before(2));
+    let mut carry = None;
+    for i in 0..6 {
+        work(&s, &mock, i, STEP, &mut carry);
+        s.step();
+    }
+    work(&s, &mock, 6, STEP, &mut carry);
+    drop(s);
+    let found = dumps(&dumps_dir);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].ends_with("t-exit-steps4-6.jsonl"), "{found:?}");
+    assert_strictly_valid(&found[0]);
+    // The file has every step, the unfinished one included, and says it is incomplete.
+    let (steps, ops) = steps_and_ops(&file);
+    assert_eq!((steps, ops), ((1..=6).collect::<Vec<u64>>(), 7));
+    let v = validate_file(&file, ReadOptions::strict()).unwrap();
+    assert!(v.incomplete, "{v:?}");
+}
+
+#[test]
+fn a_file_beside_the_ring_is_claimed_as_open_claims_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("taken.jsonl");
+    std::fs::write(&file, b"someone's\n").unwrap();
+    let cfg = FlightConfig::new(dir.path().join("dumps")).beside_file(&file);
+    let err = TraceSession::flight(run(), cfg.clone()).unwrap_err();
+    assert!(
+        matches!(err, trace_record::TraceError::Exists { .. }),
+        "{err:?}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"someone's\n");
+    // Asked to replace it, the session does.
+    let s = TraceSession::flight(run().overwrite(true), cfg).unwrap();
+    s.step();
+    s.finish().unwrap();
+    assert_strictly_valid(&file);
+}
+
+#[test]
+fn a_compressed_file_beside_the_ring_reads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("whole.jsonl.zst");
+    let dumps_dir = dir.path().join("dumps");
+    let (s, mock) = beside(&dumps_dir, &file, run(), |c| c.ring_bytes(16_384));
+    let mut carry = None;
+    for i in 0..50 {
+        work(&s, &mock, i, STEP, &mut carry);
+        s.step();
+    }
+    s.finish().unwrap();
+    assert_eq!(
+        std::fs::read(&file).unwrap()[..4],
+        trace_record::ZSTD_MAGIC[..]
+    );
+    assert_strictly_valid(&file);
+    let (steps, ops) = steps_and_ops(&file);
+    assert_eq!((steps, ops), ((1..=50).collect::<Vec<u64>>(), 50));
+    assert!(dumps(&dumps_dir).is_empty());
+}
