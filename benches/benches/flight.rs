@@ -1,35 +1,83 @@
 //! Benchmark suite `flight`.
 //!
-//! The flight recorder (`TraceSession::flight`: a bounded in-memory ring of whole steps)
-//! against a session writing a file and against no recording at all, on one decode-like loop:
-//! steps of [`STEP_OPS`] ops inside a span, with [`pace`]'s busy work (about a microsecond)
-//! between two ops, then `step()`. Each round times [`STEPS`] steps of each mode (wall time,
-//! `finish` included), the order of the modes rotating round by round so that drift hits all
-//! alike; rows are medians per step with the median of the per-round ratios. The machine's
-//! other vCPUs are left idle (no spinner): compare the ratios, not the absolute times.
+//! The flight recorder (`TraceSession::flight`, `Capture::flight`: a bounded in-memory ring
+//! of whole steps) against a session writing a file and against no recording at all, in three
+//! workloads. In each, the three modes are timed in the same run, round by round, the order of
+//! the modes rotating so that drift hits all alike; rows are medians with the median of the
+//! per-round ratios (`median_paired_ratio_vs_…`). The machine's other vCPUs are left idle (no
+//! spinner): compare the ratios, not the absolute times. The rings' triggers never fire here
+//! (no explicit dump, finite losses and gradients, the other triggers off): each checks at
+//! the end that it wrote no dump and evicted steps, so the rows measure the ring's steady
+//! state.
 //!
-//! The ring holds 2 MiB (about 250 of these steps), so most of a round runs in the ring's
-//! steady state, evicting a step for each one recorded.
+//! - `flight/step_loop_{ring,file}`: a decode-like loop of [`STEP_OPS`] ops inside a span per
+//!   step, with [`pace`]'s busy work (about a microsecond) between two ops, then `step()`,
+//!   recorded through `TraceSession` directly. Each round times [`STEPS`] steps of each mode
+//!   (wall time, `finish` included). The ring holds 2 MiB (about 250 of these steps).
+//! - `flight/train_step_{ring,file}`: one step of `tracegraph demo`'s trainer (full batch of
+//!   1024 × 32, MLP 32-128-128-4, AdamW, CPU; `crates/tracegraph/src/demo/mlp.rs`, included
+//!   below) through a `Capture` recording everything (schedule always active, as the
+//!   `capture` suite's row), with `Capture::open` (file) or `Capture::flight` (ring of
+//!   [`TRAIN_RING_BYTES`]), against the same step uninstrumented (`plain`). Three sets of
+//!   three trainers, each set created in another order (creation order alone biased an A/A
+//!   run by up to ~8% in the `capture` suite), take turns.
+//! - `flight/decode_{ring,file}`: one generation of the tiny candle-transformers Llama of
+//!   `profile_llama` (`crates/trace-candle/examples/profile_llama.rs`, included below for its
+//!   configuration and sizes): prefill of the 16-token prompt then 20 greedy decode steps with
+//!   the example's capture lines (its `tracing` spans, parameters, `op("llama.forward")`, the
+//!   KV cache's `buffer_shape`, resident memory sampled at step ends, `step()` per forward),
+//!   reported per step (a generation's time over its 21 forwards). Three sets of three models
+//!   as above; the ring holds [`DECODE_RING_BYTES`].
 //!
-//! - `flight/step_loop_ring ns_per_step` against `file`: what the ring costs beside writing
-//!   the same lines to a file (target: no more).
-//! - `flight/step_loop_ring ns_per_step` against `plain`, and `flight/step_loop_file` against
-//!   `plain`: each against the loop without recording.
+//! Each `*_ring` row is reported against `file` (target: the ring costs no more than the file,
+//! ratio ≤ 1) and against `plain`; each `*_file` row against `plain`.
 //!
-//! Not here yet: the demo training step and the tiny-Llama decode through trace-candle's
-//! `Capture` (the capture has no flight constructor yet).
+//! Set `RAYON_NUM_THREADS` for Candle's fast path (`cargo xtask bench` does): without it
+//! candle-core reads /proc on every matmul, which inflates the plain work the rows compare
+//! against.
 
+use std::error::Error;
 use std::hint::black_box;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use trace_record::schema::{Phase, SpanKind};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{VarBuilder, VarMap};
+use candle_transformers::models::llama::{Cache, Config, Llama};
+use trace_candle::Capture;
+use trace_record::schema::{Phase, Schedule, SpanKind};
 use trace_record::{FlightConfig, OpRecord, Run, TraceSession};
 use tracegraph_benches::{Row, emit, median, quick};
 
-/// Ops per step.
+// The trainer `tracegraph demo` runs: one home (the CLI), measured here as is.
+#[path = "../../crates/tracegraph/src/demo/mlp.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod mlp;
+
+// The model `profile_llama` profiles: one home (the example), measured here as is.
+#[path = "../../crates/trace-candle/examples/profile_llama.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod profile_llama;
+
+use mlp::MlpTrainer;
+use profile_llama::{DECODE, PROMPT, tiny_config};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// Ops per step of the step loop.
 const STEP_OPS: u64 = 32;
-/// Steps per timed round.
+/// Steps per timed round of the step loop.
 const STEPS: u64 = 2_000;
+/// The train-step rings' bound: about 40 of the demo's steps (24 KiB each).
+const TRAIN_RING_BYTES: usize = 1 << 20;
+/// The decode rings' bound: about 90 decode steps (22 KiB each).
+const DECODE_RING_BYTES: usize = 2 << 20;
+
+/// The three modes, in the order of the arrays below.
+const MODES: [&str; 3] = ["plain", "file", "ring"];
+const PLAIN: usize = 0;
+const FILE: usize = 1;
+const RING: usize = 2;
 
 /// About a microsecond of a program's work between two ops.
 fn pace(seed: u64) -> u64 {
@@ -44,6 +92,33 @@ fn pace(seed: u64) -> u64 {
 
 fn run() -> Run {
     Run::new("benches::flight", Phase::Infer, "cpu")
+}
+
+/// A flight recorder's configuration for the bench: dumps under `dir`, a ring of `bytes`,
+/// only the default triggers (explicit dumps, which nobody asks for, and non-finite values,
+/// which do not occur).
+fn ring_config(dir: &Path, bytes: usize) -> FlightConfig {
+    FlightConfig::new(dir).ring_bytes(bytes)
+}
+
+/// Checks that a ring wrote no dump (no trigger fired) and evicted steps (it ran in its
+/// steady state); prints its figures.
+fn check_ring(what: &str, stats: Option<trace_record::FlightStats>) -> Res<()> {
+    let stats = stats.ok_or_else(|| format!("{what}: not a flight recorder"))?;
+    eprintln!(
+        "{what}: ring of {} steps, {} bytes; {} steps evicted; {} dumps",
+        stats.ring_steps,
+        stats.ring_bytes,
+        stats.evicted_steps,
+        stats.dumps.len()
+    );
+    if !stats.dumps.is_empty() || stats.pending > 0 || stats.suppressed > 0 {
+        return Err(format!("{what}: a trigger fired: {stats:?}").into());
+    }
+    if stats.evicted_steps == 0 {
+        return Err(format!("{what}: the ring never filled: {stats:?}").into());
+    }
+    Ok(())
 }
 
 /// The loop, recording into `session` when there is one; wall ns per step.
@@ -85,29 +160,286 @@ fn step_loop(session: Option<&TraceSession>) -> f64 {
     start.elapsed().as_nanos() as f64 / STEPS as f64
 }
 
-fn time(mode: usize, dir: &std::path::Path, round: usize) -> f64 {
-    match mode {
-        0 => step_loop(None),
-        1 => {
+fn time_step_loop(mode: usize, dir: &Path, round: usize) -> Res<f64> {
+    Ok(match mode {
+        PLAIN => step_loop(None),
+        FILE => {
             let path = dir.join(format!("file-{round}.jsonl"));
-            let s = TraceSession::open(&path, run()).expect("a temp file");
+            let s = TraceSession::open(&path, run())?;
             let t = step_loop(Some(&s));
-            let _ = std::fs::remove_file(&path);
+            std::fs::remove_file(&path)?;
             t
         }
         _ => {
-            let s = TraceSession::flight(
-                run(),
-                FlightConfig::new(dir.join("dumps")).ring_bytes(2 << 20),
-            )
-            .expect("a flight recorder");
-            step_loop(Some(&s))
+            let s = TraceSession::flight(run(), ring_config(&dir.join("dumps"), 2 << 20))?;
+            let t = step_loop(Some(&s));
+            if round == 0 {
+                check_ring("flight/step_loop_ring", s.flight_stats())?;
+            }
+            t
         }
+    })
+}
+
+/// Emits the rows of one workload from its times per mode (`t[PLAIN]`, `t[FILE]`, `t[RING]`,
+/// round by round): `<prefix>_ring` against `file` and `plain`, `<prefix>_file` against
+/// `plain`, each with the median of the per-round ratios.
+fn emit_modes(prefix: &str, metric: &str, t: &[Vec<f64>; 3]) {
+    let paired = |a: usize, b: usize| -> f64 {
+        let mut r: Vec<f64> = t[a].iter().zip(&t[b]).map(|(x, y)| x / y).collect();
+        median(&mut r)
+    };
+    let med = |m: usize| median(&mut t[m].clone());
+    eprintln!("{prefix}: {} rounds", t[PLAIN].len());
+    let ring = format!("{prefix}_ring");
+    let file = format!("{prefix}_file");
+    for (bench, mode, baseline) in [
+        (&ring, RING, FILE),
+        (&ring, RING, PLAIN),
+        (&file, FILE, PLAIN),
+    ] {
+        let name = MODES[baseline];
+        emit(Row::new(bench, metric, med(mode), "ns").vs(name, med(baseline)));
+        emit(Row::new(
+            bench,
+            &format!("median_paired_ratio_vs_{name}"),
+            paired(mode, baseline),
+            "x",
+        ));
     }
 }
 
-fn main() {
-    let dir = tempfile::tempdir().expect("a temp dir");
+/// Rounds until the budget is spent (bounded both ways): each times one call of `work` on
+/// each mode of one set, sets taking turns, the order of the modes rotating. Returns the
+/// times per mode, round by round.
+fn rotate<M>(
+    sets: &mut [[M; 3]],
+    (warmup, budget, min_rounds, max_rounds): (usize, Duration, usize, usize),
+    mut work: impl FnMut(&mut M) -> Res<()>,
+) -> Res<[Vec<f64>; 3]> {
+    for set in sets.iter_mut() {
+        for m in set.iter_mut() {
+            for _ in 0..warmup {
+                work(m)?;
+            }
+        }
+    }
+    let mut t: [Vec<f64>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    let started = Instant::now();
+    let mut round = 0usize;
+    while round < max_rounds && (round < min_rounds || started.elapsed() < budget) {
+        let n = sets.len();
+        let set = &mut sets[round % n];
+        for k in 0..3 {
+            let mode = (round / n + k) % 3;
+            let start = Instant::now();
+            work(&mut set[mode])?;
+            t[mode].push(start.elapsed().as_nanos() as f64);
+        }
+        round += 1;
+    }
+    Ok(t)
+}
+
+/// The capture of one mode: `None` for plain.
+fn capture(
+    mode: usize,
+    dir: &Path,
+    name: &str,
+    ring_bytes: usize,
+    run: Run,
+) -> Res<Option<Capture>> {
+    Ok(match mode {
+        PLAIN => None,
+        FILE => Some(Capture::open(dir.join(format!("{name}.jsonl")), run)?),
+        _ => Some(Capture::flight(
+            run,
+            ring_config(&dir.join(name), ring_bytes),
+        )?),
+    })
+}
+
+/// Three sets of one thing per mode, each set created in another order of the modes.
+fn sets<M>(mut make: impl FnMut(usize, usize) -> Res<M>) -> Res<Vec<[M; 3]>> {
+    let mut sets = Vec::new();
+    for s in 0..3 {
+        let mut made: [Option<M>; 3] = [None, None, None];
+        for k in 0..3 {
+            let mode = (s + k) % 3;
+            made[mode] = Some(make(s, mode)?);
+        }
+        let [a, b, c] = made;
+        sets.push([a.ok_or("unmade")?, b.ok_or("unmade")?, c.ok_or("unmade")?]);
+    }
+    Ok(sets)
+}
+
+/// Finishes each set's captures; the rings must have stayed quiet.
+fn finish_all(what: &str, captures: impl Iterator<Item = (usize, Capture)>) -> Res<()> {
+    for (mode, c) in captures {
+        if mode == RING {
+            check_ring(what, c.flight_stats())?;
+        }
+        let summary = c.finish()?;
+        if summary.counts.op == 0 {
+            return Err(format!("{what}: the {} capture recorded no op", MODES[mode]).into());
+        }
+    }
+    Ok(())
+}
+
+fn train_rows(dir: &Path) -> Res<()> {
+    const SEED: u64 = 42;
+    const LR: f64 = 0.01;
+    let mut captures = Vec::new();
+    let mut sets = sets(|s, mode| {
+        let run =
+            Run::new("benches::flight::train", Phase::Train, "cpu").schedule(Schedule::always());
+        let c = capture(
+            mode,
+            dir,
+            &format!("train-{s}-{mode}"),
+            TRAIN_RING_BYTES,
+            run,
+        )?;
+        let trainer = MlpTrainer::new(c.as_ref(), SEED, LR)?;
+        if let Some(c) = c {
+            captures.push((mode, c));
+        }
+        Ok(trainer)
+    })?;
+    let limits = if quick() {
+        (5, Duration::from_secs(12), 30, 3000)
+    } else {
+        (20, Duration::from_secs(45), 150, 30000)
+    };
+    let t = rotate(&mut sets, limits, |m| {
+        black_box(m.step()?);
+        Ok(())
+    })?;
+    finish_all("flight/train_step_ring", captures.into_iter())?;
+    emit_modes("flight/train_step", "ns_per_step (median)", &t);
+    Ok(())
+}
+
+/// One tiny Llama, profiled as `profile_llama` profiles it (`capture` set) or not.
+struct Model {
+    cfg: Config,
+    device: Device,
+    llama: Llama,
+    capture: Option<Capture>,
+}
+
+impl Model {
+    fn new(capture: Option<Capture>, cfg: &Config) -> Res<Model> {
+        let device = Device::Cpu;
+        let cfg = cfg.clone();
+        let varmap = VarMap::new();
+        let load = || Llama::load(VarBuilder::from_varmap(&varmap, DType::F32, &device), &cfg);
+        let llama = match &capture {
+            Some(c) => tracing::subscriber::with_default(c.tracing_subscriber(), load)?,
+            None => load()?,
+        };
+        let capture = capture.map(|c| c.sampling_memory(&device));
+        if let Some(c) = &capture {
+            c.parameters_varmap(&varmap);
+        }
+        Ok(Model {
+            cfg,
+            device,
+            llama,
+            capture,
+        })
+    }
+
+    /// Prefill of `prompt`, then [`DECODE`] greedy decode steps with a fresh KV cache; one
+    /// step per forward.
+    fn generate(&self, prompt: &[u32]) -> Res<Vec<u32>> {
+        let cfg = &self.cfg;
+        let head_dim = cfg.hidden_size / cfg.num_attention_heads;
+        let mut cache = Cache::new(true, DType::F32, cfg, &self.device)?;
+        let mut tokens = prompt.to_vec();
+        let mut pos = 0;
+        for step in 0..=DECODE {
+            let context = if step == 0 {
+                &tokens[..]
+            } else {
+                &tokens[tokens.len() - 1..]
+            };
+            let input = Tensor::new(context, &self.device)?.unsqueeze(0)?;
+            let mut forward = || self.llama.forward(&input, pos, &mut cache);
+            let logits = match &self.capture {
+                Some(c) => c.op("llama.forward", &[&input], forward)?,
+                None => forward()?,
+            };
+            pos += context.len();
+            if let Some(c) = &self.capture {
+                let kv = [
+                    cfg.num_hidden_layers,
+                    2,
+                    1,
+                    cfg.num_key_value_heads,
+                    pos,
+                    head_dim,
+                ];
+                c.buffer_shape("kv_cache", &kv, DType::F32, &self.device);
+            }
+            tokens.push(logits.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?);
+            if let Some(c) = &self.capture {
+                c.step();
+            }
+        }
+        Ok(tokens.split_off(prompt.len()))
+    }
+}
+
+fn decode_rows(dir: &Path) -> Res<()> {
+    let cfg = tiny_config();
+    let mut captures = Vec::new();
+    let mut sets = sets(|s, mode| {
+        let run = Run::new("benches::flight::decode", Phase::Infer, "cpu");
+        let c = capture(
+            mode,
+            dir,
+            &format!("decode-{s}-{mode}"),
+            DECODE_RING_BYTES,
+            run,
+        )?;
+        if let Some(c) = &c {
+            captures.push((mode, c.clone()));
+        }
+        Model::new(c, &cfg)
+    })?;
+    let prompt: Vec<u32> = (0..PROMPT as u32).map(|i| (i * 37 + 11) % 1000).collect();
+    let limits = if quick() {
+        (3, Duration::from_secs(12), 30, 3000)
+    } else {
+        (10, Duration::from_secs(45), 150, 30000)
+    };
+    let mut t = rotate(&mut sets, limits, |m| {
+        let tokens = m.generate(&prompt)?;
+        if tokens.len() != DECODE + 1 {
+            return Err(format!("generated {} tokens", tokens.len()).into());
+        }
+        black_box(tokens);
+        Ok(())
+    })?;
+    finish_all("flight/decode_ring", captures.into_iter())?;
+    let forwards = (DECODE + 1) as f64;
+    for mode in &mut t {
+        for x in mode.iter_mut() {
+            *x /= forwards;
+        }
+    }
+    emit_modes(
+        "flight/decode",
+        "ns_per_step (median, generation / 21 forwards)",
+        &t,
+    );
+    Ok(())
+}
+
+fn step_loop_rows(dir: &Path) -> Res<()> {
     let budget = if quick() {
         Duration::from_secs(3)
     } else {
@@ -119,35 +451,18 @@ fn main() {
     while round < 5 || (started.elapsed() < budget && round < 200) {
         for k in 0..3 {
             let mode = (round + k) % 3;
-            t[mode].push(time(mode, dir.path(), round));
+            t[mode].push(time_step_loop(mode, dir, round)?);
         }
         round += 1;
     }
-    let paired = |a: usize, b: usize| -> f64 {
-        let mut r: Vec<f64> = t[a].iter().zip(&t[b]).map(|(x, y)| x / y).collect();
-        median(&mut r)
-    };
-    let (mut plain, mut file, mut ring) = (t[0].clone(), t[1].clone(), t[2].clone());
-    let (plain, file, ring) = (median(&mut plain), median(&mut file), median(&mut ring));
-    emit(Row::new("flight/step_loop_ring", "ns_per_step", ring, "ns").vs("file", file));
-    emit(Row::new(
-        "flight/step_loop_ring",
-        "median_paired_ratio_vs_file",
-        paired(2, 1),
-        "x",
-    ));
-    emit(Row::new("flight/step_loop_ring", "ns_per_step", ring, "ns").vs("plain", plain));
-    emit(Row::new(
-        "flight/step_loop_ring",
-        "median_paired_ratio_vs_plain",
-        paired(2, 0),
-        "x",
-    ));
-    emit(Row::new("flight/step_loop_file", "ns_per_step", file, "ns").vs("plain", plain));
-    emit(Row::new(
-        "flight/step_loop_file",
-        "median_paired_ratio_vs_plain",
-        paired(1, 0),
-        "x",
-    ));
+    emit_modes("flight/step_loop", "ns_per_step", &t);
+    Ok(())
+}
+
+fn main() -> Res<()> {
+    let dir = tempfile::tempdir()?;
+    step_loop_rows(dir.path())?;
+    train_rows(dir.path())?;
+    decode_rows(dir.path())?;
+    Ok(())
 }
