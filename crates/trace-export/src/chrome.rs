@@ -836,7 +836,12 @@ impl<W: Write> Chrome<W> {
             Event::SpanStart(_) | Event::SpanEnd(_) | Event::Op(_) | Event::Tensor(_) => {}
             // Sampled stacks (schema version 2) are estimates, not timed events: the folded
             // export and `tracegraph hot` show them.
-            Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {}
+            Event::Frame(_)
+            | Event::Stack(_)
+            | Event::Samples(_)
+            | Event::Sampler(_)
+            | Event::Module(_)
+            | Event::RawStack(_) => {}
             // The tracked heap (schema version 2) is shown by `tracegraph memory`.
             Event::HeapAlloc(a) => {
                 self.heap_change(step, a.ts)?;

@@ -422,6 +422,8 @@ impl<'a, W: Write> Exporter<'a, W> {
                     self.flush_full(Table::Stacks)?;
                 }
             }
+            // Raw stacks (addresses) are symbolized by the CLI's loader, not exported.
+            Event::Module(_) | Event::RawStack(_) => {}
             Event::Gradient(g) => {
                 let key = self.key();
                 self.gradients.push(key, line, g)?;

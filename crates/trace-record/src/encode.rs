@@ -52,7 +52,12 @@ fn encode_into(event: &Event, default_device: &str, out: &mut LineBuf) {
         Event::Step(e) => step(out, e.index, e.ts),
         Event::Marker(e) => marker(out, &e.name, e.span, e.ts),
         Event::Counter(e) => counter(out, &e.name, e.value, e.ts),
-        Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_) => {
+        Event::Frame(_)
+        | Event::Stack(_)
+        | Event::Samples(_)
+        | Event::Sampler(_)
+        | Event::Module(_)
+        | Event::RawStack(_) => {
             sampled(out, event);
         }
         Event::HeapAlloc(_) | Event::HeapFree(_) | Event::HeapSmall(_) | Event::HeapAccount(_) => {
@@ -61,7 +66,7 @@ fn encode_into(event: &Event, default_device: &str, out: &mut LineBuf) {
     }
 }
 
-/// A sampled-stack line (`frame`, `stack`, `samples`, `sampler`; version 2). These are written
+/// A sampled-stack line (`frame`, `stack`, `samples`, `sampler`, `module`, `raw_stack`; version 2). These are written
 /// by a sampler's own thread, a few per step, never on a recording hot path, so serde writes
 /// them (`type` first, optional fields omitted, like every other line).
 pub(crate) fn sampled(out: &mut LineBuf, event: &Event) {

@@ -709,6 +709,8 @@ fn parse_line(
         EventType::HeapFree => Event::HeapFree(from_slice_at(line, no)?),
         EventType::HeapSmall => Event::HeapSmall(from_slice_at(line, no)?),
         EventType::HeapAccount => Event::HeapAccount(from_slice_at(line, no)?),
+        EventType::Module => Event::Module(from_slice_at(line, no)?),
+        EventType::RawStack => Event::RawStack(from_slice_at(line, no)?),
     };
     if mode == ReadMode::Strict
         && let Some(key) = null_value(line)

@@ -53,7 +53,9 @@ pub fn step_time_ns(event: &Event) -> Option<u64> {
         | Event::HeapAlloc(_)
         | Event::HeapFree(_)
         | Event::HeapSmall(_)
-        | Event::HeapAccount(_) => None,
+        | Event::HeapAccount(_)
+        | Event::Module(_)
+        | Event::RawStack(_) => None,
     }
 }
 

@@ -81,14 +81,15 @@ pub enum IssueKind {
     },
     /// A `frame` or `stack` reused an id defined before (version 2).
     DuplicateInterned {
-        /// `frame` or `stack`.
+        /// `frame`, `stack`, `module` or `raw_stack`.
         what: &'static str,
         /// The id.
         id: u64,
     },
-    /// A `stack` names a frame, or a `samples` line a stack, never defined (version 2).
+    /// A `stack` names a frame, a `raw_stack` a module, or a `samples` line a stack (by a
+    /// `stack` or `raw_stack` line), never defined (version 2).
     UnknownInterned {
-        /// `frame` or `stack`.
+        /// `frame`, `module` or `stack`.
         what: &'static str,
         /// The unknown id.
         id: u64,
@@ -334,7 +335,12 @@ struct Heap {
 struct Sampled {
     frames: std::collections::HashSet<u64, IdHash>,
     stacks: std::collections::HashSet<u64, IdHash>,
-    /// (line, `frame` or `stack`, id) references to ids not yet defined, checked at the end.
+    /// Stack ids defined by a `raw_stack` line (a stack id is defined by a `stack` line, a
+    /// `raw_stack` line or both: the sampler writes the raw one while it samples and the
+    /// resolved one, under the same id, when it stops).
+    raw_stacks: std::collections::HashSet<u64, IdHash>,
+    modules: std::collections::HashSet<u64, IdHash>,
+    /// (line, `frame`, `stack` or `module`, id) references to ids not yet defined, checked at the end.
     refs: Vec<(u64, &'static str, u64)>,
     /// Step → sum of its `samples` counts.
     counted: IdMap<u64>,
@@ -525,8 +531,38 @@ impl Validator {
                     }
                 }
             }
+            Event::Module(m) => {
+                if !self.sampled.modules.insert(m.id) {
+                    self.issue(
+                        line,
+                        IssueKind::DuplicateInterned {
+                            what: "module",
+                            id: m.id,
+                        },
+                    );
+                }
+            }
+            Event::RawStack(st) => {
+                if !self.sampled.raw_stacks.insert(st.id) {
+                    self.issue(
+                        line,
+                        IssueKind::DuplicateInterned {
+                            what: "raw_stack",
+                            id: st.id,
+                        },
+                    );
+                }
+                // Module 0: an address no module held.
+                for &[m, _] in &st.frames {
+                    if m != 0 && !self.sampled.modules.contains(&m) {
+                        self.sampled.refs.push((line, "module", m));
+                    }
+                }
+            }
             Event::Samples(sm) => {
-                if !self.sampled.stacks.contains(&sm.stack) {
+                if !self.sampled.stacks.contains(&sm.stack)
+                    && !self.sampled.raw_stacks.contains(&sm.stack)
+                {
                     self.sampled.refs.push((line, "stack", sm.stack));
                 }
                 if let Some(s) = sm.span {
@@ -656,7 +692,8 @@ impl Validator {
         for (line, what, id) in sampled.refs {
             let known = match what {
                 "frame" => sampled.frames.contains(&id),
-                _ => sampled.stacks.contains(&id),
+                "module" => sampled.modules.contains(&id),
+                _ => sampled.stacks.contains(&id) || sampled.raw_stacks.contains(&id),
             };
             if !known {
                 self.issue(line, IssueKind::UnknownInterned { what, id });

@@ -48,7 +48,9 @@
 //! `backtrace` crate's unwinder into a preallocated lock-free buffer (the `ring` module, safe
 //! code over atomics), with the step, the thread and the current scope (phase and innermost
 //! open span of any kind, see [`set_scope`]). Nothing on the signal path allocates or locks.
-//! The sampler thread drains the buffer, interns each raw address sequence as a stack, and
+//! The sampler thread drains the buffer, interns each raw address sequence as a stack (its
+//! `raw_stack` line: per frame, the mapped file from `/proc/self/maps`, whose `module` line
+//! gives its path, GNU build id and load bias, and the file address), and
 //! when a recorded step ends writes its `samples` lines and a `sampler` line with the samples
 //! taken and lost and the process CPU time (schema version 2). Nothing is symbolized while
 //! steps are recorded: when sampling stops, the same thread symbolizes and demangles every
@@ -117,6 +119,8 @@
 mod control;
 mod scope_cell;
 
+#[cfg(all(feature = "enabled", target_os = "linux"))]
+mod modules;
 #[cfg(all(feature = "enabled", target_os = "linux"))]
 mod perf_sys;
 #[cfg(all(feature = "enabled", target_os = "linux"))]

@@ -1,7 +1,10 @@
 //! Sampled stacks: raw address sequences interned while steps are recorded, symbolized after.
 //!
 //! While sampling, [`RawStacks`] only interns each raw stack (its instruction pointers) under
-//! a stack id: no debug information is read, nothing is demangled (reading a binary's debug
+//! a stack id and queues its `raw_stack` line (each address as a module and file address,
+//! the `module` line before the first stack naming it: what a reader needs to symbolize the
+//! stack itself when the run is killed before sampling stops): no debug information is read,
+//! nothing is demangled (reading a binary's debug
 //! information costs a Candle model's process 150 MiB and more of resident memory and a few
 //! hundred milliseconds of CPU, which must not land in the recorded steps). When sampling
 //! stops, [`RawStacks::resolve`] symbolizes every stack once, with the [`Symbols`] interner,
@@ -12,9 +15,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use trace_record::schema::{Event, FrameEvent, StackEvent};
+use trace_record::schema::{Event, FrameEvent, RawStackEvent, StackEvent};
 
 use crate::FastMap;
+use crate::modules::Modules;
 
 /// What an instruction pointer resolved to.
 #[derive(Debug, Clone)]
@@ -39,18 +43,37 @@ static NEXT_FRAME: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug, Default)]
 pub(super) struct RawStacks {
     ids: FastMap<Box<[usize]>, u64>,
+    /// The mapped files the stacks point into.
+    modules: Modules,
+    /// `module` and `raw_stack` lines not yet written, in definition order.
+    pending: Vec<Event>,
 }
 
 impl RawStacks {
     /// The stack id of a raw stack (interned: the same addresses get the same id). No
-    /// symbolization: one hash lookup, and one allocation for a stack not seen before.
+    /// symbolization: one hash lookup; for a stack not seen before, one allocation and its
+    /// `raw_stack` line queued (each address looked up in the module map).
     pub(super) fn intern(&mut self, ips: &[usize]) -> u64 {
         if let Some(&id) = self.ids.get(ips) {
             return id;
         }
         let id = NEXT_STACK.fetch_add(1, Ordering::Relaxed);
         self.ids.insert(ips.into(), id);
+        let frames = ips
+            .iter()
+            .map(|&ip| self.modules.locate(ip, &mut self.pending))
+            .collect();
+        self.pending
+            .push(Event::RawStack(RawStackEvent { id, frames }));
         id
+    }
+
+    /// The `module` and `raw_stack` lines queued since the last call (each module before the
+    /// first stack naming it). A recorded step ends with it: an address in no known mapping
+    /// may read the process's map again.
+    pub(super) fn take_raw(&mut self) -> Vec<Event> {
+        self.modules.step_ended();
+        std::mem::take(&mut self.pending)
     }
 
     /// No raw stack interned.

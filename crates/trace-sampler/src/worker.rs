@@ -2,8 +2,10 @@
 //! the stacks once sampling stopped.
 //!
 //! While steps are recorded it only interns raw stacks (addresses) and writes each step's
-//! `samples` lines (naming stacks by id) and `sampler` line: no debug information is loaded
-//! then. When sampling stops it symbolizes every stack seen and writes the `frame` and `stack`
+//! `samples` lines (naming stacks by id) and `sampler` line, after the `module` and `raw_stack`
+//! lines of the stacks first seen (module and file address per frame: a reader symbolizes
+//! them from the files when the run is killed before sampling stops): no debug information is
+//! loaded then. When sampling stops it symbolizes every stack seen and writes the `frame` and `stack`
 //! lines (before the session's trailer: a sampler stops before its session finishes), then
 //! gives the symbolizer's memory back and ends.
 
@@ -92,6 +94,8 @@ impl Worker {
                 }
                 Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => {
                     self.drain_settled(written);
+                    let raw = self.stacks.take_raw();
+                    self.session.record_sampled(&raw);
                     self.define_stacks();
                     break;
                 }
@@ -160,7 +164,9 @@ impl Worker {
         // This step's losses only (a lagging sampler thread may flush it while later steps
         // lose samples), and the samples that arrived after their own step was written.
         let lost = ring().take_lost(end.step) + std::mem::take(&mut self.late);
-        let mut events = Vec::with_capacity(rows.len() + 1);
+        // The raw stacks first seen (and their modules) before the lines naming them.
+        let mut events = self.stacks.take_raw();
+        events.reserve(rows.len() + 1);
         let mut taken = 0u64;
         for ((tid, stack, scope), n) in rows {
             let (phase, span) = unpack(scope);

@@ -41,7 +41,8 @@ pub const SCHEMA_NAME: &str = "tracegraph-trace";
 /// The schema version this crate writes. Readers accept this version and the one before.
 ///
 /// Version 2 added the sampled-stack events (`frame`, `stack`, `samples`, `sampler`) and the
-/// tracked-heap events (`heap_alloc`, `heap_free`, `heap_small`, `heap_account`); a version 1
+/// tracked-heap events (`heap_alloc`, `heap_free`, `heap_small`, `heap_account`), and later,
+/// without a version change, the raw sampled stacks (`module`, `raw_stack`); a version 1
 /// trace is a version 2 trace without them.
 pub const SCHEMA_VERSION: u32 = 2;
 /// The oldest schema version the reader accepts (`SCHEMA_VERSION - 1`).
@@ -209,6 +210,12 @@ pub struct EventCounts {
     /// `heap_account` events (version 2; omitted from a trailer when zero).
     #[serde(skip_serializing_if = "is_zero")]
     pub heap_account: u64,
+    /// `module` events (version 2; omitted from a trailer when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub module: u64,
+    /// `raw_stack` events (version 2; omitted from a trailer when zero).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub raw_stack: u64,
 }
 
 #[allow(
@@ -267,6 +274,8 @@ impl std::ops::Index<EventType> for EventCounts {
             EventType::HeapFree => &self.heap_free,
             EventType::HeapSmall => &self.heap_small,
             EventType::HeapAccount => &self.heap_account,
+            EventType::Module => &self.module,
+            EventType::RawStack => &self.raw_stack,
         }
     }
 }
@@ -293,6 +302,8 @@ impl std::ops::IndexMut<EventType> for EventCounts {
             EventType::HeapFree => &mut self.heap_free,
             EventType::HeapSmall => &mut self.heap_small,
             EventType::HeapAccount => &mut self.heap_account,
+            EventType::Module => &mut self.module,
+            EventType::RawStack => &mut self.raw_stack,
         }
     }
 }
@@ -583,6 +594,46 @@ pub struct StackEvent {
     pub frames: Vec<u64>,
 }
 
+/// `module` (version 2): one executable or shared object that raw sampled stacks
+/// (`raw_stack`) point into, as it was loaded in the recording process: what a reader needs to
+/// symbolize their addresses from the file on disk when the trace has no `stack` line for them
+/// (a run killed before its sampler stopped).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
+pub struct ModuleEvent {
+    /// The module's id, unique in the trace; `raw_stack` frames name it.
+    pub id: u64,
+    /// The file's path as the process mapped it (`/proc/self/maps`).
+    pub path: String,
+    /// The file's GNU build id (the `NT_GNU_BUILD_ID` note), lowercase hex, when it has one: a
+    /// reader symbolizes from the file at `path` only when its build id is this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+    /// The load bias: what was added to the file's virtual addresses when it was loaded (0 for
+    /// a non-relocatable executable). A sampled address less the bias is the file address a
+    /// `raw_stack` frame records.
+    pub base: u64,
+    /// Bytes of address space the module's mappings span, from its lowest mapping.
+    pub size: u64,
+}
+
+/// `raw_stack` (version 2): one sampled call stack as addresses, before symbolization: written
+/// by the sampler while it samples (when it first sees the stack), under the id its `samples`
+/// lines name and its `stack` line (written when sampling stops, if it does) defines too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "read", derive(Deserialize))]
+pub struct RawStackEvent {
+    /// The stack's id: a `samples` line's `stack`; the `stack` line resolved from it, if any,
+    /// has the same id.
+    pub id: u64,
+    /// The frames, innermost (where the sample landed) first, as the sampler's unwinder read
+    /// them, beginning inside the sampler's signal handler: each `[module, address]`, the
+    /// `module` line's id and the file address (the sampled address less the module's
+    /// `base`; module 0 with the raw address when no module holds it). Every address but the
+    /// one the signal interrupted is a return address.
+    pub frames: Vec<[u64; 2]>,
+}
+
 /// `samples` (version 2): `n` CPU samples that landed in one stack, on one thread, in one
 /// recorded step (and phase and span, when known). Sample counts are estimates of where CPU
 /// time went, not measured durations.
@@ -821,6 +872,10 @@ pub enum Event {
     HeapSmall(HeapSmallEvent),
     /// The heap tracker's account of one step (version 2).
     HeapAccount(HeapAccountEvent),
+    /// A loaded executable or shared object that raw stacks point into (version 2).
+    Module(ModuleEvent),
+    /// A sampled stack as module addresses, before symbolization (version 2).
+    RawStack(RawStackEvent),
 }
 
 impl Event {
@@ -845,6 +900,8 @@ impl Event {
             Event::HeapFree(_) => EventType::HeapFree,
             Event::HeapSmall(_) => EventType::HeapSmall,
             Event::HeapAccount(_) => EventType::HeapAccount,
+            Event::Module(_) => EventType::Module,
+            Event::RawStack(_) => EventType::RawStack,
         }
     }
 
@@ -865,7 +922,12 @@ impl Event {
             Event::HeapAlloc(e) => Some(e.ts),
             Event::HeapFree(e) => Some(e.ts),
             Event::HeapAccount(e) => Some(e.ts),
-            Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::HeapSmall(_) => None,
+            Event::Frame(_)
+            | Event::Stack(_)
+            | Event::Samples(_)
+            | Event::HeapSmall(_)
+            | Event::Module(_)
+            | Event::RawStack(_) => None,
         }
     }
 
@@ -889,7 +951,9 @@ impl Event {
             | Event::Counter(_)
             | Event::Frame(_)
             | Event::Stack(_)
-            | Event::Sampler(_) => None,
+            | Event::Sampler(_)
+            | Event::Module(_)
+            | Event::RawStack(_) => None,
         }
     }
 }

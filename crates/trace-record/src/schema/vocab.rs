@@ -342,6 +342,10 @@ wire_enum! {
         HeapSmall = "heap_small",
         /// `heap_account` (version 2): the heap tracker's account of one recorded step
         HeapAccount = "heap_account",
+        /// `module` (version 2): a loaded executable or shared object raw stacks point into
+        Module = "module",
+        /// `raw_stack` (version 2): a sampled stack as module addresses, before symbolization
+        RawStack = "raw_stack",
     }
 }
 
@@ -374,7 +378,9 @@ impl EventType {
             | EventType::HeapAlloc
             | EventType::HeapFree
             | EventType::HeapSmall
-            | EventType::HeapAccount => 2,
+            | EventType::HeapAccount
+            | EventType::Module
+            | EventType::RawStack => 2,
         }
     }
 

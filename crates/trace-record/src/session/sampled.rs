@@ -6,8 +6,8 @@ use crate::schema::Event;
 use super::TraceSession;
 
 impl TraceSession {
-    /// Writes sampled-stack events (`frame`, `stack`, `samples`, `sampler`; any other event
-    /// is ignored) as adjacent lines, in order, and returns how many were written.
+    /// Writes sampled-stack events (`frame`, `stack`, `samples`, `sampler`, `module`,
+    /// `raw_stack`; any other event is ignored) as adjacent lines, in order, and returns how many were written.
     ///
     /// Unlike the other records these are written outside an active window too: a sampler
     /// accounts for a recorded step after it ended, when the schedule may already have
@@ -40,7 +40,12 @@ impl TraceSession {
         let sampled = |e: &&Event| {
             matches!(
                 e,
-                Event::Frame(_) | Event::Stack(_) | Event::Samples(_) | Event::Sampler(_)
+                Event::Frame(_)
+                    | Event::Stack(_)
+                    | Event::Samples(_)
+                    | Event::Sampler(_)
+                    | Event::Module(_)
+                    | Event::RawStack(_)
             )
         };
         let types: Vec<_> = events
@@ -54,7 +59,12 @@ impl TraceSession {
         let mut out = super::output::lock(&self.out);
         if let Some(f) = out.flight.as_mut() {
             // A flight recorder keeps the interned lines for the whole run, beside the ring.
-            let interned = |e: &&Event| matches!(e, Event::Frame(_) | Event::Stack(_));
+            let interned = |e: &&Event| {
+                matches!(
+                    e,
+                    Event::Frame(_) | Event::Stack(_) | Event::Module(_) | Event::RawStack(_)
+                )
+            };
             for e in events.iter().filter(interned) {
                 encode::sampled(&mut f.interned, e);
             }

@@ -150,6 +150,18 @@ fn examples() -> (Header, Vec<Event>, Trailer) {
             value: 0.4375,
             ts: 9_100,
         }),
+        // Version 2: a raw sampled stack, written while sampling (module and file address).
+        Event::Module(ModuleEvent {
+            id: 1,
+            path: "/work/target/release/examples/mlp".into(),
+            build_id: Some("4fd2c1a8e37b5f0c9d6e2a1b7c3f8e5d4a9b0c6e".into()),
+            base: 0x55d7_c8a0_0000,
+            size: 0x2c_5000,
+        }),
+        Event::RawStack(RawStackEvent {
+            id: 1,
+            frames: vec![[1, 0x1_8a3f4], [1, 0x4_2210], [1, 0x3_10c8]],
+        }),
         // Version 2: sampled stacks of step 3.
         Event::Frame(FrameEvent {
             id: 1,
@@ -346,6 +358,8 @@ fn the_doc_examples_read_as_version_1() {
         "heap_free",
         "heap_small",
         "heap_account",
+        "module",
+        "raw_stack",
     ];
     let mut text = String::new();
     let mut trailer_counts = None;
