@@ -21,6 +21,7 @@
 pub(crate) mod heap_log;
 pub(crate) mod intern;
 pub(crate) mod load;
+pub(crate) mod resolve;
 pub(crate) mod samples;
 pub(crate) mod trace;
 
@@ -28,7 +29,8 @@ pub use heap_log::{HeapEntry, HeapLog};
 pub use intern::{FastMap, ShapeId, Sym};
 pub use load::{LoadOptions, load_path, load_reader, load_str};
 pub use samples::{
-    SampleRow, SampledFrame, SampledStacks, WAITING_FRAMES, WaitPattern, waiting_pattern,
+    ReadTimeSymbols, SampleRow, SampledFrame, SampledStacks, UnresolvedModule, WAITING_FRAMES,
+    WaitPattern, waiting_pattern,
 };
 pub use trace::{
     AUTOGRAD_LABEL, AutogradNode, CounterSample, GradEvent, GradientCounts, MemEvent, Op,

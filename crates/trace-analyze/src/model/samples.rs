@@ -162,6 +162,51 @@ pub struct SampleRow {
     pub span: Option<u64>,
 }
 
+/// What read-time symbolization did ([`SampledStacks::read_time`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReadTimeSymbols {
+    /// Stacks resolved from their raw addresses.
+    pub stacks: u64,
+    /// Modules whose frames are shown as `file+0xaddress`, and why.
+    pub unresolved: Vec<UnresolvedModule>,
+}
+
+/// A module that could not be symbolized at read time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnresolvedModule {
+    /// The path the recording process had mapped.
+    pub path: String,
+    /// Why: `missing` (no such file here), `build id differs`, `unreadable`, `not ELF`.
+    pub reason: String,
+}
+
+impl ReadTimeSymbols {
+    /// One line saying what was done, for a report's notes.
+    pub fn note(&self) -> String {
+        let mut s = format!(
+            "{} sampled stacks were symbolized at read time from the binaries on disk (the run \
+             stopped before its sampler did)",
+            self.stacks
+        );
+        if !self.unresolved.is_empty() {
+            let list: Vec<String> = self
+                .unresolved
+                .iter()
+                .map(|u| {
+                    format!(
+                        "{} ({})",
+                        trace_record::schema::shown_up_to(&u.path, 200),
+                        u.reason
+                    )
+                })
+                .collect();
+            s.push_str("; frames of these modules are shown as module+offset: ");
+            s.push_str(&list.join(", "));
+        }
+        s
+    }
+}
+
 /// The sampled stacks of a trace (empty for a trace without a sampler, and for version 1).
 ///
 /// Frames are stored compactly: every frame's strings in one text buffer, each frame a few
@@ -189,6 +234,20 @@ pub struct SampledStacks {
     /// boundary a loop's last `step()` opens, an empty step 0): every analysis counts the
     /// steps the step rule counts.
     pub outside_steps: u64,
+    /// The `module` and `raw_stack` lines, kept until loading ends (then the raw stacks no
+    /// `stack` line defined are resolved from the files on disk, and these are dropped).
+    pub(crate) raw: RawLines,
+    /// What read-time symbolization did, when the trace had stacks only as raw addresses
+    /// (a run killed before its sampler stopped); `None` when every stack was resolved by
+    /// the recorder.
+    pub read_time: Option<ReadTimeSymbols>,
+}
+
+/// The `module` and `raw_stack` lines of a trace, as read.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RawLines {
+    pub(crate) modules: Vec<trace_record::schema::ModuleEvent>,
+    pub(crate) stacks: Vec<trace_record::schema::RawStackEvent>,
 }
 
 /// A frame pattern of waiting: a function name containing `func` at a word start (the
@@ -604,22 +663,17 @@ impl SampledStacks {
         match event {
             Event::Frame(f) => self.add_frame(f.id, &f.func, f.file.as_deref(), f.inlined),
             Event::Stack(s) => {
-                let start = self.stack_frames.len() as u32;
                 // Frames are defined before the stacks naming them; an unknown one is
                 // reported by validation and left out here.
-                self.stack_frames
-                    .extend(s.frames.iter().filter_map(|&f| self.frame_index.get(f)));
-                let i = self.stacks.len() as u32;
-                let class = classify(
-                    self.stack_frames[start as usize..]
-                        .iter()
-                        .rev()
-                        .map(|&f| self.wait_class_of(f)),
-                );
-                self.stack_class.push(class);
-                self.stacks.push((start, self.stack_frames.len() as u32));
-                self.stack_index.insert(s.id, i);
+                let frames: Vec<u32> = s
+                    .frames
+                    .iter()
+                    .filter_map(|&f| self.frame_index.get(f))
+                    .collect();
+                self.push_stack(s.id, frames);
             }
+            Event::Module(m) => self.raw.modules.push(m.clone()),
+            Event::RawStack(r) => self.raw.stacks.push(r.clone()),
             Event::Samples(s) => self.samples.push(SampleRow {
                 step: s.step,
                 thread: s.thread,
@@ -633,6 +687,27 @@ impl SampledStacks {
         }
     }
 
+    /// Adds stack `id` of frame indices (outermost first), classified.
+    pub(crate) fn push_stack(&mut self, id: u64, frames: Vec<u32>) {
+        let start = self.stack_frames.len() as u32;
+        self.stack_frames.extend(frames);
+        let i = self.stacks.len() as u32;
+        let class = classify(
+            self.stack_frames[start as usize..]
+                .iter()
+                .rev()
+                .map(|&f| self.wait_class_of(f)),
+        );
+        self.stack_class.push(class);
+        self.stacks.push((start, self.stack_frames.len() as u32));
+        self.stack_index.insert(id, i);
+    }
+
+    /// Whether stack `id` is defined (by a `stack` line, or resolved from a `raw_stack`).
+    pub(crate) fn has_stack(&self, id: u64) -> bool {
+        self.stack_index.get(id).is_some()
+    }
+
     /// Loads one frame: its function, source file and whether it was inlined, under wire id
     /// `id` (a repeated id keeps naming the first frame).
     ///
@@ -641,9 +716,15 @@ impl SampledStacks {
     /// inlined functions), else `func` then `file`; then the crate's name when it comes from
     /// the file (a qualified function's crate is a part of the function).
     fn add_frame(&mut self, id: u64, func: &str, file: Option<&str>, inlined: bool) {
-        let (func, file) = (capped(func), file.map(capped));
         let i = u32::try_from(self.frames.len()).unwrap_or(u32::MAX);
         self.frame_index.insert(id, i);
+        self.push_frame(func, file, inlined);
+    }
+
+    /// Adds one frame (no wire id) and returns its index.
+    pub(crate) fn push_frame(&mut self, func: &str, file: Option<&str>, inlined: bool) -> u32 {
+        let (func, file) = (capped(func), file.map(capped));
+        let i = u32::try_from(self.frames.len()).unwrap_or(u32::MAX);
         let qualified = is_qualified(func);
         let at = self.text.len();
         self.text.push_str(func);
@@ -692,6 +773,7 @@ impl SampledStacks {
         };
         rec.flags |= class as u8;
         self.frames.push(rec);
+        i
     }
 
     /// The text of `rec` from `start` (relative to its start), `len` bytes.

@@ -186,6 +186,9 @@ pub(crate) fn load_stored(
     {
         eprintln!("tracegraph: note: {}: {note}", path.display());
     }
+    if let Some(rt) = &trace.sampled.read_time {
+        eprintln!("tracegraph: note: {}: {}", path.display(), rt.note());
+    }
     if let trace_record::Writer::Live { pid } = writer {
         let who = pid.map_or_else(|| "another session".to_string(), |p| format!("pid {p}"));
         eprintln!(

@@ -16,6 +16,7 @@ use trace_analyze::{LoadOptions, load_path};
 use trace_candle::{Capture, Phase, Run, SamplerConfig, SpanKind};
 
 mod llama_wake;
+mod read_time;
 
 /// Set in the child process: the trace path to record into.
 const CHILD: &str = "TRACEGRAPH_HOT_TEST_TRACE";
