@@ -95,7 +95,7 @@ impl SpanNames {
 /// What an export needs to know of the whole trace before it writes its first event: the
 /// span names the analyses show ([`SpanNames`]) and the driving thread before any span
 /// (the thread of the first root span), on which an op recorded outside every span is drawn.
-/// Made by [`outline`] in a first pass over the trace.
+/// Made by [`crate::outline`] in a first pass over the trace.
 #[derive(Debug, Clone, Default)]
 pub struct TraceOutline {
     /// The sibling-index rule of the trace.

@@ -12,9 +12,7 @@ use std::process::Command;
 
 use trace_analyze::{HotOptions, LoadOptions, hot_report, load_path};
 
-#[path = "../../../trace-candle/examples/profile_llama.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod profile_llama;
+use crate::profile_llama;
 
 /// Set in the child process: the trace path to record into.
 const LLAMA_CHILD: &str = "TRACEGRAPH_HOT_TEST_LLAMA_TRACE";

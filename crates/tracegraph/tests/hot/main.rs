@@ -15,6 +15,11 @@ use candle_core::{Device, Tensor};
 use trace_analyze::{LoadOptions, load_path};
 use trace_candle::{Capture, Phase, Run, SamplerConfig, SpanKind};
 
+/// trace-candle's profile_llama example (the tiny Llama), shared by the tests that sample it.
+#[path = "../../../trace-candle/examples/profile_llama.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod profile_llama;
+
 mod llama_wake;
 mod read_time;
 

@@ -13,9 +13,7 @@ use trace_analyze::{
     HotBy, HotOptions, LoadOptions, SampledOpOptions, hot_report, load_path, sampled_op_table,
 };
 
-#[path = "../../../trace-candle/examples/profile_llama.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod profile_llama;
+use crate::profile_llama;
 
 /// Set in the child process: the trace path to record into.
 const CHILD: &str = "TRACEGRAPH_HOT_TEST_READ_TIME_TRACE";
