@@ -126,9 +126,14 @@ impl Dataset {
                 continue;
             };
             let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            // Only a build that holds nothing but what an export writes: a directory of the
+            // same name with anything else in it is somebody's, and stays.
             if is_dir
                 && pid != std::process::id()
                 && !Path::new("/proc").join(pid.to_string()).exists()
+                && name
+                    .to_str()
+                    .is_some_and(|n| check_old_partition(&self.dir, n, &entry.path()).is_ok())
             {
                 // Symlink-safe: `remove_dir_all` never follows a link inside the tree.
                 let _ = std::fs::remove_dir_all(entry.path());

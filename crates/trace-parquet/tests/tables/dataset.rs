@@ -221,8 +221,13 @@ fn a_dead_processs_build_is_swept() {
     for d in [&dead, &other_run, &user] {
         std::fs::create_dir_all(d.join("rank=0")).unwrap();
     }
+    // A dead process's build name holding a file no export writes: somebody's, kept.
+    let foreign = root.join(".tmp-run=job-999999998-0");
+    std::fs::create_dir_all(foreign.join("rank=0")).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "mine").unwrap();
     let ds = Dataset::open(&root).unwrap();
     drop(ds.begin_run("job").unwrap());
     assert_eq!(!dead.exists(), Path::new("/proc/self").exists());
     assert!(other_run.exists() && user.exists());
+    assert_eq!(std::fs::read_to_string(foreign.join("notes.txt")).unwrap(), "mine");
 }
