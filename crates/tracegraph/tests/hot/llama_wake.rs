@@ -7,42 +7,22 @@
 //! `tracing` subscriber, and the thread counts come from its environment). What is asserted
 //! is the classification of whatever samples the run took, never their number.
 
-use std::path::Path;
-use std::process::Command;
-
 use trace_analyze::{HotOptions, LoadOptions, hot_report, load_path};
 
 use crate::profile_llama;
 
-/// Set in the child process: the trace path to record into.
-const LLAMA_CHILD: &str = "TRACEGRAPH_HOT_TEST_LLAMA_TRACE";
-
-/// This test's name as the harness knows it (its module path less the crate's name).
-fn test_name() -> &'static str {
-    let full = concat!(
-        module_path!(),
-        "::a_single_threaded_llama_decodes_wake_is_the_profilers_and_in_no_hint"
-    );
-    full.split_once("::").map_or(full, |(_, name)| name)
-}
-
 #[test]
 fn a_single_threaded_llama_decodes_wake_is_the_profilers_and_in_no_hint() {
-    if let Some(path) = std::env::var_os(LLAMA_CHILD) {
-        profile_llama::run(Path::new(&path)).unwrap();
+    if crate::in_llama_child() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("llama.trace.jsonl");
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args([test_name(), "--exact", "--test-threads=1"])
-        .env(LLAMA_CHILD, &path)
-        .env("PROFILE_LLAMA_SAMPLE", "1")
-        .env("RAYON_NUM_THREADS", "1")
-        .env("CANDLE_NUM_THREADS", "1")
-        .status()
-        .unwrap();
-    assert!(status.success());
+    crate::record_sampled_llama(
+        module_path!(),
+        "a_single_threaded_llama_decodes_wake_is_the_profilers_and_in_no_hint",
+        &path,
+    );
 
     let trace = load_path(&path, LoadOptions { strict: true }).unwrap();
     let s = &trace.sampled;

@@ -23,6 +23,40 @@ mod profile_llama;
 mod llama_wake;
 mod read_time;
 
+/// Set in a child process of this binary: the path the sampled tiny Llama records into.
+const LLAMA_CHILD: &str = "TRACEGRAPH_HOT_TEST_LLAMA_TRACE";
+
+/// In the child process [`record_sampled_llama`] starts: records the tiny Llama into the path
+/// it was given and returns true (the test then returns at once); false in the test itself.
+fn in_llama_child() -> bool {
+    let Some(path) = std::env::var_os(LLAMA_CHILD) else {
+        return false;
+    };
+    profile_llama::run(Path::new(&path)).unwrap();
+    true
+}
+
+/// Records the tiny Llama (prefill, decode, training) with the CPU sampler on and one compute
+/// thread into `path`, in a child process of this binary that runs the test `test` of module
+/// `module` (`module_path!()`: the child's `profile_llama` installs a global `tracing`
+/// subscriber, and the thread counts come from its environment).
+fn record_sampled_llama(module: &str, test: &str, path: &Path) {
+    // The harness names a test by its module path less the crate's name.
+    let name = match module.split_once("::") {
+        Some((_, m)) => format!("{m}::{test}"),
+        None => test.to_string(),
+    };
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args([name.as_str(), "--exact", "--test-threads=1"])
+        .env(LLAMA_CHILD, path)
+        .env("PROFILE_LLAMA_SAMPLE", "1")
+        .env("RAYON_NUM_THREADS", "1")
+        .env("CANDLE_NUM_THREADS", "1")
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 /// Set in the child process: the trace path to record into.
 const CHILD: &str = "TRACEGRAPH_HOT_TEST_TRACE";
 

@@ -6,44 +6,22 @@
 //! the "killed" trace is that trace cut where the sampler began writing its resolved `frame`
 //! and `stack` lines, exactly what a SIGKILL at that moment leaves.
 
-use std::path::Path;
-use std::process::Command;
-
 use trace_analyze::{
     HotBy, HotOptions, LoadOptions, SampledOpOptions, hot_report, load_path, sampled_op_table,
 };
 
-use crate::profile_llama;
-
-/// Set in the child process: the trace path to record into.
-const CHILD: &str = "TRACEGRAPH_HOT_TEST_READ_TIME_TRACE";
-
-/// This test's name as the harness knows it (its module path less the crate's name).
-fn test_name() -> &'static str {
-    let full = concat!(
-        module_path!(),
-        "::stacks_resolved_at_read_time_give_the_tables_resolved_at_finish"
-    );
-    full.split_once("::").map_or(full, |(_, name)| name)
-}
-
 #[test]
 fn stacks_resolved_at_read_time_give_the_tables_resolved_at_finish() {
-    if let Some(path) = std::env::var_os(CHILD) {
-        profile_llama::run(Path::new(&path)).unwrap();
+    if crate::in_llama_child() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let whole = dir.path().join("whole.jsonl");
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args([test_name(), "--exact", "--test-threads=1"])
-        .env(CHILD, &whole)
-        .env("PROFILE_LLAMA_SAMPLE", "1")
-        .env("RAYON_NUM_THREADS", "1")
-        .env("CANDLE_NUM_THREADS", "1")
-        .status()
-        .unwrap();
-    assert!(status.success());
+    crate::record_sampled_llama(
+        module_path!(),
+        "stacks_resolved_at_read_time_give_the_tables_resolved_at_finish",
+        &whole,
+    );
 
     // Cut before the first resolved `frame` or `stack` line: every `samples`, `module` and
     // `raw_stack` line before it is kept, as a kill there would keep them.
