@@ -229,5 +229,8 @@ fn a_dead_processs_build_is_swept() {
     drop(ds.begin_run("job").unwrap());
     assert_eq!(!dead.exists(), Path::new("/proc/self").exists());
     assert!(other_run.exists() && user.exists());
-    assert_eq!(std::fs::read_to_string(foreign.join("notes.txt")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("notes.txt")).unwrap(),
+        "mine"
+    );
 }
