@@ -65,6 +65,10 @@ impl Sampler {
 
     /// Starts sampling the process's call stacks at `config.hz` per CPU second into
     /// `session`, inside the session's active windows only, until [`Sampler::stop`].
+    ///
+    /// A step has one account (`sampler` line): started again in the step that a stop
+    /// ended (stop and start with no `session.step()` between), a sampler waits for the
+    /// next step, and the rest of that step is not sampled.
     pub fn start(
         &self,
         session: &Arc<TraceSession>,
@@ -132,7 +136,7 @@ mod linux {
     use std::os::unix::thread::JoinHandleExt;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::mpsc::{self, Sender};
-    use std::sync::{Arc, Mutex, MutexGuard};
+    use std::sync::{Arc, Mutex, MutexGuard, Weak};
     use std::thread::JoinHandle;
 
     use trace_record::TraceSession;
@@ -260,7 +264,22 @@ mod linux {
         }
     }
 
+    /// The last step whose account a sampler of this process sent, and its session. A
+    /// sampler started again within that step (stopped and started in one step) waits for
+    /// the next one: a step has one account, and the first one's samples are written.
+    /// (`Weak`: the session's address is not reused while it is held.)
+    static ACCOUNTED: Mutex<Option<(Weak<TraceSession>, u64)>> = Mutex::new(None);
+
+    /// Whether a sampler of this process already accounted for `step` of `session`.
+    fn accounted(session: &Weak<TraceSession>, step: u64) -> bool {
+        lock(&ACCOUNTED)
+            .as_ref()
+            .is_some_and(|(s, last)| *last == step && Weak::ptr_eq(s, session))
+    }
+
     struct Running {
+        /// The session sampled (see [`ACCOUNTED`]).
+        session: Weak<TraceSession>,
         tx: Sender<Msg>,
         thread: Option<JoinHandle<()>>,
         handler: Option<Handler>,
@@ -301,7 +320,8 @@ mod linux {
                 }
             });
             let step = session.current_step();
-            let active = !stopping && session.is_active();
+            // A step a sampler stopped in has its account: one started again in it waits.
+            let active = !stopping && session.is_active() && !accounted(&self.session, step);
             STEP.store(step, Ordering::Relaxed);
             RECORDING.store(active, Ordering::Relaxed);
             if !active && self.armed {
@@ -318,6 +338,7 @@ mod linux {
                     sampler_cpu_ns: since(own0, own),
                     interrupts: INTERRUPTS.load(Ordering::Relaxed),
                 }));
+                *lock(&ACCOUNTED) = Some((self.session.clone(), s));
             }
             if active {
                 self.window = Some((step, now, cpu, own));
@@ -421,6 +442,7 @@ mod linux {
                 }
             };
             let mut r = Running {
+                session: Arc::downgrade(session),
                 tx,
                 thread: Some(thread),
                 handler: Some(handler),

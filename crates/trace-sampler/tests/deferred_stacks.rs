@@ -155,8 +155,11 @@ fn stacks_are_symbolized_after_sampling_stops_not_during_the_steps() {
     assert_eq!(sampler.stats().unwrap().taken, taken);
 }
 
-#[test]
-fn sampling_stopped_and_started_again_into_one_session_defines_every_id_once() {
+/// Two sampling runs into one session, each of two recorded steps, each run's stacks defined
+/// at its stop; with `new_step`, the second run starts in a step of its own, else in the step
+/// the first stopped in. Checks that no id is defined twice and that every step has one
+/// account with every sample in it.
+fn sample_twice_into_one_session(new_step: bool) {
     let _turn = turn();
     let (session, sink) = TraceSession::in_memory(Run::new(
         "trace-sampler::deferred_restart",
@@ -166,7 +169,6 @@ fn sampling_stopped_and_started_again_into_one_session_defines_every_id_once() {
     let session = Arc::new(session);
     let sampler = Sampler::new();
     let mut taken = 0;
-    // Two sampling runs, each of two recorded steps, each run's stacks defined at its stop.
     for _ in 0..2 {
         sampler.start(&session, SamplerConfig::hz(1000)).unwrap();
         for _ in 0..2 {
@@ -176,12 +178,14 @@ fn sampling_stopped_and_started_again_into_one_session_defines_every_id_once() {
         }
         sampler.stop(&session);
         taken += sampler.stats().unwrap().taken;
-        // The next run starts in a step of its own (a stop accounts for the step it ends).
-        session.step();
+        if new_step {
+            session.step();
+        }
     }
     session.finish().unwrap();
     let trace = read_so_far(&sink);
-    // No id defined twice, every stack named is defined, every count accounted for.
+    // No id defined twice, no step accounted twice, every stack named is defined, every
+    // count accounted for.
     let issues = trace_record::validate(&trace);
     assert!(issues.is_empty(), "{issues:?}");
     let stacks: HashSet<u64> = trace
@@ -200,6 +204,32 @@ fn sampling_stopped_and_started_again_into_one_session_defines_every_id_once() {
         }
     }
     assert_eq!(counted, taken);
-    // 400 ms of CPU at 1 kHz: far more than one sample per run.
+    // Each run accounts for the step it starts in, the two it steps past and the one it
+    // stops in (three steps); without a step between them, the second run waited for the
+    // step after the one the first stopped in, which the first accounted for.
+    let accounts: Vec<u64> = trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Sampler(sp) => Some(sp.step),
+            _ => None,
+        })
+        .collect();
+    let distinct: HashSet<u64> = accounts.iter().copied().collect();
+    assert_eq!(distinct.len(), accounts.len(), "{accounts:?}");
+    let expected = if new_step { 6 } else { 5 };
+    assert_eq!(accounts.len(), expected, "{accounts:?}");
+    // 400 ms of CPU at 1 kHz (300 ms sampled when the second run waited a step): far more
+    // than one sample per run.
     assert!(taken > 10, "{taken} samples");
+}
+
+#[test]
+fn sampling_stopped_and_started_again_into_one_session_defines_every_id_once() {
+    sample_twice_into_one_session(true);
+}
+
+#[test]
+fn sampling_started_again_in_the_step_it_stopped_in_waits_for_the_next_step() {
+    sample_twice_into_one_session(false);
 }
