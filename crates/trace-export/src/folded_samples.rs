@@ -21,7 +21,9 @@
 //!   shows it.
 //! - A sample whose span is absent (or not in the trace: a span opened outside the recorded
 //!   steps) is placed under `[backward]` (its phase in brackets) or `[no span]`, and counted
-//!   in [`FoldedSamples::without_span`]; a sample naming an undefined stack gets one
+//!   in [`FoldedSamples::without_span`]; a sample naming a stack that no `stack` line defines
+//!   takes its frames from the caller when it symbolized the stack's `raw_stack` line (a run
+//!   killed before its sampler stopped: [`SampleClasses::raw_frames`]), else gets one
 //!   `[unknown stack]` frame, counted in [`FoldedSamples::unknown_stacks`]. No sample of a
 //!   step is dropped: the weights sum to [`FoldedSamples::total_samples`].
 //! - Steps are the trace's steps by trace-record's [`StepTracker`], as every command counts
@@ -78,7 +80,8 @@ pub struct FoldedSamples {
     /// Samples with no span, or a span the trace does not have (under `[phase]` or
     /// `[no span]`).
     pub without_span: u64,
-    /// Samples naming a stack no `stack` line defines (one `[unknown stack]` frame).
+    /// Samples naming a stack that no `stack` line defines and the caller did not resolve
+    /// either (one `[unknown stack]` frame).
     pub unknown_stacks: u64,
     /// Lines whose span path or call stack was cut (a `[deeper frames]` frame).
     pub truncated: u64,
@@ -125,13 +128,27 @@ impl SampleClass {
 }
 
 /// The classes of a trace's sampled stacks, learnt from its `frame` and `stack` lines as they
-/// are read (the caller's rules: the analyses own them).
+/// are read (the caller's rules: the analyses own them); and, optionally, the frames of stacks
+/// that only `raw_stack` lines describe (a run killed before its sampler stopped), which the
+/// caller may symbolize from the binaries on disk.
 pub trait SampleClasses {
-    /// Sees every `frame` and `stack` event, in file order.
+    /// Sees every `frame`, `stack`, `module`, `raw_stack` and `samples` event, in file order.
     fn add(&mut self, event: &Event);
+    /// Called once after the last line, before [`class`](Self::class) and
+    /// [`raw_frames`](Self::raw_frames) are asked (where read-time symbolization happens).
+    /// Does nothing by default.
+    fn finish(&mut self) {}
     /// The class of the stack of wire id `stack` (busy when unknown), asked after every line
     /// was read.
     fn class(&self, stack: u64) -> SampleClass;
+    /// The frames of a stack that no `stack` line defines, outermost first, each as
+    /// `(function, source file)` passed to `each`; false (and nothing passed) when the caller
+    /// does not know them either: the stack is then one `[unknown stack]` frame. False by
+    /// default.
+    fn raw_frames(&self, stack: u64, each: &mut dyn FnMut(&str, Option<&str>)) -> bool {
+        let _ = (stack, each);
+        false
+    }
 }
 
 /// Every stack busy: what [`folded_samples`] folds with.
@@ -310,7 +327,9 @@ pub fn folded_samples_classified<R: BufRead + Send, C: SampleClasses + ?Sized>(
                 classes.add(&event);
                 stacks.entry(s.id).or_insert_with(|| s.frames.clone());
             }
+            Event::Module(_) | Event::RawStack(_) => classes.add(&event),
             Event::Samples(s) if keep(s.step) => {
+                classes.add(&event);
                 let key = SampleKey {
                     span: s.span,
                     phase: s.phase,
@@ -326,6 +345,7 @@ pub fn folded_samples_classified<R: BufRead + Send, C: SampleClasses + ?Sized>(
         Ok::<(), ExportError>(())
     })?;
     found(steps.finish());
+    classes.finish();
     nester.finish(&mut on);
     // The span part is named as the span folded stacks name it (the analyses' names).
     nester.set_names(nester.span_names());
@@ -385,8 +405,22 @@ pub fn folded_samples_classified<R: BufRead + Send, C: SampleClasses + ?Sized>(
                 parts.extend(known.into_iter().cloned());
             }
         } else {
-            unknown_stacks = unknown_stacks.saturating_add(n);
-            parts.push(UNKNOWN_STACK.to_string());
+            // Only raw (read-time symbolization), else unknown.
+            let mut raw: Vec<String> = Vec::new();
+            let known = classes.raw_frames(key.stack, &mut |func, file| {
+                raw.push(sampled_frame_name(func, file));
+            });
+            if known {
+                if raw.len() > MAX_SAMPLED_FRAMES {
+                    raw.truncate(MAX_SAMPLED_FRAMES - 1);
+                    raw.push(DEEPER_FRAMES.to_string());
+                    cut = true;
+                }
+                parts.extend(raw);
+            } else {
+                unknown_stacks = unknown_stacks.saturating_add(n);
+                parts.push(UNKNOWN_STACK.to_string());
+            }
         }
         if cut {
             truncated += 1;
@@ -561,5 +595,73 @@ mod tests {
                 .all(|(l, _)| !l.contains("[waiting]") && !l.contains("[profiler]"))
         );
         assert_eq!(plain.total_samples, marked.total_samples);
+    }
+
+    /// Knows stack 9 (which no `stack` line defines) from its raw addresses, as a reader
+    /// that symbolizes at read time does, once every line was read.
+    #[derive(Default)]
+    struct ResolvesNine {
+        finished: bool,
+    }
+
+    impl SampleClasses for ResolvesNine {
+        fn add(&mut self, _: &Event) {
+            assert!(!self.finished, "every line is seen before finish");
+        }
+        fn finish(&mut self) {
+            self.finished = true;
+        }
+        fn class(&self, stack: u64) -> SampleClass {
+            assert!(self.finished);
+            if stack == 9 {
+                SampleClass::Waiting
+            } else {
+                SampleClass::Busy
+            }
+        }
+        fn raw_frames(&self, stack: u64, each: &mut dyn FnMut(&str, Option<&str>)) -> bool {
+            assert!(self.finished);
+            if stack != 9 {
+                return false;
+            }
+            each("main", None);
+            each("park", Some("std/src/thread/mod.rs"));
+            true
+        }
+    }
+
+    #[test]
+    fn stacks_only_the_caller_resolved_take_its_frames() {
+        let (session, sink) = TraceSession::in_memory(Run::new("raw", Phase::Infer, "cpu"));
+        // Work in step 0 (a span), so that it is a step of the trace.
+        drop(session.span("decode", SpanKind::Function, None));
+        let samples = |stack, n| {
+            Event::Samples(SamplesEvent {
+                step: 0,
+                thread: 1,
+                stack,
+                n,
+                phase: None,
+                span: None,
+            })
+        };
+        session.record_sampled(&[samples(9, 4), samples(8, 1)]);
+        session.finish().unwrap();
+        let bytes = sink.bytes();
+        let mut reader = TraceReader::new(&bytes[..], ReadOptions::default()).unwrap();
+        let f = folded_samples_classified(&mut reader, None, &mut ResolvesNine::default()).unwrap();
+        // Stack 9 by the caller's frames (an unqualified function with its file, as
+        // defined frames are shown), marked as it classifies it; stack 8 stays unknown.
+        assert_eq!(
+            f.lines,
+            [
+                ("[no span];[unknown stack]".to_string(), 1),
+                (
+                    "[no span];main;park (std/src/thread/mod.rs);[waiting]".to_string(),
+                    4
+                ),
+            ]
+        );
+        assert_eq!((f.total_samples, f.unknown_stacks, f.waiting), (5, 1, 4));
     }
 }

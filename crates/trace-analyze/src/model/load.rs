@@ -569,7 +569,7 @@ impl Builder {
         self.drop_empty_edge_steps();
         self.drop_singleton_indices();
         // Stacks only raw (a run killed before its sampler stopped): symbolized now.
-        crate::model::resolve::resolve_raw(&mut self.t.sampled);
+        self.t.sampled.resolve_read_time();
         // Samples of a boundary that is no step are left out here, once, for every analysis
         // (the hot spots, the flame graph, the summary). A trace with no step of work at all
         // (samples only) keeps them: it has no step structure to agree with.

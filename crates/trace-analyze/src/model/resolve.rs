@@ -46,6 +46,17 @@ struct IpInfo {
     trampoline: bool,
 }
 
+impl SampledStacks {
+    /// Symbolizes, from the module files on disk, every stack that `samples` lines name and
+    /// only `raw_stack` lines describe (a run killed before its sampler stopped; see
+    /// [`read_time`](Self::read_time) for what was done), then drops the raw lines. Call it
+    /// once every event was [`add`](Self::add)ed: loading a trace does; a reader that streams
+    /// the events itself (an export) calls it at the end. A second call does nothing.
+    pub fn resolve_read_time(&mut self) {
+        resolve_raw(self);
+    }
+}
+
 /// Resolves every raw stack that `samples` lines name and no `stack` line defined; records
 /// what it did in [`SampledStacks::read_time`]. The raw lines are dropped afterwards.
 pub(crate) fn resolve_raw(s: &mut SampledStacks) {

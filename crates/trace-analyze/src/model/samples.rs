@@ -703,8 +703,9 @@ impl SampledStacks {
         self.stack_index.insert(id, i);
     }
 
-    /// Whether stack `id` is defined (by a `stack` line, or resolved from a `raw_stack`).
-    pub(crate) fn has_stack(&self, id: u64) -> bool {
+    /// Whether stack `id` (wire id) is defined (by a `stack` line, or resolved from a
+    /// `raw_stack` by [`resolve_read_time`](Self::resolve_read_time)).
+    pub fn has_stack(&self, id: u64) -> bool {
         self.stack_index.get(id).is_some()
     }
 

@@ -486,6 +486,9 @@ fn export<R: std::io::BufRead + Send, W: Write>(
             // Waiting and the profiler's own stacks marked as `tracegraph hot` classifies them.
             let mut classes = super::hot::StackClasses::default();
             let f = folded_samples_classified(reader, args.step, &mut classes)?;
+            if let Some(rt) = classes.read_time() {
+                eprintln!("tracegraph: note: {}", rt.note());
+            }
             if let Some(step) = args.step
                 && !f.step_found
             {

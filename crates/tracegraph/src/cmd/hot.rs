@@ -81,28 +81,65 @@ pub(crate) fn run(args: &HotArgs) -> anyhow::Result<Status> {
 }
 
 /// The classes of a trace's sampled stacks as `tracegraph hot` counts them (trace-analyze's
-/// samples model: waiting, the profiler's own work, busy), learnt from the `frame` and
-/// `stack` lines as an export streams them: what `export --format folded-samples` marks its
-/// `[waiting]` and `[profiler]` frames by.
+/// samples model: waiting, the profiler's own work, busy), learnt from the sampled-stack lines
+/// as an export streams them: what `export --format folded-samples` marks its `[waiting]` and
+/// `[profiler]` frames by. Stacks that only `raw_stack` lines describe (a run killed before its
+/// sampler stopped) are symbolized at the end from the binaries on disk, as `hot` does.
 #[derive(Default)]
-pub(crate) struct StackClasses(trace_analyze::SampledStacks);
+pub(crate) struct StackClasses {
+    stacks: trace_analyze::SampledStacks,
+    /// The stacks `samples` lines name (each passed to `stacks` once: what read-time
+    /// symbolization resolves).
+    named: trace_analyze::FastMap<u64, ()>,
+}
+
+impl StackClasses {
+    /// What read-time symbolization did (`None`: every stack was defined by the recorder).
+    pub(crate) fn read_time(&self) -> Option<&trace_analyze::model::ReadTimeSymbols> {
+        self.stacks.read_time.as_ref()
+    }
+}
 
 impl trace_export::SampleClasses for StackClasses {
     fn add(&mut self, event: &trace_record::schema::Event) {
         use trace_record::schema::Event;
-        if matches!(event, Event::Frame(_) | Event::Stack(_)) {
-            self.0.add(event);
+        match event {
+            Event::Frame(_) | Event::Stack(_) | Event::Module(_) | Event::RawStack(_) => {
+                self.stacks.add(event);
+            }
+            Event::Samples(s) if self.named.insert(s.stack, ()).is_none() => {
+                self.stacks.add(event);
+            }
+            _ => {}
         }
     }
 
+    fn finish(&mut self) {
+        self.stacks.resolve_read_time();
+        self.stacks.samples = Vec::new();
+        self.named = trace_analyze::FastMap::default();
+    }
+
     fn class(&self, stack: u64) -> trace_export::SampleClass {
-        if self.0.stack_is_waiting(stack) {
+        if self.stacks.stack_is_waiting(stack) {
             trace_export::SampleClass::Waiting
-        } else if self.0.stack_is_profiler(stack) {
+        } else if self.stacks.stack_is_profiler(stack) {
             trace_export::SampleClass::Profiler
         } else {
             trace_export::SampleClass::Busy
         }
+    }
+
+    fn raw_frames(&self, stack: u64, each: &mut dyn FnMut(&str, Option<&str>)) -> bool {
+        if !self.stacks.has_stack(stack) {
+            return false;
+        }
+        for &f in self.stacks.stack(stack) {
+            if let Some(frame) = self.stacks.frame(f) {
+                each(frame.func, frame.file);
+            }
+        }
+        true
     }
 }
 

@@ -1,10 +1,14 @@
 //! A run killed before its sampler stopped keeps raw stacks and the module map; its stacks
 //! are symbolized at read time from the binaries on disk and give the same `hot` and
-//! `ops --sampled` tables as the stacks the sampler resolved at finish.
+//! `ops --sampled` tables, and the same folded-samples export, as the stacks the sampler
+//! resolved at finish.
 //!
 //! The recording (the tiny Llama with the sampler on) runs in a child process of this binary;
 //! the "killed" trace is that trace cut where the sampler began writing its resolved `frame`
 //! and `stack` lines, exactly what a SIGKILL at that moment leaves.
+
+use std::path::Path;
+use std::process::Command;
 
 use trace_analyze::{
     HotBy, HotOptions, LoadOptions, SampledOpOptions, hot_report, load_path, sampled_op_table,
@@ -87,6 +91,19 @@ fn stacks_resolved_at_read_time_give_the_tables_resolved_at_finish() {
         "ops --sampled"
     );
 
+    // `export --format folded-samples` (which streams the trace) resolves them too: the same
+    // lines, the same waiting and profiler marks, and its note says it symbolized them.
+    let (fa, note_a) = folded_samples(&whole, &dir.path().join("whole.folded"));
+    let (fb, note_b) = folded_samples(&killed, &dir.path().join("killed.folded"));
+    assert!(!fa.is_empty());
+    assert!(!fa.contains("[unknown stack]"), "{fa}");
+    assert_eq!(
+        fa, fb,
+        "folded-samples: resolved at finish, then at read time"
+    );
+    assert!(!note_a.contains("symbolized at read time"), "{note_a}");
+    assert!(note_b.contains("symbolized at read time"), "{note_b}");
+
     // Moved to a machine without the binary: frames are module+offset, and the note says so.
     let moved = text[..cut].replace(
         &format!(r#""path":"{}""#, std::env::current_exe().unwrap().display()),
@@ -104,4 +121,20 @@ fn stacks_resolved_at_read_time_give_the_tables_resolved_at_finish() {
         rt.note()
     );
     assert!(rt.note().contains("module+offset"), "{}", rt.note());
+}
+
+/// `tracegraph export --format folded-samples TRACE -o OUT`: the folded lines and stderr.
+fn folded_samples(trace: &Path, out: &Path) -> (String, String) {
+    let run = Command::new(env!("CARGO_BIN_EXE_tracegraph"))
+        .args(["export", "--format", "folded-samples"])
+        .arg(trace)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{run:?}");
+    (
+        std::fs::read_to_string(out).unwrap(),
+        String::from_utf8(run.stderr).unwrap(),
+    )
 }
