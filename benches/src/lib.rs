@@ -342,6 +342,28 @@ pub fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// A 95 % confidence interval for the median of `values` that assumes nothing of their
+/// distribution (the order statistics `k` and `n + 1 - k`, with `k` the largest count whose
+/// binomial tail `P(Bin(n, ½) < k)` is at most 2.5 %); `None` below 6 values, where no such
+/// interval exists. Sorts `values` in place.
+pub fn median_ci95(values: &mut [f64]) -> Option<(f64, f64)> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    // P(Bin(n, ½) = i), summed from i = 0 while the tail stays within 2.5 %.
+    let mut term = 0.5f64.powi(i32::try_from(n).ok()?);
+    let mut tail = 0.0;
+    let mut k = 0usize;
+    while k < n {
+        if tail + term > 0.025 {
+            break;
+        }
+        tail += term;
+        term *= (n - k) as f64 / (k + 1) as f64;
+        k += 1;
+    }
+    (k >= 1).then(|| (values[k - 1], values[n - k]))
+}
+
 /// How long an on/off comparison runs: rounds until `budget` is spent, at least `min_rounds`
 /// and at most `max_rounds`.
 #[derive(Debug, Clone, Copy)]
@@ -425,5 +447,23 @@ pub fn run_self_as_child(
         Ok(())
     } else {
         Err(format!("{what}: the child failed: {status}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median_ci95;
+
+    #[test]
+    fn the_median_interval_takes_the_tabled_order_statistics() {
+        let mut v: Vec<f64> = (1..=15).map(f64::from).collect();
+        // n = 15: P(X ≤ 3) = 1.76 % ≤ 2.5 % < P(X ≤ 4) = 5.9 %: the 4th and 12th values.
+        assert_eq!(median_ci95(&mut v), Some((4.0, 12.0)));
+        let mut v: Vec<f64> = (1..=6).rev().map(f64::from).collect();
+        // n = 6: P(X = 0) = 1.6 %: the extremes.
+        assert_eq!(median_ci95(&mut v), Some((1.0, 6.0)));
+        let mut v: Vec<f64> = (1..=5).map(f64::from).collect();
+        assert_eq!(median_ci95(&mut v), None);
+        assert_eq!(median_ci95(&mut []), None);
     }
 }
