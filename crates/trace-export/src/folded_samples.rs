@@ -470,6 +470,18 @@ mod tests {
     use trace_record::schema::{FrameEvent, Phase, SamplesEvent, SpanKind, StackEvent};
     use trace_record::{ReadOptions, Run, TraceSession};
 
+    /// `n` samples of `stack` in step 0 on thread 1, in `span`.
+    fn samples_in(span: Option<u64>, stack: u64, n: u64) -> Event {
+        Event::Samples(SamplesEvent {
+            step: 0,
+            thread: 1,
+            stack,
+            n,
+            phase: None,
+            span,
+        })
+    }
+
     /// Stacks classified by their innermost frame's name, learnt from the frame and stack
     /// lines as read: `wait` waits, `trace_` is the profiler's.
     #[derive(Default)]
@@ -516,16 +528,7 @@ mod tests {
                 inlined: false,
             })
         };
-        let samples = |stack, n| {
-            Event::Samples(SamplesEvent {
-                step: 0,
-                thread: 1,
-                stack,
-                n,
-                phase: None,
-                span,
-            })
-        };
+        let samples = |stack, n| samples_in(span, stack, n);
         session.record_sampled(&[
             frame(1, "main"),
             frame(2, "gemm::gemm"),
@@ -635,16 +638,7 @@ mod tests {
         let (session, sink) = TraceSession::in_memory(Run::new("raw", Phase::Infer, "cpu"));
         // Work in step 0 (a span), so that it is a step of the trace.
         drop(session.span("decode", SpanKind::Function, None));
-        let samples = |stack, n| {
-            Event::Samples(SamplesEvent {
-                step: 0,
-                thread: 1,
-                stack,
-                n,
-                phase: None,
-                span: None,
-            })
-        };
+        let samples = |stack, n| samples_in(None, stack, n);
         session.record_sampled(&[samples(9, 4), samples(8, 1)]);
         session.finish().unwrap();
         let bytes = sink.bytes();
