@@ -128,27 +128,12 @@ fn resolved(ip: usize) -> Vec<(String, Option<String>)> {
         let func = sym
             .name()
             .map_or_else(|| "[unknown]".to_string(), |n| format!("{n:#}"));
-        let file = sym.filename().map(|f| short_path(&f.to_string_lossy()));
+        let file = sym
+            .filename()
+            .map(|f| trace_record::schema::short_source_path(&f.to_string_lossy()));
         found.push((func, file));
     });
     found
-}
-
-/// A source path shortened to what identifies it: `candle-core-0.11.1/src/tensor.rs` for a
-/// registry crate, `library/core/src/...` for the standard library.
-fn short_path(p: &str) -> String {
-    if let Some(i) = p.find("/registry/src/") {
-        let rest = &p[i + "/registry/src/".len()..];
-        if let Some(j) = rest.find('/') {
-            return rest[j + 1..].to_string();
-        }
-    }
-    if p.starts_with("/rustc/")
-        && let Some(i) = p.find("/library/")
-    {
-        return p[i + 1..].to_string();
-    }
-    p.to_string()
 }
 
 impl Symbols {
@@ -322,22 +307,5 @@ mod tests {
                 _ => panic!("only frames and stacks: {e:?}"),
             }
         }
-    }
-
-    #[test]
-    fn paths_are_shortened() {
-        assert_eq!(
-            short_path(
-                "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/candle-core-0.11.1/src/tensor.rs"
-            ),
-            "candle-core-0.11.1/src/tensor.rs"
-        );
-        assert_eq!(
-            short_path(
-                "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/ptr/mod.rs"
-            ),
-            "library/core/src/ptr/mod.rs"
-        );
-        assert_eq!(short_path("src/main.rs"), "src/main.rs");
     }
 }

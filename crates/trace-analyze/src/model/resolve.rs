@@ -302,7 +302,10 @@ impl Loaded<'_> {
                     None => self.symtab(svma),
                 };
                 let func = name.map_or_else(|| "[unknown]".to_string(), demangled);
-                let file = frame.location.and_then(|l| l.file).map(short_path);
+                let file = frame
+                    .location
+                    .and_then(|l| l.file)
+                    .map(trace_record::schema::short_source_path);
                 found.push((func, file));
             }
         }
@@ -322,22 +325,6 @@ fn demangled(bytes: &[u8]) -> String {
         Ok(d) => format!("{d:#}"),
         Err(_) => s.into_owned(),
     }
-}
-
-/// The sampler's shortened source path (trace-sampler's `short_path`).
-fn short_path(p: &str) -> String {
-    if let Some(i) = p.find("/registry/src/") {
-        let rest = &p[i + "/registry/src/".len()..];
-        if let Some(j) = rest.find('/') {
-            return rest[j + 1..].to_string();
-        }
-    }
-    if p.starts_with("/rustc/")
-        && let Some(i) = p.find("/library/")
-    {
-        return p[i + 1..].to_string();
-    }
-    p.to_string()
 }
 
 struct Resolver<'a> {
@@ -429,16 +416,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rust_names_lose_their_hash_and_paths_shorten_as_the_sampler_does() {
+    fn rust_names_lose_their_hash_and_modules_are_labelled_by_file_name() {
         assert_eq!(
             demangled(b"_ZN4core3fmt5write17h0123456789abcdefE"),
             "core::fmt::write"
         );
         assert_eq!(demangled(b"memcpy"), "memcpy");
-        assert_eq!(
-            short_path("/rustc/5980/library/core/src/ptr/mod.rs"),
-            "library/core/src/ptr/mod.rs"
-        );
         assert_eq!(label("/usr/lib/libc.so.6"), "libc.so.6");
     }
 

@@ -69,6 +69,34 @@ pub const BACKWARD_WITHOUT_PARAMETERS_COUNTER: &str = "trace_candle.backward_wit
 /// Readers show such an id as a declared buffer, by its label, not as a number.
 pub const DECLARED_BUFFER_BIT: u64 = 1 << 51;
 
+/// A source path as a `frame` line's `file` holds it, shortened to what identifies it:
+/// `candle-core-0.11.1/src/tensor.rs` for a crate from a Cargo registry, `library/core/src/...`
+/// for the standard library, any other path as is. The sampler writes it at stop and the
+/// analyses at read time (a killed run's raw stacks), so both name a frame alike.
+///
+/// ```
+/// use trace_record::schema::short_source_path;
+/// let registry = "/home/u/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/candle-core-0.11.1/src/tensor.rs";
+/// assert_eq!(short_source_path(registry), "candle-core-0.11.1/src/tensor.rs");
+/// let std = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/hint.rs";
+/// assert_eq!(short_source_path(std), "library/core/src/hint.rs");
+/// assert_eq!(short_source_path("src/main.rs"), "src/main.rs");
+/// ```
+pub fn short_source_path(p: &str) -> String {
+    if let Some(i) = p.find("/registry/src/") {
+        let rest = &p[i + "/registry/src/".len()..];
+        if let Some(j) = rest.find('/') {
+            return rest[j + 1..].to_string();
+        }
+    }
+    if p.starts_with("/rustc/")
+        && let Some(i) = p.find("/library/")
+    {
+        return p[i + 1..].to_string();
+    }
+    p.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
