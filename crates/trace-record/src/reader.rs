@@ -561,19 +561,11 @@ fn null_value(line: &[u8]) -> Option<String> {
     while i < line.len() {
         match line[i] {
             b'"' => {
-                let start = i + 1;
-                let mut j = start;
-                while j < line.len() && line[j] != b'"' {
-                    j += if line[j] == b'\\' { 2 } else { 1 };
+                let (range, is_key, next) = json_string(line, i);
+                if is_key {
+                    key = Some(range);
                 }
-                let mut k = j + 1;
-                while k < line.len() && line[k].is_ascii_whitespace() {
-                    k += 1;
-                }
-                if line.get(k) == Some(&b':') {
-                    key = Some((start, j.min(line.len())));
-                }
-                i = j + 1;
+                i = next;
             }
             b'n' if line[i..].starts_with(b"null") => {
                 if let Some((a, b)) = key
@@ -587,6 +579,26 @@ fn null_value(line: &[u8]) -> Option<String> {
         }
     }
     None
+}
+
+/// The JSON string whose opening quote is at byte `quote` of `line`: the byte range of its
+/// content (escapes skipped over, cut at the line's end when unterminated), whether a `:`
+/// follows it (an object key), and the byte after its closing quote.
+fn json_string(line: &[u8], quote: usize) -> ((usize, usize), bool, usize) {
+    let start = quote + 1;
+    let mut j = start;
+    while j < line.len() && line[j] != b'"' {
+        j += if line[j] == b'\\' { 2 } else { 1 };
+    }
+    let mut k = j + 1;
+    while k < line.len() && line[k].is_ascii_whitespace() {
+        k += 1;
+    }
+    (
+        (start, j.min(line.len())),
+        line.get(k) == Some(&b':'),
+        j + 1,
+    )
 }
 
 /// Only the `type` of a line, for lines whose keys are not in this crate's order.
@@ -865,22 +877,11 @@ fn key_at(line: &[u8], column: usize) -> Option<(Vec<String>, Option<usize>)> {
     while i < end {
         match line[i] {
             b'"' => {
-                let start = i + 1;
-                let mut j = start;
-                while j < line.len() && line[j] != b'"' {
-                    j += if line[j] == b'\\' { 2 } else { 1 };
+                let (range, is_key, next) = json_string(line, i);
+                if is_key && let Some(top) = path.last_mut() {
+                    top.1 = Some(range);
                 }
-                let mut k = j + 1;
-                while k < line.len() && line[k].is_ascii_whitespace() {
-                    k += 1;
-                }
-                if k < line.len()
-                    && line[k] == b':'
-                    && let Some(top) = path.last_mut()
-                {
-                    top.1 = Some((start, j.min(line.len())));
-                }
-                i = j + 1;
+                i = next;
                 continue;
             }
             b'{' => path.push((true, None)),

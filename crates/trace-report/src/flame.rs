@@ -114,11 +114,7 @@ fn summary(
         format!(
             "{} samples ({}) in thread pools spinning or parked (Candle's barrier, rayon's idle loop, futex waits): the [waiting] bars",
             hot.waiting,
-            format_share(if hot.samples > 0 {
-                hot.waiting as f64 / hot.samples as f64
-            } else {
-                0.0
-            })
+            format_share(hot.share_of(hot.waiting))
         ),
     ));
     rows.push((
@@ -126,11 +122,7 @@ fn summary(
         format!(
             "{} samples ({}) of the profiler's own work on the program's threads (the sampler, the recorder, the heap tracker; the step-boundary wake): the [profiler] bars, in no hint",
             hot.profiler,
-            format_share(if hot.samples > 0 {
-                hot.profiler as f64 / hot.samples as f64
-            } else {
-                0.0
-            })
+            format_share(hot.share_of(hot.profiler))
         ),
     ));
     if hot.outside_steps > 0 {

@@ -958,17 +958,6 @@ fn graph_group_table(c: &Comparison) -> TableData {
         row.push(json!(name));
         row.push(json!(format!("{} / {}", g.steps.0, g.steps.1)));
         let class = match (&g.change, g.only_in) {
-            (_, Some(side)) => {
-                row.extend([
-                    opt_f(g.step_time_ns.base.map(f64::round)),
-                    opt_f(g.step_time_ns.candidate.map(f64::round)),
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    json!(format!("{side} only: not compared")),
-                ]);
-                ""
-            }
             (Some(ch), None) => {
                 row.extend([
                     opt_f(Some(ch.base_median.round())),
@@ -980,14 +969,19 @@ fn graph_group_table(c: &Comparison) -> TableData {
                 ]);
                 verdict_class(ch.verdict)
             }
-            (None, None) => {
+            // Not compared: the step times each side has, and why.
+            (_, only_in) => {
+                let why = match only_in {
+                    Some(side) => format!("{side} only: not compared"),
+                    None => "no whole steps".to_string(),
+                };
                 row.extend([
                     opt_f(g.step_time_ns.base.map(f64::round)),
                     opt_f(g.step_time_ns.candidate.map(f64::round)),
                     Value::Null,
                     Value::Null,
                     Value::Null,
-                    json!("no whole steps"),
+                    json!(why),
                 ]);
                 ""
             }

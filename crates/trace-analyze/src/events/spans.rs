@@ -109,18 +109,14 @@ pub fn pair_nodes<'t>(
     a: &'t SpanTree,
     b: &'t SpanTree,
 ) -> Vec<(Option<&'t SpanNode>, Option<&'t SpanNode>)> {
-    let (partner, taken) = pair_forests(
+    let node = |nodes: &'t [SpanNode], i: Option<u32>| i.map(|i| &nodes[i as usize]);
+    pair_forests(
         a.nodes.iter().map(|n| (n.parent, Some(n.name.as_str()))),
         b.nodes.iter().map(|n| (n.parent, n.name.as_str())),
-    );
-    let mut out = Vec::with_capacity(a.nodes.len().max(b.nodes.len()));
-    for (n, m) in a.nodes.iter().zip(&partner) {
-        out.push((Some(n), m.map(|j| &b.nodes[j as usize])));
-    }
-    for (n, _) in b.nodes.iter().zip(&taken).filter(|(_, t)| !**t) {
-        out.push((None, Some(n)));
-    }
-    out
+    )
+    .into_iter()
+    .map(|(i, j)| (node(&a.nodes, i), node(&b.nodes, j)))
+    .collect()
 }
 
 /// [`pair_nodes`] for two [`PathTree`]s, by node index: `(Some(i), Some(j))` for a pair,
@@ -128,29 +124,14 @@ pub fn pair_nodes<'t>(
 /// `b`'s unpaired nodes in `b`'s order. Names are matched as strings across the two traces.
 pub fn pair_paths(a: &PathTree<'_>, b: &PathTree<'_>) -> Vec<(Option<u32>, Option<u32>)> {
     let (ta, tb) = (a.trace, b.trace);
-    let (partner, taken) = pair_forests(
+    pair_forests(
         a.nodes
             .iter()
             .map(|n| (n.parent.map(|p| p as usize), tb.strings.get(ta.str(n.name)))),
         b.nodes
             .iter()
             .map(|n| (n.parent.map(|p| p as usize), n.name)),
-    );
-    let mut out = Vec::with_capacity(a.nodes.len().max(b.nodes.len()));
-    out.extend(
-        partner
-            .iter()
-            .enumerate()
-            .map(|(i, &m)| (Some(i as u32), m)),
-    );
-    out.extend(
-        taken
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| !**t)
-            .map(|(j, _)| (None, Some(j as u32))),
-    );
-    out
+    )
 }
 
 /// [`pair_paths`] for two forests given in depth-first order as `(depth, name)` per node
@@ -162,25 +143,10 @@ pub(crate) fn pair_depth_first(
     tb: &Trace,
     b: &[(u32, Sym)],
 ) -> Vec<(Option<u32>, Option<u32>)> {
-    let (partner, taken) = pair_forests(
+    pair_forests(
         with_parents(a).map(|(p, name)| (p, tb.strings.get(ta.str(name)))),
         with_parents(b),
-    );
-    let mut out = Vec::with_capacity(a.len().max(b.len()));
-    out.extend(
-        partner
-            .iter()
-            .enumerate()
-            .map(|(i, &m)| (Some(i as u32), m)),
-    );
-    out.extend(
-        taken
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| !**t)
-            .map(|(j, _)| (None, Some(j as u32))),
-    );
-    out
+    )
 }
 
 /// Each node of a forest given in depth-first order as `(depth, name)` with its parent's
@@ -198,12 +164,13 @@ fn with_parents(nodes: &[(u32, Sym)]) -> impl Iterator<Item = (Option<usize>, Sy
 
 /// Pairs two forests given in depth-first order as `(parent index, name key)` per node: a
 /// node of `a` pairs with the child of the same key of its parent's partner (a key of `None`
-/// pairs with nothing). Returns each `a` node's partner in `b` and which `b` nodes were
-/// taken. O(n) expected.
+/// pairs with nothing). Returns every node of either forest once, by index: `(Some(i),
+/// Some(j))` for a pair, with `None` on the side that lacks the path; pairs and `a`'s nodes
+/// in `a`'s order, then `b`'s unpaired nodes in `b`'s order. O(n) expected.
 fn pair_forests<K: Copy + Eq + std::hash::Hash>(
     a: impl Iterator<Item = (Option<usize>, Option<K>)>,
     b: impl Iterator<Item = (Option<usize>, K)>,
-) -> (Vec<Option<u32>>, Vec<bool>) {
+) -> Vec<(Option<u32>, Option<u32>)> {
     // `b`'s children by (parent node, name).
     let mut b_child: FastMap<(Option<u32>, K), u32> = FastMap::default();
     let mut b_len = 0usize;
@@ -225,7 +192,21 @@ fn pair_forests<K: Copy + Eq + std::hash::Hash>(
         }
         partner.push(m);
     }
-    (partner, taken)
+    let mut out = Vec::with_capacity(partner.len().max(b_len));
+    out.extend(
+        partner
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| (Some(i as u32), m)),
+    );
+    out.extend(
+        taken
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !**t)
+            .map(|(j, _)| (None, Some(j as u32))),
+    );
+    out
 }
 
 /// The path id of each span (an index into the returned path table), plus the table of

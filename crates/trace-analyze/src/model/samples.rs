@@ -999,21 +999,7 @@ mod tests {
 
     /// Loads frames `(func, file)` and one stack of them (outermost first); is it waiting?
     fn waiting(frames: &[(&str, Option<&str>)]) -> bool {
-        use trace_record::schema::{FrameEvent, StackEvent};
-        let mut s = SampledStacks::default();
-        for (i, (func, file)) in frames.iter().enumerate() {
-            s.add(&Event::Frame(FrameEvent {
-                id: i as u64,
-                func: (*func).into(),
-                file: file.map(str::to_string),
-                inlined: file.is_some(),
-            }));
-        }
-        s.add(&Event::Stack(StackEvent {
-            id: 1,
-            frames: (0..frames.len() as u64).collect(),
-        }));
-        s.stack_is_waiting(1)
+        classes(frames).0
     }
 
     #[test]
@@ -1163,7 +1149,8 @@ mod tests {
     }
 
     /// Loads frames `(func, file)` and one stack of them (outermost first); the stack's
-    /// (waiting, profiler) classes.
+    /// (waiting, profiler) classes. A frame with a file is loaded as inlined, as line-table
+    /// debug information names inlined functions.
     fn classes(frames: &[(&str, Option<&str>)]) -> (bool, bool) {
         use trace_record::schema::{FrameEvent, StackEvent};
         let mut s = SampledStacks::default();
@@ -1172,7 +1159,7 @@ mod tests {
                 id: i as u64,
                 func: (*func).into(),
                 file: file.map(str::to_string),
-                inlined: false,
+                inlined: file.is_some(),
             }));
         }
         s.add(&Event::Stack(StackEvent {

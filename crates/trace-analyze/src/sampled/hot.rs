@@ -208,6 +208,17 @@ pub struct HotReport {
     pub saturated: bool,
 }
 
+impl HotReport {
+    /// `n` samples as a share of the [`samples`](Self::samples) selected (0 when none were).
+    pub fn share_of(&self, n: u64) -> f64 {
+        if self.samples > 0 {
+            n as f64 / self.samples as f64
+        } else {
+            0.0
+        }
+    }
+}
+
 /// The phase of a sample: the capture's, else what its stack shows (a frame of Candle's
 /// backprop → backward, of an optimizer → optimizer).
 fn phase_of(row: &SampleRow, frames: &[u32], s: &SampledStacks) -> Option<ExecStep> {

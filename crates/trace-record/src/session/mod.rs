@@ -255,8 +255,17 @@ impl TraceSession {
     /// `zstd` feature; without it this is [`TraceError::ZstdUnavailable`] and no file is
     /// created.
     pub fn open(path: impl AsRef<Path>, run: Run) -> Result<Self, TraceError> {
-        let path = path.as_ref().to_path_buf();
-        let mut run = run;
+        Self::build_file(path.as_ref().to_path_buf(), run, quanta::Clock::new).map(|b| b.0)
+    }
+
+    /// The session writing to the file at `path`, with its header line and run id: the
+    /// compression from the run or the path (checked available first), the clock from
+    /// `clock`, then the file claimed (see [`open`](Self::open)).
+    fn build_file(
+        path: PathBuf,
+        mut run: Run,
+        clock: impl FnOnce() -> quanta::Clock,
+    ) -> Result<(Self, Vec<u8>, String), TraceError> {
         let compression = run
             .compression
             .unwrap_or_else(|| Compression::for_path(&path));
@@ -264,19 +273,20 @@ impl TraceSession {
             return Err(TraceError::ZstdUnavailable { path: Some(path) });
         }
         run.compression = Some(compression);
-        // The clock first: its first creation in a process calibrates the TSC (up to a few
-        // hundred ms), which must not come between the file's creation and its header.
-        let clock = quanta::Clock::new();
+        // The clock before the file: its first creation in a process calibrates the TSC (up
+        // to a few hundred ms), which must not come between the file's creation and its
+        // header.
+        let clock = clock();
         let claimed = claim::claim(&path, run.overwrite)?;
         let lock = if claimed.locked {
             claimed.file.try_clone().ok()
         } else {
             None
         };
-        let mut s = Self::with_clock(claimed.file, run, clock);
-        s.path = Some(path);
-        s.lock = lock;
-        Ok(s)
+        let (mut session, header, run_id) = Self::build(claimed.file, run, clock);
+        session.path = Some(path);
+        session.lock = lock;
+        Ok((session, header, run_id))
     }
 
     /// A session writing into memory; the [`MemorySink`] reads the bytes back.
@@ -291,11 +301,7 @@ impl TraceSession {
     /// `finish`. A run asking for zstd in a build without the `zstd` feature writes nothing,
     /// and `finish` reports [`TraceError::ZstdUnavailable`].
     pub fn from_writer(writer: impl Write + Send + 'static, run: Run) -> Self {
-        Self::with_clock(writer, run, quanta::Clock::new())
-    }
-
-    fn with_clock(writer: impl Write + Send + 'static, run: Run, clock: quanta::Clock) -> Self {
-        Self::build(writer, run, clock).0
+        Self::build(writer, run, quanta::Clock::new()).0
     }
 
     /// A flight recorder: a session that records into a bounded in-memory ring of whole steps
@@ -352,28 +358,9 @@ impl TraceSession {
                 run.compression = Some(Compression::None);
                 Self::build(io::sink(), run, clock)
             }
-            Some(path) => {
-                // The trace file beside the ring, claimed as `open` claims it; its writes
-                // follow the run's flush interval and compression.
-                let mut run = run;
-                let compression = run
-                    .compression
-                    .unwrap_or_else(|| Compression::for_path(&path));
-                if !compression_available(compression) {
-                    return Err(TraceError::ZstdUnavailable { path: Some(path) });
-                }
-                run.compression = Some(compression);
-                let claimed = claim::claim(&path, run.overwrite)?;
-                let lock = if claimed.locked {
-                    claimed.file.try_clone().ok()
-                } else {
-                    None
-                };
-                let (mut session, header, run_id) = Self::build(claimed.file, run, clock);
-                session.path = Some(path);
-                session.lock = lock;
-                (session, header, run_id)
-            }
+            // The trace file beside the ring, claimed as `open` claims it; its writes follow
+            // the run's flush interval and compression.
+            Some(path) => Self::build_file(path, run, || clock)?,
         };
         let beside = config.file.is_some();
         let flight =
@@ -451,26 +438,11 @@ impl TraceSession {
             // ones were asked for.
             _ => Sink::Plain(writer),
         };
-        let mut output = Output {
-            sink,
-            buf,
-            pending: EventCounts::default(),
-            counts: EventCounts::default(),
-            appended: EventCounts::default(),
-            bytes: 0,
-            dropped: 0,
-            // A session that cannot write what was asked for stops before its header, as
-            // after a failed write: every later event is counted as dropped.
-            error: zstd_unavailable.then(|| {
-                io::Error::new(io::ErrorKind::Unsupported, "zstd needs the `zstd` feature")
-            }),
-            finished: false,
-            written_at: Instant::now(),
-            finished_step: false,
-            recording_write_ns: 0,
-            flight: None,
-            beside: None,
-        };
+        // A session that cannot write what was asked for stops before its header, as after a
+        // failed write: every later event is counted as dropped.
+        let error = zstd_unavailable
+            .then(|| io::Error::new(io::ErrorKind::Unsupported, "zstd needs the `zstd` feature"));
+        let mut output = Output::new(sink, buf, error);
         // The file starts with its header from the first moment (a frame of its own when
         // compressed).
         output.write_block();

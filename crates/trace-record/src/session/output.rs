@@ -107,6 +107,27 @@ pub(super) struct Output {
 }
 
 impl Output {
+    /// An output writing to `sink` through `buf`, nothing written yet; with `error`, failed
+    /// from the start (every event is counted as dropped).
+    pub(super) fn new(sink: Sink, buf: LineBuf, error: Option<io::Error>) -> Output {
+        Output {
+            sink,
+            buf,
+            pending: EventCounts::default(),
+            counts: EventCounts::default(),
+            appended: EventCounts::default(),
+            bytes: 0,
+            dropped: 0,
+            error,
+            finished: false,
+            written_at: Instant::now(),
+            finished_step: false,
+            recording_write_ns: 0,
+            flight: None,
+            beside: None,
+        }
+    }
+
     /// Appends the lines written by `f`, one per entry of `types` (their event types, in
     /// order), unless the session failed (all counted as dropped) or finished; writes the
     /// block when it is full.
@@ -319,22 +340,7 @@ mod tests {
     use super::*;
 
     fn output() -> Output {
-        Output {
-            sink: Sink::Plain(Box::new(io::sink())),
-            buf: LineBuf::default(),
-            pending: EventCounts::default(),
-            counts: EventCounts::default(),
-            appended: EventCounts::default(),
-            bytes: 0,
-            dropped: 0,
-            error: None,
-            finished: false,
-            written_at: Instant::now(),
-            finished_step: false,
-            recording_write_ns: 0,
-            flight: None,
-            beside: None,
-        }
+        Output::new(Sink::Plain(Box::new(io::sink())), LineBuf::default(), None)
     }
 
     #[test]

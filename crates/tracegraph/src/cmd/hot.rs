@@ -327,11 +327,7 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
         o,
         "waiting   {} samples ({}) in thread pools spinning or parked (Candle's barrier, rayon's idle loop, futex waits); {}",
         r.waiting,
-        pct(if r.samples > 0 {
-            r.waiting as f64 / r.samples as f64
-        } else {
-            0.0
-        }),
+        pct(r.share_of(r.waiting)),
         if r.waiting_excluded {
             "left out of the function and crate rankings (--include-waiting keeps them)"
         } else {
@@ -342,11 +338,7 @@ pub(crate) fn render(r: &HotReport, version: u32) -> String {
         o,
         "profiler  {} samples ({}) of the profiler's own work on the program's threads (the sampler, the recorder, the heap tracker; the step-boundary wake); one (profiler) row in the function rankings, in no crate group and no hint",
         r.profiler,
-        pct(if r.samples > 0 {
-            r.profiler as f64 / r.samples as f64
-        } else {
-            0.0
-        }),
+        pct(r.share_of(r.profiler)),
     );
     o.push_str(&hints_lines(&r.hints));
     let _ = writeln!(o);
