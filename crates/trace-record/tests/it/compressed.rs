@@ -4,7 +4,7 @@
 //! hostile inputs are built by hand (frame headers and RLE blocks), so that a tiny file that
 //! declares a huge window or expands to gigabytes is what the reader really meets.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use trace_record::schema::{
     AllocKind, Event, ExecStep, FrameEvent, GradientState, MemoryCategory, SamplerEvent,
@@ -15,7 +15,7 @@ use trace_record::{
     TraceInput, TraceReader, TraceSession, ZSTD_MAGIC, read_trace, read_trace_bytes,
 };
 
-use crate::common::{issues, run};
+use crate::common::{issues, op_count, rerun, run};
 
 fn op(i: u64, t: u64) -> OpRecord<'static> {
     OpRecord {
@@ -488,8 +488,7 @@ fn a_zip_bomb_of_blank_lines_streams_through_in_bounded_memory() {
     if peak_rss_kib().is_none() {
         return; // not Linux: no peak to read
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([BOMB_TEST, "--exact", "--nocapture", "--test-threads=1"])
+    let out = rerun(BOMB_TEST)
         .env(BOMB_CHILD_ENV, "1")
         .stderr(Stdio::inherit())
         .output()
@@ -549,11 +548,7 @@ fn a_killed_compressed_recording_reads_to_its_last_frame() {
     assert!(trace.events.len() as u64 >= complete_lines - 1);
     let reference = read_trace_bytes(&complete).unwrap();
     assert_eq!(trace.events[..reference.events.len()], reference.events[..]);
-    let ops = trace
-        .events
-        .iter()
-        .filter(|e| matches!(e.event, Event::Op(_)))
-        .count();
+    let ops = op_count(&trace);
     assert!(ops > 1000, "{ops}");
     for issue in issues(&trace) {
         assert!(

@@ -4,13 +4,13 @@
 //! trace path; in the child the same test records forever until the parent kills it.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use trace_record::schema::{Event, SpanKind};
-use trace_record::{IssueKind, OpRecord, TraceSession, read_trace};
+use trace_record::schema::SpanKind;
+use trace_record::{IssueKind, TraceSession, read_trace};
 
-use crate::common::{issues, run};
+use crate::common::{issues, large_op, op_count, rerun, run};
 
 const CHILD_ENV: &str = "TRACE_RECORD_TEST_CRASH_CHILD";
 const TEST_NAME: &str = "crash::killed_child_trace_reads_to_its_last_complete_line";
@@ -23,21 +23,7 @@ pub(crate) fn record_forever(path: &str) -> ! {
     loop {
         let _step = session.span("step", SpanKind::Function, None);
         for _ in 0..1000 {
-            let t = session.now_ns();
-            session.record_op(&OpRecord {
-                name: "matmul",
-                inputs: &[i, i + 1],
-                outputs: &[i + 2],
-                shape: &[64, 64],
-                dtype: "f32",
-                device: "cpu",
-                start_ns: t,
-                dur_ns: 1,
-                in_bytes: 32768,
-                out_bytes: 16384,
-                category: None,
-                flops: Some(524_288),
-            });
+            large_op(&session, i);
             i += 1;
         }
         drop(_step);
@@ -49,8 +35,7 @@ pub(crate) fn record_forever(path: &str) -> ! {
 /// runs [`record_forever`]; once more than `min_bytes` are on disk, SIGKILLs it (Child::kill
 /// on Unix) and checks it did not exit cleanly.
 pub(crate) fn kill_recorder_once_written(test: &str, env: &str, path: &Path, min_bytes: u64) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+    let mut child = rerun(test)
         .env(env, path)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -105,11 +90,7 @@ fn killed_child_trace_reads_to_its_last_complete_line() {
     );
     assert_eq!(trace.events.last().unwrap().line, complete_lines);
     assert_eq!(trace.events.len() as u64, complete_lines - 1);
-    let ops = trace
-        .events
-        .iter()
-        .filter(|e| matches!(e.event, Event::Op(_)))
-        .count();
+    let ops = op_count(&trace);
     assert!(ops > 1000, "{ops}");
     // The only structural issue a kill can leave: the span that was open.
     for issue in issues(&trace) {

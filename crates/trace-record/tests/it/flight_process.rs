@@ -1,22 +1,20 @@
 //! The flight recorder in a child process: SIGUSR2, SIGKILL while dumping, memory over
 //! 10,000 steps. Each test re-runs this test binary filtered to itself as the child.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use trace_record::schema::{DumpTrigger, SpanKind};
-use trace_record::{FlightConfig, OpRecord, TraceSession, read_trace};
+use trace_record::{FlightConfig, TraceSession, read_trace};
 
-use crate::common::run;
-use crate::flight_record::assert_strictly_valid;
+use crate::common::{large_op, rerun, run, wait_for_line};
+use crate::flight_record::{assert_strictly_valid, dumps};
 
 const DIR_ENV: &str = "TRACE_RECORD_FLIGHT_CHILD_DIR";
 
 fn child(test: &str, dir: &Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+    rerun(test)
         .env(DIR_ENV, dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -24,41 +22,10 @@ fn child(test: &str, dir: &Path) -> Child {
         .unwrap()
 }
 
-/// Waits for the child's stdout line holding `prefix` and returns it from there.
-fn wait_line(c: &mut Child, prefix: &str) -> String {
-    let out = c.stdout.as_mut().unwrap();
-    let mut r = BufReader::new(out);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            r.read_line(&mut line).unwrap() > 0,
-            "child ended before {prefix}"
-        );
-        // The harness prints the test's name before the test's own output, on one line.
-        if let Some(at) = line.find(prefix) {
-            return line[at..].trim_end().to_string();
-        }
-    }
-}
-
+/// One op in a span of its own.
 fn op(s: &TraceSession, i: u64) {
     let _span = s.span("step", SpanKind::Module, None);
-    let t = s.now_ns();
-    s.record_op(&OpRecord {
-        name: "matmul",
-        inputs: &[i, i + 1],
-        outputs: &[i + 2],
-        shape: &[64, 64],
-        dtype: "f32",
-        device: "cpu",
-        start_ns: t,
-        dur_ns: 1,
-        in_bytes: 32768,
-        out_bytes: 16384,
-        category: None,
-        flops: Some(524_288),
-    });
+    large_op(s, i);
 }
 
 fn kill(pid: u32, sig: &str) {
@@ -94,7 +61,7 @@ fn sigusr2_makes_one_dump() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut c = child(TEST, dir.path());
-    wait_line(&mut c, "ready");
+    wait_for_line(&mut c, "ready", TEST);
     kill(c.id(), "-USR2");
     assert!(c.wait().unwrap().success());
     let found: Vec<_> = std::fs::read_dir(dir.path())
@@ -134,20 +101,13 @@ fn sigkill_while_dumping_leaves_no_partial_dump_under_a_final_name() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = child(TEST, dir.path());
     let deadline = Instant::now() + Duration::from_mins(1);
-    let finals = |d: &Path| -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(d)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-            .collect()
-    };
-    while finals(dir.path()).len() < 3 {
+    while dumps(dir.path()).len() < 3 {
         assert!(Instant::now() < deadline, "no dumps in 60 s");
         std::thread::sleep(Duration::from_millis(2));
     }
     c.kill().unwrap();
     assert!(!c.wait().unwrap().success());
-    let found = finals(dir.path());
+    let found = dumps(dir.path());
     assert!(found.len() >= 3);
     for p in &found {
         assert_strictly_valid(p);
@@ -203,7 +163,7 @@ fn resident_memory_over_10000_steps_stays_within_the_ring_bound() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut c = child(TEST, dir.path());
-    let line = wait_line(&mut c, "result");
+    let line = wait_for_line(&mut c, "result", TEST);
     assert!(c.wait().unwrap().success());
     let field = |k: &str| -> u64 {
         line.split_whitespace()

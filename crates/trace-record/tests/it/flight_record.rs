@@ -1,71 +1,129 @@
 //! The flight recorder: dumps by trigger, their steps, their validity, their bounds.
 
+use std::cell::Cell;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use trace_record::schema::{
-    AllocKind, DumpTrigger, Event, EventCounts, GradientState, MemoryCategory, SpanKind,
+    AllocKind, DumpRecord, DumpTrigger, Event, EventCounts, GradientState, MemoryCategory, SpanKind,
 };
 use trace_record::{
-    FlightConfig, MemoryRecord, OpRecord, ReadOptions, TraceSession, read_trace, validate_file,
+    FlightConfig, FlightStats, MemoryRecord, OpRecord, ReadOptions, Run, TraceSession, read_trace,
+    validate_file,
 };
 
-use crate::common::run;
+use crate::common::{op_count, run, step_indices};
 
 /// Step duration of an ordinary step in these tests.
 const STEP: Duration = Duration::from_millis(10);
 
-fn session(
-    dir: &Path,
-    cfg: impl FnOnce(FlightConfig) -> FlightConfig,
-) -> (TraceSession, Arc<quanta::Mock>) {
-    let (clock, mock) = quanta::Clock::mock();
-    mock.increment(Duration::from_secs(1));
-    let cfg = cfg(FlightConfig::new(dir).min_interval(Duration::ZERO));
-    let s = TraceSession::flight_with_clock(run().run_id("t"), cfg, clock).unwrap();
-    (s, mock)
+/// A flight session `t` on a mock clock, and the allocation [`Rig::work`] carries from one
+/// step into the next.
+struct Rig {
+    s: TraceSession,
+    mock: Arc<quanta::Mock>,
+    carry: Cell<Option<u64>>,
 }
 
-/// One step's work: a span straddling the boundary (opened here, closed next step), an
-/// allocation freed next step, a contained span with an op, and the clock advanced by `dur`.
-fn work(s: &TraceSession, mock: &quanta::Mock, i: u64, dur: Duration, carry: &mut Option<u64>) {
-    let mem = |kind, storage| MemoryRecord {
-        kind,
-        storage,
-        tensor: storage,
-        bytes: 64,
-        device: "cpu",
-        category: MemoryCategory::Activation,
-    };
-    {
-        let _span = s.span("forward", SpanKind::Module, None);
-        let t = s.now_ns();
-        s.record_op(&OpRecord {
-            name: "matmul",
-            inputs: &[1, 2],
-            outputs: &[3],
-            shape: &[4, 4],
-            dtype: "f32",
+impl Rig {
+    /// Dumps into `dir`, with no minimum interval between dumps unless `cfg` sets one.
+    fn new(dir: &Path, cfg: impl FnOnce(FlightConfig) -> FlightConfig) -> Self {
+        Self::start(run(), FlightConfig::new(dir), cfg)
+    }
+
+    /// Writes `file` beside its ring (dumps in `dir`), with `run`'s flush settings.
+    fn beside(
+        dir: &Path,
+        file: &Path,
+        run: Run,
+        cfg: impl FnOnce(FlightConfig) -> FlightConfig,
+    ) -> Self {
+        Self::start(run, FlightConfig::new(dir).beside_file(file), cfg)
+    }
+
+    fn start(run: Run, base: FlightConfig, cfg: impl FnOnce(FlightConfig) -> FlightConfig) -> Self {
+        let (clock, mock) = quanta::Clock::mock();
+        mock.increment(Duration::from_secs(1));
+        let cfg = cfg(base.min_interval(Duration::ZERO));
+        let s = TraceSession::flight_with_clock(run.run_id("t"), cfg, clock).unwrap();
+        Self {
+            s,
+            mock,
+            carry: Cell::new(None),
+        }
+    }
+
+    /// Step `i`'s work, the step not ended: a span straddling the boundary (opened here,
+    /// closed next step), an allocation freed next step, a contained span with an op, and the
+    /// clock advanced by `dur`.
+    fn work(&self, i: u64, dur: Duration) {
+        let s = &self.s;
+        let mem = |kind, storage| MemoryRecord {
+            kind,
+            storage,
+            tensor: storage,
+            bytes: 64,
             device: "cpu",
-            start_ns: t,
-            dur_ns: 1,
-            in_bytes: 128,
-            out_bytes: 64,
-            category: None,
-            flops: Some(128),
-        });
-        s.record_memory(&mem(AllocKind::Alloc, 1000 + i));
+            category: MemoryCategory::Activation,
+        };
+        {
+            let _span = s.span("forward", SpanKind::Module, None);
+            let t = s.now_ns();
+            s.record_op(&OpRecord {
+                name: "matmul",
+                inputs: &[1, 2],
+                outputs: &[3],
+                shape: &[4, 4],
+                dtype: "f32",
+                device: "cpu",
+                start_ns: t,
+                dur_ns: 1,
+                in_bytes: 128,
+                out_bytes: 64,
+                category: None,
+                flops: Some(128),
+            });
+            s.record_memory(&mem(AllocKind::Alloc, 1000 + i));
+        }
+        if let Some(prev) = self.carry.replace(Some(1000 + i)) {
+            s.record_memory(&mem(AllocKind::Free, prev));
+        }
+        self.mock.increment(dur);
     }
-    if let Some(prev) = carry.take() {
-        s.record_memory(&mem(AllocKind::Free, prev));
+
+    /// Steps `steps`, each: the work of an ordinary step ([`STEP`]), then `each(session, i)`,
+    /// then `step()`.
+    fn steps(&self, steps: Range<u64>, mut each: impl FnMut(&TraceSession, u64)) {
+        for i in steps {
+            self.work(i, STEP);
+            each(&self.s, i);
+            self.s.step();
+        }
     }
-    *carry = Some(1000 + i);
-    mock.increment(dur);
+
+    /// Finishes the session; its flight stats then.
+    fn finish(&self) -> FlightStats {
+        self.s.finish().unwrap();
+        self.s.flight_stats().unwrap()
+    }
+}
+
+/// The `dump` line of the dump at `path`.
+fn dump_record(path: &Path) -> DumpRecord {
+    read_trace(path).unwrap().dump.unwrap()
+}
+
+/// The `dump` line of the one dump `stats` lists, once that dump is strictly valid.
+fn only_dump(stats: &FlightStats) -> DumpRecord {
+    assert_eq!(stats.dumps.len(), 1, "{stats:?}");
+    assert_strictly_valid(&stats.dumps[0]);
+    dump_record(&stats.dumps[0])
 }
 
 /// Every dump in `dir` (not the hidden temporary files), sorted.
-fn dumps(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn dumps(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -105,28 +163,22 @@ fn step_durations(path: &Path) -> Vec<(u64, u64)> {
 #[test]
 fn a_slow_step_makes_one_dump_of_the_steps_around_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, mock) = session(dir.path(), |c| c.before(3).after(2).slow_step(3.0, 8));
-    let mut carry = None;
-    let _outer = s.span("train", SpanKind::Function, None);
+    let rig = Rig::new(dir.path(), |c| c.before(3).after(2).slow_step(3.0, 8));
+    let outer = rig.s.span("train", SpanKind::Function, None);
     for i in 0..40 {
-        let dur = if i == 20 { STEP * 10 } else { STEP };
-        work(&s, &mock, i, dur, &mut carry);
-        s.step();
+        rig.work(i, if i == 20 { STEP * 10 } else { STEP });
+        rig.s.step();
     }
-    drop(_outer);
-    s.finish().unwrap();
-    let stats = s.flight_stats().unwrap();
+    drop(outer);
+    let stats = rig.finish();
     assert_eq!(stats.dumps, dumps(dir.path()));
-    assert_eq!(stats.dumps.len(), 1, "{stats:?}");
+    let d = only_dump(&stats);
     let path = &stats.dumps[0];
     assert!(
         path.ends_with("t-slow_step-steps17-22.jsonl"),
         "{}",
         path.display()
     );
-    assert_strictly_valid(path);
-    let t = read_trace(path).unwrap();
-    let d = t.dump.unwrap();
     assert_eq!(d.trigger, DumpTrigger::SlowStep);
     assert_eq!((d.trigger_step, d.first_step, d.last_step), (20, 17, 22));
     assert_eq!(d.evidence.step_ns, Some(100_000_000));
@@ -145,18 +197,11 @@ fn a_slow_step_makes_one_dump_of_the_steps_around_it() {
 #[test]
 fn a_non_finite_loss_makes_one_dump() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, mock) = session(dir.path(), |c| c.before(2));
-    let mut carry = None;
-    for i in 0..30 {
-        work(&s, &mock, i, STEP, &mut carry);
+    let rig = Rig::new(dir.path(), |c| c.before(2));
+    rig.steps(0..30, |s, i| {
         s.record_loss(if i == 15 { f64::NAN } else { 1.0 });
-        s.step();
-    }
-    s.finish().unwrap();
-    let stats = s.flight_stats().unwrap();
-    assert_eq!(stats.dumps.len(), 1, "{stats:?}");
-    assert_strictly_valid(&stats.dumps[0]);
-    let d = read_trace(&stats.dumps[0]).unwrap().dump.unwrap();
+    });
+    let d = only_dump(&rig.finish());
     assert_eq!(d.trigger, DumpTrigger::NonFiniteLoss);
     assert_eq!((d.trigger_step, d.first_step, d.last_step), (15, 13, 15));
     assert_eq!(d.evidence.value.as_deref(), Some("NaN"));
@@ -165,23 +210,16 @@ fn a_non_finite_loss_makes_one_dump() {
 #[test]
 fn a_non_finite_gradient_makes_one_dump_naming_the_parameter() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, mock) = session(dir.path(), |c| c.before(1));
-    let mut carry = None;
-    for i in 0..10 {
-        work(&s, &mock, i, STEP, &mut carry);
+    let rig = Rig::new(dir.path(), |c| c.before(1));
+    rig.steps(0..10, |s, i| {
         let state = if i == 4 {
             GradientState::NonFinite
         } else {
             GradientState::Present
         };
         s.record_gradient("w1", state, (i != 4).then_some(1.0));
-        s.step();
-    }
-    s.finish().unwrap();
-    let stats = s.flight_stats().unwrap();
-    assert_eq!(stats.dumps.len(), 1);
-    assert_strictly_valid(&stats.dumps[0]);
-    let d = read_trace(&stats.dumps[0]).unwrap().dump.unwrap();
+    });
+    let d = only_dump(&rig.finish());
     assert_eq!(d.trigger, DumpTrigger::NonFiniteGradient);
     assert_eq!(d.evidence.param.as_deref(), Some("w1"));
     assert_eq!((d.first_step, d.last_step), (3, 4));
@@ -190,15 +228,9 @@ fn a_non_finite_gradient_makes_one_dump_naming_the_parameter() {
 #[test]
 fn a_trigger_firing_every_step_makes_no_more_dumps_than_the_bound() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, mock) = session(dir.path(), |c| c.before(1).max_dumps(3));
-    let mut carry = None;
-    for i in 0..50 {
-        work(&s, &mock, i, STEP, &mut carry);
-        assert!(s.dump("every step"));
-        s.step();
-    }
-    s.finish().unwrap();
-    let stats = s.flight_stats().unwrap();
+    let rig = Rig::new(dir.path(), |c| c.before(1).max_dumps(3));
+    rig.steps(0..50, |s, _| assert!(s.dump("every step")));
+    let stats = rig.finish();
     assert_eq!(stats.dumps.len(), 3);
     assert_eq!(dumps(dir.path()).len(), 3);
     assert_eq!(stats.suppressed, 47);
@@ -211,17 +243,13 @@ fn a_trigger_firing_every_step_makes_no_more_dumps_than_the_bound() {
 fn the_byte_budget_and_the_interval_refuse_dumps() {
     let dir = tempfile::tempdir().unwrap();
     // Each step is a few hundred bytes: a 2,000-byte budget holds a couple of dumps.
-    let (s, mock) = session(dir.path(), |c| {
+    let rig = Rig::new(dir.path(), |c| {
         c.before(2).max_dump_bytes(2_000).min_interval(STEP * 5)
     });
-    let mut carry = None;
-    for i in 0..100 {
-        work(&s, &mock, i, STEP, &mut carry);
+    rig.steps(0..100, |s, _| {
         s.dump("again");
-        s.step();
-    }
-    s.finish().unwrap();
-    let stats = s.flight_stats().unwrap();
+    });
+    let stats = rig.finish();
     let written: u64 = stats.dumps.len() as u64;
     assert!(written >= 1);
     // At most one dump per 5 steps by the interval, and the budget stops them sooner.
@@ -232,19 +260,13 @@ fn the_byte_budget_and_the_interval_refuse_dumps() {
 #[test]
 fn steps_after_the_trigger_are_waited_for() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, mock) = session(dir.path(), |c| c.before(0).after(3));
-    let mut carry = None;
-    for i in 0..10 {
-        work(&s, &mock, i, STEP, &mut carry);
+    let rig = Rig::new(dir.path(), |c| c.before(0).after(3));
+    rig.steps(0..10, |s, i| {
         if i == 2 {
             s.dump("now");
         }
-        s.step();
-    }
-    s.finish().unwrap();
-    let stats = s.flight_stats().unwrap();
-    assert_eq!(stats.dumps.len(), 1);
-    let d = read_trace(&stats.dumps[0]).unwrap().dump.unwrap();
+    });
+    let d = only_dump(&rig.finish());
     assert_eq!((d.trigger_step, d.first_step, d.last_step), (2, 2, 5));
     assert_eq!(d.evidence.reason.as_deref(), Some("now"));
 }
@@ -252,14 +274,10 @@ fn steps_after_the_trigger_are_waited_for() {
 #[test]
 fn a_session_dropped_without_finish_dumps_its_ring() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, mock) = session(dir.path(), |c| c.before(2));
-    let mut carry = None;
-    for i in 0..6 {
-        work(&s, &mock, i, STEP, &mut carry);
-        s.step();
-    }
-    work(&s, &mock, 6, STEP, &mut carry);
-    drop(s);
+    let rig = Rig::new(dir.path(), |c| c.before(2));
+    rig.steps(0..6, |_, _| {});
+    rig.work(6, STEP);
+    drop(rig);
     let found = dumps(dir.path());
     assert_eq!(found.len(), 1);
     assert!(found[0].ends_with("t-exit-steps4-6.jsonl"), "{found:?}");
@@ -269,20 +287,16 @@ fn a_session_dropped_without_finish_dumps_its_ring() {
 #[test]
 fn the_ring_keeps_whole_steps_within_its_bound() {
     let dir = tempfile::tempdir().unwrap();
-    let (s, mock) = session(dir.path(), |c| c.ring_bytes(65_536).dump_on_exit(false));
-    let mut carry = None;
-    for i in 0..200 {
-        work(&s, &mock, i, STEP, &mut carry);
-        s.step();
-    }
-    let stats = s.flight_stats().unwrap();
+    let rig = Rig::new(dir.path(), |c| c.ring_bytes(65_536).dump_on_exit(false));
+    rig.steps(0..200, |_, _| {});
+    let stats = rig.s.flight_stats().unwrap();
     assert!(stats.ring_bytes <= 65_536, "{stats:?}");
     assert!(
         stats.ring_steps > 1 && stats.evicted_steps > 100,
         "{stats:?}"
     );
     assert_eq!(stats.ring_steps as u64 + stats.evicted_steps, 200);
-    s.finish().unwrap();
+    rig.s.finish().unwrap();
     assert!(dumps(dir.path()).is_empty());
 }
 
@@ -290,24 +304,17 @@ fn the_ring_keeps_whole_steps_within_its_bound() {
 fn a_trigger_file_fires_when_it_appears() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("dump-now");
-    let out = dir.path().join("dumps");
-    let (s, mock) = session(&out, |c| {
+    let rig = Rig::new(&dir.path().join("dumps"), |c| {
         c.before(1)
             .trigger_file(&file)
             .poll_interval(Duration::ZERO)
     });
-    let mut carry = None;
-    for i in 0..10 {
-        work(&s, &mock, i, STEP, &mut carry);
+    rig.steps(0..10, |_, i| {
         if i == 5 {
             std::fs::write(&file, b"").unwrap();
         }
-        s.step();
-    }
-    s.finish().unwrap();
-    let stats = s.flight_stats().unwrap();
-    assert_eq!(stats.dumps.len(), 1, "{stats:?}");
-    let d = read_trace(&stats.dumps[0]).unwrap().dump.unwrap();
+    });
+    let d = only_dump(&rig.finish());
     assert_eq!((d.trigger, d.trigger_step), (DumpTrigger::File, 5));
     assert!(file.exists(), "the trigger file is the user's");
 }
@@ -316,10 +323,8 @@ fn a_trigger_file_fires_when_it_appears() {
 fn sampled_stacks_keep_their_frames_in_every_dump() {
     use trace_record::schema::{FrameEvent, SamplerEvent, SamplesEvent, StackEvent};
     let dir = tempfile::tempdir().unwrap();
-    let (s, mock) = session(dir.path(), |c| c.before(1).ring_steps(3));
-    let mut carry = None;
-    for i in 0..20u64 {
-        work(&s, &mock, i, STEP, &mut carry);
+    let rig = Rig::new(dir.path(), |c| c.before(1).ring_steps(3));
+    rig.steps(0..20, |s, i| {
         let mut ev = Vec::new();
         if i == 0 {
             ev.push(Event::Frame(FrameEvent {
@@ -356,12 +361,9 @@ fn sampled_stacks_keep_their_frames_in_every_dump() {
         if i == 15 {
             s.dump("stacks");
         }
-        s.step();
-    }
-    s.finish().unwrap();
-    let stats = s.flight_stats().unwrap();
-    assert_eq!(stats.dumps.len(), 1);
-    assert_strictly_valid(&stats.dumps[0]);
+    });
+    let stats = rig.finish();
+    only_dump(&stats);
     let t = read_trace(&stats.dumps[0]).unwrap();
     let mut counts = EventCounts::default();
     for e in &t.events {
@@ -370,40 +372,10 @@ fn sampled_stacks_keep_their_frames_in_every_dump() {
     assert_eq!((counts.frame, counts.stack, counts.samples), (1, 1, 2));
 }
 
-/// A flight recorder writing `file` beside its ring (dumps in `dir`), with `run`'s flush
-/// settings.
-fn beside(
-    dir: &Path,
-    file: &Path,
-    run: trace_record::Run,
-    cfg: impl FnOnce(FlightConfig) -> FlightConfig,
-) -> (TraceSession, Arc<quanta::Mock>) {
-    let (clock, mock) = quanta::Clock::mock();
-    mock.increment(Duration::from_secs(1));
-    let cfg = cfg(FlightConfig::new(dir)
-        .min_interval(Duration::ZERO)
-        .beside_file(file));
-    let s = TraceSession::flight_with_clock(run.run_id("t"), cfg, clock).unwrap();
-    (s, mock)
-}
-
 /// The `step` indices and the number of `op` lines of a trace.
 fn steps_and_ops(path: &Path) -> (Vec<u64>, usize) {
     let t = read_trace(path).unwrap();
-    let steps = t
-        .events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::Step(s) => Some(s.index),
-            _ => None,
-        })
-        .collect();
-    let ops = t
-        .events
-        .iter()
-        .filter(|e| matches!(e.event, Event::Op(_)))
-        .count();
-    (steps, ops)
+    (step_indices(&t), op_count(&t))
 }
 
 #[test]
@@ -419,26 +391,24 @@ fn a_file_beside_the_ring_gets_every_step_and_a_slow_step_still_dumps() {
         } else {
             run().flush_interval(None)
         };
-        let (s, mock) = beside(&dumps_dir, &file, run, |c| {
+        let rig = Rig::beside(&dumps_dir, &file, run, |c| {
             c.before(3).slow_step(3.0, 8).ring_bytes(16_384)
         });
-        let mut carry = None;
-        let _outer = s.span("train", SpanKind::Function, None);
+        let outer = rig.s.span("train", SpanKind::Function, None);
         for i in 0..120 {
-            let dur = if i == 100 { STEP * 10 } else { STEP };
-            work(&s, &mock, i, dur, &mut carry);
-            s.step();
+            rig.work(i, if i == 100 { STEP * 10 } else { STEP });
+            rig.s.step();
         }
         if flush {
             // The recording thread wrote nothing itself: the background writer did.
-            assert_eq!(s.recording_write_ns(), 0, "flush {flush}");
+            assert_eq!(rig.s.recording_write_ns(), 0, "flush {flush}");
         }
         // One more step's work, unfinished at `finish`: it reaches the file too.
-        work(&s, &mock, 120, STEP, &mut carry);
-        drop(_outer);
-        let summary = s.finish().unwrap();
+        rig.work(120, STEP);
+        drop(outer);
+        let summary = rig.s.finish().unwrap();
         assert_eq!(summary.path.as_deref(), Some(file.as_path()));
-        let stats = s.flight_stats().unwrap();
+        let stats = rig.s.flight_stats().unwrap();
         // The ring evicted most steps; the file has them all.
         assert!(stats.evicted_steps > 50, "{stats:?}");
         assert_strictly_valid(&file);
@@ -449,13 +419,11 @@ fn a_file_beside_the_ring_gets_every_step_and_a_slow_step_still_dumps() {
         assert_eq!(read_trace(&file).unwrap().dump, None);
         // The dump is the ring's, as without a file.
         assert_eq!(stats.dumps, dumps(&dumps_dir));
-        assert_eq!(stats.dumps.len(), 1, "{stats:?}");
+        let d = only_dump(&stats);
         assert!(
             stats.dumps[0].ends_with("t-slow_step-steps97-100.jsonl"),
             "{stats:?}"
         );
-        assert_strictly_valid(&stats.dumps[0]);
-        let d = read_trace(&stats.dumps[0]).unwrap().dump.unwrap();
         assert_eq!((d.trigger_step, d.first_step, d.last_step), (100, 97, 100));
     }
 }
@@ -465,14 +433,10 @@ fn a_file_beside_the_ring_ends_incomplete_and_the_ring_dumps_on_drop() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("whole.jsonl");
     let dumps_dir = dir.path().join("dumps");
-    let (s, mock) = beside(&dumps_dir, &file, run(), |c| c.before(2));
-    let mut carry = None;
-    for i in 0..6 {
-        work(&s, &mock, i, STEP, &mut carry);
-        s.step();
-    }
-    work(&s, &mock, 6, STEP, &mut carry);
-    drop(s);
+    let rig = Rig::beside(&dumps_dir, &file, run(), |c| c.before(2));
+    rig.steps(0..6, |_, _| {});
+    rig.work(6, STEP);
+    drop(rig);
     let found = dumps(&dumps_dir);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].ends_with("t-exit-steps4-6.jsonl"), "{found:?}");
@@ -508,13 +472,9 @@ fn a_compressed_file_beside_the_ring_reads_back_whole() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("whole.jsonl.zst");
     let dumps_dir = dir.path().join("dumps");
-    let (s, mock) = beside(&dumps_dir, &file, run(), |c| c.ring_bytes(16_384));
-    let mut carry = None;
-    for i in 0..50 {
-        work(&s, &mock, i, STEP, &mut carry);
-        s.step();
-    }
-    s.finish().unwrap();
+    let rig = Rig::beside(&dumps_dir, &file, run(), |c| c.ring_bytes(16_384));
+    rig.steps(0..50, |_, _| {});
+    rig.finish();
     assert_eq!(
         std::fs::read(&file).unwrap()[..4],
         trace_record::ZSTD_MAGIC[..]

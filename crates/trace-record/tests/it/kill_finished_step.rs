@@ -7,16 +7,15 @@
 //! only keeps a regression from hanging the run) until the last step is readable, then kills
 //! the child and reads the trace again.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use trace_record::schema::{Event, SpanKind};
-use trace_record::{OpRecord, ParsedTrace, TraceSession, read_trace};
+use trace_record::schema::SpanKind;
+use trace_record::{ParsedTrace, TraceSession, read_trace};
 
-use crate::common::run;
+use crate::common::{op_count, rerun, run, small_op, step_indices, wait_for_line};
 
 const CHILD_ENV: &str = "TRACE_RECORD_TEST_KILL_STEP_CHILD";
 const CHILD_TEST: &str = "kill_finished_step::child_finishes_steps_then_idles";
@@ -37,21 +36,7 @@ fn child_finishes_steps_then_idles() {
     for _ in 0..STEPS {
         let span = session.span("step", SpanKind::Function, None);
         for _ in 0..OPS_PER_STEP {
-            let t = session.now_ns();
-            session.record_op(&OpRecord {
-                name: "matmul",
-                inputs: &[id],
-                outputs: &[id + 1],
-                shape: &[4, 4],
-                dtype: "f32",
-                device: "cpu",
-                start_ns: t,
-                dur_ns: 1,
-                in_bytes: 64,
-                out_bytes: 64,
-                category: None,
-                flops: None,
-            });
+            small_op(&session, id);
             id += 1;
         }
         drop(span);
@@ -67,16 +52,7 @@ fn child_finishes_steps_then_idles() {
 
 /// The last step index and the op count of a read trace.
 fn steps_and_ops(trace: &ParsedTrace) -> (Option<u64>, u64) {
-    let mut last_step = None;
-    let mut ops = 0;
-    for e in &trace.events {
-        match &e.event {
-            Event::Step(s) => last_step = Some(s.index),
-            Event::Op(_) => ops += 1,
-            _ => {}
-        }
-    }
-    (last_step, ops)
+    (step_indices(trace).last().copied(), op_count(trace) as u64)
 }
 
 /// Whether `path` reads (as far as it is written) with the child's last step and every op.
@@ -87,27 +63,18 @@ fn last_step_readable(path: &Path) -> bool {
 fn finished_step_survives_sigkill(file: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(file);
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
+    let mut child = rerun(CHILD_TEST)
         .env(CHILD_ENV, &path)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     // Wait until the child's last `step()` has returned.
-    let out = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(out).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(l)) if l.contains("finished") => break,
-            Some(Ok(_)) => {}
-            other => {
-                let _ = child.kill();
-                panic!("{file}: the child did not finish its steps: {other:?}");
-            }
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
+    wait_for_line(
+        &mut child,
+        "finished",
+        &format!("{file}: the child did not finish its steps"),
+    );
     // The child makes no further recording call: the last step must reach the file anyway.
     let deadline = Instant::now() + Duration::from_mins(1);
     while !last_step_readable(&path) {

@@ -3,38 +3,19 @@
 //! Real child processes killed with SIGKILL at several moments, and SIGINT/SIGTERM writing the
 //! `incomplete` trailer.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use trace_record::schema::{Event, Outcome, SpanKind};
-use trace_record::{AfterSignal, OpRecord, TraceSession, read_trace};
+use trace_record::schema::{Outcome, SpanKind};
+use trace_record::{AfterSignal, TraceSession, read_trace};
 
-use crate::common::run;
+use crate::common::{op_count, rerun, run, small_op, wait_for_line};
 
 const CHILD_ENV: &str = "TRACE_RECORD_TEST_LAG_CHILD";
 const MODE_ENV: &str = "TRACE_RECORD_TEST_LAG_MODE";
 const CHILD_TEST: &str = "lag::child_recorder";
-
-fn op(session: &TraceSession, i: u64) {
-    let t = session.now_ns();
-    session.record_op(&OpRecord {
-        name: "matmul",
-        inputs: &[i],
-        outputs: &[i + 1],
-        shape: &[4, 4],
-        dtype: "f32",
-        device: "cpu",
-        start_ns: t,
-        dur_ns: 1,
-        in_bytes: 64,
-        out_bytes: 64,
-        category: None,
-        flops: None,
-    });
-}
 
 /// In the child (`CHILD_ENV` set): records slowly (one op a millisecond, far below a block,
 /// a step every 100 ops) until killed, or, in mode `continue`, until a signal closed the
@@ -56,7 +37,7 @@ fn child_recorder() {
     loop {
         let span = session.span("step", SpanKind::Function, None);
         for _ in 0..100 {
-            op(&session, i);
+            small_op(&session, i);
             i += 1;
             std::thread::sleep(Duration::from_millis(1));
             if !session.is_active() && mode == "continue" {
@@ -76,8 +57,7 @@ fn child_recorder() {
 }
 
 fn spawn_child(path: &std::path::Path, mode: &str) -> Child {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
+    let mut child = rerun(CHILD_TEST)
         .env(CHILD_ENV, path)
         .env(MODE_ENV, mode)
         .stdout(Stdio::piped())
@@ -85,17 +65,7 @@ fn spawn_child(path: &std::path::Path, mode: &str) -> Child {
         .spawn()
         .unwrap();
     // Wait until `open` has returned in the child.
-    let out = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(out).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(l)) if l.contains("opened") => break,
-            Some(Ok(_)) => continue,
-            other => panic!("child did not open its session: {other:?}"),
-        }
-    }
-    // Keep draining stdout so the child never blocks on it.
-    std::thread::spawn(move || for _ in lines {});
+    wait_for_line(&mut child, "opened", "the child did not open its session");
     child
 }
 
@@ -142,11 +112,7 @@ fn sigkill_at_any_moment_after_open_leaves_a_readable_trace() {
         assert!(trace.incomplete && trace.trailer.is_none(), "{moment}");
         // What was on disk before the kill is read back: events reach the file although the
         // 256 KiB block never filled (one op a millisecond, a step every 100).
-        let ops = trace
-            .events
-            .iter()
-            .filter(|e| matches!(e.event, Event::Op(_)))
-            .count();
+        let ops = op_count(&trace);
         assert!(ops >= on_disk, "{moment}: only {ops} ops read back");
     }
 }
@@ -208,7 +174,7 @@ fn the_header_is_on_disk_when_open_returns_and_lines_follow_within_the_interval(
     assert!(text.starts_with("{\"type\":\"header\""), "{text}");
     assert_eq!(text.lines().count(), 1);
     assert!(read_trace(&path).unwrap().events.is_empty());
-    op(&session, 1);
+    small_op(&session, 1);
     // A hang guard only (the interval is 20 ms; a busy machine delays the flusher, not the
     // outcome).
     let deadline = Instant::now() + Duration::from_mins(5);
@@ -221,7 +187,7 @@ fn the_header_is_on_disk_when_open_returns_and_lines_follow_within_the_interval(
     // Without an interval: nothing until a step boundary, which writes everything out.
     let path = dir.path().join("steps.jsonl");
     let session = TraceSession::open(&path, run().flush_interval(None)).unwrap();
-    op(&session, 1);
+    small_op(&session, 1);
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
     session.step();

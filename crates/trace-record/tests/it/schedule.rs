@@ -3,7 +3,7 @@
 use trace_record::schema::{Event, Schedule};
 use trace_record::{StepAction, TraceSession, read_trace_bytes};
 
-use crate::common::run;
+use crate::common::{run, step_indices};
 
 fn sched(skip_first: u64, wait: u64, warmup: u64, active: u64, repeat: u64) -> Schedule {
     Schedule {
@@ -75,14 +75,7 @@ fn session_writes_only_active_steps() {
                 _ => None,
             })
             .collect();
-        let steps: Vec<u64> = trace
-            .events
-            .iter()
-            .filter_map(|e| match &e.event {
-                Event::Step(s) => Some(s.index),
-                _ => None,
-            })
-            .collect();
+        let steps = step_indices(&trace);
         let active: Vec<u64> = (0..20)
             .filter(|&i| expected.as_bytes()[i as usize] == b'R')
             .collect();
