@@ -3,6 +3,7 @@
 //! The inputs of the linear-time tests, the hostile benches and `cargo xtask fuzz`.
 
 use std::fmt::Write as _;
+use std::io;
 
 use crate::session::HEADER;
 
@@ -127,4 +128,29 @@ pub fn overflowing_sums() -> Vec<u8> {
     s.push_str(TRAILER);
     s.push('\n');
     s.into_bytes()
+}
+
+/// `n` spans on one thread, each the child of the one before, never closed; no step, no
+/// trailer. Ids and times are `1_000_000 + k`, names `d0`..`d4`, so every line but the first
+/// is 104 bytes (the first one's parent, 999999, is no span of the trace). Written after
+/// [`HEADER`] to `w` line by line: a memory test writes a million of them to a file without
+/// holding the trace.
+///
+/// # Errors
+///
+/// When writing to `w` fails.
+pub fn write_nested_open_spans<W: io::Write>(w: &mut W, n: u64) -> io::Result<()> {
+    /// A fixed offset that gives every id and time the same number of digits (7).
+    const BASE: u64 = 1_000_000;
+    writeln!(w, "{HEADER}")?;
+    for k in 0..n {
+        let i = BASE + k;
+        writeln!(
+            w,
+            r#"{{"type":"span_start","id":{i},"parent":{},"name":"d{}","kind":"module","thread":1,"ts":{i}}}"#,
+            i - 1,
+            k % 5
+        )?;
+    }
+    Ok(())
 }

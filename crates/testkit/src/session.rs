@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use trace_record::schema::{AllocKind, ExecStep, GradientState, MemoryCategory, Phase, SpanKind};
+use trace_record::schema::{
+    AllocKind, Event, ExecStep, FrameEvent, GradientState, MemoryCategory, Phase, SamplerEvent,
+    SamplesEvent, SpanKind, StackEvent,
+};
 use trace_record::{MemoryRecord, OpRecord, Run, TensorRecord, TraceSession};
 
 /// Header line of a hand-written trace.
@@ -215,5 +218,117 @@ pub fn session_trace(steps: u64) -> Vec<u8> {
     }
     let summary = session.finish();
     assert!(summary.is_ok(), "{summary:?}");
+    sink.bytes()
+}
+
+/// What [`generation_trace`] records around its loop.
+#[derive(Debug, Clone, Copy)]
+pub struct Generation<'a> {
+    /// The run's entrypoint (in the header).
+    pub entrypoint: &'a str,
+    /// Iterations of the loop; each ends with `step()`.
+    pub steps: u64,
+    /// The op in each `norm#0` (each `linear` holds a `matmul`).
+    pub norm_op: &'a str,
+    /// An `embed` op outside every span before the first span of all.
+    pub embed: bool,
+    /// Step 0's `norm#0` carries one sampled stack: frames `main` (1) and `rms_norm` (2),
+    /// stack 1, two samples on thread 7, and the sampler's line for step 0.
+    pub sampled: bool,
+}
+
+/// A `frame` event of a sampled stack: function `func`, no file, not inlined.
+pub fn frame_event(id: u64, func: &str) -> Event {
+    Event::Frame(FrameEvent {
+        id,
+        func: func.into(),
+        file: None,
+        inlined: false,
+    })
+}
+
+/// A generation loop recorded by a real `TraceSession`, as trace-candle's tracing layer names
+/// spans (phase `infer`, device `cpu`): `steps` iterations of
+/// `model#0 { layer#0 { linear#0, linear#1, norm#0 } }` with an op in each leaf, then a
+/// top-level `argmax` op outside every span, then `step()`; the [`Generation`] options add
+/// an `embed` op before it all and a sampled stack. Every op is `[1, 8]` `f32` on `cpu`,
+/// tensor 1 in and 2 out, 32 bytes each way, its time from the session's one clock.
+///
+/// # Panics
+///
+/// When the in-memory session fails to finish (it writes to memory, so it does not).
+pub fn generation_trace(g: &Generation<'_>) -> Vec<u8> {
+    let (session, sink) = TraceSession::in_memory(Run::new(g.entrypoint, Phase::Infer, "cpu"));
+    let op = |name: &str| {
+        let start = session.now_ns();
+        let dur = session.now_ns() - start;
+        session.record_op(&OpRecord {
+            name,
+            inputs: &[1],
+            outputs: &[2],
+            shape: &[1, 8],
+            dtype: "f32",
+            device: "cpu",
+            start_ns: start,
+            dur_ns: dur,
+            in_bytes: 32,
+            out_bytes: 32,
+            category: None,
+            flops: None,
+        });
+    };
+    let mut sampled_span = None;
+    for step in 0..g.steps {
+        if g.embed && step == 0 {
+            op("embed");
+        }
+        {
+            let _model = session.span("model#0", SpanKind::Module, None);
+            let _layer = session.span("layer#0", SpanKind::Module, None);
+            for name in ["linear#0", "linear#1", "norm#0"] {
+                let leaf = session.span(name, SpanKind::Module, None);
+                if name == "norm#0" {
+                    if g.sampled && step == 0 {
+                        sampled_span = leaf.id().map(|s| s.0);
+                    }
+                    op(g.norm_op);
+                } else {
+                    op("matmul");
+                }
+            }
+        }
+        op("argmax");
+        session.step();
+    }
+    if g.sampled {
+        session.record_sampled(&[
+            frame_event(1, "main"),
+            frame_event(2, "rms_norm"),
+            Event::Stack(StackEvent {
+                id: 1,
+                frames: vec![1, 2],
+            }),
+            Event::Samples(SamplesEvent {
+                step: 0,
+                thread: 7,
+                stack: 1,
+                n: 2,
+                phase: None,
+                span: sampled_span,
+            }),
+            Event::Sampler(SamplerEvent {
+                step: 0,
+                hz: 1000,
+                taken: 2,
+                lost: 0,
+                cpu_ns: Some(2_000_000),
+                sampler_cpu_ns: None,
+                ts: 0,
+                dur: 2_000_000,
+                source: None,
+            }),
+        ]);
+    }
+    session.finish().expect("finish");
     sink.bytes()
 }

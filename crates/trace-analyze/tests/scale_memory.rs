@@ -54,21 +54,11 @@ fn one_step_of_ops(path: &Path, n: u64) {
 }
 
 /// `n` spans, each the child of the one before, never closed: 104 bytes a line (the issue's
-/// 1,000,000 spans in 103.5 MB).
+/// 1,000,000 spans in 103.5 MB). The first one's parent is no span of the trace: one issue,
+/// besides one a span.
 fn nested_open_spans(path: &Path, n: u64) {
     let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    writeln!(w, "{}", testkit::HEADER).unwrap();
-    for k in 0..n {
-        let i = BASE + k;
-        // The first one's parent is no span of the trace: one issue, besides one a span.
-        writeln!(
-            w,
-            r#"{{"type":"span_start","id":{i},"parent":{},"name":"d{}","kind":"module","thread":1,"ts":{i}}}"#,
-            i - 1,
-            k % 5
-        )
-        .unwrap();
-    }
+    testkit::write_nested_open_spans(&mut w, n).unwrap();
     w.flush().unwrap();
 }
 

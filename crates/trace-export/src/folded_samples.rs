@@ -467,7 +467,7 @@ pub fn folded_samples_classified<R: BufRead + Send, C: SampleClasses + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trace_record::schema::{FrameEvent, Phase, SamplesEvent, SpanKind, StackEvent};
+    use trace_record::schema::{Phase, SamplesEvent, SpanKind, StackEvent};
     use trace_record::{ReadOptions, Run, TraceSession};
 
     /// `n` samples of `stack` in step 0 on thread 1, in `span`.
@@ -520,14 +520,7 @@ mod tests {
             .span("decode", SpanKind::Function, None)
             .id()
             .map(|s| s.0);
-        let frame = |id, func: &str| {
-            Event::Frame(FrameEvent {
-                id,
-                func: func.into(),
-                file: None,
-                inlined: false,
-            })
-        };
+        let frame = testkit::frame_event;
         let samples = |stack, n| samples_in(span, stack, n);
         session.record_sampled(&[
             frame(1, "main"),

@@ -4,8 +4,6 @@
 //! sizes, no timing; only the number of the reader's batches in flight varies, a few MB).
 //! The trace is the issue's: 1,000,000 spans, 104 bytes a line.
 
-use std::io::Write;
-
 use trace_export::{ChromeOptions, write_chrome_outlined};
 use trace_record::{ReadOptions, TraceReader};
 
@@ -20,23 +18,10 @@ const LIMIT: f64 = 3.0;
 /// Spans in the generated trace.
 const N: u64 = 1_000_000;
 
-/// A fixed offset that gives every id and time the same number of digits.
-const BASE: u64 = 1_000_000;
-
 /// `n` spans, each the child of the one before, never closed: 104 bytes a line.
 fn nested_open_spans(n: u64) -> Vec<u8> {
     let mut w = Vec::new();
-    writeln!(w, "{}", testkit::HEADER).unwrap();
-    for k in 0..n {
-        let i = BASE + k;
-        writeln!(
-            w,
-            r#"{{"type":"span_start","id":{i},"parent":{},"name":"d{}","kind":"module","thread":1,"ts":{i}}}"#,
-            i - 1,
-            k % 5
-        )
-        .unwrap();
-    }
+    testkit::write_nested_open_spans(&mut w, n).unwrap();
     w
 }
 

@@ -8,10 +8,7 @@ use trace_export::{
     ArgsMode, ChromeOptions, ChromeSummary, HEAP_COUNTER, OUTSIDE_SPANS_TID, folded_samples,
     folded_stacks, outline, write_chrome, write_chrome_outlined,
 };
-use trace_record::schema::{
-    Event, FrameEvent, Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent,
-};
-use trace_record::{OpRecord, ReadOptions, Run, TraceReader, TraceSession};
+use trace_record::{ReadOptions, TraceReader};
 
 use crate::common::{check_nesting, check_structure, ns};
 
@@ -34,83 +31,13 @@ const PATHS: [&str; 5] = [
 /// of all, an `embed` op outside every span too), then `step()`. Step 0's `norm#0` carries
 /// one sampled stack. Op times come from the session's one clock.
 fn generation_trace(steps: u64) -> Vec<u8> {
-    let (session, sink) = TraceSession::in_memory(Run::new("test::generate", Phase::Infer, "cpu"));
-    let op = |name: &str| {
-        let start = session.now_ns();
-        let dur = session.now_ns() - start;
-        session.record_op(&OpRecord {
-            name,
-            inputs: &[1],
-            outputs: &[2],
-            shape: &[1, 8],
-            dtype: "f32",
-            device: "cpu",
-            start_ns: start,
-            dur_ns: dur,
-            in_bytes: 32,
-            out_bytes: 32,
-            category: None,
-            flops: None,
-        });
-    };
-    let mut sampled_span = None;
-    for step in 0..steps {
-        if step == 0 {
-            op("embed");
-        }
-        {
-            let _model = session.span("model#0", SpanKind::Module, None);
-            let _layer = session.span("layer#0", SpanKind::Module, None);
-            for name in ["linear#0", "linear#1"] {
-                let _l = session.span(name, SpanKind::Module, None);
-                op("matmul");
-            }
-            let norm = session.span("norm#0", SpanKind::Module, None);
-            if step == 0 {
-                sampled_span = norm.id().map(|s| s.0);
-            }
-            op("rms");
-        }
-        op("argmax");
-        session.step();
-    }
-    let frame = |id, func: &str| {
-        Event::Frame(FrameEvent {
-            id,
-            func: func.into(),
-            file: None,
-            inlined: false,
-        })
-    };
-    session.record_sampled(&[
-        frame(1, "main"),
-        frame(2, "rms_norm"),
-        Event::Stack(StackEvent {
-            id: 1,
-            frames: vec![1, 2],
-        }),
-        Event::Samples(SamplesEvent {
-            step: 0,
-            thread: 7,
-            stack: 1,
-            n: 2,
-            phase: None,
-            span: sampled_span,
-        }),
-        Event::Sampler(SamplerEvent {
-            step: 0,
-            hz: 1000,
-            taken: 2,
-            lost: 0,
-            cpu_ns: Some(2_000_000),
-            sampler_cpu_ns: None,
-            ts: 0,
-            dur: 2_000_000,
-            source: None,
-        }),
-    ]);
-    session.finish().expect("finish");
-    sink.bytes()
+    testkit::generation_trace(&testkit::Generation {
+        entrypoint: "test::generate",
+        steps,
+        norm_op: "rms",
+        embed: true,
+        sampled: true,
+    })
 }
 
 fn reader(trace: &[u8]) -> TraceReader<&[u8]> {

@@ -3,6 +3,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use testkit::files_under;
 use trace_parquet::{Dataset, ParquetError, Table};
 
 /// Writes `marker` into every table file of `rank` in `build` (the dataset code does not
@@ -13,28 +14,6 @@ fn fill(build: &mut trace_parquet::RunBuild<'_>, rank: u32, marker: &str) {
     }
 }
 
-/// Every file under `dir` (relative path, bytes), sorted; links are listed, never followed.
-fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let t = e.file_type().unwrap();
-            let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
-            if t.is_dir() {
-                stack.push(e.path());
-            } else if t.is_symlink() {
-                out.push((rel, b"<link>".to_vec()));
-            } else {
-                out.push((rel, std::fs::read(e.path()).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// A dataset holding run `job` with ranks 0..4 written with marker `old`.
 fn old_run(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let ds = Dataset::open(root).unwrap();
@@ -43,7 +22,7 @@ fn old_run(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
         fill(&mut b, r, "old");
     }
     b.commit().unwrap();
-    tree(root)
+    files_under(root)
 }
 
 #[test]
@@ -69,13 +48,13 @@ fn a_commit_replaces_the_whole_run_and_a_drop_nothing() {
             "the build sits beside the run"
         );
     }
-    assert_eq!(tree(&root), before);
+    assert_eq!(files_under(&root), before);
     // A committed build of two ranks replaces all four: no rank of the old export is left.
     let mut b = ds.begin_run("job").unwrap();
     fill(&mut b, 0, "new");
     fill(&mut b, 1, "new");
     b.commit().unwrap();
-    let after = tree(&root);
+    let after = files_under(&root);
     assert_eq!(after.len(), 2 * Table::COUNT);
     assert!(after.iter().all(|(_, bytes)| bytes == b"PAR1new"));
     let names: Vec<_> = std::fs::read_dir(&root)
@@ -99,7 +78,7 @@ fn a_link_inside_the_dataset_is_an_error_naming_it() {
     let rank0 = root.join("run=job/rank=0");
     std::fs::remove_dir_all(&rank0).unwrap();
     link(&elsewhere, &rank0);
-    let before = tree(&root);
+    let before = files_under(&root);
     let ds = Dataset::open(&root).unwrap();
     let mut b = ds.begin_run("job").unwrap();
     fill(&mut b, 0, "new");
@@ -108,12 +87,12 @@ fn a_link_inside_the_dataset_is_an_error_naming_it() {
         other => panic!("{other:?}"),
     }
     assert_eq!(
-        tree(&root),
+        files_under(&root),
         before,
         "the old partition as it was, no build left"
     );
     assert!(
-        tree(&elsewhere).is_empty(),
+        files_under(&elsewhere).is_empty(),
         "nothing written through the link"
     );
     assert!(
@@ -150,7 +129,7 @@ fn a_link_inside_the_dataset_is_an_error_naming_it() {
     let mut b = ds.begin_run("job").unwrap();
     fill(&mut b, 0, "new");
     assert!(matches!(b.commit(), Err(ParquetError::Symlink { .. })));
-    assert!(tree(&elsewhere).is_empty());
+    assert!(files_under(&elsewhere).is_empty());
 }
 
 /// A symbolic link at `link` to `target`.
@@ -170,14 +149,14 @@ fn the_root_may_be_a_link_and_foreign_files_are_kept() {
     // A user's file in the partition: the run is not replaced, the file stays.
     let notes = real.join("run=job/rank=1/notes.txt");
     std::fs::write(&notes, "mine").unwrap();
-    let before = tree(&real);
+    let before = files_under(&real);
     let ds = Dataset::open(&root).unwrap();
     let mut b = ds.begin_run("job").unwrap();
     fill(&mut b, 0, "new");
     let err = b.commit().unwrap_err();
     assert!(matches!(err, ParquetError::Foreign { .. }), "{err}");
     assert!(err.to_string().contains("notes.txt"), "{err}");
-    assert_eq!(tree(&real), before);
+    assert_eq!(files_under(&real), before);
     // A table file that is not Parquet (a trace named like a table) is not removed either.
     std::fs::remove_file(&notes).unwrap();
     let ops = real.join("run=job/rank=2/ops.parquet");

@@ -436,7 +436,7 @@ mod tests {
     use super::{StackClasses, parse_steps};
     use trace_analyze::{HotOptions, hot_report};
     use trace_record::schema::{
-        Event, ExecStep, FrameEvent, Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent,
+        Event, ExecStep, Phase, SamplerEvent, SamplesEvent, SpanKind, StackEvent,
     };
     use trace_record::{ReadOptions, Run, TraceReader, TraceSession};
 
@@ -450,14 +450,7 @@ mod tests {
             .map(|s| s.0);
         session.step();
         drop(session.span("decode", SpanKind::Function, Some(ExecStep::Forward)));
-        let frame = |id, func: &str| {
-            Event::Frame(FrameEvent {
-                id,
-                func: func.into(),
-                file: None,
-                inlined: false,
-            })
-        };
+        let frame = testkit::frame_event;
         let stack = |id, frames: &[u64]| {
             Event::Stack(StackEvent {
                 id,

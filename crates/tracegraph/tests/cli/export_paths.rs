@@ -6,8 +6,6 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::Value;
-use trace_record::schema::{Phase, SpanKind};
-use trace_record::{OpRecord, Run, TraceSession};
 
 use crate::{run_in, stderr, stdout};
 
@@ -136,39 +134,14 @@ fn check_folded(
 /// iterations of `model#0 { layer#0 { linear#0, linear#1, norm#0 } }`, an op in each, then a
 /// top-level `argmax` outside every span.
 fn write_generation(path: &Path) {
-    let (session, sink) = TraceSession::in_memory(Run::new("tests::export", Phase::Infer, "cpu"));
-    let op = |name: &str| {
-        let start = session.now_ns();
-        let dur = session.now_ns() - start;
-        session.record_op(&OpRecord {
-            name,
-            inputs: &[1],
-            outputs: &[2],
-            shape: &[1, 8],
-            dtype: "f32",
-            device: "cpu",
-            start_ns: start,
-            dur_ns: dur,
-            in_bytes: 32,
-            out_bytes: 32,
-            category: None,
-            flops: None,
-        });
-    };
-    for _ in 0..3 {
-        {
-            let _model = session.span("model#0", SpanKind::Module, None);
-            let _layer = session.span("layer#0", SpanKind::Module, None);
-            for name in ["linear#0", "linear#1", "norm#0"] {
-                let _s = session.span(name, SpanKind::Module, None);
-                op("matmul");
-            }
-        }
-        op("argmax");
-        session.step();
-    }
-    session.finish().expect("finish");
-    std::fs::write(path, sink.bytes()).expect("write trace");
+    let trace = testkit::generation_trace(&testkit::Generation {
+        entrypoint: "tests::export",
+        steps: 3,
+        norm_op: "matmul",
+        embed: false,
+        sampled: false,
+    });
+    std::fs::write(path, trace).expect("write trace");
 }
 
 /// Export paths = `spans` paths on `trace` (in `dir`), for the Chrome export and both folded

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use testkit::files_under;
 use trace_record::schema::{Event, HeapAllocEvent, HeapFreeEvent, Phase, SpanKind};
 use trace_record::{Run, TraceSession};
 
@@ -27,28 +28,6 @@ fn ranks(dir: &Path, ops: usize, seed: u64) -> Vec<PathBuf> {
             path
         })
         .collect()
-}
-
-/// Every file under `dir` with its bytes (links listed, never followed), sorted.
-fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let t = e.file_type().unwrap();
-            let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
-            if t.is_dir() {
-                stack.push(e.path());
-            } else if t.is_symlink() {
-                out.push((rel, b"<link>".to_vec()));
-            } else {
-                out.push((rel, std::fs::read(e.path()).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 fn export(dir: &Path, out: &Path, traces: &[&Path]) -> std::process::Output {
@@ -76,7 +55,7 @@ fn a_failed_export_leaves_every_rank_of_the_old_run_and_a_good_one_replaces_all(
     let old: Vec<&Path> = old.iter().map(PathBuf::as_path).collect();
     let o = export(d, &ds, &old);
     assert!(o.status.success(), "{}", stderr(&o));
-    let before = tree(&ds);
+    let before = files_under(&ds);
     assert_eq!(before.len(), 4 * trace_parquet::Table::COUNT);
     for r in 0..4 {
         assert_eq!(rows(&ds.join(format!("run=job/rank={r}/ops.parquet"))), 60);
@@ -91,7 +70,11 @@ fn a_failed_export_leaves_every_rank_of_the_old_run_and_a_good_one_replaces_all(
     let o = export(d, &ds, &with_bad);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("rank-2-bad.jsonl"), "{}", stderr(&o));
-    assert_eq!(tree(&ds), before, "every old rank as it was, no build left");
+    assert_eq!(
+        files_under(&ds),
+        before,
+        "every old rank as it was, no build left"
+    );
     // A good export replaces every rank.
     let good: Vec<&Path> = new.iter().map(PathBuf::as_path).collect();
     let o = export(d, &ds, &good);
@@ -124,7 +107,7 @@ fn no_table_is_written_through_a_link_inside_the_dataset() {
     let rank0 = ds.join("run=job/rank=0");
     std::fs::remove_dir_all(&rank0).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &rank0).unwrap();
-    let before = tree(&ds);
+    let before = files_under(&ds);
     let o = export(d, &ds, &traces);
     assert!(!o.status.success());
     let text = stderr(&o);
@@ -133,7 +116,7 @@ fn no_table_is_written_through_a_link_inside_the_dataset() {
         "{text}"
     );
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
-    assert_eq!(tree(&ds), before);
+    assert_eq!(files_under(&ds), before);
     // `spans.parquet` a link to a user's file.
     std::fs::remove_file(&rank0).unwrap();
     std::fs::remove_dir_all(ds.join("run=job")).unwrap();
