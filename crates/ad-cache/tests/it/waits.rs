@@ -85,6 +85,92 @@ fn check_ring(results: &[(Outcome, u64)], keys: &[u64]) {
     }
 }
 
+/// Asserts that `outcome` is a `Timeout` for `key` after waiting `limit` or longer; `context`
+/// starts the message when it is something else.
+fn assert_timed_out<T: std::fmt::Debug>(
+    outcome: &Result<T, CacheError<String>>,
+    key: u64,
+    limit: Duration,
+    context: &str,
+) {
+    match outcome {
+        Err(CacheError::Timeout {
+            fingerprint,
+            waited,
+        }) => {
+            assert_eq!(*fingerprint, key.fingerprint());
+            assert!(*waited >= limit, "waited {waited:?}");
+        }
+        other => panic!("{context}expected a timeout, got {other:?}"),
+    }
+}
+
+/// Runs `work(i, barrier)` on threads `i` in `0..n` at once, all sharing one barrier of `n`;
+/// returns their results in the order of `i`.
+fn on_threads<T: Send>(n: usize, work: impl Fn(usize, &Barrier) -> T + Sync) -> Vec<T> {
+    let barrier = Barrier::new(n);
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let (work, barrier) = (&work, &barrier);
+                s.spawn(move || work(i, barrier))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Computes `key` (value `value`) on a scenario thread; inside that computation a scoped
+/// worker thread, with no `FlightContext`, runs `worker` on the cache and is joined. Returns
+/// the worker's result (`None` if the computation never ran) and the outer request's.
+fn with_joined_worker<T: Send + 'static>(
+    cache: &Arc<Cache<u64, u64>>,
+    key: u64,
+    value: u64,
+    worker: impl FnOnce(&Cache<u64, u64>) -> T + Send + 'static,
+) -> (Option<T>, Outcome) {
+    let cache = Arc::clone(cache);
+    within_time_limit(move || {
+        let mut inner = None;
+        let outer = cache.get_or_insert_with(key, || {
+            inner = Some(thread::scope(|s| {
+                s.spawn(|| worker(&cache)).join().unwrap()
+            }));
+            Ok::<_, String>(value)
+        });
+        (inner, outer.map(|v| *v))
+    })
+}
+
+/// A cache request (`get_or_insert_with` or `get_or_compute`), so one scenario runs through
+/// either; the computation is `&mut dyn FnMut` since generic methods cannot be passed as
+/// values.
+type Request = fn(
+    &Cache<u64, u64>,
+    u64,
+    &mut dyn FnMut() -> Result<u64, String>,
+) -> Result<Arc<u64>, CacheError<String>>;
+
+/// Two threads on `cache`: thread `i` requests `keys[i]` with `request`, and inside its
+/// computation, once both threads are inside theirs, requests the other key with `request`
+/// too (computing `wanted * 1000`, the error as a string through `?`); its own value is
+/// `key * 10` plus the other's. Returns each thread's outcome, in the order of `keys`.
+fn cross_requests(cache: &Arc<Cache<u64, u64>>, keys: [u64; 2], request: Request) -> Vec<Outcome> {
+    let cache = Arc::clone(cache);
+    within_time_limit(move || {
+        on_threads(2, |i, barrier| {
+            let (key, wanted) = (keys[i], keys[1 - i]);
+            request(&cache, key, &mut || {
+                barrier.wait();
+                let other = request(&cache, wanted, &mut || Ok(wanted * 1000))
+                    .map_err(|e| e.to_string())?;
+                Ok(key * 10 + *other)
+            })
+            .map(|v| *v)
+        })
+    })
+}
+
 #[test]
 fn two_threads_waiting_for_each_other_get_one_wait_cycle() {
     let cache = Arc::new(Cache::new());
@@ -136,16 +222,7 @@ fn a_wait_with_a_timeout_gives_up_and_the_computation_still_stores_its_value() {
         let cache = Arc::clone(&cache);
         within_time_limit(move || cache.get_or_insert_with_timeout(9, limit, || Ok::<_, String>(0)))
     };
-    match waiter {
-        Err(CacheError::Timeout {
-            fingerprint,
-            waited,
-        }) => {
-            assert_eq!(fingerprint, 9u64.fingerprint());
-            assert!(waited >= limit, "waited {waited:?}");
-        }
-        other => panic!("expected a timeout, got {other:?}"),
-    }
+    assert_timed_out(&waiter, 9, limit, "");
     release.send(()).unwrap();
     assert_eq!(*leader.join().unwrap().unwrap(), 90);
     // The next request hits the value the slow computation stored.
@@ -197,25 +274,10 @@ fn a_worker_joined_by_the_computation_is_reentrant_in_its_context() {
 #[test]
 fn a_worker_without_the_context_is_bounded_by_its_timeout() {
     let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
-    let (inner, outer) = within_time_limit({
-        let cache = Arc::clone(&cache);
-        move || {
-            let mut inner = None;
-            let outer = cache.get_or_insert_with(13, || {
-                inner = Some(thread::scope(|s| {
-                    s.spawn(|| {
-                        cache.get_or_insert_with_timeout(13, Duration::from_millis(30), || {
-                            Ok::<_, String>(0)
-                        })
-                    })
-                    .join()
-                    .unwrap()
-                    .map(|v| *v)
-                }));
-                Ok::<_, String>(130)
-            });
-            (inner, outer.map(|v| *v))
-        }
+    let (inner, outer) = with_joined_worker(&cache, 13, 130, |cache| {
+        cache
+            .get_or_insert_with_timeout(13, Duration::from_millis(30), || Ok::<_, String>(0))
+            .map(|v| *v)
     });
     assert!(
         matches!(inner, Some(Err(CacheError::Timeout { .. }))),
@@ -230,26 +292,15 @@ fn many_waiters_on_one_computation_are_no_cycle() {
     let values = within_time_limit({
         let cache = Arc::clone(&cache);
         move || {
-            let barrier = Arc::new(Barrier::new(6));
-            let handles: Vec<_> = (0..6)
-                .map(|_| {
-                    let cache = Arc::clone(&cache);
-                    let barrier = Arc::clone(&barrier);
-                    thread::spawn(move || {
-                        barrier.wait();
-                        cache
-                            .get_or_insert_with(21, || {
-                                thread::sleep(Duration::from_millis(20));
-                                Ok::<_, String>(210)
-                            })
-                            .map(|v| *v)
+            on_threads(6, |_, barrier| {
+                barrier.wait();
+                cache
+                    .get_or_insert_with(21, || {
+                        thread::sleep(Duration::from_millis(20));
+                        Ok::<_, String>(210)
                     })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
+                    .map(|v| *v)
+            })
         }
     });
     assert!(values.iter().all(|v| *v == Ok(210)), "{values:?}");
@@ -264,24 +315,10 @@ fn many_waiters_on_one_computation_are_no_cycle() {
 fn a_joined_worker_asking_for_the_same_key_returns_within_the_default_limit() {
     let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
     assert_eq!(cache.wait_limit(), Some(DEFAULT_WAIT_LIMIT));
-    let (inner, outer) = within_time_limit({
-        let cache = Arc::clone(&cache);
-        move || {
-            let mut inner = None;
-            let outer = cache.get_or_insert_with(21, || {
-                inner = Some(thread::scope(|s| {
-                    s.spawn(|| {
-                        cache
-                            .get_or_insert_with(21, || Ok::<_, String>(0))
-                            .map(|v| *v)
-                    })
-                    .join()
-                    .unwrap()
-                }));
-                Ok::<_, String>(210)
-            });
-            (inner, outer.map(|v| *v))
-        }
+    let (inner, outer) = with_joined_worker(&cache, 21, 210, |cache| {
+        cache
+            .get_or_insert_with(21, || Ok::<_, String>(0))
+            .map(|v| *v)
     });
     match inner {
         Some(Err(CacheError::Timeout { waited, .. })) => assert!(waited >= DEFAULT_WAIT_LIMIT),
@@ -347,18 +384,12 @@ fn a_rayon_join_closure_asking_for_the_key_being_computed_returns_stolen_or_not(
                 "run by the computing thread (must_steal: {must_steal})"
             );
         } else {
-            match inner {
-                Err(CacheError::Timeout {
-                    fingerprint,
-                    waited,
-                }) => {
-                    assert_eq!(fingerprint, 51u64.fingerprint());
-                    assert!(waited >= DEFAULT_WAIT_LIMIT, "waited {waited:?}");
-                }
-                other => {
-                    panic!("stolen (must_steal: {must_steal}): expected a timeout, got {other:?}")
-                }
-            }
+            assert_timed_out(
+                &inner,
+                51,
+                DEFAULT_WAIT_LIMIT,
+                &format!("stolen (must_steal: {must_steal}): "),
+            );
         }
         assert_eq!(outer, Ok(510));
         assert_eq!(
@@ -375,20 +406,8 @@ fn a_rayon_join_closure_asking_for_the_key_being_computed_returns_stolen_or_not(
 fn get_or_compute_lets_a_joined_worker_compute_without_the_cache() {
     let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
     cache.set_wait_limit(Some(Duration::from_millis(50)));
-    let (inner, outer) = within_time_limit({
-        let cache = Arc::clone(&cache);
-        move || {
-            let mut inner = None;
-            let outer = cache.get_or_insert_with(22, || {
-                inner = Some(thread::scope(|s| {
-                    s.spawn(|| cache.get_or_compute(22, || Ok::<_, String>(7)).map(|v| *v))
-                        .join()
-                        .unwrap()
-                }));
-                Ok::<_, String>(220)
-            });
-            (inner, outer.map(|v| *v))
-        }
+    let (inner, outer) = with_joined_worker(&cache, 22, 220, |cache| {
+        cache.get_or_compute(22, || Ok::<_, String>(7)).map(|v| *v)
     });
     assert_eq!(inner, Some(Ok(7)), "computed by the worker, not cached");
     assert_eq!(outer, Ok(220));
@@ -403,34 +422,7 @@ fn get_or_compute_lets_a_joined_worker_compute_without_the_cache() {
 #[test]
 fn with_question_marks_only_the_request_closing_a_cycle_fails() {
     let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
-    let results = within_time_limit({
-        let cache = Arc::clone(&cache);
-        move || {
-            let barrier = Arc::new(Barrier::new(2));
-            let handles: Vec<_> = [(31u64, 32u64), (32, 31)]
-                .into_iter()
-                .map(|(key, wanted)| {
-                    let cache = Arc::clone(&cache);
-                    let barrier = Arc::clone(&barrier);
-                    thread::spawn(move || {
-                        cache
-                            .get_or_insert_with(key, || {
-                                barrier.wait();
-                                let other = cache
-                                    .get_or_insert_with(wanted, || Ok::<_, String>(wanted * 1000))
-                                    .map_err(|e| e.to_string())?;
-                                Ok::<_, String>(key * 10 + *other)
-                            })
-                            .map(|v| *v)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
-        }
-    });
+    let results = cross_requests(&cache, [31, 32], |c, k, f| c.get_or_insert_with(k, f));
     let failed: Vec<usize> = (0..2).filter(|&i| results[i].is_err()).collect();
     assert_eq!(failed.len(), 1, "one request closes the cycle: {results:?}");
     let (lost, won) = if failed[0] == 0 { (31, 32) } else { (32, 31) };
@@ -447,34 +439,7 @@ fn with_question_marks_only_the_request_closing_a_cycle_fails() {
 #[test]
 fn with_get_or_compute_every_thread_of_a_cycle_gets_a_value() {
     let cache: Arc<Cache<u64, u64>> = Arc::new(Cache::new());
-    let results = within_time_limit({
-        let cache = Arc::clone(&cache);
-        move || {
-            let barrier = Arc::new(Barrier::new(2));
-            let handles: Vec<_> = [(41u64, 42u64), (42, 41)]
-                .into_iter()
-                .map(|(key, wanted)| {
-                    let cache = Arc::clone(&cache);
-                    let barrier = Arc::clone(&barrier);
-                    thread::spawn(move || {
-                        cache
-                            .get_or_compute(key, || {
-                                barrier.wait();
-                                let other = cache
-                                    .get_or_compute(wanted, || Ok::<_, String>(wanted * 1000))
-                                    .map_err(|e| e.to_string())?;
-                                Ok::<_, String>(key * 10 + *other)
-                            })
-                            .map(|v| *v)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
-        }
-    });
+    let results = cross_requests(&cache, [41, 42], |c, k, f| c.get_or_compute(k, f));
     let values: Vec<u64> = results.into_iter().map(|r| r.unwrap()).collect();
     // The request closing the cycle computed the other key itself (uncached); the other
     // thread waited for the closer's value.
