@@ -23,7 +23,8 @@
 //!   run by up to ~8% in the `capture` suite), take turns.
 //! - `flight/decode_{ring,file}`: one generation of the tiny candle-transformers Llama of
 //!   `profile_llama` (`crates/trace-candle/examples/profile_llama.rs`, included below for its
-//!   configuration and sizes): prefill of the 16-token prompt then 20 greedy decode steps with
+//!   configuration and sizes; the model is the `llama` suite's, `shared/tiny_llama.rs`,
+//!   with no capture line left out): prefill of the 16-token prompt then 20 greedy decode steps with
 //!   the example's capture lines (its `tracing` spans, parameters, `op("llama.forward")`, the
 //!   KV cache's `buffer_shape`, resident memory sampled at step ends, `step()` per forward),
 //!   reported per step (a generation's time over its 21 forwards). Three sets of three models
@@ -41,9 +42,6 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::{VarBuilder, VarMap};
-use candle_transformers::models::llama::{Cache, Config, Llama};
 use trace_candle::Capture;
 use trace_record::schema::{Phase, Schedule, SpanKind};
 use trace_record::{FlightConfig, OpRecord, Run, TraceSession};
@@ -59,8 +57,13 @@ mod mlp;
 #[allow(dead_code, unreachable_pub)]
 mod profile_llama;
 
+// The profiled model, shared with the `llama` suite.
+#[path = "shared/tiny_llama.rs"]
+mod tiny_llama;
+
 use mlp::MlpTrainer;
-use profile_llama::{DECODE, PROMPT, tiny_config};
+use profile_llama::{DECODE, tiny_config};
+use tiny_llama::{Model, Omit, prompt};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -322,77 +325,6 @@ fn train_rows(dir: &Path) -> Res<()> {
     Ok(())
 }
 
-/// One tiny Llama, profiled as `profile_llama` profiles it (`capture` set) or not.
-struct Model {
-    cfg: Config,
-    device: Device,
-    llama: Llama,
-    capture: Option<Capture>,
-}
-
-impl Model {
-    fn new(capture: Option<Capture>, cfg: &Config) -> Res<Model> {
-        let device = Device::Cpu;
-        let cfg = cfg.clone();
-        let varmap = VarMap::new();
-        let load = || Llama::load(VarBuilder::from_varmap(&varmap, DType::F32, &device), &cfg);
-        let llama = match &capture {
-            Some(c) => tracing::subscriber::with_default(c.tracing_subscriber(), load)?,
-            None => load()?,
-        };
-        let capture = capture.map(|c| c.sampling_memory(&device));
-        if let Some(c) = &capture {
-            c.parameters_varmap(&varmap);
-        }
-        Ok(Model {
-            cfg,
-            device,
-            llama,
-            capture,
-        })
-    }
-
-    /// Prefill of `prompt`, then [`DECODE`] greedy decode steps with a fresh KV cache; one
-    /// step per forward.
-    fn generate(&self, prompt: &[u32]) -> Res<Vec<u32>> {
-        let cfg = &self.cfg;
-        let head_dim = cfg.hidden_size / cfg.num_attention_heads;
-        let mut cache = Cache::new(true, DType::F32, cfg, &self.device)?;
-        let mut tokens = prompt.to_vec();
-        let mut pos = 0;
-        for step in 0..=DECODE {
-            let context = if step == 0 {
-                &tokens[..]
-            } else {
-                &tokens[tokens.len() - 1..]
-            };
-            let input = Tensor::new(context, &self.device)?.unsqueeze(0)?;
-            let mut forward = || self.llama.forward(&input, pos, &mut cache);
-            let logits = match &self.capture {
-                Some(c) => c.op("llama.forward", &[&input], forward)?,
-                None => forward()?,
-            };
-            pos += context.len();
-            if let Some(c) = &self.capture {
-                let kv = [
-                    cfg.num_hidden_layers,
-                    2,
-                    1,
-                    cfg.num_key_value_heads,
-                    pos,
-                    head_dim,
-                ];
-                c.buffer_shape("kv_cache", &kv, DType::F32, &self.device);
-            }
-            tokens.push(logits.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?);
-            if let Some(c) = &self.capture {
-                c.step();
-            }
-        }
-        Ok(tokens.split_off(prompt.len()))
-    }
-}
-
 fn decode_rows(dir: &Path) -> Res<()> {
     let cfg = tiny_config();
     let mut captures = Vec::new();
@@ -408,9 +340,9 @@ fn decode_rows(dir: &Path) -> Res<()> {
         if let Some(c) = &c {
             captures.push((mode, c.clone()));
         }
-        Model::new(c, &cfg)
+        Model::new(c, &cfg, Omit::default())
     })?;
-    let prompt: Vec<u32> = (0..PROMPT as u32).map(|i| (i * 37 + 11) % 1000).collect();
+    let prompt = prompt();
     let limits = if quick() {
         (3, Duration::from_secs(12), 30, 3000)
     } else {

@@ -6,7 +6,8 @@
 //! The model is the one `cargo run -p trace-candle --example profile_llama` profiles
 //! (candle-transformers' `Llama`, hidden 128, 2 layers, 4 heads / 2 KV heads, vocabulary
 //! 1000, random weights from a `VarMap`; `crates/trace-candle/examples/profile_llama.rs`,
-//! included below for its configuration and sizes). The profiled model carries exactly the
+//! included below for its configuration and sizes; the model, shared with the `flight` suite,
+//! is `shared/tiny_llama.rs`). The profiled model carries exactly the
 //! example's capture lines: its `tracing` spans go to the capture's subscriber
 //! (`Capture::tracing_subscriber`, what `Capture::install_tracing` installs, here as a scoped
 //! default while the model is built, so the unprofiled model has no subscriber at all; with
@@ -71,205 +72,24 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
-use candle_transformers::models::llama::{Cache, Config, Llama};
-use trace_candle::{Capture, Phase, Run, TraceLayer};
+use candle_transformers::models::llama::Config;
+use trace_candle::{Capture, Phase, Run};
 use trace_record::schema::{Event, OVERHEAD_COUNTER};
 use tracegraph_benches::{Row, emit, emit_paired, quick, run_self_as_child};
-use tracing_subscriber::layer::SubscriberExt;
 
 // The model `profile_llama` profiles: one home (the example), measured here as is.
 #[path = "../../crates/trace-candle/examples/profile_llama.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod profile_llama;
 
+// The profiled model, shared with the `flight` suite.
+#[path = "shared/tiny_llama.rs"]
+mod tiny_llama;
+
 use profile_llama::{DECODE, PROMPT, tiny_config};
+use tiny_llama::{Model, Omit, prompt};
 
 type Res<T> = Result<T, Box<dyn Error>>;
-
-/// Capture lines left out of the profiled model (`TRACEGRAPH_LLAMA_OMIT`, see the suite's
-/// doc); all false in the suite's rows.
-#[derive(Debug, Clone, Copy, Default)]
-struct Omit {
-    spans: bool,
-    op: bool,
-    step: bool,
-    buffer: bool,
-    memory: bool,
-}
-
-/// Names the diagnostic variable that sets [`Omit`].
-const OMIT_VAR: &str = "TRACEGRAPH_LLAMA_OMIT";
-
-impl Omit {
-    /// From [`OMIT_VAR`]; an unknown name is an error.
-    fn from_env() -> Res<Omit> {
-        let mut omit = Omit::default();
-        let Ok(list) = std::env::var(OMIT_VAR) else {
-            return Ok(omit);
-        };
-        for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            match part {
-                "spans" => omit.spans = true,
-                "op" => omit.op = true,
-                "step" => omit.step = true,
-                "buffer" => omit.buffer = true,
-                "memory" => omit.memory = true,
-                other => {
-                    return Err(format!(
-                        "{OMIT_VAR}: unknown part {other:?} (spans, op, step, buffer, memory)"
-                    )
-                    .into());
-                }
-            }
-        }
-        Ok(omit)
-    }
-
-    /// Whether anything is left out.
-    fn any(self) -> bool {
-        self.spans || self.op || self.step || self.buffer || self.memory
-    }
-
-    /// What is left out, joined by `+` ("" when nothing is).
-    fn names(self) -> String {
-        let parts = [
-            (self.spans, "spans"),
-            (self.op, "op"),
-            (self.step, "step"),
-            (self.buffer, "buffer"),
-            (self.memory, "memory"),
-        ];
-        let names: Vec<&str> = parts.iter().filter(|(o, _)| *o).map(|(_, n)| *n).collect();
-        names.join("+")
-    }
-}
-
-/// One tiny Llama with its optimizer, profiled (`capture` set) or not.
-struct Model {
-    cfg: Config,
-    device: Device,
-    llama: Llama,
-    optimizer: AdamW,
-    capture: Option<Capture>,
-    /// Capture lines the profiled model leaves out.
-    omit: Omit,
-}
-
-impl Model {
-    /// A model with random weights. Profiled: its `tracing` spans are made under `capture`'s
-    /// layer, its weights are registered as parameters and resident memory is sampled at
-    /// every step. Unprofiled: built under no subscriber, so its spans are disabled.
-    fn new(capture: Option<Capture>, cfg: &Config, omit: Omit) -> Res<Self> {
-        let device = Device::Cpu;
-        let cfg = cfg.clone();
-        let varmap = VarMap::new();
-        let load = || Llama::load(VarBuilder::from_varmap(&varmap, DType::F32, &device), &cfg);
-        let llama = match &capture {
-            Some(_) if omit.spans => load()?,
-            Some(c) => {
-                if std::env::var("TRACEGRAPH_LLAMA_TRACING").as_deref() == Ok("layer") {
-                    let subscriber =
-                        tracing_subscriber::registry().with(TraceLayer::for_capture(c));
-                    tracing::subscriber::with_default(subscriber, load)?
-                } else {
-                    tracing::subscriber::with_default(c.tracing_subscriber(), load)?
-                }
-            }
-            None => load()?,
-        };
-        let capture = capture.map(|c| {
-            if omit.memory {
-                c
-            } else {
-                c.sampling_memory(&device)
-            }
-        });
-        if let Some(c) = &capture {
-            let weights = varmap.data().lock().map_err(|_| "poisoned VarMap")?.clone();
-            c.parameters(weights.iter().map(|(name, var)| (name, var.as_tensor())));
-        }
-        let params = ParamsAdamW {
-            lr: 1e-3,
-            ..ParamsAdamW::default()
-        };
-        let optimizer = AdamW::new(varmap.all_vars(), params)?;
-        Ok(Model {
-            cfg,
-            device,
-            llama,
-            optimizer,
-            capture,
-            omit,
-        })
-    }
-
-    /// One forward, as `capture.op("llama.forward", ..)` when profiled.
-    fn forward(&self, input: &Tensor, pos: usize, cache: &mut Cache) -> Res<Tensor> {
-        let mut forward = || self.llama.forward(input, pos, cache);
-        Ok(match &self.capture {
-            Some(c) if !self.omit.op => c.op("llama.forward", &[input], forward)?,
-            _ => forward()?,
-        })
-    }
-
-    /// Prefill of the prompt, then [`DECODE`] greedy decode steps with a fresh KV cache; one
-    /// step per forward. Returns the generated tokens.
-    fn generate(&self, prompt: &[u32]) -> Res<Vec<u32>> {
-        let cfg = &self.cfg;
-        let head_dim = cfg.hidden_size / cfg.num_attention_heads;
-        let mut cache = Cache::new(true, DType::F32, cfg, &self.device)?;
-        let mut tokens = prompt.to_vec();
-        let mut pos = 0;
-        for step in 0..=DECODE {
-            let context = if step == 0 {
-                &tokens[..]
-            } else {
-                &tokens[tokens.len() - 1..]
-            };
-            let input = Tensor::new(context, &self.device)?.unsqueeze(0)?;
-            let logits = self.forward(&input, pos, &mut cache)?;
-            pos += context.len();
-            if let Some(c) = self.capture.as_ref().filter(|_| !self.omit.buffer) {
-                let kv_shape = [
-                    cfg.num_hidden_layers,
-                    2,
-                    1,
-                    cfg.num_key_value_heads,
-                    pos,
-                    head_dim,
-                ];
-                c.buffer_shape("kv_cache", &kv_shape, DType::F32, &self.device);
-            }
-            tokens.push(logits.squeeze(0)?.argmax(0)?.to_scalar::<u32>()?);
-            if let Some(c) = self.capture.as_ref().filter(|_| !self.omit.step) {
-                c.step();
-            }
-        }
-        Ok(tokens.split_off(prompt.len()))
-    }
-
-    /// One training step: next-token prediction of `sequence[PROMPT]` from the first
-    /// [`PROMPT`] tokens (forward without KV cache, cross-entropy, backward, AdamW). Returns
-    /// the loss.
-    fn train_step(&mut self, sequence: &[u32]) -> Res<f32> {
-        let input = Tensor::new(&sequence[..PROMPT], &self.device)?.unsqueeze(0)?;
-        let target = Tensor::new(&sequence[PROMPT..=PROMPT], &self.device)?;
-        let mut no_kv = Cache::new(false, DType::F32, &self.cfg, &self.device)?;
-        let logits = self.forward(&input, 0, &mut no_kv)?;
-        let loss = candle_nn::loss::cross_entropy(&logits, &target)?;
-        let grads = match &self.capture {
-            Some(c) => c.backward(&loss)?,
-            None => loss.backward()?,
-        };
-        self.optimizer.step(&grads)?;
-        if let Some(c) = &self.capture {
-            c.step();
-        }
-        Ok(loss.to_scalar::<f32>()?)
-    }
-}
 
 /// Two (profiled, unprofiled) pairs, created in opposite orders, each profiled model with
 /// its own capture writing `<dir>/<name>-<k>.jsonl` (less the lines `omit` names).
@@ -278,12 +98,13 @@ fn pairs(dir: &Path, name: &str, cfg: &Config, omit: Omit) -> Res<Vec<(Model, Mo
     for (k, on_first) in [true, false].into_iter().enumerate() {
         let run = Run::new(format!("benches::llama::{name}"), Phase::Train, "cpu");
         let capture = Capture::open(dir.join(format!("{name}-{k}.jsonl")), run)?;
+        let model = |c| Model::new(c, cfg, omit)?.trainable();
         let pair = if on_first {
-            let on = Model::new(Some(capture), cfg, omit)?;
-            (on, Model::new(None, cfg, omit)?)
+            let on = model(Some(capture))?;
+            (on, model(None)?)
         } else {
-            let off = Model::new(None, cfg, omit)?;
-            (Model::new(Some(capture), cfg, omit)?, off)
+            let off = model(None)?;
+            (model(Some(capture))?, off)
         };
         pairs.push(pair);
     }
@@ -395,11 +216,6 @@ fn emit_pair(bench: &str, metric: &str, t_on: Vec<f64>, t_off: Vec<f64>) -> (f64
     eprintln!("{bench}: {} alternating rounds", t_on.len());
     let baseline = "same work, no instrumentation (alternating)";
     emit_paired(bench, metric, baseline, t_on, t_off)
-}
-
-/// The prompt `profile_llama` generates from.
-fn prompt() -> Vec<u32> {
-    (0..PROMPT as u32).map(|i| (i * 37 + 11) % 1000).collect()
 }
 
 /// A medium Llama: hidden 512, 4 layers, 8 heads / 4 KV heads, vocabulary 8000.
@@ -535,7 +351,7 @@ fn main() -> Res<()> {
                     .to_string(),
             };
             run_self_as_child("the fast-path child", (PATH_VAR, "fast"), Some(&threads))?;
-            if std::env::var_os(OMIT_VAR).is_none() {
+            if std::env::var_os(Omit::VAR).is_none() {
                 run_self_as_child("the slow-path child", (PATH_VAR, "slow"), None)?;
             }
         }
