@@ -79,7 +79,7 @@ use candle_transformers::models::llama::{Cache, Config, Llama};
 use trace_candle::{Capture, SamplerConfig, SamplerDiagnostic};
 use trace_record::schema::{Phase, Schedule};
 use trace_record::{Run, TraceSession};
-use tracegraph_benches::{Rounds, Row, alternate, emit, emit_paired, median, quick};
+use tracegraph_benches::{Rounds, Row, alternate, emit, emit_paired, median, quick, status_bytes};
 
 // The trainer `tracegraph demo` runs: one home (the CLI), measured here as is.
 #[path = "../../crates/tracegraph/src/demo/mlp.rs"]
@@ -286,22 +286,6 @@ fn measure(
 /// The environment variable that makes this bench a child of the process rows: `off:N`,
 /// `on:HZ:N` (N generations, each one recorded step) or `spin` (the idle-CPU spinner).
 const PROCESS_CHILD: &str = "TRACEGRAPH_SAMPLER_PROCESS";
-
-/// A `/proc/self/status` field in bytes (`VmRSS`, `VmHWM`).
-fn status_bytes(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map(|kb| kb * 1024)
-}
 
 /// This process's user and system CPU time, ns (`/proc/self/stat`, clock ticks of 10 ms).
 fn process_cpu_ns() -> Option<u64> {

@@ -199,10 +199,17 @@ pub fn emit_time(bench: &str, metric: &str, ours_id: &str, per: f64) {
 
 /// Peak resident set size of this process so far, in bytes (Linux `VmHWM`), if known.
 pub fn peak_rss_bytes() -> Option<u64> {
+    status_bytes("VmHWM")
+}
+
+/// A memory field of this process's `/proc/self/status` in bytes (`VmRSS` the resident set
+/// now, `VmHWM` its peak, given in kB there), if known: `None` off Linux, or when the field is
+/// missing or not a number of kB.
+pub fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|rest| {
             rest.trim()
                 .trim_end_matches("kB")
