@@ -73,9 +73,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::{VarBuilder, VarMap};
-use candle_transformers::models::llama::{Cache, Config, Llama};
 use trace_candle::{Capture, SamplerConfig, SamplerDiagnostic};
 use trace_record::schema::{Phase, Schedule};
 use trace_record::{Run, TraceSession};
@@ -90,61 +87,33 @@ mod mlp;
 #[allow(dead_code, unreachable_pub)]
 mod profile_llama;
 
-use mlp::MlpTrainer;
-use profile_llama::{DECODE, PROMPT, tiny_config};
+// The tiny Llama the llama and flight suites measure, here without a capture.
+#[path = "shared/tiny_llama.rs"]
+mod tiny_llama;
 
-/// The tiny Llama, uninstrumented (built under no `tracing` subscriber).
+use mlp::MlpTrainer;
+use profile_llama::tiny_config;
+
+/// The tiny Llama, uninstrumented (built under no `tracing` subscriber): the llama suite's
+/// [`tiny_llama::Model`] without a capture, and the example's prompt.
 struct TinyLlama {
-    cfg: Config,
-    device: Device,
-    llama: Llama,
+    model: tiny_llama::Model,
     prompt: Vec<u32>,
 }
 
 impl TinyLlama {
     fn new() -> Self {
-        let (cfg, device) = (tiny_config(), Device::Cpu);
-        let varmap = VarMap::new();
-        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
-        let llama = Llama::load(vb, &cfg).expect("tiny Llama");
-        let prompt = (0..PROMPT)
-            .map(|i| ((i * 37 + 11) % cfg.vocab_size) as u32)
-            .collect();
+        let model = tiny_llama::Model::new(None, &tiny_config(), tiny_llama::Omit::default())
+            .expect("tiny Llama");
         TinyLlama {
-            cfg,
-            device,
-            llama,
-            prompt,
+            model,
+            prompt: tiny_llama::prompt(),
         }
     }
 
-    /// Prefill of the prompt, then [`DECODE`] greedy decode steps with a fresh KV cache.
+    /// Prefill of the prompt, then `DECODE` greedy decode steps with a fresh KV cache.
     fn generate(&self) -> Vec<u32> {
-        let mut cache = Cache::new(true, DType::F32, &self.cfg, &self.device).expect("cache");
-        let mut tokens = self.prompt.clone();
-        let mut pos = 0;
-        for step in 0..=DECODE {
-            let context = if step == 0 {
-                &tokens[..]
-            } else {
-                &tokens[tokens.len() - 1..]
-            };
-            let input = Tensor::new(context, &self.device)
-                .and_then(|t| t.unsqueeze(0))
-                .expect("input");
-            let logits = self
-                .llama
-                .forward(&input, pos, &mut cache)
-                .expect("forward");
-            pos += context.len();
-            let next = logits
-                .squeeze(0)
-                .and_then(|l| l.argmax(0))
-                .and_then(|t| t.to_scalar::<u32>())
-                .expect("next token");
-            tokens.push(next);
-        }
-        tokens.split_off(self.prompt.len())
+        self.model.generate(&self.prompt).expect("generate")
     }
 }
 
